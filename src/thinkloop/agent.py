@@ -1,0 +1,159 @@
+"""Agent: the public face. ``Agent(model=..., tools=[...]).run_sync("task")``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from thinkloop.config import default_model_spec
+from thinkloop.errors import ConfigError
+from thinkloop.loop.handle import RunHandle, Subscriber
+from thinkloop.loop.output import output_instructions
+from thinkloop.loop.result import RunResult
+from thinkloop.loop.state import Limits, RunConfig, RunState
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.registry import resolve_model
+from thinkloop.protocols import ToolCallProtocol, get_protocol
+from thinkloop.store.base import Store
+from thinkloop.store.memory import MemoryStore
+from thinkloop.tools.base import Tool, as_tool
+from thinkloop.types import Event, Message
+
+DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
+# Runs that end in these states leave the session as it was before they started.
+_UNSAVED = frozenset({"failed", "cancelled", "timeout"})
+
+
+class Agent:
+    """A model, tools and instructions, ready to run tasks.
+
+    ``run`` returns a :class:`RunResult`; ``stream`` yields events as they happen; ``start``
+    returns a :class:`RunHandle` that can be iterated, awaited or cancelled.
+    """
+
+    def __init__(
+        self,
+        model: str | Model | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        instructions: str = DEFAULT_INSTRUCTIONS,
+        *,
+        name: str = "thinkloop",
+        max_steps: int = 12,
+        timeout_s: float | None = 600.0,
+        tool_timeout_s: float | None = 60.0,
+        output_type: type[Any] | None = None,
+        output_retries: int = 2,
+        protocol: str | ToolCallProtocol = "auto",
+        settings: ModelSettings | None = None,
+        on_event: Subscriber | None = None,
+        store: Store | None = None,
+        deps: Any = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        self.name = name
+        self.model: Model = resolve_model(model if model is not None else default_model_spec())
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            tool = as_tool(t)
+            if tool.name in self.tools:
+                raise ConfigError(f"two tools are named {tool.name!r}")
+            self.tools[tool.name] = tool
+        self.instructions = instructions
+        self.limits = Limits(max_steps, timeout_s, tool_timeout_s, output_retries)
+        self.output_type = output_type
+        self.protocol = get_protocol(protocol)
+        self.settings = settings or ModelSettings()
+        self.subscribers: list[Subscriber] = [on_event] if on_event else []
+        self.store: Store = store if store is not None else MemoryStore()
+        self.deps = deps
+        self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def subscribe(self, callback: Subscriber) -> None:
+        self.subscribers.append(callback)
+
+    def system_prompt(self) -> str:
+        sections = [self.instructions, self.protocol.prompt_section(
+            [t.spec for t in self.tools.values()])]
+        if self.output_type is not None and self.output_type is not str:
+            sections.append(output_instructions(self.output_type))
+        return "\n\n".join(s for s in sections if s)
+
+    def _config(self, session: str | None, stream_model: bool, user_id: str | None) -> RunConfig:
+        return RunConfig(
+            model=self.model,
+            tools=self.tools,
+            protocol=self.protocol,
+            system_prompt=self.system_prompt(),
+            limits=self.limits,
+            settings=self.settings,
+            output_type=self.output_type,
+            stream_model=stream_model,
+            session_id=session,
+            user_id=user_id,
+            deps=self.deps,
+        )
+
+    def start(
+        self,
+        task: str,
+        *,
+        session: str | None = None,
+        user_id: str | None = None,
+        stream_model: bool = True,
+    ) -> RunHandle:
+        """Start a run in the background (call from a running event loop)."""
+        cfg = self._config(session, stream_model, user_id)
+        state = RunState(uuid.uuid4().hex, task, [], _no_emit)
+        return RunHandle(cfg, state, self.subscribers, self._scope)
+
+    @asynccontextmanager
+    async def _scope(self, cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+        """Load the session before the run; save its whole turn after, or nothing."""
+        session = cfg.session_id
+        system = Message.system(cfg.system_prompt)
+        if session is None:
+            state.messages = [system, Message.user(state.task)]
+            state.new_from = 1
+            yield
+            return
+        async with self._session_locks[session]:
+            history = await self.store.load(session)
+            state.messages = [system, *history, Message.user(state.task)]
+            state.new_from = len(history) + 1
+            yield
+            if state.status not in _UNSAVED:
+                await self.store.append(session, state.new_messages)
+
+    async def run(
+        self, task: str, *, session: str | None = None, user_id: str | None = None
+    ) -> RunResult:
+        """Run ``task`` to its end and return the result (consumes the event stream)."""
+        handle = self.start(task, session=session, user_id=user_id, stream_model=False)
+        return await handle.result()
+
+    async def stream(
+        self, task: str, *, session: str | None = None, user_id: str | None = None
+    ) -> AsyncIterator[Event]:
+        """Yield the run's events as they happen, model chunks included."""
+        handle = self.start(task, session=session, user_id=user_id, stream_model=True)
+        async for event in handle:
+            yield event
+
+    def run_sync(
+        self, task: str, *, session: str | None = None, user_id: str | None = None
+    ) -> RunResult:
+        """``run`` for plain scripts; not for use inside a running event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(task, session=session, user_id=user_id))
+        raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+
+def _no_emit(event: Event) -> None:
+    return None

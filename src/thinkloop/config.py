@@ -1,0 +1,40 @@
+"""Typed settings from the environment (``THINKLOOP_*``) and an optional TOML/JSON file.
+
+Settings are read when asked for and passed down explicitly; nothing here is global.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="THINKLOOP_", extra="ignore")
+
+    model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
+    max_steps: int = 12
+    timeout_s: float = 600.0
+    tool_timeout_s: float = 60.0
+    home: Path = Field(default_factory=lambda: Path.home() / ".thinkloop")
+    protocol: str = "auto"
+
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_ANTHROPIC_MODEL = "claude-3-5-haiku-latest"
+
+
+def default_model_spec(env: Mapping[str, str] | None = None) -> str:
+    """THINKLOOP_MODEL, else OpenAI if keyed, else Anthropic if keyed, else the local model."""
+    env = os.environ if env is None else env
+    if env.get("THINKLOOP_MODEL"):
+        return env["THINKLOOP_MODEL"]
+    if env.get("OPENAI_API_KEY"):
+        return f"openai:{env.get('OPENAI_MODEL') or DEFAULT_OPENAI_MODEL}"
+    if env.get("ANTHROPIC_API_KEY"):
+        return f"anthropic:{env.get('ANTHROPIC_MODEL') or DEFAULT_ANTHROPIC_MODEL}"
+    return "local"

@@ -1,0 +1,112 @@
+"""RunHandle: a run in progress. Iterate it for events, await it for the RunResult.
+
+The run executes in its own task and publishes events to a queue; ``agent.run`` is just
+"consume the stream, then take the result", so there is one loop for both uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any, Literal
+
+from thinkloop.loop.result import RunResult
+from thinkloop.loop.run import execute
+from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.types import Event
+
+log = logging.getLogger("thinkloop")
+
+Subscriber = Callable[[Event], Any]
+# Wraps the run: loads the session before it, persists the turn after it (agent.py).
+Scope = Callable[[RunConfig, RunState], AbstractAsyncContextManager[None]]
+
+
+class RunHandle:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        state: RunState,
+        subscribers: Sequence[Subscriber] = (),
+        scope: Scope | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.state = state
+        self.run_id = state.run_id
+        self._subscribers = tuple(subscribers)
+        self._scope = scope
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._consumed = False
+        state.emit_to = self._publish
+        self._task = asyncio.get_running_loop().create_task(self._main())
+
+    def _publish(self, event: Event) -> None:
+        for sub in self._subscribers:
+            try:
+                sub(event)
+            except Exception:
+                # A broken subscriber must not break the run it observes.
+                log.exception("event subscriber failed on %s", event.type)
+        self._queue.put_nowait(event)
+
+    async def _main(self) -> None:
+        try:
+            scope = self._scope(self.cfg, self.state) if self._scope else nullcontext()
+            async with scope:
+                await execute(self.cfg, self.state)
+        finally:
+            self._queue.put_nowait(None)
+
+    def cancel(self, mode: Literal["immediate", "after_step"] = "immediate") -> None:
+        """Stop the run now, or once the current step has finished."""
+        if mode == "after_step":
+            self.state.cancel_after_step = True
+        else:
+            self._task.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self._task.done()
+
+    async def events(self) -> AsyncIterator[Event]:
+        if self._consumed:
+            raise RuntimeError("a run's events can be consumed once")
+        self._consumed = True
+        try:
+            while (event := await self._queue.get()) is not None:
+                yield event
+        finally:
+            if not self._task.done():
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self.events()
+
+    async def result(self) -> RunResult:
+        if not self._consumed:
+            async for _ in self.events():
+                pass
+        await self._task
+        return self._build_result()
+
+    def __await__(self) -> Generator[Any, None, RunResult]:
+        return self.result().__await__()
+
+    def _build_result(self) -> RunResult:
+        s = self.state
+        assert s.status is not None
+        return RunResult(
+            run_id=s.run_id,
+            status=s.status,
+            output=s.output,
+            text=s.text,
+            steps=tuple(s.steps),
+            usage=s.usage,
+            messages=tuple(s.new_messages),
+            model=self.cfg.model.name,
+            session_id=self.cfg.session_id,
+            error=s.error_text,
+        )

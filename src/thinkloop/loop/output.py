@@ -1,0 +1,46 @@
+"""Structured output: a final answer validated into the agent's ``output_type``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+_FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def output_instructions(output_type: type[Any]) -> str:
+    schema = orjson.dumps(TypeAdapter(output_type).json_schema()).decode()
+    return (
+        "When you give your final answer, reply with only a JSON value (no prose, no code "
+        f"fence) that matches this JSON schema:\n{schema}"
+    )
+
+
+def _json_candidate(text: str) -> str:
+    fenced = _FENCE.search(text)
+    if fenced:
+        return fenced.group(1).strip()
+    stripped = text.strip()
+    for open_, close in (("{", "}"), ("[", "]")):
+        start, end = stripped.find(open_), stripped.rfind(close)
+        if start != -1 and end > start:
+            return stripped[start : end + 1]
+    return stripped
+
+
+def parse_output(output_type: type[Any], text: str) -> Any:
+    """Validate ``text`` as ``output_type``; raise ValueError with a model-readable reason."""
+    adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+    if output_type is str:
+        return text
+    try:
+        return adapter.validate_json(_json_candidate(text))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ValueError(problems) from None

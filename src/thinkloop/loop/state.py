@@ -1,0 +1,75 @@
+"""What one run knows: its fixed configuration and its growing state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.protocols.base import ToolCallProtocol
+from thinkloop.tools.base import Tool
+from thinkloop.types import Event, Message, RunStatus, Step, ToolSpec, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_steps: int = 12
+    timeout_s: float | None = 600.0
+    tool_timeout_s: float | None = 60.0
+    output_retries: int = 2
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything fixed for the duration of a run."""
+
+    model: Model
+    tools: Mapping[str, Tool]
+    protocol: ToolCallProtocol
+    system_prompt: str
+    limits: Limits
+    settings: ModelSettings
+    output_type: type[Any] | None = None
+    stream_model: bool = False
+    session_id: str | None = None
+    user_id: str | None = None
+    deps: Any = None
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self.tools.values())
+
+
+@dataclass
+class RunState:
+    run_id: str
+    task: str
+    messages: list[Message]
+    emit_to: Callable[[Event], None]
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    status: RunStatus | None = None
+    output: Any = None
+    text: str = ""
+    error: BaseException | None = None
+    error_text: str | None = None
+    cancel_after_step: bool = False
+    output_retries_used: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    new_from: int = 0  # messages before this index existed before the run started
+
+    @property
+    def step(self) -> int:
+        return len(self.steps)
+
+    def emit(self, type_: str, **payload: Any) -> None:
+        self.emit_to(Event(type_, self.run_id, len(self.steps), payload))
+
+    def append(self, *messages: Message) -> None:
+        self.messages.extend(messages)
+
+    @property
+    def new_messages(self) -> Sequence[Message]:
+        return self.messages[self.new_from :]

@@ -1,0 +1,54 @@
+"""The Model protocol every provider implements, and the settings passed to it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Per-call knobs. ``extra`` is merged into the provider's request body as-is."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: Literal["auto", "none", "required"] | None = None
+    timeout_s: float = 120.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. ``name`` is the ``provider:model`` string it was resolved from.
+
+    ``stream`` yields :class:`TextDelta` fragments as they arrive and ends with exactly one
+    :class:`ModelResponse` holding the whole reply.
+    """
+
+    name: str
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> ModelResponse: ...
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[TextDelta | ModelResponse]: ...
+
+
+async def complete_via_stream(
+    model: Model, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+) -> ModelResponse:
+    """For providers that only stream: drain the stream and return its final response."""
+    final: ModelResponse | None = None
+    async for item in model.stream(messages, tools, settings):
+        if isinstance(item, ModelResponse):
+            final = item
+    if final is None:
+        from thinkloop.errors import ModelResponseError
+
+        raise ModelResponseError(f"{model.name}: stream ended without a response")
+    return final

@@ -1,0 +1,235 @@
+"""The Chat Completions wire format, spoken directly on the hot path.
+
+Each message is encoded once and memoised in ``Message.cache``; a request body is the
+concatenation of those bytes, so a step costs the new messages only. Responses are decoded
+with orjson and only the fields the loop needs are read.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from thinkloop.errors import ModelResponseError
+from thinkloop.models.base import ModelSettings
+from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
+
+WIRE = "openai"
+
+
+@dataclass(frozen=True, slots=True)
+class WireQuirks:
+    """Per-provider differences in the shape of messages, as data."""
+
+    omit_empty_content_with_tool_calls: bool = True
+    merge_consecutive_roles: bool = False
+    send_stream_usage: bool = True
+    images: bool = True
+
+
+def _content(m: Message, quirks: WireQuirks) -> Any:
+    if not m.parts:
+        return m.content
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    for p in m.parts:
+        if p.kind == "image" and quirks.images:
+            url = p.url or f"data:{p.media_type};base64,{base64.b64encode(p.data).decode()}"
+            blocks.append({"type": "image_url", "image_url": {"url": url}})
+        elif p.kind == "text" or p.text:
+            blocks.append({"type": "text", "text": p.text})
+    return blocks
+
+
+def message_dict(m: Message, quirks: WireQuirks) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        d: dict[str, Any] = {"role": "assistant"}
+        if m.content or not quirks.omit_empty_content_with_tool_calls:
+            d["content"] = m.content or None
+        d["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": orjson.dumps(c.arguments).decode()},
+            }
+            for c in m.tool_calls
+        ]
+        return d
+    return {"role": m.role, "content": _content(m, quirks)}
+
+
+def _merge_consecutive(messages: Sequence[Message]) -> list[Message]:
+    out: list[Message] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        if prev and m.role == prev.role and m.role in ("user", "system") and not m.parts:
+            out[-1] = Message(prev.role, f"{prev.content}\n\n{m.content}", parts=prev.parts)
+        else:
+            out.append(m)
+    return out
+
+
+def encode_messages(messages: Sequence[Message], quirks: WireQuirks) -> bytes:
+    if quirks.merge_consecutive_roles:
+        messages = _merge_consecutive(messages)
+    key = (WIRE, quirks)
+    parts = []
+    for m in messages:
+        enc = m.cache.get(key)
+        if enc is None:
+            enc = m.cache[key] = orjson.dumps(message_dict(m, quirks))
+        parts.append(enc)
+    return b"[" + b",".join(parts) + b"]"
+
+
+@dataclass
+class ToolsEncoder:
+    """Caches the encoded tool list: agents send the same tools every step."""
+
+    _last: tuple[tuple[ToolSpec, ...], bytes] | None = field(default=None)
+
+    def encode(self, tools: Sequence[ToolSpec]) -> bytes:
+        key = tuple(tools)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        data = orjson.dumps(
+            [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        )
+        self._last = (key, data)
+        return data
+
+
+def request_body(
+    model_id: str,
+    messages_json: bytes,
+    tools_json: bytes | None,
+    settings: ModelSettings,
+    *,
+    stream: bool,
+    quirks: WireQuirks,
+) -> bytes:
+    head: dict[str, Any] = {"model": model_id}
+    if settings.temperature is not None:
+        head["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        head["max_tokens"] = settings.max_tokens
+    if tools_json is not None and settings.tool_choice:
+        head["tool_choice"] = settings.tool_choice
+    if stream:
+        head["stream"] = True
+        if quirks.send_stream_usage:
+            head["stream_options"] = {"include_usage": True}
+    head.update(settings.extra)
+    body = orjson.dumps(head)[:-1] + b',"messages":' + messages_json
+    if tools_json is not None:
+        body += b',"tools":' + tools_json
+    return body + b"}"
+
+
+def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments arrive as a JSON string; return (arguments, parse_error)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if not raw:
+        return {}, None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc}): {str(raw)[:200]}"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _usage(data: dict[str, Any] | None) -> Usage:
+    if not data:
+        return Usage(1)
+    return Usage(1, int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+
+
+def _thought(msg: dict[str, Any]) -> str | None:
+    return msg.get("reasoning_content") or msg.get("reasoning") or None
+
+
+def decode_response(raw: bytes) -> ModelResponse:
+    try:
+        data = orjson.loads(raw)
+        choice = data["choices"][0]
+        msg = choice["message"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+        raise ModelResponseError(f"not a chat completion: {raw[:300]!r}") from exc
+    calls = []
+    for i, tc in enumerate(msg.get("tool_calls") or ()):
+        fn = tc.get("function") or {}
+        args, err = decode_arguments(fn.get("arguments"))
+        calls.append(ToolCall(tc.get("id") or f"call_{i}", fn.get("name") or "", args, err))
+    message = Message.assistant(msg.get("content") or "", tuple(calls), _thought(msg))
+    return ModelResponse(message, _usage(data.get("usage")), choice.get("finish_reason"),
+                         data.get("model", ""))
+
+
+@dataclass
+class StreamAccumulator:
+    """Folds ``chat.completion.chunk`` events into one response."""
+
+    text: list[str] = field(default_factory=list)
+    thought: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    usage: Usage = field(default_factory=lambda: Usage(1))
+    finish_reason: str | None = None
+    model: str = ""
+
+    def feed(self, raw: str) -> tuple[str, str]:
+        """Take one chunk; return the (text, kind) delta it carried, possibly empty."""
+        data = orjson.loads(raw)
+        self.model = data.get("model") or self.model
+        if data.get("usage"):
+            self.usage = _usage(data["usage"])
+        choices = data.get("choices") or ()
+        if not choices:
+            return "", "text"
+        choice = choices[0]
+        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        delta = choice.get("delta") or {}
+        for tc in delta.get("tool_calls") or ():
+            slot = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "args": ""})
+            fn = tc.get("function") or {}
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["name"] += fn.get("name") or ""
+            slot["args"] += fn.get("arguments") or ""
+            if fn.get("arguments"):
+                return fn["arguments"], "tool_call"
+        reasoning = _thought(delta)
+        if reasoning:
+            self.thought.append(reasoning)
+            return reasoning, "thought"
+        content = delta.get("content") or ""
+        if content:
+            self.text.append(content)
+        return content, "text"
+
+    def response(self) -> ModelResponse:
+        calls = []
+        for i in sorted(self.calls):
+            slot = self.calls[i]
+            args, err = decode_arguments(slot["args"])
+            calls.append(ToolCall(slot["id"] or f"call_{i}", slot["name"], args, err))
+        message = Message.assistant(
+            "".join(self.text), tuple(calls), "".join(self.thought) or None
+        )
+        return ModelResponse(message, self.usage, self.finish_reason, self.model)

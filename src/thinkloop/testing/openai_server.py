@@ -1,0 +1,277 @@
+"""A small deterministic OpenAI-compatible server on loopback, for tests and benchmarks.
+
+It speaks just enough HTTP/1.1 (keep-alive, Content-Length, chunked SSE) to be driven by any
+real client. Two ways to decide a reply:
+
+* scripted: ``server.enqueue(Reply(...))`` queues exact replies (status, body, delay), which is
+  how tests inject 429 / 5xx / context-overflow faults;
+* automatic, when the queue is empty: a model named ``steps-N`` asks for one ``echo`` tool call
+  per step until the request holds N tool results, then answers. This is the benchmark workload.
+
+Every request body is recorded in ``server.requests`` for assertions.
+
+Run standalone: ``python -m thinkloop.testing.openai_server --port 8765``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+_STEPS = re.compile(r"steps-(\d+)")
+
+
+@dataclass
+class Reply:
+    """One scripted answer. ``body`` dicts are JSON-encoded; ``sse`` sends events instead."""
+
+    status: int = 200
+    body: dict[str, Any] | str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    sse: list[dict[str, Any]] | None = None
+
+
+def completion(
+    content: str | None = None,
+    tool_calls: list[tuple[str, dict[str, Any]]] | None = None,
+    *,
+    model: str = "fake",
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    """Build a Chat Completions response body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": orjson.dumps(args).decode()},
+            }
+            for i, (name, args) in enumerate(tool_calls)
+        ]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def stream_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Split a completion body into the chunk events a streaming server would send."""
+    msg = body["choices"][0]["message"]
+    model = body.get("model", "fake")
+    events: list[dict[str, Any]] = []
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    events.append(chunk({"role": "assistant", "content": ""}))
+    text = msg.get("content") or ""
+    for i in range(0, len(text), 8):
+        events.append(chunk({"content": text[i : i + 8]}))
+    for i, tc in enumerate(msg.get("tool_calls") or []):
+        fn = tc["function"]
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": tc["id"],
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        args = fn["arguments"]
+        half = len(args) // 2
+        for part in (args[:half], args[half:]):
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
+    events.append(chunk({}, body["choices"][0]["finish_reason"]))
+    final = chunk({}, None)
+    final["choices"] = []
+    final["usage"] = body["usage"]
+    events.append(final)
+    return events
+
+
+def auto_reply(request: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark workload: ``steps-N`` asks for N echo calls, one per step."""
+    model = str(request.get("model", ""))
+    m = _STEPS.search(model)
+    steps = int(m.group(1)) if m else 0
+    done = sum(1 for msg in request.get("messages", ()) if msg.get("role") == "tool")
+    if done < steps:
+        return completion(tool_calls=[("echo", {"text": f"step {done + 1}"})], model=model)
+    return completion(f"done after {done} steps", model=model)
+
+
+class OpenAIServer:
+    """Serve on 127.0.0.1 in a background thread: ``with OpenAIServer() as srv: srv.base_url``."""
+
+    def __init__(self, port: int = 0, record: bool = True) -> None:
+        self.port = port
+        self.record = record
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._queue: deque[Reply] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._server: asyncio.Server | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *replies: Reply) -> None:
+        self._queue.extend(replies)
+
+    def clear(self) -> None:
+        self._queue.clear()
+        self.requests.clear()
+        self.headers.clear()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> OpenAIServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_thread, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("fake OpenAI server did not start")
+
+    def stop(self) -> None:
+        if self._loop and self._server:
+            self._loop.call_soon_threadsafe(self._server.close)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread:
+            self._thread.join(5)
+
+    def _run_thread(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._server = loop.run_until_complete(self.serve())
+        self._ready.set()
+        loop.run_forever()
+        loop.close()
+
+    async def serve(self) -> asyncio.Server:
+        server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, backlog=1024)
+        self.port = server.sockets[0].getsockname()[1]
+        return server
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length", "0"))
+                raw = await reader.readexactly(length) if length else b""
+                await self._respond(writer, raw, headers)
+                if headers.get("connection", "").lower() == "close":
+                    break
+        writer.close()
+
+    async def _respond(
+        self, writer: asyncio.StreamWriter, raw: bytes, headers: dict[str, str]
+    ) -> None:
+        request = orjson.loads(raw) if raw else {}
+        if self.record:
+            self.requests.append(request)
+            self.headers.append(headers)
+        reply = self._queue.popleft() if self._queue else Reply(body=auto_reply(request))
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if request.get("stream") and reply.status == 200 and reply.sse is None:
+            assert isinstance(reply.body, dict)
+            reply.sse = stream_events(reply.body)
+        if reply.sse is not None and reply.status == 200:
+            await self._send_sse(writer, reply)
+            return
+        body = reply.body if reply.body is not None else {}
+        data = body.encode() if isinstance(body, str) else orjson.dumps(body)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
+        writer.write(
+            f"HTTP/1.1 {reply.status} X\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(data)}\r\n{extra}\r\n".encode()
+            + data
+        )
+        await writer.drain()
+
+    async def _send_sse(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+        )
+        for event in [*(reply.sse or ()), None]:
+            payload = b"data: " + (orjson.dumps(event) if event else b"[DONE]") + b"\n\n"
+            writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+
+    async def run() -> None:
+        srv = OpenAIServer(args.port, record=False)
+        server = await srv.serve()
+        print(f"listening on {srv.base_url}", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Running the tool calls of one step: validate, call with a timeout, report.
+
+Every failure a model or a tool can cause becomes an error :class:`ToolResult` the model reads
+on its next step; only cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from thinkloop.errors import (
+    ToolArgumentsError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+)
+from thinkloop.tools.base import Tool, ToolContext
+from thinkloop.types import ToolCall, ToolResult
+
+
+def render_output(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "ok"
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return str(value)
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _bind(tool: Tool, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
+    if call.parse_error:
+        raise ToolArgumentsError(call.parse_error)
+    try:
+        validated = tool.args_model.model_validate(call.arguments)
+    except ValidationError as exc:
+        raise ToolArgumentsError(
+            f"invalid arguments for {tool.name}: {_validation_summary(exc)}. "
+            f"Expected schema: {orjson.dumps(tool.parameters).decode()}"
+        ) from None
+    kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
+    if tool.context_param:
+        kwargs[tool.context_param] = ctx
+    return kwargs
+
+
+async def invoke(tool: Tool, call: ToolCall, ctx: ToolContext, timeout_s: float | None) -> str:
+    """Call one tool; raise a :class:`ToolError` subclass on any failure."""
+    kwargs = _bind(tool, call, ctx)
+    limit = tool.timeout_s if tool.timeout_s is not None else timeout_s
+    try:
+        async with asyncio.timeout(limit):
+            if tool.is_async:
+                value = await tool.fn(**kwargs)
+            else:
+                # A sync tool runs in a worker thread; on timeout the thread finishes on its own.
+                value = await asyncio.to_thread(tool.fn, **kwargs)
+    except TimeoutError:
+        raise ToolTimeoutError(f"{tool.name} timed out after {limit:g}s") from None
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise ToolExecutionError(f"{tool.name} raised {type(exc).__name__}: {exc}") from exc
+    return render_output(value)
+
+
+async def run_call(
+    tools: Mapping[str, Tool], call: ToolCall, ctx: ToolContext, timeout_s: float | None
+) -> ToolResult:
+    start = time.perf_counter()
+    tool = tools.get(call.name)
+    try:
+        if tool is None:
+            known = ", ".join(sorted(tools)) or "none"
+            raise ToolNotFoundError(f"unknown tool {call.name!r}; available tools: {known}")
+        content = await invoke(tool, call, ctx, timeout_s)
+        return ToolResult(call, content, False, time.perf_counter() - start)
+    except ToolError as exc:
+        return ToolResult(call, f"Error: {exc}", True, time.perf_counter() - start)
+
+
+async def run_calls(
+    tools: Mapping[str, Tool],
+    calls: Sequence[ToolCall],
+    contexts: Sequence[ToolContext],
+    timeout_s: float | None,
+) -> list[ToolResult]:
+    """Run a step's calls concurrently; results keep the order the model asked for."""
+    if len(calls) == 1:
+        return [await run_call(tools, calls[0], contexts[0], timeout_s)]
+    return list(
+        await asyncio.gather(
+            *(run_call(tools, c, ctx, timeout_s) for c, ctx in zip(calls, contexts, strict=True))
+        )
+    )

@@ -1,0 +1,169 @@
+"""Frozen typed data that flows through the loop: messages, tool calls, usage, events.
+
+Pydantic lives at the edges (tool arguments, config, HTTP); inside, everything is a frozen
+dataclass. ``Message.cache`` is the one mutable corner: providers memoise a message's wire
+encoding there so a step never re-serialises the whole history.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+RunStatus = Literal[
+    "completed",
+    "max_steps",
+    "timeout",
+    "cancelled",
+    "failed",
+    "blocked",
+    "loop_detected",
+    "budget_exceeded",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to run one tool."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    # Set when the model's arguments could not be decoded; the loop reports it back.
+    parse_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about a tool: its name, description and JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPart:
+    """A non-text block in a user message (image, document)."""
+
+    kind: Literal["image", "document", "text"]
+    media_type: str = ""
+    data: bytes = b""
+    text: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    thought: str | None = None
+    parts: tuple[ContentPart, ...] = ()
+    # Provider-private memo of this message's wire encoding, keyed by wire format.
+    cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @staticmethod
+    def system(text: str) -> Message:
+        return Message("system", text)
+
+    @staticmethod
+    def user(text: str, parts: tuple[ContentPart, ...] = ()) -> Message:
+        return Message("user", text, parts=parts)
+
+    @staticmethod
+    def assistant(
+        text: str = "", tool_calls: tuple[ToolCall, ...] = (), thought: str | None = None
+    ) -> Message:
+        return Message("assistant", text, tool_calls=tool_calls, thought=thought)
+
+    @staticmethod
+    def tool(call_id: str, name: str, text: str) -> Message:
+        return Message("tool", text, tool_call_id=call_id, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.requests + other.requests,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost_usd + other.cost_usd,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """One complete model reply: an assistant message plus accounting."""
+
+    message: Message
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A streamed fragment of the model's reply."""
+
+    text: str
+    kind: Literal["text", "thought", "tool_call"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call: ToolCall
+    content: str
+    is_error: bool = False
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One think-act-observe iteration."""
+
+    index: int
+    thought: str | None
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
+    usage: Usage
+
+
+EventType = Literal[
+    "run.started",
+    "llm.request",
+    "chunk",
+    "llm.response",
+    "tool.call",
+    "tool.result",
+    "step.completed",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened in a run. ``type`` is open so later stages add their own."""
+
+    type: str
+    run_id: str
+    step: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=time.time)
