@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from thinkloop.config import default_model_spec
 from thinkloop.errors import ConfigError
+from thinkloop.hooks import Hook, HookFn, Hooks, HookSpec, Stage, normalise
 from thinkloop.loop.handle import RunHandle, Subscriber
 from thinkloop.loop.output import output_instructions
 from thinkloop.loop.result import RunResult
@@ -52,6 +53,7 @@ class Agent:
         on_event: Subscriber | None = None,
         store: Store | None = None,
         deps: Any = None,
+        hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
     ) -> None:
         if max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -71,7 +73,17 @@ class Agent:
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
         self.store: Store = store if store is not None else MemoryStore()
         self.deps = deps
+        self.hooks = Hooks(normalise(hooks))
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def hook(self, stage: Stage, *, critical: bool = False) -> Callable[[HookFn], HookFn]:
+        """Register a hook: ``@agent.hook("pre_tool")``."""
+
+        def register(fn: HookFn) -> HookFn:
+            self.hooks.add(Hook(stage, fn, critical))
+            return fn
+
+        return register
 
     def subscribe(self, callback: Subscriber) -> None:
         self.subscribers.append(callback)
@@ -96,6 +108,7 @@ class Agent:
             session_id=session,
             user_id=user_id,
             deps=self.deps,
+            hooks=self.hooks,
         )
 
     def start(

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
+from thinkloop.hooks import OutputContext
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
 from thinkloop.loop.state import RunConfig, RunState
@@ -39,6 +40,7 @@ class RunHandle:
         self._scope = scope
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._consumed = False
+        self._finished = asyncio.Event()
         state.emit_to = self._publish
         self._task = asyncio.get_running_loop().create_task(self._main())
 
@@ -57,7 +59,17 @@ class RunHandle:
             async with scope:
                 await execute(self.cfg, self.state)
         finally:
+            self._finished.set()
             self._queue.put_nowait(None)
+        # post_output runs after the answer is out: it never delays the result.
+        if "post_output" in self.cfg.hooks:
+            s = self.state
+            ctx = OutputContext("post_output", self.cfg, s, text=s.text, output=s.output,
+                                silent=s.silent, status=s.status)
+            try:
+                await self.cfg.hooks.run(ctx)
+            except Exception:
+                log.exception("post_output hook failed for run %s", s.run_id)
 
     def cancel(self, mode: Literal["immediate", "after_step"] = "immediate") -> None:
         """Stop the run now, or once the current step has finished."""
@@ -68,7 +80,11 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self._task.done()
+        return self._finished.is_set()
+
+    async def wait_background(self) -> None:
+        """Wait for post_output jobs too (the result itself never waits for them)."""
+        await asyncio.shield(self._task)
 
     async def events(self) -> AsyncIterator[Event]:
         if self._consumed:
@@ -78,7 +94,7 @@ class RunHandle:
             while (event := await self._queue.get()) is not None:
                 yield event
         finally:
-            if not self._task.done():
+            if not self._finished.is_set():
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
 
@@ -89,7 +105,14 @@ class RunHandle:
         if not self._consumed:
             async for _ in self.events():
                 pass
-        await self._task
+        await self._finished.wait()
+        task = self._task
+        if task.done():
+            if task.cancelled() and self.state.status is None:
+                raise asyncio.CancelledError
+            if not task.cancelled() and task.exception() is not None:
+                # The run never started (e.g. the session store failed): nothing to return.
+                raise task.exception()  # type: ignore[misc]
         return self._build_result()
 
     def __await__(self) -> Generator[Any, None, RunResult]:

@@ -1,4 +1,4 @@
-"""The one loop: think -> act -> observe, until an answer or a limit.
+"""The one loop: assess, then think -> act -> observe until an answer or a limit, then deliver.
 
 ``execute`` never raises for anything a model or a tool did: it records a status instead.
 Streaming and non-streaming runs share this code; they differ only in whether the model is
@@ -8,29 +8,19 @@ asked to stream (``RunConfig.stream_model``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
-from thinkloop.errors import OutputValidationError, ThinkloopError
-from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
+from thinkloop.hooks import AssessContext, OutputContext
+from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.protocols.base import Act, Answer, Malformed
-from thinkloop.tools.base import ToolContext
-from thinkloop.tools.execute import run_calls
-from thinkloop.types import Message, ModelResponse, RunStatus, Step, TextDelta, ToolCall
+from thinkloop.loop.steps import StopRun, act, decide, record_step, run_stage, think
+from thinkloop.protocols.base import Act, Answer
+from thinkloop.types import Message, RunStatus
 
 CAP_NOTICE = (
     "You have used all {n} steps available for this task. Do not call any more tools. "
     "Give your best final answer now from what you have found so far."
-)
-MALFORMED_NOTICE = (
-    "Your last reply looked like a tool call but it could not be read: {problem}. "
-    "Send the tool call again in the expected format, or give your final answer."
-)
-OUTPUT_NOTICE = (
-    "Your final answer did not match the required output schema: {problem}. "
-    "Reply again with only a JSON value that matches the schema."
 )
 
 
@@ -39,7 +29,11 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
     state.emit("run.started", task=state.task, model=cfg.model.name)
     try:
         async with asyncio.timeout(cfg.limits.timeout_s):
+            await assess(cfg, state)
             await drive(cfg, state)
+    except StopRun as stop:
+        close_unanswered(state, f"[no result: {stop.reason}]")
+        end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")
         end(state, "timeout", f"run timed out after {cfg.limits.timeout_s:g}s")
@@ -49,16 +43,33 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             task.uncancel()
-    except (ThinkloopError, Exception) as exc:
+    except Exception as exc:
         close_unanswered(state, "[no result: the run failed]")
         state.error = exc
         end(state, "failed", f"{type(exc).__name__}: {exc}")
+    await deliver(cfg, state)
+
+
+async def assess(cfg: RunConfig, state: RunState) -> None:
+    """pre_assess / post_assess: hooks may rewrite the task and the system prompt."""
+    if "pre_assess" not in cfg.hooks and "post_assess" not in cfg.hooks:
+        return
+    ctx = AssessContext("pre_assess", cfg, state, task=state.task,
+                        system_prompt=state.messages[0].content)
+    await run_stage(cfg, ctx)
+    ctx.stage = "post_assess"
+    await run_stage(cfg, ctx)
+    if ctx.system_prompt != state.messages[0].content:
+        state.messages[0] = Message.system(ctx.system_prompt)
+    if ctx.task != state.task:
+        state.task = ctx.task
+        state.messages[state.new_from] = Message.user(ctx.task, state.messages[state.new_from].parts)
 
 
 async def drive(cfg: RunConfig, state: RunState) -> None:
     while state.step < cfg.limits.max_steps:
         response = await think(cfg, state, with_tools=True)
-        match decide(cfg, state, response):
+        match await decide(cfg, state, response):
             case RunTools(assistant, calls):
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
@@ -72,86 +83,6 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
         if state.cancel_after_step:
             raise asyncio.CancelledError
     await answer_at_cap(cfg, state)
-
-
-async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
-    """One model call, with its events."""
-    specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
-    state.emit("llm.request", messages=len(state.messages), tools=[s.name for s in specs])
-    if cfg.stream_model:
-        response = None
-        async for item in cfg.model.stream(state.messages, specs, cfg.settings):
-            if isinstance(item, TextDelta):
-                state.emit("chunk", content=item.text, kind=item.kind)
-            else:
-                response = item
-        assert response is not None
-    else:
-        response = await cfg.model.complete(state.messages, specs, cfg.settings)
-    state.usage = state.usage + response.usage
-    msg = response.message
-    state.emit(
-        "llm.response",
-        text=msg.content,
-        thought=msg.thought,
-        tool_calls=[_call_payload(c) for c in msg.tool_calls],
-        usage=_usage_payload(response),
-        finish_reason=response.finish_reason,
-    )
-    return response
-
-
-def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> NextStep:
-    reading = cfg.protocol.read(response)
-    assistant = response.message
-    match reading:
-        case Act(calls):
-            return RunTools(assistant, calls)
-        case Malformed(problem):
-            return TryAgain(assistant, MALFORMED_NOTICE.format(problem=problem))
-        case Answer(text):
-            if cfg.output_type is None:
-                return Finish(assistant, text, text)
-            try:
-                return Finish(assistant, text, parse_output(cfg.output_type, text))
-            except ValueError as exc:
-                if state.output_retries_used >= cfg.limits.output_retries:
-                    raise OutputValidationError(
-                        f"final answer still invalid after {state.output_retries_used} "
-                        f"retries: {exc}"
-                    ) from None
-                state.output_retries_used += 1
-                return TryAgain(assistant, OUTPUT_NOTICE.format(problem=exc))
-    raise AssertionError(f"unhandled reading {reading!r}")
-
-
-async def act(
-    cfg: RunConfig,
-    state: RunState,
-    assistant: Message,
-    calls: tuple[ToolCall, ...],
-    response: ModelResponse,
-) -> None:
-    """Run the step's tool calls and append what they returned."""
-    state.append(assistant)
-    contexts = []
-    for c in calls:
-        state.emit("tool.call", **_call_payload(c))
-        contexts.append(
-            ToolContext(state.run_id, state.step, c.id, cfg.session_id, cfg.user_id, cfg.deps)
-        )
-    results = await run_calls(cfg.tools, calls, contexts, cfg.limits.tool_timeout_s)
-    for r in results:
-        state.emit(
-            "tool.result",
-            id=r.call.id,
-            name=r.call.name,
-            is_error=r.is_error,
-            content=r.content,
-            duration_s=round(r.duration_s, 6),
-        )
-    state.append(*cfg.protocol.observations(assistant, results))
-    record_step(state, response, calls, tuple(results))
 
 
 async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
@@ -171,14 +102,6 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     finish(state, "max_steps", text, output)
 
 
-def record_step(state: RunState, response: ModelResponse, calls: Any, results: Any) -> None:
-    msg = response.message
-    state.steps.append(
-        Step(len(state.steps) + 1, msg.thought, msg.content, calls, results, response.usage)
-    )
-    state.emit("step.completed", tool_calls=len(calls))
-
-
 def finish(state: RunState, status: RunStatus, text: str, output: Any) -> None:
     state.text = text
     state.output = output
@@ -188,36 +111,41 @@ def finish(state: RunState, status: RunStatus, text: str, output: Any) -> None:
 def end(state: RunState, status: RunStatus, error: str | None = None) -> None:
     state.status = status
     state.error_text = error
-    usage = {"requests": state.usage.requests, "input_tokens": state.usage.input_tokens,
-             "output_tokens": state.usage.output_tokens}
-    if status == "failed":
-        state.emit("run.failed", error=error, usage=usage)
-    elif status == "cancelled":
+
+
+async def deliver(cfg: RunConfig, state: RunState) -> None:
+    """pre_output hooks may rewrite the answer; then the run's terminal event goes out."""
+    if "pre_output" in cfg.hooks:
+        ctx = OutputContext("pre_output", cfg, state, text=state.text, output=state.output,
+                            silent=state.silent, status=state.status)
+        try:
+            await cfg.hooks.run(ctx)
+        except Exception as exc:  # a critical pre_output hook failed
+            state.error, state.status = exc, "failed"
+            state.error_text = f"{type(exc).__name__}: {exc}"
+        else:
+            if cfg.output_type is None and ctx.text != state.text:
+                ctx.output = ctx.text  # a plain-text answer is its own output
+            state.text, state.output, state.silent = ctx.text, ctx.output, ctx.silent
+    u = state.usage
+    usage = {"requests": u.requests, "input_tokens": u.input_tokens,
+             "output_tokens": u.output_tokens}
+    if state.status == "failed":
+        state.emit("run.failed", error=state.error_text, usage=usage)
+    elif state.status == "cancelled":
         state.emit("run.cancelled", usage=usage)
     else:
-        state.emit("run.completed", status=status, output=state.text, error=error, usage=usage)
+        state.emit("run.completed", status=state.status, output=state.text,
+                   error=state.error_text, silent=state.silent, usage=usage)
 
 
 def close_unanswered(state: RunState, note: str) -> None:
     """Keep the history consistent: every tool call gets a result, even an interrupted one."""
-    if not state.messages:
+    new = state.new_messages
+    answered = {m.tool_call_id for m in new if m.role == "tool"}
+    last = next((m for m in reversed(new) if m.role == "assistant"), None)
+    if last is None:
         return
-    answered = {m.tool_call_id for m in state.messages if m.role == "tool"}
-    last = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
-    if last is None or not last.tool_calls:
-        return
-    with contextlib.suppress(ValueError):
-        if state.messages.index(last) < state.new_from:
-            return
     for c in last.tool_calls:
         if c.id not in answered:
             state.append(Message.tool(c.id, c.name, note))
-
-
-def _call_payload(c: ToolCall) -> dict[str, Any]:
-    return {"id": c.id, "name": c.name, "arguments": c.arguments}
-
-
-def _usage_payload(response: ModelResponse) -> dict[str, int]:
-    u = response.usage
-    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}

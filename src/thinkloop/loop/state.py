@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.tools.base import Tool
@@ -36,6 +37,7 @@ class RunConfig:
     session_id: str | None = None
     user_id: str | None = None
     deps: Any = None
+    hooks: Hooks = field(default_factory=Hooks)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -59,6 +61,7 @@ class RunState:
     output_retries_used: int = 0
     started: float = field(default_factory=time.perf_counter)
     new_from: int = 0  # messages before this index existed before the run started
+    silent: bool = False
 
     @property
     def step(self) -> int:

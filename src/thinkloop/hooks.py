@@ -1,0 +1,196 @@
+"""Hook stages around the loop (CortexPrism's ten).
+
+A hook is a plain sync or async function of one argument, the typed context of its stage. It
+may observe, modify the context's mutable fields, or stop the run with ``ctx.stop(reason)``.
+Built-in guards, memory injection and post-turn jobs are hooks too, so the loop itself stays a
+short list of phases.
+
+==============  =====================================  ==========================================
+stage           when                                   context (mutable fields)
+==============  =====================================  ==========================================
+pre_assess      before anything, once per run          AssessContext (task, system_prompt)
+post_assess     after assessment, before step 1        AssessContext
+pre_reason      before each model call                 ReasonContext (messages, tools, settings)
+post_reason     after each model call                  ReasonContext (+ response)
+pre_tool        before each tool call                  ToolHookContext (call; set result to skip)
+post_tool       after each tool call                   ToolHookContext (result)
+pre_reflect     before a final answer is accepted      ReflectContext (text; ``reject`` to go on)
+post_reflect    after it was accepted                  ReflectContext
+pre_output      before the result is delivered         OutputContext (text, output, silent)
+post_output     after the run ended, off the hot path  OutputContext
+==============  =====================================  ==========================================
+
+A hook that raises is reported as a ``hook.failed`` event and skipped, unless registered with
+``critical=True``, in which case the run fails.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from thinkloop.loop.state import RunConfig, RunState
+    from thinkloop.models.base import ModelSettings
+    from thinkloop.tools.base import Tool
+
+Stage = Literal[
+    "pre_assess",
+    "post_assess",
+    "pre_reason",
+    "post_reason",
+    "pre_tool",
+    "post_tool",
+    "pre_reflect",
+    "post_reflect",
+    "pre_output",
+    "post_output",
+]
+STAGES: tuple[Stage, ...] = get_args(Stage)
+
+
+@dataclass
+class HookContext:
+    """What every stage sees: the run (read-mostly) and a way to stop it."""
+
+    stage: Stage
+    cfg: RunConfig
+    state: RunState
+    stop_reason: str | None = field(default=None, init=False)
+    stop_status: RunStatus = field(default="blocked", init=False)
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def step(self) -> int:
+        return self.state.step
+
+    def stop(self, reason: str, status: RunStatus = "blocked") -> None:
+        """End the run after this stage with ``status`` and ``reason``."""
+        self.stop_reason = reason
+        self.stop_status = status
+
+    def emit(self, type_: str, **payload: Any) -> None:
+        self.state.emit(type_, **payload)
+
+
+@dataclass
+class AssessContext(HookContext):
+    task: str = ""
+    system_prompt: str = ""
+
+
+@dataclass
+class ReasonContext(HookContext):
+    messages: list[Message] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
+    settings: ModelSettings | None = None
+    response: ModelResponse | None = None
+
+
+@dataclass
+class ToolHookContext(HookContext):
+    call: ToolCall | None = None
+    tool: Tool | None = None
+    # pre_tool: set a result to answer the call without running the tool (deny, dedup, cache).
+    result: ToolResult | None = None
+
+
+@dataclass
+class ReflectContext(HookContext):
+    text: str = ""
+    output: Any = None
+    feedback: str | None = None
+
+    def reject(self, feedback: str) -> None:
+        """Refuse this final answer: the model reads ``feedback`` and the loop goes on."""
+        self.feedback = feedback
+
+
+@dataclass
+class OutputContext(HookContext):
+    text: str = ""
+    output: Any = None
+    silent: bool = False
+    status: RunStatus | None = None
+
+
+HookFn = Callable[[Any], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class Hook:
+    stage: Stage
+    fn: HookFn
+    critical: bool = False
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or getattr(self.fn, "__qualname__", repr(self.fn))
+
+
+HookSpec = Hook | HookFn
+
+
+def normalise(hooks: Mapping[str, Iterable[HookSpec]] | Iterable[Hook] | None) -> list[Hook]:
+    """Accept ``{"pre_tool": [fn, ...]}`` or a list of :class:`Hook`; check stage names."""
+    if hooks is None:
+        return []
+    out: list[Hook] = []
+    if isinstance(hooks, Mapping):
+        for stage, fns in hooks.items():
+            for fn in fns:
+                out.append(fn if isinstance(fn, Hook) else Hook(_stage(stage), fn))
+    else:
+        out.extend(hooks)
+    for h in out:
+        _stage(h.stage)
+    return out
+
+
+def _stage(name: str) -> Stage:
+    if name not in STAGES:
+        from thinkloop.errors import ConfigError
+
+        raise ConfigError(f"unknown hook stage {name!r}; stages: {', '.join(STAGES)}")
+    return name  # type: ignore[return-value]
+
+
+class HookFailed(Exception):
+    """A critical hook raised; the run fails with this error."""
+
+
+class Hooks:
+    """The hooks of one agent, grouped by stage, run in registration order."""
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        self.by_stage: dict[str, list[Hook]] = {s: [] for s in STAGES}
+        for h in hooks:
+            self.add(h)
+
+    def add(self, hook: Hook) -> None:
+        self.by_stage[hook.stage].append(hook)
+
+    def __contains__(self, stage: str) -> bool:
+        return bool(self.by_stage.get(stage))
+
+    async def run(self, ctx: HookContext) -> None:
+        for hook in self.by_stage[ctx.stage]:
+            try:
+                value = hook.fn(ctx)
+                if inspect.isawaitable(value):
+                    await value
+            except Exception as exc:
+                ctx.emit("hook.failed", stage=ctx.stage, hook=hook.label,
+                         error=f"{type(exc).__name__}: {exc}")
+                if hook.critical:
+                    raise HookFailed(f"critical hook {hook.label} failed: {exc}") from exc
+            if ctx.stop_reason is not None:
+                return

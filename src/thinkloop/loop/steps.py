@@ -1,0 +1,180 @@
+"""The phases of one step: think (call the model), decide (read the reply), act (run tools).
+
+Each phase runs its hook stages; a hook that stops the run raises :class:`StopRun`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from thinkloop.errors import OutputValidationError
+from thinkloop.hooks import HookContext, ReasonContext, ReflectContext, ToolHookContext
+from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
+from thinkloop.loop.output import parse_output
+from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.protocols.base import Act, Answer, Malformed
+from thinkloop.tools.base import ToolContext
+from thinkloop.tools.execute import run_call
+from thinkloop.types import (
+    Message,
+    ModelResponse,
+    RunStatus,
+    Step,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+)
+
+MALFORMED_NOTICE = (
+    "Your last reply looked like a tool call but it could not be read: {problem}. "
+    "Send the tool call again in the expected format, or give your final answer."
+)
+OUTPUT_NOTICE = (
+    "Your final answer did not match the required output schema: {problem}. "
+    "Reply again with only a JSON value that matches the schema."
+)
+
+
+class StopRun(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """A hook ended the run; carries the status and the reason."""
+
+    def __init__(self, status: RunStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
+    if ctx.stage in cfg.hooks:
+        await cfg.hooks.run(ctx)
+        if ctx.stop_reason is not None:
+            raise StopRun(ctx.stop_status, ctx.stop_reason)
+
+
+async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
+    """One model call between its pre_reason and post_reason stages."""
+    specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
+    ctx = ReasonContext("pre_reason", cfg, state, messages=state.messages, tools=list(specs),
+                        settings=cfg.settings)
+    if "pre_reason" in cfg.hooks:
+        # Hooks replace ctx.messages to change this request; the history stays as it is.
+        ctx.messages = list(state.messages)
+        await run_stage(cfg, ctx)
+    settings = ctx.settings or cfg.settings
+    state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
+    if cfg.stream_model:
+        response = None
+        async for item in cfg.model.stream(ctx.messages, ctx.tools, settings):
+            if isinstance(item, TextDelta):
+                state.emit("chunk", content=item.text, kind=item.kind)
+            else:
+                response = item
+        assert response is not None
+    else:
+        response = await cfg.model.complete(ctx.messages, ctx.tools, settings)
+    state.usage = state.usage + response.usage
+    msg = response.message
+    state.emit(
+        "llm.response",
+        text=msg.content,
+        thought=msg.thought,
+        tool_calls=[call_payload(c) for c in msg.tool_calls],
+        usage={"input_tokens": response.usage.input_tokens,
+               "output_tokens": response.usage.output_tokens},
+        finish_reason=response.finish_reason,
+        model=response.model,
+    )
+    ctx.stage, ctx.response = "post_reason", response
+    await run_stage(cfg, ctx)
+    return ctx.response or response
+
+
+async def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> NextStep:
+    reading = cfg.protocol.read(response)
+    assistant = response.message
+    match reading:
+        case Act(calls):
+            return RunTools(assistant, calls)
+        case Malformed(problem):
+            return TryAgain(assistant, MALFORMED_NOTICE.format(problem=problem))
+        case Answer(text):
+            output = validated_output(cfg, state, text)
+            if isinstance(output, _Invalid):
+                return TryAgain(assistant, OUTPUT_NOTICE.format(problem=output.problem))
+            ctx = ReflectContext("pre_reflect", cfg, state, text=text, output=output)
+            await run_stage(cfg, ctx)
+            if ctx.feedback is not None:
+                return TryAgain(assistant, ctx.feedback)
+            ctx.stage = "post_reflect"
+            await run_stage(cfg, ctx)
+            return Finish(assistant, ctx.text, ctx.output)
+    raise AssertionError(f"unhandled reading {reading!r}")
+
+
+class _Invalid:
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def validated_output(cfg: RunConfig, state: RunState, text: str) -> Any:
+    """The structured output, an ``_Invalid`` to retry, or raise once retries are used up."""
+    if cfg.output_type is None:
+        return text
+    try:
+        return parse_output(cfg.output_type, text)
+    except ValueError as exc:
+        if state.output_retries_used >= cfg.limits.output_retries:
+            raise OutputValidationError(
+                f"final answer still invalid after {state.output_retries_used} retries: {exc}"
+            ) from None
+        state.output_retries_used += 1
+        return _Invalid(str(exc))
+
+
+async def act(
+    cfg: RunConfig, state: RunState, assistant: Message, calls: tuple[ToolCall, ...],
+    response: ModelResponse,
+) -> None:
+    """Run the step's tool calls concurrently; observations keep the model's order."""
+    state.append(assistant)
+    for c in calls:
+        state.emit("tool.call", **call_payload(c))
+    if len(calls) == 1:
+        results = [await run_tool(cfg, state, calls[0])]
+    else:
+        results = list(await asyncio.gather(*(run_tool(cfg, state, c) for c in calls)))
+    for r in results:
+        state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
+                   content=r.content, duration_s=round(r.duration_s, 6))
+    state.append(*cfg.protocol.observations(assistant, results))
+    record_step(state, response, calls, tuple(results))
+
+
+async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResult:
+    """One call between its pre_tool and post_tool stages."""
+    hooked = "pre_tool" in cfg.hooks or "post_tool" in cfg.hooks
+    ctx = ToolHookContext("pre_tool", cfg, state, call=call, tool=cfg.tools.get(call.name))
+    if hooked:
+        await run_stage(cfg, ctx)
+    current = ctx.call or call
+    tctx = ToolContext(state.run_id, state.step, current.id, cfg.session_id, cfg.user_id,
+                       cfg.deps)
+    result = ctx.result or await run_call(cfg.tools, current, tctx, cfg.limits.tool_timeout_s)
+    if hooked:
+        ctx.stage, ctx.result = "post_tool", result
+        await run_stage(cfg, ctx)
+        result = ctx.result or result
+    return result
+
+
+def record_step(state: RunState, response: ModelResponse, calls: Any, results: Any) -> None:
+    msg = response.message
+    state.steps.append(
+        Step(len(state.steps) + 1, msg.thought, msg.content, calls, results, response.usage)
+    )
+    state.emit("step.completed", tool_calls=len(calls))
+
+
+def call_payload(c: ToolCall) -> dict[str, Any]:
+    return {"id": c.id, "name": c.name, "arguments": c.arguments}
