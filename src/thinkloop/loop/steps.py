@@ -143,12 +143,25 @@ async def act(
     if len(calls) == 1:
         results = [await run_tool(cfg, state, calls[0])]
     else:
-        results = list(await asyncio.gather(*(run_tool(cfg, state, c) for c in calls)))
+        results = await _run_parallel(cfg, state, calls)
     for r in results:
         state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
                    content=r.content, duration_s=round(r.duration_s, 6))
     state.append(*cfg.protocol.observations(assistant, results))
     record_step(state, response, calls, tuple(results))
+
+
+async def _run_parallel(
+    cfg: RunConfig, state: RunState, calls: tuple[ToolCall, ...]
+) -> list[ToolResult]:
+    # A TaskGroup, not gather: when a hook stops the run (or a critical one fails) in one
+    # call, the sibling calls are cancelled instead of running on after the run has ended.
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(run_tool(cfg, state, c)) for c in calls]
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+    return [t.result() for t in tasks]
 
 
 async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResult:
@@ -170,10 +183,10 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
 
 def record_step(state: RunState, response: ModelResponse, calls: Any, results: Any) -> None:
     msg = response.message
+    state.emit("step.completed", tool_calls=len(calls))
     state.steps.append(
         Step(len(state.steps) + 1, msg.thought, msg.content, calls, results, response.usage)
     )
-    state.emit("step.completed", tool_calls=len(calls))
 
 
 def call_payload(c: ToolCall) -> dict[str, Any]:

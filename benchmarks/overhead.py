@@ -1,0 +1,195 @@
+"""Per-step overhead of the loop against a zero-latency loopback server.
+
+Three (four) loops run the same workload side by side in one process, against one
+deterministic OpenAI-compatible server in a subprocess (so it has its own core): each run asks
+for one ``echo`` tool call per step for 10 steps, then answers.
+
+* thinkloop      Agent + OpenAICompatModel (the real library path, events and all)
+* bare aiohttp   a hand-written loop posting the same JSON with aiohttp (the floor)
+* bare httpx2    the same loop on httpx2 (the client the openai SDK 3.x is built on)
+* openai SDK     a hand-written loop on the official AsyncOpenAI client
+
+Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import httpx2
+import orjson
+from openai import AsyncOpenAI
+
+from thinkloop import Agent, tool
+from thinkloop.models.openai_compat import OpenAICompatModel
+
+STEPS = 10
+MODEL = f"steps-{STEPS}"
+TOOLS = [{"type": "function", "function": {
+    "name": "echo", "description": "Echo the text back.",
+    "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                   "required": ["text"]}}}]
+
+
+@tool
+async def echo(text: str) -> str:
+    """Echo the text back."""
+    # async, like the bare loops' inline echo: a sync tool would run in a worker thread.
+    return text
+
+
+def start_server(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "thinkloop.testing.openai_server", "--port", str(port)],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    return proc
+
+
+def first_messages() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "go"}]
+
+
+def bare_step(messages: list[dict[str, Any]], data: dict[str, Any]) -> bool:
+    """Apply one response to the history; return True when the run is finished."""
+    msg = data["choices"][0]["message"]
+    calls = msg.get("tool_calls")
+    if not calls:
+        return True
+    messages.append({"role": "assistant", "tool_calls": calls})
+    for c in calls:
+        args = orjson.loads(c["function"]["arguments"])
+        messages.append({"role": "tool", "tool_call_id": c["id"], "content": args["text"]})
+    return False
+
+
+class Loops:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.url = base_url + "/chat/completions"
+
+    async def __aenter__(self) -> Loops:
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self.hx = httpx2.AsyncClient(limits=httpx2.Limits(max_connections=1000,
+                                                          max_keepalive_connections=1000))
+        self.sdk = AsyncOpenAI(base_url=self.base_url, api_key="x", max_retries=0)
+        self.model = OpenAICompatModel(MODEL, base_url=self.base_url, api_key="x")
+        self.agent = Agent(self.model, tools=[echo])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.session.close()
+        await self.hx.aclose()
+        await self.sdk.close()
+        await self.model.aclose()
+
+    async def thinkloop(self) -> None:
+        result = await self.agent.run("go")
+        assert result.status == "completed" and len(result.steps) == STEPS + 1, result
+
+    async def bare_aiohttp(self) -> None:
+        messages = first_messages()
+        while True:
+            body = orjson.dumps({"model": MODEL, "messages": messages, "tools": TOOLS})
+            async with self.session.post(self.url, data=body,
+                                         headers={"content-type": "application/json"}) as r:
+                data = orjson.loads(await r.read())
+            if bare_step(messages, data):
+                return
+
+    async def bare_httpx2(self) -> None:
+        messages = first_messages()
+        while True:
+            body = orjson.dumps({"model": MODEL, "messages": messages, "tools": TOOLS})
+            r = await self.hx.post(self.url, content=body,
+                                   headers={"content-type": "application/json"})
+            if bare_step(messages, orjson.loads(r.content)):
+                return
+
+    async def openai_sdk(self) -> None:
+        messages: list[Any] = first_messages()
+        while True:
+            resp = await self.sdk.chat.completions.create(
+                model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
+            msg = resp.choices[0].message
+            if not msg.tool_calls:
+                return
+            messages.append(msg.model_dump(exclude_none=True))
+            for c in msg.tool_calls:
+                args = orjson.loads(c.function.arguments)  # type: ignore[union-attr]
+                messages.append({"role": "tool", "tool_call_id": c.id, "content": args["text"]})
+
+
+async def timed(fn: Callable[[], Awaitable[None]], runs: int, concurrency: int) -> float:
+    """Wall time for ``runs`` runs, ``concurrency`` at a time."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with sem:
+            await fn()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(runs)))
+    return time.perf_counter() - start
+
+
+async def measure(base_url: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    async with Loops(base_url) as loops:
+        names = ["bare aiohttp", "thinkloop", "bare httpx2", "openai SDK"]
+        fns = [loops.bare_aiohttp, loops.thinkloop, loops.bare_httpx2, loops.openai_sdk]
+        for fn in fns:  # warm up connections, imports and caches
+            await timed(fn, 3, 3)
+        seq: dict[str, list[float]] = {n: [] for n in names}
+        conc: dict[str, list[float]] = {n: [] for n in names}
+        for _ in range(args.repeat):  # interleave the loops so drift hits all alike
+            for name, fn in zip(names, fns, strict=True):
+                seq[name].append(await timed(fn, args.runs, 1))
+                conc[name].append(await timed(fn, args.concurrency, args.concurrency))
+        calls = STEPS + 1
+        for name in names:
+            out[name] = {
+                "seq_ms_per_call": statistics.median(seq[name]) / (args.runs * calls) * 1000,
+                "conc_wall_s": statistics.median(conc[name]),
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20, help="sequential runs per sample")
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5, help="samples (median reported)")
+    parser.add_argument("--port", type=int, default=18765)
+    args = parser.parse_args()
+    server = start_server(args.port)
+    try:
+        res = asyncio.run(measure(f"http://127.0.0.1:{args.port}/v1", args))
+    finally:
+        server.terminate()
+        server.wait()
+    base = res["bare aiohttp"]
+    print(f"\n{STEPS}-step runs (+1 final call), zero-latency loopback server, "
+          f"median of {args.repeat}\n")
+    print(f"{'loop':<14} {'ms/call (seq)':>14} {'x bare':>7} "
+          f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7}")
+    for name, r in res.items():
+        print(f"{name:<14} {r['seq_ms_per_call']:>14.3f} "
+              f"{r['seq_ms_per_call'] / base['seq_ms_per_call']:>7.2f} "
+              f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / base['conc_wall_s']:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
