@@ -26,9 +26,11 @@ A hook that raises is reported as a ``hook.failed`` event and skipped, unless re
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
@@ -160,7 +162,64 @@ def _stage(name: str) -> Stage:
         from thinkloop.errors import ConfigError
 
         raise ConfigError(f"unknown hook stage {name!r}; stages: {', '.join(STAGES)}")
-    return name  # type: ignore[return-value]
+    return name
+
+
+ENTRY_POINT_GROUP = "thinkloop.hooks"
+
+
+def entry_point_hooks(group: str = ENTRY_POINT_GROUP) -> list[Hook]:
+    """Hooks that installed plugins register for every agent, through ``group``.
+
+    An entry point named after a stage points at a hook function (or a list of them), e.g.
+    ``pre_tool = "my_plugin:audit"``; any other name points at a :class:`Hook`, a list of
+    them, or a ``{stage: [fn, ...]}`` mapping. A plugin that cannot load is a ConfigError
+    naming it, rather than a guard that silently is not there.
+    """
+    import sys
+
+    from thinkloop.errors import ConfigError
+
+    out: list[Hook] = []
+    for ep in _discover(group, tuple(sys.path)):
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise ConfigError(f"hook plugin {ep.name!r} ({ep.value}) failed to load: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        try:
+            out.extend(_plugin_hooks(ep.name, ep.value, obj))
+        except (TypeError, ConfigError) as exc:
+            raise ConfigError(f"hook plugin {ep.name!r} ({ep.value}): {exc}") from None
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _discover(group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
+    # Scanning every installed distribution costs ~10 ms; agents are made far more often than
+    # packages are installed, so the scan is memoised per import path.
+    return tuple(sorted(entry_points(group=group), key=lambda e: e.name))
+
+
+def _plugin_hooks(name: str, value: str, obj: Any) -> list[Hook]:
+    if isinstance(obj, Hook):
+        return [obj]
+    if isinstance(obj, Mapping):
+        return normalise(obj)
+    if name in STAGES:
+        fns = obj if isinstance(obj, list | tuple) else [obj]
+        return [f if isinstance(f, Hook) else Hook(_stage(name), _callable(f), name=value)
+                for f in fns]
+    if isinstance(obj, list | tuple) and all(isinstance(h, Hook) for h in obj):
+        return normalise(obj)
+    raise TypeError("expected a Hook, a list of Hooks or a {stage: [fn]} mapping, or an "
+                    f"entry point named after a stage ({', '.join(STAGES)}); got {obj!r}")
+
+
+def _callable(fn: Any) -> HookFn:
+    if not callable(fn):
+        raise TypeError(f"{fn!r} is not callable")
+    return fn  # type: ignore[no-any-return]
 
 
 class HookFailed(Exception):

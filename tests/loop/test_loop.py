@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -128,7 +129,7 @@ async def test_tool_timeout_becomes_error_observation() -> None:
 
 
 async def test_invalid_arguments_then_corrected() -> None:
-    a, model = agent([
+    a, _model = agent([
         reply("", call("add", a="one", b=2)),
         reply("", call("add", a=1, b=2)),
         "3",
@@ -230,8 +231,8 @@ class City(BaseModel):
 
 
 async def test_structured_output_validated_after_retry() -> None:
-    a, model = agent(['{"name": "Paris"}', '```json\n{"name": "Paris", "population": 2102650}\n```'],
-                     output_type=City)
+    fenced = '```json\n{"name": "Paris", "population": 2102650}\n```'
+    a, model = agent(['{"name": "Paris"}', fenced], output_type=City)
     result = await a.run("Biggest French city?")
     assert result.output == City(name="Paris", population=2102650)
     assert "population: Field required" in model.calls[1].messages[-1].content
@@ -266,7 +267,7 @@ async def test_events_in_order_with_payloads() -> None:
     assert by["run.completed"].payload["output"] == "5"
     assert [e.step for e in events[:6]] == [0, 0, 0, 0, 0, 0]
     assert events[6].step == 1
-    assert all(a.ts <= b.ts for a, b in zip(events, events[1:], strict=False))
+    assert all(a.ts <= b.ts for a, b in itertools.pairwise(events))
 
 
 async def test_stream_yields_chunks_then_completion() -> None:

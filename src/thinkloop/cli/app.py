@@ -16,6 +16,7 @@ from thinkloop.cli.render import EventPrinter
 from thinkloop.config import Settings, default_model_spec
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
+from thinkloop.tools.base import Tool
 
 app = typer.Typer(
     name="thinkloop",
@@ -81,10 +82,10 @@ async def _close_model(agent: Agent) -> None:
         await close()
 
 
-def _default_tools() -> list[object]:
+def _default_tools() -> list[Tool]:
     from thinkloop.tools.defaults import default_tools
 
-    return list(default_tools(os.environ))
+    return default_tools(os.environ)
 
 
 @app.command("tools")

@@ -90,7 +90,7 @@ def make_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname) or None))
     tool_name = name or fn.__name__
-    args_model = create_model(  # type: ignore[call-overload]
+    args_model = create_model(
         f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     parameters = _strip_titles(args_model.model_json_schema())

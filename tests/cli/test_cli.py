@@ -1,0 +1,87 @@
+"""The ``thinkloop`` command as a user runs it: a real process against a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+def thinkloop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    return subprocess.run(
+        [sys.executable, "-m", "thinkloop.cli.app", *args],
+        capture_output=True, text=True, timeout=60, env={**base, **(env or {})},
+    )
+
+
+def test_run_json_against_openai_compatible_endpoint(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("calculator", {"expression": "12*7"})])),
+        Reply(body=completion("12*7 = 84")),
+    )
+    proc = thinkloop("run", "What is 12*7? Use the calculator.", "--model", "openai:fake",
+                     "--json", env={"OPENAI_BASE_URL": server.base_url})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "completed" and out["output"] == "12*7 = 84"
+    assert out["model"] == "openai:fake"
+    assert out["steps"][0]["tool_calls"][0]["name"] == "calculator"
+    assert out["steps"][0]["observations"][0] == {
+        "id": "call_0", "name": "calculator", "content": "84", "is_error": False}
+    assert out["usage"]["requests"] == 2
+    assert server.requests[0]["messages"][1]["content"] == "What is 12*7? Use the calculator."
+
+
+def test_run_shows_steps_live(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("calculator", {"expression": "2**10"})])),
+        Reply(body=completion("1024")),
+    )
+    proc = thinkloop("run", "2**10?", "--model", "openai:fake",
+                     env={"OPENAI_BASE_URL": server.base_url, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "model: openai:fake" in proc.stderr
+    assert "calculator" in proc.stdout and "-> 1024" in proc.stdout
+    assert "answer" in proc.stdout and "2 model calls" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["--model", "nope:x"], {}, 2, "error: unknown model provider 'nope'"),
+        (["--model", "openai:gpt-4o-mini"], {}, 2, "error: model 'openai:gpt-4o-mini' needs"),
+        (["--model", "openai:x"], {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, 1,
+         "cannot reach http://127.0.0.1:9/v1"),
+    ],
+)
+def test_failures_are_one_clear_line(
+    args: list[str], env: dict[str, str], code: int, message: str
+) -> None:
+    proc = thinkloop("run", "hi", *args, env=env)
+    assert proc.returncode == code
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_tools_lists_calculator_with_schema() -> None:
+    proc = thinkloop("tools", "--json")
+    assert proc.returncode == 0, proc.stderr
+    tools = {t["name"]: t for t in json.loads(proc.stdout)}
+    assert tools["calculator"]["parameters"]["required"] == ["expression"]
