@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
@@ -25,6 +26,29 @@ Subscriber = Callable[[Event], Any]
 Scope = Callable[[RunConfig, RunState], AbstractAsyncContextManager[None]]
 
 
+class _EventChannel:
+    """A single-consumer queue: a deque plus one waiter, cheaper than asyncio.Queue per event."""
+
+    def __init__(self) -> None:
+        self._items: deque[Event | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: Event | None) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Event | None:
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+
 class RunHandle:
     def __init__(
         self,
@@ -38,7 +62,7 @@ class RunHandle:
         self.run_id = state.run_id
         self._subscribers = tuple(subscribers)
         self._scope = scope
-        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._queue = _EventChannel()
         self._consumed = False
         self._finished = asyncio.Event()
         state.emit_to = self._publish
@@ -51,7 +75,7 @@ class RunHandle:
             except Exception:
                 # A broken subscriber must not break the run it observes.
                 log.exception("event subscriber failed on %s", event.type)
-        self._queue.put_nowait(event)
+        self._queue.put(event)
 
     async def _main(self) -> None:
         try:
@@ -60,7 +84,7 @@ class RunHandle:
                 await execute(self.cfg, self.state)
         finally:
             self._finished.set()
-            self._queue.put_nowait(None)
+            self._queue.put(None)
         # post_output runs after the answer is out: it never delays the result.
         if "post_output" in self.cfg.hooks:
             s = self.state
