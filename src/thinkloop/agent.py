@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -10,16 +11,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from thinkloop.config import default_model_spec
+from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
+from thinkloop.context.prompt import PromptBuilder, prompt_context
+from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
-from thinkloop.hooks import Hook, HookFn, Hooks, HookSpec, Stage, normalise
+from thinkloop.guard import GuardSettings, default_hooks
+from thinkloop.hooks import Hook, HookFn, Hooks, HookSpec, Stage, entry_point_hooks, normalise
 from thinkloop.loop.handle import RunHandle, Subscriber
-from thinkloop.loop.output import output_instructions
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.state import Limits, RunConfig, RunState
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.store.base import Store
+from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.types import Event, Message
@@ -38,12 +43,12 @@ class Agent:
 
     def __init__(
         self,
-        model: str | Model | None = None,
+        model: str | Model | Sequence[str | Model] | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         instructions: str = DEFAULT_INSTRUCTIONS,
         *,
         name: str = "thinkloop",
-        max_steps: int = 12,
+        max_steps: int | None = None,
         timeout_s: float | None = 600.0,
         tool_timeout_s: float | None = 60.0,
         output_type: type[Any] | None = None,
@@ -54,8 +59,11 @@ class Agent:
         store: Store | None = None,
         deps: Any = None,
         hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
+        prompt: PromptBuilder | None = None,
+        plugins: bool = True,
+        guard: GuardSettings | None = None,
     ) -> None:
-        if max_steps < 1:
+        if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
         self.model: Model = resolve_model(model if model is not None else default_model_spec())
@@ -66,14 +74,20 @@ class Agent:
                 raise ConfigError(f"two tools are named {tool.name!r}")
             self.tools[tool.name] = tool
         self.instructions = instructions
-        self.limits = Limits(max_steps, timeout_s, tool_timeout_s, output_retries)
+        # Without an explicit max_steps a guard's step budget may size each run (issue 6).
+        self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
         self.output_type = output_type
         self.protocol = get_protocol(protocol)
         self.settings = settings or ModelSettings()
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
         self.store: Store = store if store is not None else MemoryStore()
         self.deps = deps
-        self.hooks = Hooks(normalise(hooks))
+        # Guards (issue 6) first, then plugin hooks (entry point group ``thinkloop.hooks``),
+        # then the agent's own.
+        guards = [] if guard is None else default_hooks(guard, fixed_steps=max_steps is not None)
+        self.hooks = Hooks([*guards, *(entry_point_hooks() if plugins else ()),
+                            *normalise(hooks)])
+        self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     def hook(self, stage: Stage, *, critical: bool = False) -> Callable[[HookFn], HookFn]:
@@ -88,19 +102,27 @@ class Agent:
     def subscribe(self, callback: Subscriber) -> None:
         self.subscribers.append(callback)
 
-    def system_prompt(self) -> str:
-        sections = [self.instructions, self.protocol.prompt_section(
-            [t.spec for t in self.tools.values()])]
-        if self.output_type is not None and self.output_type is not str:
-            sections.append(output_instructions(self.output_type))
-        return "\n\n".join(s for s in sections if s)
+    def system_prompt(
+        self, mode: PromptMode = "full", *, user_id: str | None = None,
+        session: str | None = None, untrusted_input: bool = False, seed: bool = False,
+    ) -> str:
+        """The assembled system prompt (``context/prompt.py``); ``seed=False`` writes nothing."""
+        return self.prompt.build(prompt_context(
+            self, mode, user_id=user_id, session_id=session, untrusted_input=untrusted_input,
+            seed=seed))
 
-    def _config(self, session: str | None, stream_model: bool, user_id: str | None) -> RunConfig:
+    def _config(
+        self, session: str | None, stream_model: bool, user_id: str | None,
+        mode: PromptMode = "full", untrusted_input: bool = False,
+    ) -> RunConfig:
+        pctx = prompt_context(self, mode, user_id=user_id, session_id=session,
+                              untrusted_input=untrusted_input, seed=True)
         return RunConfig(
             model=self.model,
             tools=self.tools,
             protocol=self.protocol,
-            system_prompt=self.system_prompt(),
+            system_prompt=self.prompt.build(pctx),
+            prompt_context=pctx,
             limits=self.limits,
             settings=self.settings,
             output_type=self.output_type,
@@ -118,53 +140,67 @@ class Agent:
         session: str | None = None,
         user_id: str | None = None,
         stream_model: bool = True,
+        context: ContextArg = None,
+        prompt_mode: PromptMode = "full",
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop)."""
-        cfg = self._config(session, stream_model, user_id)
+        inputs = parse_context(context)
+        cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
         state = RunState(uuid.uuid4().hex, task, [], _no_emit)
-        return RunHandle(cfg, state, self.subscribers, self._scope)
+        scope = functools.partial(self._scope, context=inputs)
+        return RunHandle(cfg, state, self.subscribers, scope)
 
     @asynccontextmanager
-    async def _scope(self, cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+    async def _scope(
+        self, cfg: RunConfig, state: RunState, context: RunContext | None = None
+    ) -> AsyncIterator[None]:
         """Load the session before the run; save its whole turn after, or nothing."""
         session = cfg.session_id
         system = Message.system(cfg.system_prompt)
+        # Reading files and PDFs blocks, so it happens off the event loop.
+        first = (await asyncio.to_thread(user_message, state.task, context, cfg.model)
+                 if context is not None else Message.user(state.task))
         if session is None:
-            state.messages = [system, Message.user(state.task)]
+            state.messages = [system, first]
             state.new_from = 1
             yield
             return
-        async with self._session_locks[session]:
+        async with self._session_locks[session], session_lock(self.store, session):
             history = await self.store.load(session)
-            state.messages = [system, *history, Message.user(state.task)]
+            state.messages = [system, *history, first]
             state.new_from = len(history) + 1
             yield
             if state.status not in _UNSAVED:
                 await self.store.append(session, state.new_messages)
 
     async def run(
-        self, task: str, *, session: str | None = None, user_id: str | None = None
+        self, task: str, *, session: str | None = None, user_id: str | None = None,
+        context: ContextArg = None,
     ) -> RunResult:
         """Run ``task`` to its end and return the result (consumes the event stream)."""
-        handle = self.start(task, session=session, user_id=user_id, stream_model=False)
+        handle = self.start(task, session=session, user_id=user_id, stream_model=False,
+                            context=context)
         return await handle.result()
 
     async def stream(
-        self, task: str, *, session: str | None = None, user_id: str | None = None
+        self, task: str, *, session: str | None = None, user_id: str | None = None,
+        context: ContextArg = None,
     ) -> AsyncIterator[Event]:
         """Yield the run's events as they happen, model chunks included."""
-        handle = self.start(task, session=session, user_id=user_id, stream_model=True)
+        handle = self.start(task, session=session, user_id=user_id, stream_model=True,
+                            context=context)
         async for event in handle:
             yield event
 
     def run_sync(
-        self, task: str, *, session: str | None = None, user_id: str | None = None
+        self, task: str, *, session: str | None = None, user_id: str | None = None,
+        context: ContextArg = None,
     ) -> RunResult:
         """``run`` for plain scripts; not for use inside a running event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(task, session=session, user_id=user_id))
+            return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
         raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
 
 

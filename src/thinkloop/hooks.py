@@ -21,7 +21,12 @@ post_output     after the run ended, off the hot path  OutputContext
 ==============  =====================================  ==========================================
 
 A hook that raises is reported as a ``hook.failed`` event and skipped, unless registered with
-``critical=True``, in which case the run fails.
+``critical=True``, in which case the run fails. A stop at ``pre_output`` withholds the answer
+(unless the hook wrote a replacement); ``post_output`` runs after delivery and cannot stop.
+
+Installed packages register hooks for every agent through the entry point group
+``thinkloop.hooks`` (see :func:`entry_point_hooks`); they run before the agent's own hooks.
+``Agent(plugins=False)`` leaves them out.
 """
 
 from __future__ import annotations

@@ -62,12 +62,15 @@ async def assess(cfg: RunConfig, state: RunState) -> None:
     if ctx.system_prompt != state.messages[0].content:
         state.messages[0] = Message.system(ctx.system_prompt)
     if ctx.task != state.task:
+        # Keep the context blocks (files, page) that precede the task in the first message.
+        first = state.messages[state.new_from]
+        head = first.content[: len(first.content) - len(state.task)]
         state.task = ctx.task
-        state.messages[state.new_from] = Message.user(ctx.task, state.messages[state.new_from].parts)
+        state.messages[state.new_from] = Message.user(head + ctx.task, first.parts)
 
 
 async def drive(cfg: RunConfig, state: RunState) -> None:
-    while state.step < cfg.limits.max_steps:
+    while state.step < (state.max_steps or cfg.limits.max_steps):
         response = await think(cfg, state, with_tools=True)
         match await decide(cfg, state, response):
             case RunTools(assistant, calls):
@@ -87,7 +90,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
 
 async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     """Out of steps: one last call with tools withheld, so the run ends with an answer."""
-    state.append(Message.user(CAP_NOTICE.format(n=cfg.limits.max_steps)))
+    state.append(Message.user(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps)))
     response = await think(cfg, state, with_tools=False)
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
@@ -124,9 +127,15 @@ async def deliver(cfg: RunConfig, state: RunState) -> None:
             state.error, state.status = exc, "failed"
             state.error_text = f"{type(exc).__name__}: {exc}"
         else:
-            if cfg.output_type is None and ctx.text != state.text:
+            rewritten = ctx.text != state.text
+            if cfg.output_type is None and rewritten:
                 ctx.output = ctx.text  # a plain-text answer is its own output
             state.text, state.output, state.silent = ctx.text, ctx.output, ctx.silent
+            if ctx.stop_reason is not None:
+                # A stop here withholds the answer, unless the hook wrote a replacement.
+                if not rewritten:
+                    state.text, state.output = "", None
+                state.status, state.error_text = ctx.stop_status, ctx.stop_reason
     u = state.usage
     usage = {"requests": u.requests, "input_tokens": u.input_tokens,
              "output_tokens": u.output_tokens}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
@@ -38,6 +39,9 @@ class RunConfig:
     user_id: str | None = None
     deps: Any = None
     hooks: Hooks = field(default_factory=Hooks)
+    # What system_prompt was built from; a pre_assess hook (memory recall) rebuilds it with
+    # ``agent.prompt.build(with_memory(cfg.prompt_context, recalled))``.
+    prompt_context: PromptContext | None = None
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -62,6 +66,10 @@ class RunState:
     started: float = field(default_factory=time.perf_counter)
     new_from: int = 0  # messages before this index existed before the run started
     silent: bool = False
+    # Set by the step-budget guard: this run's step limit (overrides limits.max_steps) and
+    # lean mode (trivial task: memory recall may be skipped).
+    max_steps: int | None = None
+    lean: bool = False
 
     @property
     def step(self) -> int:

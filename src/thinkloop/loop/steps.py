@@ -36,7 +36,7 @@ OUTPUT_NOTICE = (
 )
 
 
-class StopRun(Exception):  # noqa: N818 - a control-flow signal, not an error
+class StopRun(Exception):
     """A hook ended the run; carries the status and the reason."""
 
     def __init__(self, status: RunStatus, reason: str) -> None:

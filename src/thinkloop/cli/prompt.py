@@ -1,0 +1,116 @@
+"""``thinkloop prompt``: print the system prompt exactly as the model will see it.
+
+Each section is shown under a rule with its size in tokens, then a table of the sizes. Nothing
+is written: bootstrap files that do not exist yet are shown from their templates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from thinkloop.types import ModelResponse, TextDelta, ToolSpec
+
+if TYPE_CHECKING:
+    from thinkloop.config import Settings
+    from thinkloop.context.prompt import PromptBuilder
+
+
+class Mode(StrEnum):
+    full = "full"
+    minimal = "minimal"
+
+
+class PreviewModel:
+    """Stands in for the real model: a preview needs only its name, and needs no API key."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def complete(self, messages: Sequence[Any], tools: Sequence[ToolSpec],
+                       settings: Any) -> ModelResponse:
+        raise RuntimeError("a prompt preview never calls the model")
+
+    async def stream(self, messages: Sequence[Any], tools: Sequence[ToolSpec],
+                     settings: Any) -> AsyncIterator[TextDelta | ModelResponse]:
+        raise RuntimeError("a prompt preview never calls the model")
+        yield  # pragma: no cover - makes this an async generator
+
+
+def prompt(
+    agent: Annotated[str, typer.Option(
+        "--agent", "-a", help="Agent name; its files live in THINKLOOP_HOME/agents/NAME.")
+    ] = "thinkloop",
+    mode: Annotated[Mode, typer.Option(help="full (main runs) or minimal (sub-agents).")]
+    = Mode.full,
+    user: Annotated[str | None, typer.Option(help="Show the prompt for this user id.")] = None,
+    session: Annotated[str | None, typer.Option(help="Session id shown in runtime.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
+    no_tools: Annotated[bool, typer.Option("--no-tools", help="Without tools.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Sections and sizes as JSON.")] = False,
+) -> None:
+    """Print the assembled system prompt, section by section, with token sizes."""
+    sections = render_sections(agent, mode.value, user, session, model, no_tools)
+    if as_json:
+        out = [{"name": n, "tokens": t, "text": text} for n, text, t in sections]
+        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        return
+    console = Console(highlight=False)
+    for name, text, tokens in sections:
+        console.rule(f"[bold]{name}[/] [dim]({tokens} tokens)[/]", align="left")
+        console.print(escape(text), soft_wrap=True)
+    table = Table("section", "tokens", title=f"{agent} · {mode.value}", title_justify="left")
+    for name, _, tokens in sections:
+        table.add_row(name, str(tokens))
+    table.add_row("[bold]total[/]", f"[bold]{sum(t for _, _, t in sections)}[/]")
+    console.print()
+    console.print(table)
+
+
+def cli_prompt_builder(settings: Settings) -> PromptBuilder:
+    """The prompt of agents the CLI runs: bootstrap files under ``THINKLOOP_HOME``.
+
+    ``thinkloop run`` must build its agent with this too, so the preview is what runs see.
+    """
+    from thinkloop.context.bootstrap import Bootstrap
+    from thinkloop.context.prompt import PromptBuilder, PromptOptions
+
+    return PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(settings.home)))
+
+
+def render_sections(
+    agent_name: str, mode: str, user: str | None, session: str | None, model: str | None,
+    no_tools: bool,
+) -> list[tuple[str, str, int]]:
+    """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it."""
+    from thinkloop.agent import Agent
+    from thinkloop.config import Settings, default_model_spec
+    from thinkloop.context.prompt import prompt_context
+    from thinkloop.context.tokens import heuristic_count
+    from thinkloop.tools.defaults import default_tools
+
+    settings = Settings()
+    spec = model or settings.model or default_model_spec()
+    builder = cli_prompt_builder(settings)
+    tools = [] if no_tools else list(default_tools(os.environ))
+    a = Agent(PreviewModel(spec), tools=tools, name=agent_name, protocol=settings.protocol,
+              prompt=builder)
+    ctx = prompt_context(a, mode, user_id=user, session_id=session,  # type: ignore[arg-type]
+                         seed=False)
+    out = [(r.name, r.text, heuristic_count(r.text)) for r in a.prompt.render(ctx)]
+    native = a.protocol.model_tools([t.spec for t in a.tools.values()])
+    if native:
+        # Not part of the prompt text, but the model reads these schemas all the same.
+        text = json.dumps([{"name": t.name, "description": t.description,
+                            "parameters": t.parameters} for t in native], indent=1)
+        out.append(("tools (sent natively)", text, heuristic_count(text)))
+    return out

@@ -1,0 +1,212 @@
+"""The system prompt builder: named sections in a fixed order, two modes, per-agent edits.
+
+``full`` is for main runs; ``minimal`` (sub-agents, scheduled runs, memory flushes) keeps only
+the sections marked for it. An agent owns a :class:`PromptBuilder`; ``add``, ``replace`` and
+``remove`` change its sections, :class:`PromptOptions` feed the built-in ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap, BootstrapFiles
+from thinkloop.context.sections import (
+    BOTH,
+    DEFAULT_SECTIONS,
+    ContextFile,
+    Delegate,
+    PromptContext,
+    PromptMode,
+    Section,
+    SectionFn,
+    Skill,
+)
+from thinkloop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from thinkloop.agent import Agent
+
+__all__ = [
+    "PromptBuilder",
+    "PromptOptions",
+    "RenderedSection",
+    "prompt_context",
+]
+
+LISTING_MAX = 30
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """What the built-in sections show for one agent; every field is optional."""
+
+    bootstrap: Bootstrap | None = None
+    workspace: str | Path | None = None
+    sandbox: str = ""
+    channel: str = ""
+    extra_context: str = ""
+    context_files: tuple[ContextFile, ...] = ()
+    skills: tuple[Skill, ...] = ()
+    delegates: tuple[Delegate, ...] = ()
+    silent_replies: bool = False
+    heartbeat: str = ""
+    subagents: bool = False
+    user_names: Mapping[str, str] = field(default_factory=dict)
+    show_time: bool = True
+    clock: Callable[[], datetime] | None = None  # default: now, in UTC
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedSection:
+    name: str
+    text: str
+
+
+class PromptBuilder:
+    """An ordered list of sections; each agent has its own copy to edit."""
+
+    def __init__(
+        self, sections: Sequence[Section] = DEFAULT_SECTIONS, options: PromptOptions | None = None
+    ) -> None:
+        self.sections: list[Section] = list(sections)
+        self.options = options or PromptOptions()
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.sections]
+
+    def _index(self, name: str) -> int:
+        for i, s in enumerate(self.sections):
+            if s.name == name:
+                return i
+        raise ConfigError(f"no prompt section {name!r}; sections: {', '.join(self.names)}")
+
+    def add(
+        self, name: str, render: SectionFn, *, before: str | None = None,
+        after: str | None = None, modes: frozenset[PromptMode] = BOTH,
+    ) -> PromptBuilder:
+        """Insert a section (at the end unless ``before``/``after`` names another one)."""
+        if name in self.names:
+            raise ConfigError(f"prompt section {name!r} exists; use replace()")
+        if before is not None and after is not None:
+            raise ConfigError("give before= or after=, not both")
+        section = Section(name, render, modes)
+        if before is not None:
+            self.sections.insert(self._index(before), section)
+        elif after is not None:
+            self.sections.insert(self._index(after) + 1, section)
+        else:
+            self.sections.append(section)
+        return self
+
+    def replace(self, name: str, render: SectionFn,
+                modes: frozenset[PromptMode] | None = None) -> PromptBuilder:
+        i = self._index(name)
+        old = self.sections[i]
+        self.sections[i] = Section(name, render, old.modes if modes is None else modes)
+        return self
+
+    def remove(self, *names: str) -> PromptBuilder:
+        for name in names:
+            del self.sections[self._index(name)]
+        return self
+
+    def copy(self) -> PromptBuilder:
+        return PromptBuilder(self.sections, self.options)
+
+    def render(self, ctx: PromptContext) -> list[RenderedSection]:
+        """The sections that have text for ``ctx``, in order."""
+        out = []
+        for s in self.sections:
+            if ctx.mode not in s.modes:
+                continue
+            text = s.render(ctx)
+            if text and text.strip():
+                out.append(RenderedSection(s.name, text.strip()))
+        return out
+
+    def build(self, ctx: PromptContext) -> str:
+        return "\n\n".join(r.text for r in self.render(ctx))
+
+
+def prompt_context(
+    agent: Agent,
+    mode: PromptMode = "full",
+    *,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    untrusted_input: bool = False,
+    now: datetime | None = None,
+    seed: bool = True,
+) -> PromptContext:
+    """Gather what the sections read for one run of ``agent``.
+
+    With ``seed=True`` this is the user's first contact if USER.md did not exist yet, and the
+    bootstrap files are created; ``seed=False`` previews without writing anything.
+    """
+    from thinkloop.loop.output import output_instructions
+
+    opts = agent.prompt.options
+    specs = tuple(t.spec for t in agent.tools.values())
+    files = (opts.bootstrap.load(agent.name, user_id, seed=seed) if opts.bootstrap
+             else BootstrapFiles())
+    schema = ""
+    if agent.output_type is not None and agent.output_type is not str:
+        schema = output_instructions(agent.output_type)
+    ws = str(opts.workspace) if opts.workspace else ""
+    return PromptContext(
+        agent_id=agent.name,
+        instructions=agent.instructions,
+        mode=mode,
+        tools=specs,
+        tooling=agent.protocol.prompt_section(specs),
+        output_schema=schema,
+        identity=files.identity,
+        soul=files.soul,
+        missions=files.missions,
+        user_profile=files.user,
+        first_run=FIRST_RUN if files.first_run else "",
+        untrusted_input=untrusted_input or any(t.external for t in agent.tools.values()),
+        skills=opts.skills,
+        workspace=ws,
+        workspace_listing=_listing(Path(ws)) if ws else (),
+        sandbox=opts.sandbox,
+        user_id=user_id,
+        user_name=opts.user_names.get(user_id) if user_id else None,
+        now=(now or (opts.clock or _utcnow)()) if opts.show_time else None,
+        channel=opts.channel,
+        extra_context=opts.extra_context,
+        context_files=opts.context_files,
+        silent_replies=opts.silent_replies,
+        heartbeat=opts.heartbeat,
+        subagents=opts.subagents,
+        delegates=opts.delegates,
+        session_id=session_id,
+        model=agent.model.name,
+        extra=opts.extra,
+    )
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _listing(root: Path) -> tuple[str, ...]:
+    try:
+        entries = sorted(root.iterdir(), key=lambda p: p.name)
+    except OSError:
+        return ()
+    shown = [p.name + ("/" if p.is_dir() else "") for p in entries if not p.name.startswith(".")]
+    if len(shown) > LISTING_MAX:
+        shown = [*shown[:LISTING_MAX], f"... and {len(shown) - LISTING_MAX} more"]
+    return tuple(shown)
+
+
+def with_memory(ctx: PromptContext, recalled: str) -> PromptContext:
+    """The same context with the memory-recall slot filled (for the memory subsystem)."""
+    return replace(ctx, memory_recall=recalled)
