@@ -85,3 +85,23 @@ def test_tools_lists_calculator_with_schema() -> None:
     assert proc.returncode == 0, proc.stderr
     tools = {t["name"]: t for t in json.loads(proc.stdout)}
     assert tools["calculator"]["parameters"]["required"] == ["expression"]
+
+
+def test_run_with_file_context_reaches_the_model(server: OpenAIServer, tmp_path: object) -> None:
+    from pathlib import Path
+
+    notes = Path(str(tmp_path)) / "notes.md"
+    notes.write_text("The launch code is 4711.")
+    server.clear()
+    server.enqueue(Reply(body=completion("4711")))
+    proc = thinkloop("run", "What is the launch code?", "--model", "openai:fake", "--json",
+                     "--file", str(notes), env={"OPENAI_BASE_URL": server.base_url})
+    assert proc.returncode == 0, proc.stderr
+    user = server.requests[0]["messages"][1]["content"]
+    assert "The launch code is 4711." in user and user.endswith("What is the launch code?")
+
+
+def test_prompt_command_shows_sections() -> None:
+    proc = thinkloop("prompt", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "identity" in proc.stdout

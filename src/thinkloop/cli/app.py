@@ -6,14 +6,17 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from thinkloop.agent import Agent
+from thinkloop.cli.prompt import cli_prompt_builder, prompt
 from thinkloop.cli.render import EventPrinter
 from thinkloop.config import Settings, default_model_spec
+from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.tools.base import Tool
@@ -42,6 +45,12 @@ def run(
     protocol: Annotated[str | None, typer.Option(help="native|json|tags|xml|auto")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
     no_tools: Annotated[bool, typer.Option("--no-tools", help="Run without tools.")] = False,
+    file: Annotated[
+        list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
+    ] = None,
+    context_url: Annotated[
+        str | None, typer.Option("--context-url", help="Page to read as context.")
+    ] = None,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
     settings = Settings()
@@ -54,23 +63,31 @@ def run(
             timeout_s=timeout or settings.timeout_s,
             tool_timeout_s=settings.tool_timeout_s,
             protocol=protocol or settings.protocol,
+            prompt=cli_prompt_builder(settings),
         )
     except ThinkloopError as exc:
         raise fail(str(exc)) from None
     if not as_json:
         Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
-    result = asyncio.run(_run(agent, task, session, as_json))
+    try:
+        result = asyncio.run(_run(agent, task, session, as_json, file or [], context_url))
+    except ThinkloopError as exc:
+        raise fail(str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     if result.status == "failed":
         raise fail(result.error or "run failed", 1)
 
 
-async def _run(agent: Agent, task: str, session: str | None, quiet: bool) -> RunResult:
+async def _run(
+    agent: Agent, task: str, session: str | None, quiet: bool, files: list[Path],
+    context_url: str | None,
+) -> RunResult:
     if not quiet:
         agent.subscribe(EventPrinter(Console()))
-    handle = agent.start(task, session=session, stream_model=not quiet)
     try:
+        context = await context_from_cli(files, context_url) if files or context_url else None
+        handle = agent.start(task, session=session, stream_model=not quiet, context=context)
         return await handle.result()
     finally:
         await _close_model(agent)
@@ -111,6 +128,9 @@ def list_tools(
                          for k, v in props.items())
         table.add_row(t.name, t.description.splitlines()[0], args)
     Console().print(table)
+
+
+app.command("prompt")(prompt)
 
 
 def main() -> None:
