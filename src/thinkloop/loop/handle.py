@@ -156,4 +156,5 @@ class RunHandle:
             model=self.cfg.model.name,
             session_id=self.cfg.session_id,
             error=s.error_text,
+            silent=s.silent,
         )

@@ -16,6 +16,7 @@ from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.loop.steps import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.protocols.base import Act, Answer
+from thinkloop.protocols.sanitize import is_silent, sanitize_output
 from thinkloop.types import Message, RunStatus
 
 CAP_NOTICE = (
@@ -106,8 +107,11 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
 
 
 def finish(state: RunState, status: RunStatus, text: str, output: Any) -> None:
-    state.text = text
-    state.output = output
+    # Every final answer is sanitized; NO_REPLY as the whole answer makes the run silent.
+    clean = sanitize_output(text)
+    state.silent = is_silent(clean)
+    state.text = "" if state.silent else clean
+    state.output = state.text if isinstance(output, str) and output == text else output
     end(state, status)
 
 

@@ -1,0 +1,188 @@
+"""Human-in-the-loop approval (CortexPrism's approval gate).
+
+Tools marked ``requires_approval`` and calls a policy rule flags wait in ``pre_tool`` for an
+:class:`Approver`. No answer within ``timeout_s`` (60 s) means deny; decisions are cached per
+session for ``cache_ttl_s`` (1 hour) so the same question is not asked twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from thinkloop.hooks import ToolHookContext
+from thinkloop.types import ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    run_id: str
+    session_id: str | None
+    user_id: str | None
+    tool: str
+    arguments: dict[str, Any]
+    call_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    approved: bool
+    reason: str = ""
+    remember: bool = True  # cache it for the session
+
+
+class Approver(Protocol):
+    async def decide(self, request: ApprovalRequest) -> Decision: ...
+
+
+class AutoApprove:
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return Decision(True, "auto-approved")
+
+
+class AutoDeny:
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return Decision(False, "auto-denied")
+
+
+DecideFn = Callable[[ApprovalRequest], "Decision | bool | Awaitable[Decision | bool]"]
+
+
+class CallbackApprover:
+    """Wrap a plain or async function returning a :class:`Decision` or a bool."""
+
+    def __init__(self, fn: DecideFn) -> None:
+        self.fn = fn
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        value = self.fn(request)
+        if inspect.isawaitable(value):
+            value = await value
+        return value if isinstance(value, Decision) else Decision(bool(value))
+
+
+class ConsoleApprover:
+    """Ask on the terminal (``thinkloop run --approve ask``); ``ask`` is ``input`` by default."""
+
+    def __init__(self, ask: Callable[[str], str] = input) -> None:
+        self.ask = ask
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        args = orjson.dumps(request.arguments).decode()
+        prompt = (f"\nApprove tool call {request.tool}({args})?"
+                  f"{' Reason: ' + request.reason if request.reason else ''} [y/N] ")
+        answer = (await _in_daemon_thread(self.ask, prompt)).strip().lower()
+        return Decision(answer in {"y", "yes"}, f"console answered {answer or 'nothing'!r}")
+
+
+async def _in_daemon_thread(fn: Callable[[str], str], arg: str) -> str:
+    """Run a blocking prompt in a daemon thread.
+
+    Not ``asyncio.to_thread``: after a timeout the prompt may never return, and a pool thread
+    stuck in ``input()`` would keep ``asyncio.run`` (and so the CLI) from exiting.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(value: str | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value or "")
+
+    def work() -> None:
+        value: str | None = None
+        error: BaseException | None = None
+        try:
+            value = fn(arg)
+        except BaseException as exc:  # EOFError, KeyboardInterrupt: report, do not vanish
+            error = exc
+        # RuntimeError: the loop is gone (the run ended), so nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="thinkloop-approval", daemon=True).start()
+    return await future
+
+
+def approver_for(mode: str) -> Approver:
+    """The approver behind the CLI's ``--approve ask|auto|deny``."""
+    choices: dict[str, Callable[[], Approver]] = {
+        "ask": ConsoleApprover, "auto": AutoApprove, "deny": AutoDeny}
+    if mode not in choices:
+        from thinkloop.errors import ConfigError
+
+        raise ConfigError(f"--approve must be one of ask, auto, deny (got {mode!r})")
+    return choices[mode]()
+
+
+@dataclass(frozen=True)
+class ApprovalSettings:
+    approver: Approver | None = None  # None: calls that need approval are denied
+    timeout_s: float = 60.0
+    cache_ttl_s: float = 3600.0
+
+
+def _key(ctx: ToolHookContext, call: ToolCall) -> tuple[str, str, str]:
+    scope = ctx.cfg.session_id or f"run:{ctx.run_id}"
+    return scope, call.name, orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS,
+                                          default=str).decode()
+
+
+class ApprovalGate:
+    def __init__(self, settings: ApprovalSettings | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings or ApprovalSettings()
+        self.clock = clock
+        self._cache: dict[tuple[str, str, str], tuple[Decision, float]] = {}
+
+    def _cached(self, key: tuple[str, str, str]) -> Decision | None:
+        now = self.clock()
+        for k in [k for k, (_, exp) in self._cache.items() if exp <= now]:
+            del self._cache[k]
+        hit = self._cache.get(key)
+        return hit[0] if hit else None
+
+    async def _ask(self, request: ApprovalRequest) -> tuple[Decision, str]:
+        approver = self.settings.approver
+        if approver is None:
+            return Decision(False, "no approver is configured", remember=False), "none"
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                return await approver.decide(request), "approver"
+        except TimeoutError:
+            return Decision(False, f"no decision within {self.settings.timeout_s:g}s",
+                            remember=False), "timeout"
+        except Exception as exc:  # fail closed: a broken approver never lets a call through
+            return Decision(False, f"approver failed: {type(exc).__name__}: {exc}",
+                            remember=False), "error"
+
+    async def decide(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> Decision:
+        """Ask (or remember) whether ``call`` may run; emits the approval events."""
+        key = _key(ctx, call)
+        cached = self._cached(key)
+        if cached is not None:
+            ctx.emit("approval.decided", tool=call.name, id=call.id, approved=cached.approved,
+                     reason=cached.reason, source="cache")
+            return cached
+        request = ApprovalRequest(ctx.run_id, ctx.cfg.session_id, ctx.cfg.user_id, call.name,
+                                  dict(call.arguments), call.id, reason)
+        ctx.emit("approval.requested", tool=call.name, id=call.id, arguments=call.arguments,
+                 reason=reason)
+        decision, source = await self._ask(request)
+        if decision.remember:
+            self._cache[key] = (decision, self.clock() + self.settings.cache_ttl_s)
+        ctx.emit("approval.decided", tool=call.name, id=call.id, approved=decision.approved,
+                 reason=decision.reason, source=source)
+        return decision

@@ -1,0 +1,117 @@
+"""Step budget (OrcBot): classify the task, then give it 3/8/15/25 steps.
+
+A fast heuristic decides first; optionally one model call decides instead (``use_model``).
+The budget applies only when the agent was not given ``max_steps`` explicitly. Trivial tasks
+run in lean mode (``state.lean``: memory recall may be skipped). Time-capsule mode raises the
+limit to 50 steps, for admin users only.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from thinkloop.hooks import AssessContext, Hook, HookContext
+from thinkloop.types import Message
+
+log = logging.getLogger("thinkloop.guard")
+
+Complexity = Literal["trivial", "simple", "standard", "complex"]
+COMPLEXITIES: tuple[Complexity, ...] = get_args(Complexity)
+STEP_BUDGETS: Mapping[Complexity, int] = {"trivial": 3, "simple": 8, "standard": 15,
+                                          "complex": 25}
+CLASSIFY_PROMPT = (
+    "Classify how much work this task needs. Reply with exactly one word: trivial (answer "
+    "at once, like 'what is 2+2'), simple (one or two tool uses, like 'search for news'), "
+    "standard (research and summarise), or complex (build or change something in many steps)."
+)
+
+_COMPLEX = re.compile(
+    r"\b(?:build|implement|develop|refactor|migrate|architect|design\s+(?:a|an|the)\s+\w+|"
+    r"set\s+up|deploy|end[- ]to[- ]end|full(?:-stack)?\s+app|application|pipeline|"
+    r"from\s+scratch|test\s+suite)\b", re.IGNORECASE)
+_STANDARD = re.compile(
+    r"\b(?:research|summari[sz]e|compare|analy[sz]e|investigate|report|review|evaluate|"
+    r"write\s+(?:a|an)\s+\w+|draft|explain\s+in\s+detail|find\s+out|debug|fix)\b",
+    re.IGNORECASE)
+_TOOLISH = re.compile(
+    r"\b(?:search|find|look\s+up|fetch|open|read|list|send|check|download|get|run|create|"
+    r"write|save|convert|translate|calculate|compute)\b", re.IGNORECASE)
+_STEPS = re.compile(r"\b(?:then|after\s+that|and\s+also|next|finally|first)\b|^\s*\d+[.)]\s",
+                    re.IGNORECASE | re.MULTILINE)
+
+
+def classify(task: str) -> Complexity:
+    """The fast heuristic: size, multi-step markers and the kind of verbs used."""
+    words = len(task.split())
+    steps = len(_STEPS.findall(task))
+    if words > 80 or steps >= 3 or _COMPLEX.search(task):
+        return "complex"
+    if words > 35 or steps == 2 or _STANDARD.search(task):
+        return "standard"
+    if words <= 8 and steps == 0 and not _TOOLISH.search(task):
+        return "trivial"
+    return "simple"
+
+
+@dataclass(frozen=True)
+class StepBudgetSettings:
+    enabled: bool = True
+    budgets: Mapping[Complexity, int] = field(default_factory=lambda: dict(STEP_BUDGETS))
+    use_model: bool = False  # one extra model call to classify instead of the heuristic
+    lean_for_trivial: bool = True
+    time_capsule: bool = False  # request time-capsule mode (admins only)
+    time_capsule_steps: int = 50
+    admins: frozenset[str] = frozenset()  # user ids allowed time-capsule mode
+
+
+def capsule_active(settings: StepBudgetSettings, ctx: HookContext) -> bool:
+    return settings.time_capsule and ctx.cfg.user_id in settings.admins
+
+
+def _parse(text: str) -> Complexity | None:
+    words = re.findall(r"[a-z]+", text.lower())
+    return next((w for w in words if w in COMPLEXITIES), None)
+
+
+class StepBudget:
+    def __init__(self, settings: StepBudgetSettings | None = None, *,
+                 fixed_steps: bool = False) -> None:
+        self.settings = settings or StepBudgetSettings()
+        self.fixed_steps = fixed_steps  # the agent was given max_steps explicitly
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_assess", self.assign, name="guard.steps")]
+
+    async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
+        if self.settings.use_model:
+            messages = [Message.system(CLASSIFY_PROMPT), Message.user(ctx.task)]
+            response = await ctx.cfg.model.complete(messages, [], ctx.cfg.settings)
+            ctx.state.usage = ctx.state.usage + response.usage
+            found = _parse(response.message.content)
+            if found is not None:
+                return found, "model"
+            log.info("step budget: unreadable classification %r", response.message.content)
+        return classify(ctx.task), "heuristic"
+
+    async def assign(self, ctx: AssessContext) -> None:
+        s = self.settings
+        if s.time_capsule and not capsule_active(s, ctx):
+            ctx.emit("policy.denied", guard="time_capsule", user_id=ctx.cfg.user_id,
+                     reason="time-capsule mode is for admin users only")
+        if capsule_active(s, ctx):
+            ctx.state.max_steps = max(s.time_capsule_steps, ctx.cfg.limits.max_steps)
+            ctx.emit("budget.assigned", complexity=None, max_steps=ctx.state.max_steps,
+                     lean=False, mode="time_capsule", source="admin")
+            return
+        if self.fixed_steps:
+            return
+        complexity, source = await self._classify(ctx)
+        ctx.state.max_steps = s.budgets[complexity]
+        ctx.state.lean = s.lean_for_trivial and complexity == "trivial"
+        ctx.emit("budget.assigned", complexity=complexity, max_steps=ctx.state.max_steps,
+                 lean=ctx.state.lean, mode="lean" if ctx.state.lean else "normal",
+                 source=source)

@@ -1,0 +1,63 @@
+"""The tool gate: policy, then approval, before a call runs (``pre_tool``).
+
+A refused call is answered with an error observation explaining why, so the model can change
+course; the tool itself never runs. The same policy hides denied tools from the model
+(``pre_reason``), as GoClaw filters tools through its PolicyEngine before each LLM call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from thinkloop.guard.approval import ApprovalGate, ApprovalSettings
+from thinkloop.guard.policy import ToolPolicy, Verdict
+from thinkloop.guard.runs import RunMemory
+from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
+from thinkloop.types import ToolCall, ToolResult
+
+DENIED = "Denied by policy: {reason}. The call was not run; do not retry it as is."
+NOT_APPROVED = "Not approved: {reason}. The call was not run; do not retry it as is."
+
+
+class ToolGate:
+    def __init__(self, policy: ToolPolicy | None = None,
+                 approval: ApprovalSettings | ApprovalGate | None = None) -> None:
+        self.policy = policy or ToolPolicy()
+        self.approval = approval if isinstance(approval, ApprovalGate) else ApprovalGate(approval)
+        self.counts: RunMemory[Counter[str]] = RunMemory(Counter)
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_reason", self.filter_tools, name="guard.policy.tools"),
+                # Critical: if the gate itself breaks, the run fails rather than run the call.
+                Hook("pre_tool", self.check_call, critical=True, name="guard.policy"),
+                self.counts.drop_hook("guard.policy")]
+
+    def filter_tools(self, ctx: ReasonContext) -> None:
+        user = ctx.cfg.user_id
+        ctx.tools = [t for t in ctx.tools if self.policy.permits(t.name, user) is None]
+
+    async def check_call(self, ctx: ToolHookContext) -> None:
+        call = ctx.call
+        if call is None:
+            return
+        counts = self.counts.get(ctx)
+        prior = counts[call.name]
+        counts[call.name] += 1
+        if ctx.result is not None:  # an earlier guard already answered this call
+            return
+        verdict = self.policy.evaluate(call, ctx.cfg.user_id, prior)
+        if verdict.action == "deny":
+            ctx.emit("policy.denied", tool=call.name, id=call.id, reason=verdict.reason)
+            ctx.result = ToolResult(call, DENIED.format(reason=verdict.reason), is_error=True)
+            return
+        needs = verdict if verdict.action == "approve" else None
+        if needs is None and ctx.tool is not None and ctx.tool.requires_approval:
+            needs = Verdict("approve", f"{call.name} requires approval")
+        if needs is not None:
+            await self._approve(ctx, call, needs.reason)
+
+    async def _approve(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> None:
+        decision = await self.approval.decide(ctx, call, reason)
+        if not decision.approved:
+            ctx.result = ToolResult(call, NOT_APPROVED.format(
+                reason=decision.reason or "denied"), is_error=True)

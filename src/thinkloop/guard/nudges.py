@@ -1,0 +1,71 @@
+"""Nudges added to one model request (``pre_reason``); the run's history is never changed.
+
+- Urgency (CortexPrism): when ``urgency_at`` (2) or fewer steps remain, tell the model to
+  stop calling tools and produce the deliverable now. (On the very last step the loop
+  withholds tools anyway.)
+- Transparency (OrcBot): in channel mode (``channel_tools`` set, e.g. ``send_message``),
+  after ``transparency_after`` (5) steps without a message to the user, ask for a short
+  progress update. Off in time-capsule mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thinkloop.guard.budget import StepBudgetSettings, capsule_active
+from thinkloop.hooks import Hook, ReasonContext
+from thinkloop.types import Message
+
+URGENCY = ("[Urgent] Only {n} step(s) left for this task. Stop calling tools unless one is "
+           "essential, and produce the deliverable now (for a file task, write the file).")
+TRANSPARENCY = (
+    "⚡ TRANSPARENCY ALERT: You have been working for {n} steps without updating the user. "
+    "The user cannot see your internal work; they only see messages you send them. Send a "
+    "brief progress update NOW with {tools} (e.g. \"I've found X so far, still checking Y\")."
+)
+
+
+@dataclass(frozen=True)
+class NudgeSettings:
+    urgency: bool = True
+    urgency_at: int = 2
+    channel_tools: tuple[str, ...] = ()
+    transparency_after: int = 5
+
+
+class Nudges:
+    def __init__(self, settings: NudgeSettings | None = None,
+                 steps: StepBudgetSettings | None = None) -> None:
+        self.settings = settings or NudgeSettings()
+        self.steps = steps or StepBudgetSettings(enabled=False)
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_reason", self.nudge, name="guard.nudges")]
+
+    def _silent_steps(self, ctx: ReasonContext) -> int:
+        n = 0
+        for step in reversed(ctx.state.steps):
+            if any(c.name in self.settings.channel_tools for c in step.tool_calls):
+                break
+            n += 1
+        return n
+
+    def nudge(self, ctx: ReasonContext) -> None:
+        s = self.settings
+        if not ctx.tools:  # the loop's tool-less final call has its own notice
+            return
+        extra: list[Message] = []
+        limit = ctx.state.max_steps or ctx.cfg.limits.max_steps
+        remaining = limit - ctx.state.step
+        if s.urgency and 0 < remaining <= s.urgency_at:
+            extra.append(Message.user(URGENCY.format(n=remaining)))
+            ctx.emit("nudge", kind="urgency", remaining=remaining)
+        if s.channel_tools and not capsule_active(self.steps, ctx):
+            silent = self._silent_steps(ctx)
+            if silent >= s.transparency_after:
+                tools = " or ".join(s.channel_tools)
+                extra.append(Message.user(TRANSPARENCY.format(n=silent, tools=tools)))
+                ctx.emit("nudge", kind="transparency", silent_steps=silent)
+        if extra:
+            # A new list: the history in state.messages stays exactly as it was.
+            ctx.messages = [*ctx.messages, *extra]

@@ -1,0 +1,161 @@
+"""``scan_input``: find prompt-injection patterns in text, obfuscated or not.
+
+The patterns run over several *views* of the text. Each view keeps a map from its characters
+back to the original, so a finding's ``span`` always points into the text the caller passed:
+
+- canonical: NFKC, lower case, zero-width/format characters dropped, homoglyphs folded;
+- leet: digits and symbols inside words read as letters (``1gn0r3`` -> ``ignore``);
+- collapsed: single letters split by one separator joined (``i.g.n.o.r.e``, ``i g n o r e``);
+- rot13 and reversed text, when the text asks for decoding or reading backwards;
+- decoded blobs: base64, hex and percent-encoded runs (the span is the encoded run).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import re
+import unicodedata
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from thinkloop.guard.patterns import (
+    DEFAULT_PATTERNS,
+    SEVERITY_RANK,
+    InjectionPattern,
+    Severity,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    pattern: str
+    span: tuple[int, int]
+    severity: Severity
+    # Which view of the text matched: "text", "leet", "collapsed", "rot13", "base64", ...
+    view: str = "text"
+
+
+# Cyrillic and Greek letters that look like Latin ones.
+_HOMOGLYPHS = str.maketrans({
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "i", "ј": "j",
+    "ѕ": "s", "ԁ": "d", "ɡ": "g", "һ": "h", "ӏ": "l", "α": "a", "ο": "o", "ε": "e", "ι": "i",
+    "ν": "v", "τ": "t", "κ": "k", "ρ": "p",
+})
+_LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
+# One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
+_SPLIT = re.compile(r"(?<![^\W_])[^\W_]([ .\-_*·|/])(?:[^\W_]\1){1,}[^\W_](?![^\W_])")
+_WORDISH = re.compile(r"[a-z0-9@$]*[a-z][a-z0-9@$]*")
+_ROT_HINT = re.compile(r"\brot\s*-?\s*13|caesar|cipher|decode|decrypt|unscramble")
+_REV_HINT = re.compile(r"backwards?|revers|right[\s-]+to[\s-]+left|mirror")
+_B64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){10,}\b")
+_PCT = re.compile(r"[^\s]*(?:%[0-9a-fA-F]{2})[^\s]*(?:\s+[^\s]*%[0-9a-fA-F]{2}[^\s]*)*")
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    name: str
+    text: str
+    origin: tuple[int, ...]  # origin[i] = index in the original text of text[i]
+    whole: tuple[int, int] | None = None  # decoded views: every match spans the encoded run
+
+
+def _canonical(text: str, base: int = 0) -> _View:
+    if text.isascii():  # the common case: nothing to fold but case
+        return _View("text", text.lower(), tuple(range(base, base + len(text))))
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) == "Cf":
+            continue
+        norm = unicodedata.normalize("NFKC", ch).lower().translate(_HOMOGLYPHS)
+        chars.extend(norm)
+        origin.extend([base + i] * len(norm))
+    return _View("text", "".join(chars), tuple(origin))
+
+
+def _leet(view: _View) -> _View | None:
+    # Only inside runs that hold a letter, so plain numbers ("2024", "$5") stay as they are.
+    text = _WORDISH.sub(lambda m: "".join(_LEET.get(c, c) for c in m.group()), view.text)
+    return _View("leet", text, view.origin) if text != view.text else None
+
+
+def _collapsed(view: _View) -> _View | None:
+    keep = [True] * len(view.text)
+    for m in _SPLIT.finditer(view.text):
+        for i in range(m.start() + 1, m.end(), 2):
+            keep[i] = False
+    if all(keep):
+        return None
+    text = "".join(c for c, k in zip(view.text, keep, strict=True) if k)
+    origin = tuple(o for o, k in zip(view.origin, keep, strict=True) if k)
+    return _View("collapsed", text, origin)
+
+
+def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
+    """(view name, decoded text, span of the encoded run) for runs that decode to text."""
+    for m in _B64.finditer(text):
+        raw = m.group()
+        try:
+            data = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        yield "base64", data.decode("utf-8", "replace"), m.span()
+    for m in _HEX.finditer(text):
+        yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()
+    for m in _PCT.finditer(text):
+        yield "percent", urllib.parse.unquote(m.group()), m.span()
+
+
+def _printable(text: str) -> bool:
+    return bool(text) and sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
+
+
+def _views(text: str) -> Iterator[_View]:
+    canon = _canonical(text)
+    yield canon
+    for derived in (_leet(canon), _collapsed(canon)):
+        if derived is not None:
+            yield derived
+    # A model only follows rot13 or reversed text when told to decode it, so those views run
+    # only when the text says so (they would double the cost of every scan otherwise).
+    if _ROT_HINT.search(canon.text):
+        yield _View("rot13", codecs.encode(canon.text, "rot13"), canon.origin)
+    if _REV_HINT.search(canon.text):
+        yield _View("reversed", canon.text[::-1], canon.origin[::-1])
+    for name, decoded, (start, end) in _decoded_blobs(text):
+        if _printable(decoded):
+            yield _View(name, _canonical(decoded).text, (), (start, end))
+
+
+def _span(view: _View, start: int, end: int) -> tuple[int, int]:
+    if view.whole is not None:
+        return view.whole
+    picked = view.origin[start:end] or (view.origin[min(start, len(view.origin) - 1)],)
+    return (min(picked), max(picked) + 1)
+
+
+def scan_input(
+    text: str, patterns: Iterable[InjectionPattern] = DEFAULT_PATTERNS
+) -> list[Finding]:
+    """Every injection pattern found in ``text``; ``span`` indexes ``text`` itself.
+
+    One finding per (pattern, span); the plain view wins over derived ones. Ordered by
+    position, then by severity (highest first).
+    """
+    found: dict[tuple[str, tuple[int, int]], Finding] = {}
+    pats = tuple(patterns)
+    for view in _views(text):
+        for p in pats:
+            for m in p.regex.finditer(view.text):
+                span = _span(view, m.start(), m.end())
+                found.setdefault((p.name, span), Finding(p.name, span, p.severity, view.name))
+    return sorted(found.values(), key=lambda f: (f.span[0], -SEVERITY_RANK[f.severity]))
+
+
+def max_severity(findings: Iterable[Finding]) -> Severity | None:
+    ranked = sorted(findings, key=lambda f: SEVERITY_RANK[f.severity])
+    return ranked[-1].severity if ranked else None

@@ -1,0 +1,45 @@
+"""GuardSettings: every guard's configuration in one frozen value, seed defaults on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from thinkloop.guard.approval import ApprovalSettings
+from thinkloop.guard.budget import StepBudgetSettings
+from thinkloop.guard.drift import DriftSettings
+from thinkloop.guard.input import InputGuardSettings
+from thinkloop.guard.loops import LoopSettings
+from thinkloop.guard.nudges import NudgeSettings
+from thinkloop.guard.plan import PlanSettings
+from thinkloop.guard.policy import ToolPolicy
+from thinkloop.guard.review import ReviewSettings
+from thinkloop.guard.usage import UsageLimits
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """Defaults follow the seeds: input guard in ``warn`` mode with 32K truncation (GoClaw),
+    dedup + loop detection, termination review, step budget (OrcBot), urgency nudge, the
+    approval gate and goal-drift events (CortexPrism). Usage limits, policy rules,
+    channel-mode transparency nudges and the pre-task plan are off until configured."""
+
+    input: InputGuardSettings = field(default_factory=InputGuardSettings)
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+    approval: ApprovalSettings = field(default_factory=ApprovalSettings)
+    loops: LoopSettings = field(default_factory=LoopSettings)
+    limits: UsageLimits = field(default_factory=UsageLimits)
+    steps: StepBudgetSettings = field(default_factory=StepBudgetSettings)
+    review: ReviewSettings = field(default_factory=ReviewSettings)
+    nudges: NudgeSettings = field(default_factory=NudgeSettings)
+    plan: PlanSettings = field(default_factory=PlanSettings)
+    drift: DriftSettings = field(default_factory=DriftSettings)
+
+    @staticmethod
+    def off() -> GuardSettings:
+        """Every guard off (the approval gate still refuses ``requires_approval`` tools)."""
+        s = GuardSettings()
+        return replace(
+            s, input=replace(s.input, mode="off", wrap_external=False, scan_external=False),
+            loops=LoopSettings(dedup=False, detect_loops=False),
+            steps=replace(s.steps, enabled=False), review=replace(s.review, enabled=False),
+            nudges=replace(s.nudges, urgency=False), drift=DriftSettings(enabled=False))

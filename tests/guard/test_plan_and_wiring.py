@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from thinkloop import Agent
+from thinkloop.guard import GuardSettings, PlanSettings, default_hooks
+from thinkloop.models.scripted import ScriptedModel
+
+from .helpers import run_agent
+
+
+async def test_pre_task_plan_goes_into_the_system_prompt() -> None:
+    guard = replace(GuardSettings.off(), plan=PlanSettings(enabled=True))
+    run = await run_agent(["1. search\n2. answer", "Paris."], "Capital of France?", guard=guard)
+    plan_call, main_call = run.model.calls
+    assert plan_call.tools == () and plan_call.messages[1].content == "Capital of France?"
+    system = main_call.messages[0].content
+    assert system.endswith("\n\nPLAN (made before starting):\n1. search\n2. answer")
+    assert run.of("plan.created")[0].payload == {"plan": "1. search\n2. answer"}
+    assert run.result.usage.requests == 2
+
+
+def test_default_hooks_follow_the_seeds() -> None:
+    names = [h.name for h in default_hooks(GuardSettings())]
+    assert names == [
+        "guard.input", "guard.external", "guard.steps", "guard.drift", "guard.nudges",
+        "guard.loops",
+        "guard.loops.cleanup", "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
+        "guard.review", "guard.review.cleanup"]
+    off = [h.name for h in default_hooks(GuardSettings.off())]
+    assert off == ["guard.input", "guard.policy.tools", "guard.policy", "guard.policy.cleanup"]
+
+
+def test_agent_installs_guards_before_user_hooks() -> None:
+    def mine(ctx: object) -> None:
+        return None
+
+    a = Agent(ScriptedModel([]), guard=GuardSettings(), hooks={"pre_tool": [mine]},
+              plugins=False)
+    assert [h.name or "user" for h in a.hooks.by_stage["pre_tool"]] == [
+        "guard.loops", "guard.policy", "user"]
+    plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
+    assert len(plain.hooks.by_stage["pre_tool"]) == 1 and plain.limits.max_steps == 12
+
+
+async def test_per_run_memory_is_released() -> None:
+    from thinkloop.guard import LoopGuard
+
+    guard = LoopGuard()
+    from thinkloop.models.scripted import call, reply
+    from thinkloop.tools.base import tool
+
+    @tool
+    def t() -> str:
+        """T."""
+        return "x"
+
+    a = Agent(ScriptedModel([reply("", call("t")), "x"]), tools=[t], hooks=guard.hooks(),
+              plugins=False)
+    await a.run("go")
+    assert len(guard.runs) == 0
