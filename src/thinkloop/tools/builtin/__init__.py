@@ -1,0 +1,141 @@
+"""The built-in tools and :func:`builtin_tools`, the registry ``thinkloop tools`` lists.
+
+One module per family: ``files`` (read/write/edit/list/glob/grep), ``shell``, ``web``
+(web_fetch), ``websearch``, ``browser``, ``messaging`` (send_message, ask_human), ``workflows``
+and ``toolsearch`` (run_workflow, search_tools), ``memory`` (remember/recall/forget),
+``calculator``. Sub-agents (``spawn_agent``) live in :mod:`thinkloop.tools.agents`, MCP in
+:mod:`thinkloop.tools.mcp`, entry point plugins in :mod:`thinkloop.tools.plugins`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thinkloop.channels import Channel, ConsoleChannel
+from thinkloop.tools.base import Tool
+from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
+from thinkloop.tools.builtin.files import file_tools
+from thinkloop.tools.builtin.messaging import ASK_HUMAN_GUIDANCE, SendPolicy, messaging_tools
+from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.shell import shell_tool
+from thinkloop.tools.builtin.web import web_fetch_tool
+from thinkloop.tools.builtin.websearch import backend_from_settings, web_search_tool
+from thinkloop.tools.workspace import Workspace
+
+__all__ = ["ToolSettings", "Toolbox", "builtin_tools"]
+
+
+def _workflow_tools(
+    settings: ToolSettings, workspace: Workspace, embedder: Any
+) -> tuple[list[Tool], list[str]]:
+    """search_tools and run_workflow, plus the prompt sections that go with them."""
+    from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
+    from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
+    from thinkloop.tools.builtin.workflows import (
+        WORKFLOW_GUIDANCE,
+        load_registry,
+        load_skills,
+        run_workflow_tool,
+        skills_prompt_section,
+    )
+
+    tools: list[Tool] = []
+    sections = [WORKFLOW_GUIDANCE]
+    entries: list[Entry] = []
+    cache = None
+    if settings.workflows is not None:
+        registry = load_registry(settings.workflows)
+        tools.append(run_workflow_tool(registry, workspace, settings))
+        entries += [Entry("workflow", w.name, w.search_text(), w) for w in registry.workflows]
+        cache = settings.workflows.parent / ".embeddings-cache.json"
+    if settings.skills is not None:
+        skills = load_skills(settings.skills)
+        sections.append(skills_prompt_section(skills))
+        entries += [Entry("skill", s.name, s.search_text(), s) for s in skills]
+        cache = cache or settings.skills / ".embeddings-cache.json"
+    index = ToolIndex(entries, embedder or MiniLMEmbedder(), cache)
+    return [search_tools_tool(index), *tools], [s for s in sections if s]
+
+
+@dataclass
+class Toolbox:
+    """The built-in tools for one agent, and the resources (browser) they hold."""
+
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    channels: Sequence[Channel] = ()
+    send_policy: SendPolicy | None = None
+    memory_store: Any = None
+    embedder: Any = None
+    browser: bool | None = None  # None: when the playwright package is installed
+    # spawn_agent's "worker" children get these tools minus the ones that talk to the user;
+    # their model is ``worker_model`` (None: the default model, resolved when one is spawned).
+    sub_agents: bool = True
+    worker_model: Any = None
+    max_workers: int = 4
+
+    def __post_init__(self) -> None:
+        self.workspace = Workspace(self.settings.workspace)
+        self.browser_session = BrowserSession(self.settings.chromium_path)
+        # Text for the system prompt that explains how to use these tools (Stingyclaw).
+        self.prompt_sections: list[str] = [ASK_HUMAN_GUIDANCE]
+        self.tools = self._build()
+
+    def _build(self) -> list[Tool]:
+        s, ws = self.settings, self.workspace
+        tools = [*file_tools(ws, s), shell_tool(ws, s), web_fetch_tool(s)]
+        backend = backend_from_settings(s)
+        if backend is not None:
+            tools.append(web_search_tool(backend, s.fetch_timeout_s))
+        use_browser = self.browser
+        if use_browser is None:
+            use_browser = importlib.util.find_spec("playwright") is not None
+        if use_browser:
+            tools += browser_tools(self.browser_session, ws, s)
+        tools += messaging_tools(list(self.channels) or [ConsoleChannel()],
+                                 policy=self.send_policy)
+        if s.workflows is not None or s.skills is not None:
+            found, sections = _workflow_tools(s, ws, self.embedder)
+            tools += found
+            self.prompt_sections += sections
+        if self.memory_store is not None:
+            from thinkloop.tools.builtin.memory import memory_tools
+
+            tools += memory_tools(self.memory_store)
+        from thinkloop.tools.builtin.calculator import calculator
+
+        tools.append(calculator)
+        if self.sub_agents:
+            tools.append(self._spawn_tool(tools))
+        return tools
+
+    def _spawn_tool(self, tools: list[Tool]) -> Tool:
+        from thinkloop.tools.agents import AgentSpec, SubAgents
+
+        private = {"send_message", "ask_human"}
+        worker = AgentSpec("worker", "a general-purpose worker with the same tools as you",
+                           tools=[t for t in tools if t.name not in private])
+        self.sub_agent_runner = SubAgents([worker], model=self.worker_model,
+                                          max_concurrency=self.max_workers)
+        return self.sub_agent_runner.tool()
+
+    async def aclose(self) -> None:
+        await self.browser_session.close()
+
+    async def __aenter__(self) -> Toolbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def builtin_tools(settings: ToolSettings | None = None, **options: Any) -> list[Tool]:
+    """Every built-in tool for ``settings`` (``thinkloop tools`` prints these).
+
+    ``spawn_agent`` hands tasks to "worker" children with the same tools (less send_message and
+    ask_human); for other kinds of children build it with
+    :meth:`thinkloop.tools.agents.SubAgents.tool`.
+    """
+    return Toolbox(settings or ToolSettings(), **options).tools

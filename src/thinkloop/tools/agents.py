@@ -1,0 +1,158 @@
+"""Sub-agents (CortexPrism fan-out, GoClaw minimal prompt): child :class:`Agent` runs.
+
+:class:`SubAgents` runs child agents with their own tools and a minimal prompt, in parallel up
+to a concurrency limit, and returns their results in the order the tasks were given. Every
+time control passes to a child and back, a ``handoff`` event is published. Each child's usage
+is added to the parent run: through ``ctx.charge_usage`` when the loop provides it, and always
+in :meth:`SubAgents.usage_for` keyed by the parent's run id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from thinkloop.errors import ConfigError, ToolArgumentsError
+from thinkloop.models.base import Model
+from thinkloop.tools.base import Tool, ToolContext, make_tool
+from thinkloop.types import Event, Usage
+
+MINIMAL_INSTRUCTIONS = (
+    "You are a focused sub-agent working for another agent. Do exactly the task you are given, "
+    "using your tools when they help, and reply with a short, complete, self-contained result. "
+    "Do not ask questions; state any assumption you had to make."
+)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A kind of child agent the parent may spawn."""
+
+    name: str
+    description: str = "a general-purpose worker"
+    instructions: str = MINIMAL_INSTRUCTIONS
+    tools: Sequence[Tool | Callable[..., Any]] = ()
+    model: str | Model | None = None
+    max_steps: int = 8
+    timeout_s: float | None = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildResult:
+    agent: str
+    task: str
+    status: str
+    text: str
+    usage: Usage
+    run_id: str
+    error: str | None = None
+
+
+@dataclass
+class SubAgents:
+    """Runs child agents; one instance may serve many parent runs at once."""
+
+    specs: Sequence[AgentSpec]
+    model: str | Model | None = None
+    max_concurrency: int = 4
+    on_event: Callable[[Event], Any] | None = None
+    _usage: defaultdict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ConfigError("max_concurrency must be at least 1")
+        if not self.specs:
+            raise ConfigError("SubAgents needs at least one AgentSpec")
+        self.by_name: Mapping[str, AgentSpec] = {s.name: s for s in self.specs}
+        self._limit = asyncio.Semaphore(self.max_concurrency)
+
+    def usage_for(self, parent_run_id: str) -> Usage:
+        """All child usage charged to one parent run so far."""
+        return self._usage[parent_run_id]
+
+    def _emit(self, parent: ToolContext | None, type_: str, **payload: Any) -> None:
+        run_id, step = (parent.run_id, parent.step) if parent else ("", 0)
+        event = Event(type_, run_id, step, payload)
+        if self.on_event is not None:
+            self.on_event(event)
+        emit = getattr(parent, "emit", None)
+        if callable(emit):
+            emit(type_, **payload)
+
+    def _charge(self, parent: ToolContext | None, usage: Usage) -> None:
+        if parent is None:
+            return
+        self._usage[parent.run_id] = self._usage[parent.run_id] + usage
+        charge = getattr(parent, "charge_usage", None)
+        if callable(charge):
+            charge(usage)
+
+    def _agent(self, spec: AgentSpec) -> Any:
+        from thinkloop.agent import Agent  # the agent module imports tools; import late
+
+        model = spec.model if spec.model is not None else self.model
+        return Agent(model, tools=spec.tools, instructions=spec.instructions, name=spec.name,
+                     max_steps=spec.max_steps, timeout_s=spec.timeout_s)
+
+    async def run_one(
+        self, task: str, agent: str | None = None, parent: ToolContext | None = None
+    ) -> ChildResult:
+        spec = self.by_name.get(agent or self.specs[0].name)
+        if spec is None:
+            known = ", ".join(self.by_name)
+            raise ToolArgumentsError(f"unknown sub-agent {agent!r}; available: {known}")
+        async with self._limit:
+            child = self._agent(spec)
+            handle = child.start(task, user_id=parent.user_id if parent else None,
+                                 stream_model=False)
+            self._emit(parent, "handoff", direction="to_child", agent=spec.name, task=task,
+                       child_run_id=handle.run_id)
+            start = time.perf_counter()
+            result = await handle.result()
+        self._charge(parent, result.usage)
+        self._emit(parent, "handoff", direction="to_parent", agent=spec.name,
+                   child_run_id=result.run_id, status=result.status,
+                   duration_s=round(time.perf_counter() - start, 6))
+        return ChildResult(spec.name, task, result.status, result.text, result.usage,
+                           result.run_id, result.error)
+
+    async def fan_out(
+        self, tasks: Sequence[str | tuple[str, str]], parent: ToolContext | None = None
+    ) -> list[ChildResult]:
+        """Run every task (``"task"`` or ``("agent", "task")``); results keep the given order."""
+        jobs = [(None, t) if isinstance(t, str) else t for t in tasks]
+        return list(await asyncio.gather(*(self.run_one(t, a, parent) for a, t in jobs)))
+
+    def tool(self) -> Tool:
+        """The ``spawn_agent`` tool bound to these specs."""
+        kinds = "; ".join(f"{s.name}: {s.description}" for s in self.specs)
+
+        async def spawn_agent(ctx: ToolContext, tasks: list[str], agent: str | None = None) -> str:
+            """Hand independent tasks to sub-agents that work in parallel.
+
+            Each task must be self-contained: the sub-agent sees only the task text.
+
+            Args:
+                tasks: one self-contained task per sub-agent
+                agent: which kind of sub-agent runs them
+            """
+            if not tasks:
+                raise ToolArgumentsError("tasks must name at least one task")
+            results = await self.fan_out([(agent or self.specs[0].name, t) for t in tasks], ctx)
+            return render_results(results)
+
+        t = make_tool(spawn_agent, idempotent=False)
+        return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.")
+
+
+def render_results(results: Sequence[ChildResult]) -> str:
+    blocks = []
+    for i, r in enumerate(results, 1):
+        head = f"[{i}] {r.agent} ({r.status})"
+        body = r.text if r.status == "completed" else (r.text or r.error or "no answer")
+        blocks.append(f"{head}\n{body}")
+    return "\n\n".join(blocks)

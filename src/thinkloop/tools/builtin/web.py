@@ -1,0 +1,129 @@
+"""``web_fetch`` (URL to readable markdown) and ``web_search`` (pluggable backends).
+
+Every hop of a fetch, redirects included, is checked against the address policy: loopback,
+private, link-local and other non-public addresses are refused unless the settings allow them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from thinkloop.errors import ConfigError, ToolExecutionError
+from thinkloop.tools.base import Tool, make_tool
+from thinkloop.tools.builtin.settings import ToolSettings
+
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml",
+               "application/rss+xml", "application/atom+xml", "application/ld+json")
+_MAX_REDIRECTS = 5
+USER_AGENT = "thinkloop/0.1 (+web_fetch)"
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+async def check_address(url: str, allow_private: bool) -> None:
+    """Refuse non-http(s) URLs and, unless allowed, hosts that resolve to non-public IPs."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ToolExecutionError(f"only http(s) URLs with a host can be fetched: {url!r}")
+    if allow_private:
+        return
+    host = parts.hostname
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except OSError as exc:
+        raise ToolExecutionError(f"cannot resolve {host}: {exc}") from None
+    for info in infos:
+        ip = ipaddress.ip_address(info[4][0])
+        if not _public(ip):
+            raise ToolExecutionError(
+                f"refusing to fetch {url}: {host} resolves to the non-public address {ip} "
+                "(set fetch_allow_private to allow local and private networks)"
+            )
+
+
+def html_to_markdown(html: str, url: str) -> str:
+    """The readable part of a page as markdown: trafilatura first, markdownify as fallback."""
+    try:
+        import trafilatura  # slow to import; only when a page is fetched
+        from markdownify import markdownify
+    except ImportError:
+        raise ConfigError("web_fetch needs: pip install 'thinkloop[web]'") from None
+    text = trafilatura.extract(
+        html, url=url, output_format="markdown", include_links=True, include_tables=True,
+        favor_recall=True,
+    )
+    if text and text.strip():
+        return text.strip()
+    return str(markdownify(html, heading_style="ATX", strip=["script", "style"])).strip()
+
+
+async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > cap:
+            return bytes(body[:cap]), True
+    return bytes(body), False
+
+
+async def fetch(url: str, settings: ToolSettings, client: httpx.AsyncClient) -> str:
+    for _ in range(_MAX_REDIRECTS + 1):
+        await check_address(url, settings.fetch_allow_private)
+        async with client.stream("GET", url) as response:
+            if response.is_redirect and "location" in response.headers:
+                url = urljoin(url, response.headers["location"])
+                continue
+            if response.status_code >= 400:
+                raise ToolExecutionError(f"{url} answered HTTP {response.status_code}")
+            ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype and not ctype.startswith(_TEXT_TYPES):
+                raise ToolExecutionError(
+                    f"{url} is {ctype}, not a text page; web_fetch reads HTML, text and JSON only"
+                )
+            body, cut = await _read_capped(response, settings.fetch_max_bytes)
+            text = body.decode(response.encoding or "utf-8", errors="replace")
+            break
+    else:
+        raise ToolExecutionError(f"too many redirects (more than {_MAX_REDIRECTS})")
+    if ctype in ("text/html", "application/xhtml+xml") or (not ctype and "<html" in text[:500]):
+        text = await asyncio.to_thread(html_to_markdown, text, url)
+    notes = []
+    if cut:
+        notes.append(f"[page larger than {settings.fetch_max_bytes} bytes; read the start only]")
+    if len(text) > settings.fetch_max_chars:
+        text = text[: settings.fetch_max_chars]
+        notes.append(f"[truncated to {settings.fetch_max_chars} characters]")
+    return "\n\n".join([f"# {url}", text, *notes])
+
+
+def web_fetch_tool(settings: ToolSettings) -> Tool:
+    async def web_fetch(url: str) -> str:
+        """Fetch a web page and return its readable content as markdown.
+
+        Args:
+            url: the http(s) URL to fetch
+        """
+        timeout = httpx.Timeout(settings.fetch_timeout_s)
+        headers = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
+        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+            try:
+                return await fetch(url, settings, client)
+            except httpx.TimeoutException:
+                raise ToolExecutionError(
+                    f"{url} did not answer within {settings.fetch_timeout_s:g}s"
+                ) from None
+            except httpx.HTTPError as exc:
+                raise ToolExecutionError(f"fetching {url} failed: {exc}") from None
+
+    return make_tool(web_fetch, external=True, idempotent=True)
