@@ -17,15 +17,20 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="THINKLOOP_", extra="ignore")
 
     model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
-    max_steps: int = 12
+    max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = 600.0
     tool_timeout_s: float = 60.0
     home: Path = Field(default_factory=lambda: Path.home() / ".thinkloop")
     protocol: str = "auto"
+    # Read by the model registry from the same THINKLOOP_* variables (see models/presets.py).
+    base_url: str | None = Field(None, description="endpoint of vllm:/compat: models")
+    api_key: str | None = Field(None, description="key for the vllm:/compat: endpoint")
+    model_max_attempts: int = Field(3, ge=1, description="tries per model call (429/5xx/net)")
+    local_n_ctx: int = Field(4096, ge=256, description="context window of the local model")
 
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_ANTHROPIC_MODEL = "claude-3-5-haiku-latest"
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
 
 
 def default_model_spec(env: Mapping[str, str] | None = None) -> str:

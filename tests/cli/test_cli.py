@@ -105,3 +105,23 @@ def test_prompt_command_shows_sections() -> None:
     proc = thinkloop("prompt", "--json")
     assert proc.returncode == 0, proc.stderr
     assert "identity" in proc.stdout
+
+
+def test_run_with_an_mcp_server(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("time_convert_time", {
+            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})])),
+        Reply(body=completion("21:00 in Tokyo")),
+    )
+    spec = f"time={sys.executable} -m mcp_server_time --local-timezone UTC"
+    proc = thinkloop("run", "noon UTC in Tokyo?", "--model", "openai:fake", "--json",
+                     "--tools", "none", "--mcp", spec,
+                     env={"OPENAI_BASE_URL": server.base_url})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    sent = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert sent == {"time_convert_time", "time_get_current_time"}
+    obs = out["steps"][0]["observations"][0]
+    assert not obs["is_error"] and "21:00" in obs["content"]
+    assert out["output"] == "21:00 in Tokyo"

@@ -85,12 +85,17 @@ async def test_spawn_agent_tool_end_to_end_with_child_tools() -> None:
     assert "Sub-agents: shouter: shouts text." in spawn.description
     assert "ctx" not in spawn.parameters["properties"]
     parent_model = ScriptedModel([reply("", model_call("spawn_agent", tasks=["hello"])), "ok"])
-    result = await Agent(parent_model, tools=[spawn]).run("go", user_id="bob")
+    events: list[str] = []
+    parent = Agent(parent_model, tools=[spawn], on_event=lambda e: events.append(e.type))
+    result = await parent.run("go", user_id="bob")
+    assert events.count("handoff") == 2
     assert result.text == "ok"
     assert result.steps[0].results[0].content == "[1] shouter (completed)\nchild says HELLO"
     assert seen == ["bob"]
     # The child's two model calls are charged to the parent's ledger.
     assert subs.usage_for(result.run_id) == Usage(2, 20, 10)
+    # ... and counted in the parent's own usage: 2 parent calls + 2 child calls.
+    assert result.usage == Usage(4, 40, 20)
     # The child saw a minimal prompt and only its own tool.
     assert [s.name for s in child_model.calls[0].tools] == ["shout"]
     assert child_model.calls[0].messages[0].content.startswith("You are a focused sub-agent")

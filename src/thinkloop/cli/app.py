@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +14,10 @@ import typer
 from rich.console import Console
 
 from thinkloop.agent import Agent
-from thinkloop.cli.prompt import cli_prompt_builder, prompt
+from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
-from thinkloop.config import Settings, default_model_spec
+from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
@@ -39,12 +41,19 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Step limit (default 12).")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
     session: Annotated[str | None, typer.Option(help="Continue this session.")] = None,
     protocol: Annotated[str | None, typer.Option(help="native|json|tags|xml|auto")] = None,
+    tools: Annotated[str, typer.Option(
+        help="'default', 'none', or tool names separated by commas.")] = "default",
+    mcp: Annotated[list[str] | None, typer.Option(
+        "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable).")] = None,
+    mcp_config: Annotated[Path | None, typer.Option(
+        help="JSON/TOML file of MCP servers.")] = None,
+    approve: Annotated[str, typer.Option(
+        help="Tools that need approval: ask|auto|deny.")] = "ask",
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
-    no_tools: Annotated[bool, typer.Option("--no-tools", help="Run without tools.")] = False,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
@@ -53,24 +62,10 @@ def run(
     ] = None,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
-    settings = Settings()
-    spec = model or settings.model or default_model_spec()
+    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    inputs = RunInputs(task, session, file or [], context_url, mcp or [], mcp_config)
     try:
-        agent = Agent(
-            spec,
-            tools=[] if no_tools else _default_tools(),
-            max_steps=max_steps or settings.max_steps,
-            timeout_s=timeout or settings.timeout_s,
-            tool_timeout_s=settings.tool_timeout_s,
-            protocol=protocol or settings.protocol,
-            prompt=cli_prompt_builder(settings),
-        )
-    except ThinkloopError as exc:
-        raise fail(str(exc)) from None
-    if not as_json:
-        Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
-    try:
-        result = asyncio.run(_run(agent, task, session, as_json, file or [], context_url))
+        result = asyncio.run(_run(opts, inputs, quiet=as_json))
     except ThinkloopError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -79,30 +74,49 @@ def run(
         raise fail(result.error or "run failed", 1)
 
 
-async def _run(
-    agent: Agent, task: str, session: str | None, quiet: bool, files: list[Path],
-    context_url: str | None,
-) -> RunResult:
-    if not quiet:
-        agent.subscribe(EventPrinter(Console()))
-    try:
-        context = await context_from_cli(files, context_url) if files or context_url else None
-        handle = agent.start(task, session=session, stream_model=not quiet, context=context)
+@dataclass(frozen=True)
+class RunInputs:
+    task: str
+    session: str | None
+    files: list[Path]
+    context_url: str | None
+    mcp: list[str]
+    mcp_config: Path | None
+
+
+async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
+    async with contextlib.AsyncExitStack() as stack:
+        extra = await _mcp_tools(stack, inputs)
+        agent = build_agent(opts, Settings(), extra_tools=extra)
+        stack.push_async_callback(_close_model, agent)
+        if not quiet:
+            Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
+            agent.subscribe(EventPrinter(Console()))
+        context = None
+        if inputs.files or inputs.context_url:
+            context = await context_from_cli(inputs.files, inputs.context_url)
+        handle = agent.start(inputs.task, session=inputs.session, stream_model=not quiet,
+                             context=context)
         return await handle.result()
-    finally:
-        await _close_model(agent)
+    raise AssertionError("unreachable")  # for type checkers: the with-block always returns
+
+
+async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> list[Tool]:
+    if not inputs.mcp and inputs.mcp_config is None:
+        return []
+    from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
+
+    configs = [parse_mcp_spec(s) for s in inputs.mcp]
+    if inputs.mcp_config is not None:
+        configs += load_mcp_file(inputs.mcp_config)
+    tools: list[Tool] = await stack.enter_async_context(mcp_tools(configs))
+    return tools
 
 
 async def _close_model(agent: Agent) -> None:
     close = getattr(agent.model, "aclose", None)
     if close is not None:
         await close()
-
-
-def _default_tools() -> list[Tool]:
-    from thinkloop.tools.defaults import default_tools
-
-    return default_tools(os.environ)
 
 
 @app.command("tools")

@@ -7,7 +7,6 @@ is written: bootstrap files that do not exist yet are shown from their templates
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
@@ -92,18 +91,15 @@ def render_sections(
     no_tools: bool,
 ) -> list[tuple[str, str, int]]:
     """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it."""
-    from thinkloop.agent import Agent
+    from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.config import Settings, default_model_spec
     from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
-    from thinkloop.tools.defaults import default_tools
 
     settings = Settings()
     spec = model or settings.model or default_model_spec()
-    builder = cli_prompt_builder(settings)
-    tools = [] if no_tools else list(default_tools(os.environ))
-    a = Agent(PreviewModel(spec), tools=tools, name=agent_name, protocol=settings.protocol,
-              prompt=builder)
+    opts = AgentOptions(model=spec, tools="none" if no_tools else "default", name=agent_name)
+    a = build_agent(opts, settings, model=PreviewModel(spec))
     ctx = prompt_context(a, mode, user_id=user, session_id=session,  # type: ignore[arg-type]
                          seed=False)
     out = [(r.name, r.text, heuristic_count(r.text)) for r in a.prompt.render(ctx)]

@@ -78,6 +78,10 @@ class RunState:
     def emit(self, type_: str, **payload: Any) -> None:
         self.emit_to(Event(type_, self.run_id, len(self.steps), payload))
 
+    def charge(self, usage: Usage) -> None:
+        """Count usage spent on this run's behalf elsewhere (a sub-agent's model calls)."""
+        self.usage = self.usage + usage
+
     def append(self, *messages: Message) -> None:
         self.messages.extend(messages)
 

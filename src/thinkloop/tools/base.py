@@ -15,7 +15,7 @@ from typing import Any, get_type_hints, overload
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from thinkloop.types import ToolSpec
+from thinkloop.types import ToolSpec, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,9 @@ class ToolContext:
     session_id: str | None = None
     user_id: str | None = None
     deps: Any = None
+    # Let a tool publish events into its run and charge work it delegates (sub-agents).
+    emit: Callable[..., None] | None = None
+    charge_usage: Callable[[Usage], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,43 @@
-"""Which tools an agent gets by default, and the full list for ``thinkloop tools``."""
+"""Which built-in tools an agent gets, chosen by name: the CLI's ``--tools`` option."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Any
 
+from thinkloop.errors import ConfigError
 from thinkloop.tools.base import Tool
-from thinkloop.tools.builtin.calculator import calculator
 
 
 def all_builtin_tools() -> list[Tool]:
-    """Every built-in tool thinkloop ships, in a stable order."""
-    tools = [calculator]
-    try:
-        from thinkloop.tools.builtin import builtin_tools  # type: ignore[attr-defined]
-    except ImportError:
-        return tools
-    return tools + [t for t in builtin_tools() if t.name != "calculator"]
+    """Every built-in tool thinkloop ships, in a stable order (``thinkloop tools``)."""
+    from thinkloop.tools.builtin import builtin_tools
+
+    return builtin_tools()
 
 
-def default_tools(env: Mapping[str, str]) -> list[Tool]:
-    """The tools ``thinkloop run`` gives an agent: safe ones only."""
-    return [calculator]
+def pick_tools(available: list[Tool], names: str) -> list[Tool]:
+    """``"default"`` (all of ``available``), ``"none"``, or a comma-separated list of names."""
+    names = names.strip()
+    if names == "default":
+        return available
+    if names in ("", "none"):
+        return []
+    by_name = {t.name: t for t in available}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        raise ConfigError(
+            f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(sorted(by_name))}"
+        )
+    return [by_name[n] for n in wanted]
+
+
+def default_tools(names: str = "default", **toolbox_options: Any) -> tuple[list[Tool], list[str]]:
+    """The chosen built-in tools and the prompt guidance that goes with them."""
+    from thinkloop.tools.builtin import Toolbox
+
+    box = Toolbox(**toolbox_options)
+    tools = pick_tools(box.tools, names)
+    chosen = {t.name for t in tools}
+    sections = box.prompt_sections if chosen & {"ask_human", "search_tools"} else []
+    return tools, sections

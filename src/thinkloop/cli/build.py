@@ -1,0 +1,55 @@
+"""How the CLI assembles an agent from its options; ``run`` and ``prompt`` share it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from thinkloop.agent import Agent
+from thinkloop.config import Settings, default_model_spec
+from thinkloop.models.base import Model
+from thinkloop.tools.base import Tool
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    model: str | None = None
+    tools: str = "default"
+    max_steps: int | None = None
+    timeout_s: float | None = None
+    protocol: str | None = None
+    approve: str = "ask"
+    name: str = "thinkloop"
+
+
+def build_agent(
+    opts: AgentOptions,
+    settings: Settings,
+    *,
+    model: Model | None = None,
+    extra_tools: Sequence[Tool] = (),
+) -> Agent:
+    """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews)."""
+    from thinkloop.cli.prompt import cli_prompt_builder
+    from thinkloop.guard import GuardSettings
+    from thinkloop.guard.approval import ApprovalSettings, approver_for
+    from thinkloop.tools.defaults import default_tools
+
+    spec = opts.model or settings.model or default_model_spec()
+    tools, guidance = default_tools(opts.tools, worker_model=spec)
+    builder = cli_prompt_builder(settings)
+    if guidance:
+        text = "\n\n".join(guidance)
+        builder.add("tool_guidance", lambda ctx: text, after="tooling")
+    guard = replace(GuardSettings(), approval=ApprovalSettings(approver_for(opts.approve)))
+    return Agent(
+        model or spec,
+        tools=[*tools, *extra_tools],
+        name=opts.name,
+        max_steps=opts.max_steps or settings.max_steps,
+        timeout_s=opts.timeout_s or settings.timeout_s,
+        tool_timeout_s=settings.tool_timeout_s,
+        protocol=opts.protocol or settings.protocol,
+        prompt=builder,
+        guard=guard,
+    )

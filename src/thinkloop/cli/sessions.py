@@ -1,0 +1,124 @@
+"""``thinkloop sessions list|show|delete``: look after stored conversations.
+
+Mounted by the main app with ``app.add_typer(sessions_app, name="sessions")``. The store is
+``--db`` (a path or a ``postgresql://`` URL), else ``THINKLOOP_DATABASE_URL``, else the SQLite
+file under ``THINKLOOP_HOME`` (``~/.thinkloop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from thinkloop.store.base import SessionInfo, StoreError
+from thinkloop.store.open import open_store
+from thinkloop.store.serialize import message_to_dict
+from thinkloop.types import Message
+
+if TYPE_CHECKING:
+    from thinkloop.store.postgres import PostgresStore
+    from thinkloop.store.sqlite import SQLiteStore
+
+sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
+T = TypeVar("T")
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")
+]
+
+
+def _with_store(
+    db: str | None, action: Callable[[SQLiteStore | PostgresStore], Awaitable[T]]
+) -> T:
+    async def main() -> T:
+        store = open_store(db)
+        try:
+            return await action(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+@sessions_app.command("list")
+def list_sessions(
+    db: DbOption = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Sessions, most recently used first."""
+    infos = _with_store(db, lambda s: s.list_sessions(limit))
+    if as_json:
+        for i in infos:
+            sys.stdout.write(orjson.dumps({
+                "id": i.id, "messages": i.messages, "created_at": i.created_at,
+                "updated_at": i.updated_at, "compactions": i.compactions,
+            }).decode() + "\n")
+        return
+    table = Table("session", "messages", "compactions", "updated", "created")
+    for i in infos:
+        table.add_row(escape(i.id), str(i.messages), str(i.compactions), _when(i.updated_at),
+                      _when(i.created_at))
+    Console().print(table)
+
+
+@sessions_app.command("show")
+def show_session(
+    session_id: Annotated[str, typer.Argument(help="The session to show.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print messages as JSON lines.")] = False,
+) -> None:
+    """A session's condensed history and messages."""
+    async def read(
+        store: SQLiteStore | PostgresStore,
+    ) -> tuple[SessionInfo | None, list[Message]]:
+        return await store.session_info(session_id), await store.load(session_id)
+
+    info, messages = _with_store(db, read)
+    if info is None:
+        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        raise typer.Exit(1)
+    if as_json:
+        for m in messages:
+            sys.stdout.write(orjson.dumps(message_to_dict(m)).decode() + "\n")
+        return
+    console = Console(soft_wrap=True)
+    if info.summary:
+        console.print(f"[bold]condensed history[/]\n{escape(info.summary)}\n")
+    for m in messages:
+        d = message_to_dict(m)
+        line = f"[bold]{d['role']}[/]: {escape(d.get('content', ''))}"
+        for c in d.get("tool_calls", ()):
+            line += f"\n  -> {escape(c['name'])}({escape(orjson.dumps(c['arguments']).decode())})"
+        console.print(line, highlight=False)
+
+
+@sessions_app.command("delete")
+def delete_session(
+    session_id: Annotated[str, typer.Argument(help="The session to delete.")],
+    db: DbOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete a session and all its messages."""
+    if not yes and not typer.confirm(f"Delete session {session_id!r}?"):
+        raise typer.Exit(1)
+    if not _with_store(db, lambda s: s.delete_session(session_id)):
+        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        raise typer.Exit(1)
+    Console().print(f"deleted {escape(session_id)}")
