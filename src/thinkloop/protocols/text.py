@@ -1,0 +1,165 @@
+"""Text protocols: the model writes its tool calls in its reply and the loop parses them.
+
+``json`` is OrcBot's decision object, ``tags`` UrchinLoop's ``<<TOOL:NAME:param>>``, ``xml``
+Hermes-style ``<tool_call>{json}</tool_call>``. All three read replies with the same parser,
+which accepts every format, so a model that drifts into another format still gets its call
+run; the protocol decides only what the model is told and how a reply without calls ends.
+Results go back as one user message, ``[Tool NAME]: result`` per call, in call order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from thinkloop.protocols import prompts
+from thinkloop.protocols.base import Act, Answer, Malformed, Reading
+from thinkloop.protocols.formats import PLAIN_PARAM
+from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
+from thinkloop.protocols.parse import Parsed, parse_tool_calls
+from thinkloop.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
+
+
+def format_observations(results: Sequence[ToolResult]) -> str:
+    """Every result in call order, UrchinLoop style; failed calls are marked ``ERROR``."""
+    lines = []
+    for r in results:
+        mark = " ERROR" if r.is_error else ""
+        lines.append(f"[Tool {r.call.name}]{mark}: {r.content}")
+    return "\n".join(lines)
+
+
+def _types(prop: Mapping[str, Any]) -> set[str]:
+    found = {prop["type"]} if isinstance(prop.get("type"), str) else set(prop.get("type") or ())
+    for alt in prop.get("anyOf", ()):
+        found |= _types(alt)
+    return found
+
+
+def conform(call: ToolCall, specs: Mapping[str, ToolSpec]) -> ToolCall:
+    """Fit a parsed call to the tool it names.
+
+    The name is matched case-insensitively (UrchinLoop writes ``WEB_SEARCH``), a plain
+    ``<<TOOL:NAME:text>>`` parameter fills the tool's single argument, and text values
+    from XML are decoded where the schema wants a number, boolean, list or object.
+    """
+    spec = specs.get(call.name) or next(
+        (s for s in specs.values() if s.name.lower() == call.name.lower()), None)
+    if spec is None:
+        return call
+    args = dict(call.arguments)
+    if PLAIN_PARAM in args:
+        target = prompts.single_argument(spec)
+        if target is None:
+            return ToolCall(call.id, spec.name, {}, (
+                f"{spec.name} takes several arguments; pass them as a JSON object, e.g. "
+                f"<<TOOL:{spec.name}:{prompts.dumps(prompts.example_arguments(spec))}>>"))
+        args[target] = args.pop(PLAIN_PARAM)
+    props = spec.parameters.get("properties", {})
+    for key, value in args.items():
+        kinds = _types(props.get(key, {}))
+        if isinstance(value, str) and kinds and "string" not in kinds:
+            # If it does not decode, argument validation names the problem to the model.
+            with contextlib.suppress(JsonRepairError):
+                args[key] = loads_lenient(value)
+    return ToolCall(call.id, spec.name, args, call.parse_error)
+
+
+class TextProtocol:
+    """Shared reading and reporting of the text protocols; subclasses set the format."""
+
+    name = "text"
+    format_hint = ""
+    _section: Callable[[Sequence[ToolSpec], Callable[[str, dict[str, Any]], str]], str]
+
+    def __init__(self) -> None:
+        # Ids are unique for the protocol's lifetime, so calls never collide across runs.
+        self._ids: Iterator[str] = (f"call_{n}" for n in itertools.count(1))
+        # The tools last described to the model; replies are read against them.
+        self._specs: dict[str, ToolSpec] = {}
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        """One call written in this protocol's format."""
+        raise NotImplementedError
+
+    def prompt_section(self, tools: Sequence[ToolSpec]) -> str:
+        self._specs = {t.name: t for t in tools}
+        return type(self)._section(tools, self.render) if tools else ""
+
+    def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
+        return ()
+
+    def parse(self, text: str) -> Parsed:
+        return parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids)
+
+    def read(self, response: ModelResponse) -> Reading:
+        msg = response.message
+        parsed = self.parse(msg.content)
+        thought = "\n\n".join(parsed.thoughts) or msg.thought
+        if parsed.calls:
+            calls = tuple(conform(c, self._specs) for c in parsed.calls)
+            return Act(calls, parsed.content, thought)
+        if parsed.problems:
+            return Malformed(self._problem("; ".join(parsed.problems)), msg.content)
+        return self.finish(parsed, thought, msg.content)
+
+    def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:
+        """A reply without calls: the final answer."""
+        if parsed.completed and parsed.answer is not None:
+            return Answer(parsed.answer, thought)
+        return Answer(parsed.content, thought)
+
+    def _problem(self, what: str) -> str:
+        return f"{what}. Expected format: {self.format_hint}"
+
+    def observations(self, assistant: Message, results: Sequence[ToolResult]) -> list[Message]:
+        return [Message.user(format_observations(results))] if results else []
+
+
+class JsonProtocol(TextProtocol):
+    """OrcBot: every reply is ``{"reasoning", "tools": [...], "completed", "answer"}``."""
+
+    name = "json"
+    format_hint = ('one JSON object {"reasoning": "...", "tools": [{"name": "...", '
+                   '"arguments": {...}}], "completed": false}, or with "completed": true and '
+                   'your final "answer"')
+    _section = staticmethod(prompts.json_section)
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        return prompts.dumps({"reasoning": f"I will call {name}.",
+                              "tools": [{"name": name, "arguments": arguments}],
+                              "completed": False})
+
+    def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:
+        if parsed.completed is False:
+            return Malformed(self._problem(
+                '"completed" is false but "tools" is empty: call a tool, or set "completed" '
+                'to true with your "answer"'), raw)
+        if parsed.completed and parsed.answer is None and not parsed.content:
+            return Malformed(self._problem('"completed" is true but there is no "answer"'), raw)
+        return super().finish(parsed, thought, raw)
+
+
+class TagsProtocol(TextProtocol):
+    """UrchinLoop: ``<<TOOL:NAME:param>>`` tags and ``<<THINK>>`` blocks."""
+
+    name = "tags"
+    format_hint = '<<TOOL:NAME:{"argument": "value"}>> on its own line'
+    _section = staticmethod(prompts.tags_section)
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        return f"<<TOOL:{name}:{prompts.dumps(arguments)}>>" if arguments else f"<<TOOL:{name}>>"
+
+
+class XmlProtocol(TextProtocol):
+    """Hermes / Qwen: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
+
+    name = "xml"
+    format_hint = '<tool_call>{"name": "tool_name", "arguments": {...}}</tool_call>'
+    _section = staticmethod(prompts.xml_section)
+
+    def render(self, name: str, arguments: dict[str, Any]) -> str:
+        body = prompts.dumps({"name": name, "arguments": arguments})
+        return f"<tool_call>\n{body}\n</tool_call>"
