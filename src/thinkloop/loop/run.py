@@ -78,10 +78,10 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
                 state.append(assistant, Message.user(feedback))
-                record_step(state, response, (), ())
+                record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
                 state.append(assistant)
-                record_step(state, response, (), ())
+                record_step(state, assistant, response.usage, (), ())
                 finish(state, "completed", text, output)
                 return
         if state.cancel_after_step:
@@ -95,14 +95,16 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     response = await think(cfg, state, with_tools=False)
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
-    state.append(Message.assistant(text, thought=response.message.thought))
+    thought = response.message.thought or getattr(reading, "thought", None)
+    assistant = Message.assistant(text, thought=thought)
+    state.append(assistant)
     output: Any = text
     if cfg.output_type is not None:
         try:
             output = parse_output(cfg.output_type, text)
         except ValueError:
             output = None
-    record_step(state, response, (), ())
+    record_step(state, assistant, response.usage, (), ())
     finish(state, "max_steps", text, output)
 
 

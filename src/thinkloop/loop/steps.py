@@ -6,6 +6,7 @@ Each phase runs its hook stages; a hook that stops the run raises :class:`StopRu
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
@@ -24,6 +25,7 @@ from thinkloop.types import (
     TextDelta,
     ToolCall,
     ToolResult,
+    Usage,
 )
 
 MALFORMED_NOTICE = (
@@ -93,6 +95,9 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
 async def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> NextStep:
     reading = cfg.protocol.read(response)
     assistant = response.message
+    if isinstance(reading, Act | Answer) and reading.thought and not assistant.thought:
+        # Text protocols find thoughts inside the reply; keep them with the step.
+        assistant = replace(assistant, thought=reading.thought)
     match reading:
         case Act(calls):
             return RunTools(assistant, calls)
@@ -148,7 +153,7 @@ async def act(
         state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
                    content=r.content, duration_s=round(r.duration_s, 6))
     state.append(*cfg.protocol.observations(assistant, results))
-    record_step(state, response, calls, tuple(results))
+    record_step(state, assistant, response.usage, calls, tuple(results))
 
 
 async def _run_parallel(
@@ -181,11 +186,12 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
     return result
 
 
-def record_step(state: RunState, response: ModelResponse, calls: Any, results: Any) -> None:
-    msg = response.message
+def record_step(
+    state: RunState, assistant: Message, usage: Usage, calls: Any, results: Any
+) -> None:
     state.emit("step.completed", tool_calls=len(calls))
     state.steps.append(
-        Step(len(state.steps) + 1, msg.thought, msg.content, calls, results, response.usage)
+        Step(len(state.steps) + 1, assistant.thought, assistant.content, calls, results, usage)
     )
 
 
