@@ -48,6 +48,9 @@ class _EventChannel:
                 self._waiter = None
         return self._items.popleft()
 
+    def clear(self) -> None:
+        self._items.clear()
+
 
 class RunHandle:
     def __init__(
@@ -127,8 +130,16 @@ class RunHandle:
 
     async def result(self) -> RunResult:
         if not self._consumed:
-            async for _ in self.events():
-                pass
+            # Nobody iterates the events: wait for the end once instead of waking per event
+            # (subscribers still see every event as it happens).
+            self._consumed = True
+            try:
+                await self._finished.wait()
+            finally:
+                self._queue.clear()
+                if not self._finished.is_set():  # our caller was cancelled: so is the run
+                    self._task.cancel()
+                    await asyncio.gather(self._task, return_exceptions=True)
         await self._finished.wait()
         task = self._task
         if task.done():

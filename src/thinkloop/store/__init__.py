@@ -1,6 +1,45 @@
-"""Stores: the Store protocol and its backends."""
+"""Stores: the Store protocol and its backends (in-process, SQLite, PostgreSQL)."""
 
-from thinkloop.store.base import Store
+from thinkloop.store.base import (
+    Compacting,
+    DurableStore,
+    MemoryBackend,
+    MemoryRecord,
+    ProfileBackend,
+    SessionAdmin,
+    SessionInfo,
+    SessionLocking,
+    Store,
+    StoreError,
+)
 from thinkloop.store.memory import MemoryStore
+from thinkloop.store.open import default_location, open_store
+from thinkloop.store.sqlite import SQLiteStore
 
-__all__ = ["MemoryStore", "Store"]
+
+def __getattr__(name: str) -> object:
+    # asyncpg is optional (the `postgres` extra): import its backend only when asked for.
+    if name == "PostgresStore":
+        from thinkloop.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(name)
+
+
+__all__ = [
+    "Compacting",
+    "DurableStore",
+    "MemoryBackend",
+    "MemoryRecord",
+    "MemoryStore",
+    "PostgresStore",
+    "ProfileBackend",
+    "SQLiteStore",
+    "SessionAdmin",
+    "SessionInfo",
+    "SessionLocking",
+    "Store",
+    "StoreError",
+    "default_location",
+    "open_store",
+]

@@ -1,0 +1,191 @@
+"""The history pipeline run before every model call (GoClaw sections 5-6).
+
+Each stage is a plain function ``(messages, settings) -> messages``; none mutates its input
+and none touches the store, so what the model sees is bounded while the session keeps every
+message. Stages, in order: limit to the last N user turns, compact a long run's middle steps,
+two-pass pruning of old tool results, and repair of tool-call/tool-result pairing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from thinkloop.context.compaction import compact_steps, run_steps
+from thinkloop.context.tokens import (
+    DEFAULT_WINDOW,
+    TokenCounter,
+    context_window,
+    estimate_tokens,
+    heuristic_count,
+    message_tokens,
+)
+from thinkloop.types import Message
+
+MISSING_RESULT = "[Tool result missing -- session was compacted]"
+CLEARED_RESULT = "[Old tool result content cleared]"
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """Pipeline knobs; the defaults are GoClaw's."""
+
+    context_window: int = DEFAULT_WINDOW
+    history_turns: int | None = None  # keep the last N user turns (None: all)
+    # Keep only the last N messages from before the current run (UrchinLoop keeps 30).
+    recent_messages: int | None = None
+    keep_last_assistants: int = 3
+    soft_trim_ratio: float = 0.3
+    hard_clear_ratio: float = 0.5
+    soft_trim_max_chars: int = 4000
+    soft_trim_head: int = 1500
+    soft_trim_tail: int = 1500
+    # Hard clearing starts only once the prunable tool results add up to this much.
+    min_prunable_tool_chars: int = 50_000
+    compact_steps_after: int = 10
+    keep_first_steps: int = 2
+    keep_recent_steps: int = 2
+    counter: TokenCounter = heuristic_count
+
+
+Stage = Callable[[list[Message], ContextSettings], list[Message]]
+
+
+def settings_for(model_name: str, **overrides: object) -> ContextSettings:
+    """Settings with the model's context window from the table (any field overridable)."""
+    fields: dict[str, object] = {"context_window": context_window(model_name)}
+    fields.update(overrides)
+    return ContextSettings(**fields)  # type: ignore[arg-type]
+
+
+def _with_content(m: Message, content: str) -> Message:
+    # A fresh cache: the old one memoises the wire encoding of the old content.
+    return replace(m, content=content, cache={})
+
+
+def limit_turns(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    """Keep leading system messages and the last N user turns with their replies."""
+    n = settings.history_turns
+    if n is None:
+        return messages
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    users = [i for i in range(head, len(messages)) if messages[i].role == "user"]
+    if len(users) <= n:
+        return messages
+    return messages[:head] + messages[users[-n] if n > 0 else len(messages) :]
+
+
+def keep_recent(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    """Leading system messages, the last N earlier messages, and the current run whole."""
+    n = settings.recent_messages
+    if n is None:
+        return messages
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    task, _ = run_steps(messages)
+    if task - head <= n:
+        return messages
+    return [*messages[:head], *messages[task - n : task], *messages[task:]]
+
+
+def _prunable(messages: Sequence[Message], keep_last_assistants: int) -> list[int]:
+    """Indexes of tool results outside the protected zone."""
+    assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if len(assistants) < keep_last_assistants or keep_last_assistants < 0:
+        return []
+    cutoff = assistants[-keep_last_assistants] if keep_last_assistants else len(messages)
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
+    return [i for i in range(first_user + 1, cutoff) if messages[i].role == "tool"]
+
+
+def prune_context(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    """Soft-trim big old tool results past 30% of the window; hard-clear them past 50%."""
+    window = max(settings.context_window, 1)
+    total = estimate_tokens(messages, settings.counter)
+    if total / window < settings.soft_trim_ratio:
+        return messages
+    candidates = _prunable(messages, settings.keep_last_assistants)
+    out = list(messages)
+    head, tail = settings.soft_trim_head, settings.soft_trim_tail
+    for i in candidates:
+        text = out[i].content
+        if len(text) > settings.soft_trim_max_chars:
+            note = f"\n...\n[Tool result trimmed: kept the first {head} and last {tail} of "
+            trimmed = text[:head] + note + f"{len(text)} chars]\n...\n" + text[-tail:]
+            total += _delta(out, i, trimmed, settings.counter)
+    if total / window < settings.hard_clear_ratio:
+        return out
+    if sum(len(out[i].content) for i in candidates) < settings.min_prunable_tool_chars:
+        return out
+    for i in candidates:  # oldest first, until back under the threshold
+        if total / window < settings.hard_clear_ratio:
+            break
+        if out[i].content != CLEARED_RESULT:
+            total += _delta(out, i, CLEARED_RESULT, settings.counter)
+    return out
+
+
+def _delta(out: list[Message], i: int, content: str, counter: TokenCounter) -> int:
+    before = message_tokens(out[i], counter)
+    out[i] = _with_content(out[i], content)
+    return message_tokens(out[i], counter) - before
+
+
+def sanitize_tool_pairs(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    """Every tool call answered exactly once, right after it; orphan results dropped."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        i += 1
+        if m.role == "tool":
+            continue  # an orphan: no assistant call right before it
+        out.append(m)
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        expected = {c.id: c for c in m.tool_calls}
+        answered: set[str] = set()
+        while i < len(messages) and messages[i].role == "tool":
+            r = messages[i]
+            i += 1
+            if r.tool_call_id in expected and r.tool_call_id not in answered:
+                answered.add(r.tool_call_id)
+                out.append(r)
+        out.extend(
+            Message.tool(c.id, c.name, MISSING_RESULT)
+            for c in m.tool_calls
+            if c.id not in answered
+        )
+    return out
+
+
+DEFAULT_STAGES: tuple[Stage, ...] = (
+    limit_turns,
+    keep_recent,
+    compact_steps,
+    prune_context,
+    sanitize_tool_pairs,
+)
+
+
+def run_pipeline(
+    messages: Sequence[Message],
+    settings: ContextSettings,
+    stages: Sequence[Stage] = DEFAULT_STAGES,
+) -> list[Message]:
+    out = list(messages)
+    for stage in stages:
+        out = stage(out, settings)
+    return out
+
+
+def apply_pipeline(
+    messages: list[Message],
+    settings: ContextSettings,
+    stages: Sequence[Stage] = DEFAULT_STAGES,
+) -> None:
+    """The ``pre_reason`` hook form: rewrite the request's message list in place."""
+    messages[:] = run_pipeline(messages, settings, stages)

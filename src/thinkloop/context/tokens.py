@@ -1,0 +1,85 @@
+"""Token estimates and context windows.
+
+tiktoken's encodings are downloaded on first use (there is no offline copy on PyPI that we
+trust), so the default estimate is a heuristic calibrated on English prose and code: about
+four bytes of UTF-8 per token, plus a per-message overhead for the chat framing. Any exact
+counter (a tokenizer's ``len(encode(text))``) can be passed instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import orjson
+
+from thinkloop.types import Message
+
+TokenCounter = Callable[[str], int]
+
+MESSAGE_OVERHEAD = 4  # role and separators in the chat template
+DEFAULT_WINDOW = 32_768
+
+# Longest matching prefix wins; names are compared without a provider prefix ("openai:").
+CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-5": 400_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4": 200_000,
+    "claude": 200_000,
+    "gemini-1.5": 1_048_576,
+    "gemini-2": 1_048_576,
+    "gemini": 32_768,
+    "llama-3.1": 131_072,
+    "llama-3.2": 131_072,
+    "llama3.1": 131_072,
+    "llama3": 8_192,
+    "qwen2.5": 32_768,
+    "qwen3": 40_960,
+    "mistral": 32_768,
+    "deepseek": 65_536,
+    "smollm2": 8_192,
+    "local": 8_192,
+}
+
+
+def heuristic_count(text: str) -> int:
+    """About one token per four UTF-8 bytes (CJK text counts about one per character)."""
+    if not text:
+        return 0
+    return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
+
+
+def message_tokens(m: Message, counter: TokenCounter = heuristic_count) -> int:
+    n = MESSAGE_OVERHEAD + counter(m.content)
+    if m.thought:
+        n += counter(m.thought)
+    for c in m.tool_calls:
+        n += MESSAGE_OVERHEAD + counter(c.name) + counter(orjson.dumps(c.arguments).decode())
+    for p in m.parts:
+        n += counter(p.text) if p.text else 85  # an image tile costs about this much
+    return n
+
+
+def estimate_tokens(messages: Iterable[Message], counter: TokenCounter = heuristic_count) -> int:
+    return sum(message_tokens(m, counter) for m in messages)
+
+
+def context_window(model_name: str, overrides: Mapping[str, int] | None = None) -> int:
+    """The model's context window from the table (``overrides`` first), else 32k."""
+    name = model_name.lower()
+    # "ollama:llama3.1:8b", "openrouter:meta-llama/llama-3.1-70b": drop leading segments.
+    candidates = [name]
+    while (cut := min((i for i in (name.find(":"), name.find("/")) if i >= 0), default=-1)) >= 0:
+        name = name[cut + 1 :]
+        candidates.append(name)
+    for table in (overrides or {}, CONTEXT_WINDOWS):
+        for candidate in candidates:
+            best = max((p for p in table if candidate.startswith(p.lower())), key=len, default="")
+            if best:
+                return table[best]
+    return DEFAULT_WINDOW

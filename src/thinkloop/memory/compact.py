@@ -1,0 +1,135 @@
+"""Auto-compaction between runs (GoClaw sections 7-8).
+
+When a session passes 50 messages or 75% of the model's window: first a memory flush (an
+agent turn with the memory tools, so durable facts are saved before history goes), then a
+summary of all but the last 4 messages, saved as the condensed history while the history is
+truncated to those 4. At most one compaction per session runs at a time in a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+import orjson
+
+from thinkloop.context.tokens import estimate_tokens
+from thinkloop.memory.layers import MemorySettings
+from thinkloop.memory.recall import Embedder
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
+from thinkloop.types import Message
+
+log = logging.getLogger("thinkloop.memory")
+
+FLUSH_PROMPT = "Store durable memories now, if nothing to store reply NO_REPLY."
+SUMMARY_PROMPT = (
+    "You keep the condensed history of a conversation. Rewrite it to include the new "
+    "messages: who the user is, what they asked for, what was done and decided, open "
+    "questions. Plain prose, at most {limit} characters."
+)
+
+
+def transcript(messages: Sequence[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.content:
+            lines.append(f"{m.role}: {m.content}")
+        for c in m.tool_calls:
+            lines.append(f"{m.role} called {c.name}({orjson.dumps(c.arguments).decode()})")
+    return "\n".join(lines)
+
+
+def needs_compaction(history: Sequence[Message], settings: MemorySettings, window: int) -> bool:
+    if len(history) > settings.compact_after_messages:
+        return True
+    return estimate_tokens(history) > settings.compact_window_ratio * window
+
+
+async def memory_flush(
+    model: Model, store: MemoryBackend, owner: str, recent: Sequence[Message],
+    settings: MemorySettings, embedder: Embedder | None = None,
+) -> str:
+    """An agent turn that may call remember/forget; returns its answer (NO_REPLY if idle)."""
+    from thinkloop.agent import Agent  # the agent wires memory in; import it late
+    from thinkloop.tools.builtin.memory import memory_tools
+
+    agent = Agent(
+        model, tools=memory_tools(store, embedder=embedder, owner=owner),
+        instructions="You maintain long-term memory for an assistant.",
+        max_steps=settings.flush_steps, timeout_s=settings.flush_timeout_s, plugins=False,
+    )
+    result = await agent.run(f"{FLUSH_PROMPT}\n\nRecent conversation:\n{transcript(recent)}")
+    return result.text
+
+
+async def summarize(
+    model: Model, previous: str, messages: Sequence[Message], settings: MemorySettings
+) -> str:
+    limit = settings.condensed_chars
+    body = (f"Condensed history so far:\n{previous}\n\n" if previous else "") + (
+        f"New messages:\n{transcript(messages)}")
+    text = ""
+    for _ in range(2):  # one rewrite if the first summary overflows the layer
+        response = await asyncio.wait_for(
+            model.complete(
+                [Message.system(SUMMARY_PROMPT.format(limit=limit)), Message.user(body)], (),
+                ModelSettings(temperature=0.3, max_tokens=1024),
+            ),
+            settings.summary_timeout_s,
+        )
+        text = response.message.content.strip()
+        if len(text) <= limit:
+            return text
+        body = f"Rewrite this in at most {limit} characters:\n{text}"
+    return text[:limit]
+
+
+class Compactor:
+    """Runs compactions, at most one at a time per session."""
+
+    def __init__(self, settings: MemorySettings | None = None) -> None:
+        self.settings = settings or MemorySettings()
+        self.running: set[str] = set()
+
+    async def maybe_compact(
+        self, store: Store, session_id: str, owner: str, model: Model, window: int,
+        embedder: Embedder | None = None,
+    ) -> bool:
+        """Compact the session if it is over a threshold; False if not needed or busy."""
+        if session_id in self.running or not isinstance(store, Compacting):
+            return False
+        self.running.add(session_id)
+        try:
+            held: contextlib.AbstractAsyncContextManager[bool] = (
+                store.try_lock(f"compact:{session_id}") if isinstance(store, TryLocking)
+                else contextlib.nullcontext(True)
+            )
+            async with held as taken:
+                # Another process compacting this session: skip, as GoClaw's TryLock does.
+                return taken and await self._compact(store, session_id, owner, model, window,
+                                                     embedder)
+        finally:
+            self.running.discard(session_id)
+
+    async def _compact(
+        self, store: Store, session_id: str, owner: str, model: Model, window: int,
+        embedder: Embedder | None,
+    ) -> bool:
+        s = self.settings
+        history = await store.load(session_id)
+        if not needs_compaction(history, s, window):
+            return False
+        if isinstance(store, MemoryBackend):
+            await memory_flush(model, store, owner, history[-10:], s, embedder)
+        cut = max(len(history) - s.keep_after_compaction, 0)
+        while 0 < cut < len(history) and history[cut].role == "tool":
+            cut -= 1  # never keep a tool result without the call before it
+        info = await store.session_info(session_id) if isinstance(store, SessionAdmin) else None
+        summary = await summarize(model, info.summary if info else "", history[:cut], s)
+        assert isinstance(store, Compacting)
+        await store.compact(session_id, summary, drop_first=cut)
+        log.info("compacted session %s: %d messages into a summary", session_id, cut)
+        return True

@@ -1,0 +1,104 @@
+"""Post-turn jobs (CortexPrism): run after the answer is out, never delaying it.
+
+Every job is ``async (turn) -> None``. :func:`run_jobs` runs them one after another and logs
+a failing job instead of raising, so one broken job neither loses the others nor breaks a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from thinkloop.memory.layers import MemorySettings
+from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
+from thinkloop.memory.recall import Embedder, embed_one
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.store.base import MemoryBackend, ProfileBackend
+from thinkloop.types import Message
+
+log = logging.getLogger("thinkloop.memory")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished run, as the post-turn jobs see it."""
+
+    store: object
+    session_id: str | None
+    user_id: str | None
+    owner: str
+    task: str
+    answer: str
+    messages: tuple[Message, ...]  # the run's new messages
+    settings: MemorySettings = field(default_factory=MemorySettings)
+    model: Model | None = None  # for jobs that need one (summaries, LLM profile extraction)
+    embedder: Embedder | None = None
+    extractor: FactExtractor | None = extract_facts
+
+
+PostTurnJob = Callable[[Turn], Awaitable[None]]
+
+
+async def extract_profile(turn: Turn) -> None:
+    if not isinstance(turn.store, ProfileBackend):
+        return
+    said = "\n".join(m.content for m in turn.messages if m.role == "user") or turn.task
+    if turn.extractor is not None:
+        facts = turn.extractor(said)
+    elif turn.model is not None:
+        facts = await llm_facts(turn.model, said)
+    else:
+        return
+    await turn.store.set_facts(turn.owner, facts)
+
+
+async def record_episode(turn: Turn) -> None:
+    """The turn as an episodic memory, embedded when a model is at hand, for recall later."""
+    if not isinstance(turn.store, MemoryBackend) or not turn.answer:
+        return
+    text = f"User: {turn.task}\nAssistant: {turn.answer}"[: turn.settings.episode_chars]
+    await turn.store.add_memory(turn.owner, "episode", "", text,
+                                await embed_one(turn.embedder, text))
+
+
+SESSION_SUMMARY_PROMPT = (
+    "Summarise this conversation turn for your future self in at most five short bullet "
+    "points: what the user wanted, what was decided or done, anything left open."
+)
+
+
+async def summarize_session(turn: Turn) -> None:
+    """Keep one summary per session, rewritten after each turn (needs a model)."""
+    if turn.model is None or turn.session_id is None:
+        return
+    if not isinstance(turn.store, MemoryBackend):
+        return
+    key = f"session:{turn.session_id}"
+    previous = [m for m in await turn.store.memories(turn.owner, "summary") if m.key == key]
+    lines = [f"Previous summary:\n{previous[-1].content}"] if previous else []
+    lines += [f"{m.role}: {m.content}" for m in turn.messages if m.content]
+    response = await turn.model.complete(
+        [Message.system(SESSION_SUMMARY_PROMPT), Message.user("\n".join(lines))], (),
+        ModelSettings(temperature=0.3, max_tokens=400),
+    )
+    text = response.message.content.strip()[: turn.settings.summary_chars]
+    if text:
+        await turn.store.delete_memory(turn.owner, key)
+        await turn.store.add_memory(turn.owner, "summary", key, text)
+
+
+DEFAULT_JOBS: tuple[PostTurnJob, ...] = (extract_profile, summarize_session, record_episode)
+
+
+async def run_jobs(turn: Turn, jobs: Sequence[PostTurnJob] = DEFAULT_JOBS) -> list[str]:
+    """Run every job; return the names of those that failed (each one logged)."""
+    failed = []
+    for job in jobs:
+        try:
+            await job(turn)
+        except Exception:
+            name = getattr(job, "__name__", repr(job))
+            log.exception("post-turn job %s failed for session %s", name, turn.session_id)
+            failed.append(name)
+    return failed

@@ -1,0 +1,132 @@
+"""``Memory``: the memory layers, the history pipeline and the post-turn jobs as agent hooks.
+
+    memory = Memory(store)
+    agent = Agent(model, tools=memory.tools(), hooks=memory.hooks(), store=store)
+
+``pre_assess`` appends the memory block to the system prompt, ``pre_reason`` runs the history
+pipeline on every request, ``post_output`` runs the post-turn jobs and auto-compaction after
+the answer is delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal
+
+from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
+from thinkloop.context.tokens import context_window
+from thinkloop.errors import ConfigError
+from thinkloop.hooks import AssessContext, Hook, OutputContext, ReasonContext
+from thinkloop.memory.compact import Compactor
+from thinkloop.memory.jobs import DEFAULT_JOBS, PostTurnJob, Turn, run_jobs
+from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
+from thinkloop.memory.profile import FactExtractor, extract_facts
+from thinkloop.memory.recall import Embedder, Retriever, default_embedder, make_retriever
+from thinkloop.models.base import Model
+from thinkloop.store.base import Store
+from thinkloop.tools.base import Tool
+
+log = logging.getLogger("thinkloop.memory")
+_SAVED = frozenset({"completed", "max_steps", "blocked", "loop_detected", "budget_exceeded"})
+
+
+class Memory:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        settings: MemorySettings | None = None,
+        context: ContextSettings | None = None,
+        embedder: Embedder | Literal["auto"] | None = "auto",
+        model: Model | None = None,
+        extractor: FactExtractor | None = extract_facts,
+        jobs: Sequence[PostTurnJob] = DEFAULT_JOBS,
+        auto_compact: bool = True,
+    ) -> None:
+        """``model`` summarises and flushes (default: the run's own model); ``embedder="auto"``
+        loads the local MiniLM model when the ``recall`` extra is installed, else BM25."""
+        self.store = store
+        self.settings = settings or MemorySettings()
+        self.context = context
+        if isinstance(embedder, str):
+            if embedder != "auto":
+                raise ConfigError(f"embedder must be 'auto', None or an Embedder, not {embedder!r}")
+            embedder = default_embedder()
+        self.embedder: Embedder | None = embedder
+        self.retriever: Retriever | None = make_retriever(store, self.embedder)
+        self.model = model
+        self.extractor = extractor
+        self.jobs = tuple(jobs)
+        self.auto_compact = auto_compact
+        self.compactor = Compactor(self.settings)
+
+    def tools(self) -> list[Tool]:
+        from thinkloop.store.base import MemoryBackend
+        from thinkloop.tools.builtin.memory import memory_tools
+
+        if not isinstance(self.store, MemoryBackend):
+            return []
+        return memory_tools(self.store, embedder=self.embedder, retriever=self.retriever)
+
+    def hooks(self) -> list[Hook]:
+        return [
+            Hook("pre_assess", self.inject, name="memory.inject"),
+            Hook("pre_reason", self.prepare_request, name="memory.pipeline"),
+            Hook("post_output", self.after_turn, name="memory.post_turn"),
+        ]
+
+    def context_settings(self, model_name: str) -> ContextSettings:
+        base = self.context or settings_for(model_name)
+        if base.recent_messages is None:
+            base = replace(base, recent_messages=self.settings.recent_messages)
+        return base
+
+    async def memory_block(self, session_id: str | None, user_id: str | None, query: str) -> str:
+        """The rendered memory layers for a run (empty without a session or user)."""
+        owner = owner_of(user_id, session_id)
+        if owner is None:
+            return ""
+        recalled = []
+        if self.retriever is not None and query.strip():
+            recalled = await self.retriever.search(owner, query, self.settings.recall_k)
+        view = await load_view(self.store, session_id, owner, self.settings, recalled)
+        return render(view, self.settings)
+
+    async def inject(self, ctx: AssessContext) -> None:
+        block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, ctx.task)
+        if block:
+            ctx.system_prompt = f"{ctx.system_prompt}\n\n{block}"
+
+    async def prepare_request(self, ctx: ReasonContext) -> None:
+        ctx.messages = run_pipeline(ctx.messages, self.context_settings(ctx.cfg.model.name))
+
+    async def after_turn(self, ctx: OutputContext) -> None:
+        cfg, state = ctx.cfg, ctx.state
+        owner = owner_of(cfg.user_id, cfg.session_id)
+        if owner is None or ctx.status not in _SAVED:
+            return
+        turn = Turn(
+            self.store, cfg.session_id, cfg.user_id, owner, state.task, ctx.text,
+            tuple(state.new_messages), self.settings, self.model or cfg.model,
+            self.embedder, self.extractor,
+        )
+        await run_jobs(turn, self.jobs)
+        if self.auto_compact and cfg.session_id is not None:
+            await self.compact(cfg.session_id, owner, turn.model or cfg.model)
+        if self.retriever is not None:
+            try:  # rebuild the recall index now, so the next turn's search is warm
+                await self.retriever.refresh(owner)
+            except Exception:
+                log.exception("refreshing the recall index failed for %s", owner)
+
+    async def compact(self, session_id: str, owner: str, model: Model) -> bool:
+        window = self.context.context_window if self.context else context_window(model.name)
+        try:
+            return await self.compactor.maybe_compact(
+                self.store, session_id, owner, model, window, self.embedder
+            )
+        except Exception:
+            log.exception("auto-compaction failed for session %s", session_id)
+            return False

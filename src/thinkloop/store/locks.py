@@ -1,0 +1,100 @@
+"""Per-session locks: FIFO inside a process, advisory across processes.
+
+Waiters in one process queue on an ``asyncio.Lock`` (so order of arrival is order of service
+and only one of them holds an OS-level resource); the holder then takes the cross-process lock
+(a ``flock`` on a per-session file for SQLite, ``pg_advisory_lock`` on PostgreSQL). Both are
+released by the OS if the process dies, so a crashed run never leaves a session locked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+
+class LocalLocks:
+    """asyncio locks by key, dropped when nobody holds or waits for them."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+def session_key(session_id: str) -> int:
+    """A stable signed 64-bit key for PostgreSQL advisory locks."""
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextlib.asynccontextmanager
+async def file_lock(
+    path: Path, poll_s: float = 0.005, max_poll_s: float = 0.05
+) -> AsyncIterator[None]:
+    """An exclusive ``flock`` taken by polling, so waiting stays cancellable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        delay = poll_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max_poll_s)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """Take the ``flock`` only if it is free; yields whether it was taken."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def lock_path(lock_dir: Path, session_id: str) -> Path:
+    return lock_dir / (hashlib.sha1(session_id.encode()).hexdigest() + ".lock")
+
+
+def session_lock(store: object, session_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+    """The store's cross-process session lock, or nothing for stores without one."""
+    lock = getattr(store, "lock", None)
+    if callable(lock):
+        cm: contextlib.AbstractAsyncContextManager[None] = lock(session_id)
+        return cm
+    return contextlib.nullcontext()

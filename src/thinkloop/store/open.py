@@ -1,0 +1,55 @@
+"""``open_store``: pick a backend from a URL, a path or the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from thinkloop.store.base import StoreError
+from thinkloop.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from thinkloop.store.postgres import PostgresStore
+
+DB_FILE = "thinkloop.db"
+
+
+def default_location(env: Mapping[str, str] | None = None) -> str:
+    """``THINKLOOP_DATABASE_URL``, else ``$THINKLOOP_HOME/thinkloop.db``, else ``~/.thinkloop``."""
+    env = os.environ if env is None else env
+    if url := env.get("THINKLOOP_DATABASE_URL"):
+        return url
+    home = env.get("THINKLOOP_HOME") or str(Path.home() / ".thinkloop")
+    return str(Path(home) / DB_FILE)
+
+
+def open_store(
+    url_or_path: str | Path | None = None, *, env: Mapping[str, str] | None = None
+) -> SQLiteStore | PostgresStore:
+    """A durable store; it connects (and migrates) lazily on first use.
+
+    ``postgresql://...`` (optionally ``?schema=name``) opens PostgreSQL, ``sqlite:///path``
+    or a plain path opens SQLite, ``None`` uses :func:`default_location`.
+    """
+    target = str(url_or_path) if url_or_path is not None else default_location(env)
+    scheme = urlsplit(target).scheme
+    if scheme in ("postgresql", "postgres"):
+        parts = urlsplit(target)
+        query = parse_qs(parts.query)
+        schema = query.pop("schema", [None])[0]
+        rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
+        dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+        try:
+            from thinkloop.store.postgres import PostgresStore
+        except ImportError as exc:  # asyncpg is the `postgres` extra
+            raise StoreError("PostgreSQL needs asyncpg: pip install 'thinkloop[postgres]'") from exc
+        return PostgresStore(dsn, schema=schema)
+    if scheme == "sqlite":
+        # SQLAlchemy's spelling: sqlite:///relative.db, sqlite:////absolute.db, sqlite:// memory.
+        return SQLiteStore(target.removeprefix("sqlite://").removeprefix("/") or ":memory:")
+    if scheme and len(scheme) > 1:
+        raise StoreError(f"unknown store URL scheme {scheme!r}: use postgresql:// or a file path")
+    return SQLiteStore(Path(target).expanduser())

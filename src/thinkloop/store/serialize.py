@@ -1,0 +1,92 @@
+"""The one serializer for stored messages: orjson of the frozen dataclasses.
+
+Defaults are left out so a plain text message stays small; ``Message.cache`` (a provider's
+memo) is never stored. Bytes in content parts are base64 so the row stays valid JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from thinkloop.store.base import StoreError
+from thinkloop.types import ContentPart, Message, ToolCall
+
+
+def _call(c: ToolCall) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": c.id, "name": c.name, "arguments": c.arguments}
+    if c.parse_error is not None:
+        d["parse_error"] = c.parse_error
+    return d
+
+
+def _part(p: ContentPart) -> dict[str, Any]:
+    d: dict[str, Any] = {"kind": p.kind}
+    if p.media_type:
+        d["media_type"] = p.media_type
+    if p.data:
+        d["data"] = base64.b64encode(p.data).decode("ascii")
+    if p.text:
+        d["text"] = p.text
+    if p.url:
+        d["url"] = p.url
+    return d
+
+
+def message_to_dict(m: Message) -> dict[str, Any]:
+    d: dict[str, Any] = {"role": m.role}
+    if m.content:
+        d["content"] = m.content
+    if m.tool_calls:
+        d["tool_calls"] = [_call(c) for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        d["name"] = m.name
+    if m.thought is not None:
+        d["thought"] = m.thought
+    if m.parts:
+        d["parts"] = [_part(p) for p in m.parts]
+    return d
+
+
+def message_from_dict(d: dict[str, Any]) -> Message:
+    calls = tuple(
+        ToolCall(c["id"], c["name"], c.get("arguments", {}), c.get("parse_error"))
+        for c in d.get("tool_calls", ())
+    )
+    parts = tuple(
+        ContentPart(
+            p["kind"],
+            p.get("media_type", ""),
+            base64.b64decode(p["data"]) if "data" in p else b"",
+            p.get("text", ""),
+            p.get("url", ""),
+        )
+        for p in d.get("parts", ())
+    )
+    return Message(
+        d["role"],
+        d.get("content", ""),
+        calls,
+        d.get("tool_call_id"),
+        d.get("name"),
+        d.get("thought"),
+        parts,
+    )
+
+
+def dumps(m: Message) -> bytes:
+    try:
+        return orjson.dumps(message_to_dict(m))
+    except TypeError as exc:  # orjson.JSONEncodeError: a tool argument JSON cannot hold
+        raise StoreError(f"cannot store this {m.role} message: {exc}") from None
+
+
+def loads(data: bytes | str) -> Message:
+    try:
+        return message_from_dict(orjson.loads(data))
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise StoreError(f"a stored message could not be read: {exc}") from exc

@@ -1,0 +1,254 @@
+"""SQLite backend (the default): one file, WAL mode, aiosqlite.
+
+One connection per store object; an asyncio lock serialises its transactions (aiosqlite would
+otherwise interleave two coroutines' statements inside one transaction). Writers in other
+processes are serialised by SQLite itself (``BEGIN IMMEDIATE`` with a busy timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from thinkloop.store import schema
+from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError
+from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
+from thinkloop.store.serialize import dumps, loads
+from thinkloop.types import Message
+
+_SESSION_COLS = (
+    "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
+    "s.created_at, s.updated_at, s.summary, s.compactions FROM sessions s"
+)
+
+
+class SQLiteStore:
+    """Sessions, memories and profiles in one SQLite file (``":memory:"`` for a scratch one)."""
+
+    def __init__(self, path: str | Path, *, migrate_upto: int | None = None) -> None:
+        self.path = str(path)
+        self._migrate_upto = migrate_upto
+        self._db: aiosqlite.Connection | None = None
+        self._tx_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+        self._local = LocalLocks()
+        self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
+
+    async def _conn(self) -> aiosqlite.Connection:
+        if self._db is not None:
+            return self._db
+        async with self._open_lock:
+            if self._db is None:
+                if self.path != ":memory:":
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    db = await aiosqlite.connect(self.path, isolation_level=None, timeout=30)
+                except Exception as exc:
+                    raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=NORMAL")
+                await db.execute("PRAGMA busy_timeout=30000")
+                await _migrate(db, self._migrate_upto)
+                self._db = db
+        return self._db
+
+    @contextlib.asynccontextmanager
+    async def _tx(self, immediate: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        db = await self._conn()
+        async with self._tx_lock:
+            await db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            try:
+                yield db
+            except BaseException:
+                await db.execute("ROLLBACK")
+                raise
+            await db.execute("COMMIT")
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        db = await self._conn()
+        async with self._tx_lock, db.execute(sql, args) as cur:
+            return list(await cur.fetchall())
+
+    async def aclose(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def __aenter__(self) -> SQLiteStore:
+        await self._conn()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def schema_versions(self) -> list[int]:
+        rows = await self._fetch("SELECT version FROM schema_migrations ORDER BY version")
+        return [int(r[0]) for r in rows]
+
+    # --- sessions -------------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> list[Message]:
+        rows = await self._fetch(
+            "SELECT data FROM messages WHERE session_id = ? ORDER BY seq", session_id
+        )
+        return [loads(r[0]) for r in rows]
+
+    async def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        now = time.time()
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
+                (session_id, now, now),
+            )
+            async with db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            start = int(row[0]) + 1 if row else 1
+            await db.executemany(
+                "INSERT INTO messages (session_id, seq, data, created_at) VALUES (?, ?, ?, ?)",
+                [(session_id, start + i, dumps(m), now) for i, m in enumerate(messages)],
+            )
+
+    @contextlib.asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[None]:
+        async with self._local.hold(session_id):
+            if self.lock_dir is None:
+                yield
+                return
+            async with file_lock(lock_path(self.lock_dir, session_id)):
+                yield
+
+    @contextlib.asynccontextmanager
+    async def try_lock(self, key: str) -> AsyncIterator[bool]:
+        """A lock across processes that is never waited for: yields whether it was taken."""
+        if self.lock_dir is None:
+            yield True
+            return
+        with try_file_lock(lock_path(self.lock_dir, "try:" + key)) as taken:
+            yield taken
+
+    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        rows = await self._fetch(_SESSION_COLS + " ORDER BY s.updated_at DESC LIMIT ?", limit)
+        return [SessionInfo(*r) for r in rows]
+
+    async def session_info(self, session_id: str) -> SessionInfo | None:
+        rows = await self._fetch(_SESSION_COLS + " WHERE s.id = ?", session_id)
+        return SessionInfo(*rows[0]) if rows else None
+
+    async def delete_session(self, session_id: str) -> bool:
+        async with self._tx() as db:
+            await db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            cur = await db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cur.rowcount > 0
+
+    async def compact(self, session_id: str, summary: str, drop_first: int) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE sessions SET summary = ?, compactions = compactions + 1, "
+                "updated_at = ? WHERE id = ?",
+                (summary, time.time(), session_id),
+            )
+            await db.execute(
+                "DELETE FROM messages WHERE session_id = ? AND seq IN (SELECT seq FROM messages "
+                "WHERE session_id = ? ORDER BY seq LIMIT ?)",
+                (session_id, session_id, drop_first),
+            )
+
+    # --- memories and profile -------------------------------------------------------------
+
+    async def add_memory(
+        self, owner: str, kind: str, key: str, content: str, embedding: bytes | None = None
+    ) -> int:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO memories (owner, kind, key, content, created_at, embedding) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (owner, kind, key, content, time.time(), embedding),
+            )
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    async def add_memories(
+        self, owner: str, rows: Sequence[tuple[str, str, str, bytes | None]]
+    ) -> None:
+        """Bulk insert of ``(kind, key, content, embedding)`` rows in one transaction."""
+        now = time.time()
+        async with self._tx() as db:
+            await db.executemany(
+                "INSERT INTO memories (owner, kind, key, content, created_at, embedding) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(owner, k, key, c, now, e) for k, key, c, e in rows],
+            )
+
+    async def memories(
+        self, owner: str, kind: str | None = None, limit: int | None = None, after_id: int = 0
+    ) -> list[MemoryRecord]:
+        sql = "SELECT id, owner, kind, key, content, created_at, embedding FROM memories"
+        sql += " WHERE owner = ? AND id > ?" + (" AND kind = ?" if kind else "")
+        args: list[Any] = [owner, after_id] + ([kind] if kind else [])
+        rows = await self._fetch(sql + " ORDER BY id DESC LIMIT ?", *args, limit or -1)
+        return [MemoryRecord(*r) for r in reversed(rows)]
+
+    async def memory_stamp(self, owner: str) -> tuple[int, int, int]:
+        """Changes whenever the owner's memories do: (count, max id, sum of ids)."""
+        rows = await self._fetch(
+            "SELECT COUNT(*), COALESCE(MAX(id), 0), COALESCE(SUM(id), 0) FROM memories "
+            "WHERE owner = ?", owner,
+        )
+        return int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
+
+    async def delete_memory(self, owner: str, key_or_id: str) -> int:
+        ident = int(key_or_id) if key_or_id.isdigit() else -1
+        async with self._tx() as db:
+            cur = await db.execute(
+                "DELETE FROM memories WHERE owner = ? AND (key = ? OR id = ?)",
+                (owner, key_or_id, ident),
+            )
+            return cur.rowcount
+
+    async def set_facts(self, owner: str, facts: dict[str, str]) -> None:
+        if not facts:
+            return
+        now = time.time()
+        async with self._tx() as db:
+            await db.executemany(
+                "INSERT INTO profile (owner, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (owner, key) DO UPDATE SET value = excluded.value, "
+                "updated_at = excluded.updated_at",
+                [(owner, k, v, now) for k, v in facts.items()],
+            )
+
+    async def profile(self, owner: str) -> dict[str, str]:
+        rows = await self._fetch(
+            "SELECT key, value FROM profile WHERE owner = ? ORDER BY key", owner
+        )
+        return {k: v for k, v in rows}
+
+
+async def _migrate(db: aiosqlite.Connection, upto: int | None) -> None:
+    await db.execute("BEGIN IMMEDIATE")  # one migrator at a time across processes
+    try:
+        await db.execute(schema.statements("sqlite", schema.CREATE_VERSIONS))
+        async with db.execute("SELECT version FROM schema_migrations") as cur:
+            applied = {int(r[0]) for r in await cur.fetchall()}
+        for version, stmts in schema.pending(applied, upto):
+            for sql in stmts:
+                await db.execute(schema.statements("sqlite", sql))
+            await db.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version, time.time()),
+            )
+    except BaseException:
+        await db.execute("ROLLBACK")
+        raise
+    await db.execute("COMMIT")

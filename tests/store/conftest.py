@@ -1,0 +1,75 @@
+"""Both durable backends behind one fixture: every contract test runs on SQLite and PostgreSQL.
+
+PostgreSQL tests get a schema of their own (unique per test, dropped afterwards) in the
+``test`` database on 127.0.0.1:5432; set THINKLOOP_TEST_PG to use another server.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from thinkloop.store import PostgresStore, SQLiteStore, open_store
+
+PG_DSN = os.environ.get("THINKLOOP_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def _pg_available() -> bool:
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(PG_DSN, timeout=3)
+    except (OSError, asyncpg.PostgresError):
+        return False
+    await conn.close()
+    return True
+
+
+async def drop_schema(schema: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_DSN)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def new_schema() -> str:
+    return f"tl_test_{os.getpid()}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def _require_pg() -> None:
+    if not await _pg_available():
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not reachable at {PG_DSN}")
+        pytest.skip(f"PostgreSQL is not reachable at {PG_DSN}")
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A URL for ``open_store``: a fresh SQLite file, or a fresh PostgreSQL schema."""
+    if backend == "sqlite":
+        yield str(tmp_path / "thinkloop.db")
+        return
+    await _require_pg()
+    schema = new_schema()
+    yield f"{PG_DSN}?schema={schema}"
+    await drop_schema(schema)
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def store(store_url: str) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    s = open_store(store_url)
+    yield s
+    await s.aclose()
