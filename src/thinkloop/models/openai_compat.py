@@ -7,6 +7,7 @@ separate so presets differ only in data.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_wire import (
@@ -17,9 +18,13 @@ from thinkloop.models.openai_wire import (
     encode_messages,
     request_body,
 )
+from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.transport import HttpTransport
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
+
+DEFAULT_QUIRKS = WireQuirks()
+DEFAULT_RETRY = RetryPolicy()
 
 
 class OpenAICompatModel:
@@ -30,8 +35,8 @@ class OpenAICompatModel:
         base_url: str,
         api_key: str | None = None,
         name: str | None = None,
-        quirks: WireQuirks = WireQuirks(),
-        retry: RetryPolicy = RetryPolicy(),
+        quirks: WireQuirks = DEFAULT_QUIRKS,
+        retry: RetryPolicy = DEFAULT_RETRY,
         transport: HttpTransport | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -69,7 +74,11 @@ class OpenAICompatModel:
             raw = await self.transport.post(self.url, body, self.headers, settings.timeout_s)
             return decode_response(raw)
 
-        return await with_retries(self.retry, attempt)
+        return self._priced(await with_retries(self.retry, attempt))
+
+    def _priced(self, response: ModelResponse) -> ModelResponse:
+        usage = with_cost(response.usage, response.model or self.model_id)
+        return replace(response, usage=usage) if usage is not response.usage else response
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -89,7 +98,7 @@ class OpenAICompatModel:
             text, kind = acc.feed(raw)
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
-        yield acc.response()
+        yield self._priced(acc.response())
 
     async def aclose(self) -> None:
         await self.transport.aclose()

@@ -8,14 +8,16 @@ with orjson and only the fields the loop needs are read.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from thinkloop.errors import ModelResponseError
 from thinkloop.models.base import ModelSettings
+from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
 from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
 
 WIRE = "openai"
@@ -23,9 +25,14 @@ WIRE = "openai"
 
 @dataclass(frozen=True, slots=True)
 class WireQuirks:
-    """Per-provider differences in the shape of messages, as data."""
+    """Per-provider differences in the shape of messages, as data.
 
-    omit_empty_content_with_tool_calls: bool = True
+    ``tool_call_content`` is what an assistant message with tool calls and no text sends as
+    ``content``: Gemini rejects ``""`` (omit it), llama.cpp's server rejects both a missing
+    field and ``null`` (send ``""``), OpenAI itself sends ``null``.
+    """
+
+    tool_call_content: Literal["omit", "null", "empty"] = "null"
     merge_consecutive_roles: bool = False
     send_stream_usage: bool = True
     images: bool = True
@@ -49,8 +56,10 @@ def message_dict(m: Message, quirks: WireQuirks) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
     if m.role == "assistant" and m.tool_calls:
         d: dict[str, Any] = {"role": "assistant"}
-        if m.content or not quirks.omit_empty_content_with_tool_calls:
-            d["content"] = m.content or None
+        if m.content:
+            d["content"] = m.content
+        elif quirks.tool_call_content != "omit":
+            d["content"] = "" if quirks.tool_call_content == "empty" else None
         d["tool_calls"] = [
             {
                 "id": c.id,
@@ -63,21 +72,18 @@ def message_dict(m: Message, quirks: WireQuirks) -> dict[str, Any]:
     return {"role": m.role, "content": _content(m, quirks)}
 
 
-def _merge_consecutive(messages: Sequence[Message]) -> list[Message]:
-    out: list[Message] = []
-    for m in messages:
-        prev = out[-1] if out else None
-        if prev and m.role == prev.role and m.role in ("user", "system") and not m.parts:
-            out[-1] = Message(prev.role, f"{prev.content}\n\n{m.content}", parts=prev.parts)
-        else:
-            out.append(m)
-    return out
+@functools.lru_cache(maxsize=64)
+def _cache_key(quirks: WireQuirks) -> str:
+    # Message.cache is keyed by str; the same message may be sent with different quirks.
+    return f"{WIRE}:{quirks!r}"
 
 
 def encode_messages(messages: Sequence[Message], quirks: WireQuirks) -> bytes:
+    """Sanitize for this provider, then join each message's memoised encoding."""
+    messages = repair_tool_pairs(messages)
     if quirks.merge_consecutive_roles:
-        messages = _merge_consecutive(messages)
-    key = (WIRE, quirks)
+        messages = merge_consecutive(messages)
+    key = _cache_key(quirks)
     parts = []
     for m in messages:
         enc = m.cache.get(key)
@@ -210,7 +216,10 @@ class StreamAccumulator:
             slot = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "args": ""})
             fn = tc.get("function") or {}
             slot["id"] = tc.get("id") or slot["id"]
-            slot["name"] += fn.get("name") or ""
+            name = fn.get("name") or ""
+            # OpenAI names a call once; llama.cpp's server repeats the full name in every chunk.
+            if name and name != slot["name"]:
+                slot["name"] += name
             slot["args"] += fn.get("arguments") or ""
             if fn.get("arguments"):
                 return fn["arguments"], "tool_call"

@@ -1,34 +1,39 @@
 """Model strings (``provider:name``) to Model instances.
 
 Providers register a factory per prefix. The default registry is built on demand, so importing
-thinkloop creates no clients and reads no environment.
+thinkloop creates no clients, reads no environment and imports no optional SDK: the
+``anthropic`` and ``local`` factories import their provider module when called.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from thinkloop.errors import ConfigError, UnknownModelError
 from thinkloop.models.base import Model
-from thinkloop.models.openai_compat import OpenAICompatModel
+from thinkloop.models.presets import PRESETS, MissingCredentialsError, build_preset
+from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
 
 Factory = Callable[[str, Mapping[str, str]], Model]
+ModelSpec = str | Model
 
-OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
+log = logging.getLogger(__name__)
 
 
-def openai_factory(name: str, env: Mapping[str, str]) -> Model:
-    base_url = env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE
-    key = env.get("OPENAI_API_KEY")
-    if not key and base_url == OPENAI_DEFAULT_BASE:
-        raise ConfigError(
-            f"model 'openai:{name}' needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)"
-        )
-    if not name:
-        raise ConfigError("model string 'openai:' needs a model name, e.g. 'openai:gpt-4o-mini'")
-    return OpenAICompatModel(name, base_url=base_url, api_key=key, name=f"openai:{name}")
+def anthropic_factory(name: str, env: Mapping[str, str]) -> Model:
+    from thinkloop.models.anthropic import build_anthropic
+
+    return build_anthropic(name, env)
+
+
+def local_factory(name: str, env: Mapping[str, str]) -> Model:
+    from thinkloop.models.local import build_local
+
+    return build_local(name, env)
 
 
 @dataclass
@@ -40,21 +45,49 @@ class ModelRegistry:
 
     def resolve(self, spec: str, env: Mapping[str, str] | None = None) -> Model:
         env = os.environ if env is None else env
-        prefix, sep, name = spec.partition(":")
+        prefix, sep, name = spec.strip().partition(":")
         if prefix not in self.factories:
             known = ", ".join(sorted(self.factories))
             hint = "" if sep else " (model strings look like 'provider:name')"
             raise UnknownModelError(
                 f"unknown model provider {prefix!r} in {spec!r}{hint}; known: {known}"
             )
-        return self.factories[prefix](name, env)
+        return self.factories[prefix](name.strip(), env)
 
 
 def default_registry() -> ModelRegistry:
-    return ModelRegistry({"openai": openai_factory})
+    factories: dict[str, Factory] = {
+        prefix: partial(build_preset, preset) for prefix, preset in PRESETS.items()
+    }
+    factories["anthropic"] = anthropic_factory
+    factories["local"] = local_factory
+    return ModelRegistry(factories)
 
 
-def resolve_model(spec: str | Model, env: Mapping[str, str] | None = None) -> Model:
-    if not isinstance(spec, str):
+def resolve_model(
+    spec: ModelSpec | Sequence[ModelSpec],
+    env: Mapping[str, str] | None = None,
+    registry: ModelRegistry | None = None,
+) -> Model:
+    """A model string, a Model, or a list of either (tried in order, see FallbackModel).
+
+    Strings get context-overflow recovery. In a list, entries whose credentials are missing
+    are skipped, so ``["openai:gpt-4o-mini", "local"]`` works on a machine with no key.
+    """
+    registry = registry or default_registry()
+    if isinstance(spec, str):
+        return OverflowRecovery(registry.resolve(spec, env))
+    if not isinstance(spec, Sequence):
         return spec
-    return default_registry().resolve(spec, env)
+    models: list[Model] = []
+    skipped: list[str] = []
+    for item in spec:
+        try:
+            models.append(resolve_model(item, env, registry))
+        except MissingCredentialsError as exc:
+            log.info("fallback list: skipping %s", exc)
+            skipped.append(str(exc))
+    if not models:
+        detail = "; ".join(skipped) if skipped else "the list is empty"
+        raise ConfigError(f"no usable model in the fallback list: {detail}")
+    return models[0] if len(models) == 1 else FallbackModel(models)

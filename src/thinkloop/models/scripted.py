@@ -12,6 +12,7 @@ from thinkloop.errors import ModelResponseError
 from thinkloop.models.base import ModelSettings
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolCall, ToolSpec, Usage
 
+
 @dataclass(frozen=True, slots=True)
 class ModelCall:
     """What the scripted model was asked: the exact messages and tool specs."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import email.utils
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -35,15 +37,32 @@ _OVERFLOW_MARKERS = (
 )
 
 
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` (OpenAI) or ``retry-after`` (seconds or an
+    HTTP date), as the openai SDK reads them."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(float(raw_ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
 def http_error(status: int, body: str, headers: Mapping[str, str]) -> ModelHTTPError:
     """Map a non-2xx answer to the most specific error class."""
-    retry_after: float | None = None
-    raw = headers.get("retry-after")
-    if raw:
-        try:
-            retry_after = float(raw)
-        except ValueError:
-            retry_after = None
+    retry_after = retry_after_s(headers)
     if status in (401, 403):
         return ModelAuthError(status, body)
     if status == 429:

@@ -1,0 +1,117 @@
+"""Local provider speed: tokens/s and time to first token, with and without the grammar.
+
+Runs the in-process SmolLM2 model (``local``) through ``LocalModel.stream`` on one task:
+
+* ``free text``: plain generation, the tool instructions in the prompt but no grammar (the
+  baseline: same prompt length, so the difference is the grammar's cost);
+* ``grammar``: one calculator tool, so decoding is constrained to the decision grammar.
+
+Each case is warmed up once (weights load, grammar compiles), then run ``--runs`` times; the
+table shows medians. Time to first token is measured to the first streamed chunk; with the
+grammar a chunk appears only once the reply's kind is known (after ``{"tool"`` or
+``{"answer": "``), which is what a user of the stream sees.
+
+    python benchmarks/local_model.py --runs 5 --max-tokens 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+
+from thinkloop.models.base import ModelSettings
+from thinkloop.models.decision import tools_prompt
+from thinkloop.models.local import LocalModel, default_model_path
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
+
+CALC = ToolSpec(
+    "calculator",
+    "Evaluate an arithmetic expression.",
+    {"type": "object", "properties": {"expression": {"type": "string"}},
+     "required": ["expression"]},
+)
+TASK = "What is 12*7? Use the calculator, then explain multiplication."
+
+
+def prompt(run: int, tools: list[ToolSpec]) -> list[Message]:
+    # A different first line each run defeats llama.cpp's prompt-prefix cache, so time to
+    # first token includes evaluating the whole prompt, as for a new conversation. The free
+    # text case gets the same tool instructions in its prompt, so only the grammar differs.
+    system = f"Session {run}. You are a helpful assistant."
+    if not tools:
+        system += "\n\n" + tools_prompt([CALC])
+    return [Message.system(system), Message.user(TASK)]
+
+
+@dataclass
+class Sample:
+    ttft_s: float
+    total_s: float
+    tokens: int
+
+    @property
+    def tokens_per_s(self) -> float:
+        """End to end: prompt evaluation included."""
+        return self.tokens / self.total_s if self.total_s else 0.0
+
+    @property
+    def decode_per_s(self) -> float:
+        """After the first chunk: the sampling rate alone."""
+        span = self.total_s - self.ttft_s
+        return (self.tokens - 1) / span if span > 0 and self.tokens > 1 else 0.0
+
+
+async def one(
+    model: LocalModel, tools: list[ToolSpec], settings: ModelSettings, run: int
+) -> Sample:
+    started = time.perf_counter()
+    first: float | None = None
+    final: ModelResponse | None = None
+    async for item in model.stream(prompt(run, tools), tools, settings):
+        if isinstance(item, TextDelta) and first is None:
+            first = time.perf_counter() - started
+        elif isinstance(item, ModelResponse):
+            final = item
+    total = time.perf_counter() - started
+    assert final is not None
+    return Sample(first if first is not None else total, total, final.usage.output_tokens)
+
+
+async def case(model: LocalModel, tools: list[ToolSpec], settings: ModelSettings,
+               runs: int) -> list[Sample]:
+    await one(model, tools, settings, -1)  # warm-up: load weights, compile the grammar
+    return [await one(model, tools, settings, run) for run in range(runs)]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+    model = LocalModel(default_model_path())
+    # A fixed budget makes the token counts comparable; temperature 0 makes runs repeatable.
+    settings = ModelSettings(max_tokens=args.max_tokens, temperature=0)
+    rows = [("free text", await case(model, [], settings, args.runs)),
+            ("grammar", await case(model, [CALC], settings, args.runs))]
+    # The ratio compares decode rates: end-to-end rates mostly reflect how long each reply is.
+    base = statistics.median(s.decode_per_s for s in rows[0][1])
+    print(f"local model {model.path.name}, {args.runs} runs each, medians, "
+          f"max_tokens={args.max_tokens}, uncached prompt")
+    print(f"{'case':<10} {'tokens':>7} {'tok/s':>8} {'decode/s':>9} {'ttft ms':>9} "
+          f"{'total ms':>9} {'decode vs free':>15}")
+    for label, samples in rows:
+        tps = statistics.median(s.tokens_per_s for s in samples)
+        decode = statistics.median(s.decode_per_s for s in samples)
+        print(f"{label:<10} {statistics.median(s.tokens for s in samples):>7.0f} {tps:>8.1f} "
+              f"{decode:>9.1f} "
+              f"{statistics.median(s.ttft_s for s in samples) * 1000:>9.1f} "
+              f"{statistics.median(s.total_s for s in samples) * 1000:>9.1f} "
+              f"{decode / base if base else 0:>14.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,218 @@
+"""``anthropic:NAME`` through the official ``anthropic`` SDK (the SDK does the HTTP).
+
+The SDK's own retries are off: thinkloop's policy (backoff, Retry-After, attempt limit) applies
+to every provider alike, and SDK errors are mapped onto thinkloop's error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import anthropic
+import orjson
+
+from thinkloop.errors import ConfigError, ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.models import anthropic_wire as wire
+from thinkloop.models.base import ModelSettings
+from thinkloop.models.openai_wire import decode_arguments
+from thinkloop.models.pricing import with_cost
+from thinkloop.models.retry import RetryPolicy, with_retries
+from thinkloop.models.transport import http_error
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
+
+T = TypeVar("T")
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_RETRY = RetryPolicy()
+
+
+def map_error(exc: Exception) -> ModelError:
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelTimeoutError(f"no answer from Anthropic in time: {exc}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelConnectionError(f"cannot reach Anthropic: {exc}")
+    if isinstance(exc, anthropic.APIStatusError):
+        try:
+            body = exc.response.text
+        except Exception:  # a streamed response may be unread; the message still says why
+            body = str(exc.message)
+        return http_error(exc.status_code, body, exc.response.headers)
+    return ModelError(f"Anthropic request failed: {exc}")
+
+
+async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await fn()
+    except anthropic.AnthropicError as exc:
+        raise map_error(exc) from exc
+
+
+class AnthropicModel:
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        name: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self.model_id = model_id
+        self.name = name or f"anthropic:{model_id}"
+        self.api_key = api_key
+        self.base_url = base_url
+        self.retry = retry
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        # The SDK's httpx pool is bound to the event loop; run_sync starts a new loop per run.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self.api_key or "unset", base_url=self.base_url, max_retries=0
+            )
+            self._loop = loop
+        return self._client
+
+    def _params(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> dict[str, Any]:
+        system, turns = wire.encode(messages)
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": turns,
+            "timeout": settings.timeout_s,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = wire.encode_tools(tools)
+            choice = wire.tool_choice(settings.tool_choice)
+            if choice:
+                params["tool_choice"] = choice
+        # SDK 2.x dropped ``temperature`` from its signature; older models still take it.
+        extra = dict(settings.extra)
+        if settings.temperature is not None:
+            extra.setdefault("temperature", settings.temperature)
+        if extra:
+            params["extra_body"] = extra
+        return params
+
+    def _priced(self, response: ModelResponse) -> ModelResponse:
+        return replace(response, usage=with_cost(response.usage, response.model or self.model_id))
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> ModelResponse:
+        params = self._params(messages, tools, settings)
+
+        async def attempt() -> Any:
+            return await _mapped(lambda: self._sdk().messages.create(**params))
+
+        return self._priced(wire.decode(await with_retries(self.retry, attempt)))
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        params = self._params(messages, tools, settings)
+
+        async def opened() -> Any:
+            # Retry only the opening; a stream that broke mid-way is not replayed.
+            return await _mapped(lambda: self._sdk().messages.create(**params, stream=True))
+
+        events = await with_retries(self.retry, opened)
+        acc = _StreamAccumulator()
+        try:
+            async for event in events:
+                delta = acc.feed(event)
+                if delta is not None:
+                    yield delta
+        except anthropic.AnthropicError as exc:
+            raise map_error(exc) from exc
+        finally:
+            await events.close()
+        yield self._priced(acc.response())
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        self._client = None
+
+
+class _StreamAccumulator:
+    """Folds raw Messages API stream events into one response."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json: dict[int, list[str]] = {}
+        self.model = ""
+        self.stop_reason: str | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def feed(self, event: Any) -> TextDelta | None:
+        kind = event.type
+        if kind == "message_start":
+            self.model = event.message.model
+            self.input_tokens, self.output_tokens = wire.usage_of(event.message.usage)
+        elif kind == "content_block_start":
+            self.blocks[event.index] = event.content_block.model_dump()
+            if event.content_block.type == "tool_use":
+                self.json[event.index] = []
+        elif kind == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            inp, out = wire.usage_of(event.usage)
+            self.input_tokens = max(self.input_tokens, inp)
+            self.output_tokens = out or self.output_tokens
+        return None
+
+    def _delta(self, index: int, delta: Any) -> TextDelta | None:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        if delta.type == "text_delta":
+            block["text"] = (block.get("text") or "") + delta.text
+            return TextDelta(delta.text)
+        if delta.type == "input_json_delta":
+            self.json.setdefault(index, []).append(delta.partial_json)
+            return TextDelta(delta.partial_json, "tool_call") if delta.partial_json else None
+        if delta.type == "thinking_delta":
+            block["thinking"] = (block.get("thinking") or "") + delta.thinking
+            return TextDelta(delta.thinking, "thought")
+        if delta.type == "signature_delta":
+            block["signature"] = delta.signature
+        return None
+
+    def response(self) -> ModelResponse:
+        blocks = []
+        for index in sorted(self.blocks):
+            block = dict(self.blocks[index])
+            if index in self.json:
+                raw = "".join(self.json[index])
+                args, err = decode_arguments(raw) if raw else (block.get("input") or {}, None)
+                block["input"] = args if err is None else orjson.dumps(raw).decode()
+            blocks.append(block)
+        finish = wire.STOP_REASONS.get(self.stop_reason or "", self.stop_reason)
+        usage = Usage(1, self.input_tokens, self.output_tokens)
+        return ModelResponse(wire.assistant_message(blocks), usage, finish, self.model)
+
+
+def build_anthropic(name: str, env: Mapping[str, str]) -> AnthropicModel:
+    if not name:
+        raise ConfigError(
+            "model string 'anthropic:' needs a model name, e.g. 'anthropic:claude-haiku-4-5'"
+        )
+    key = env.get("ANTHROPIC_API_KEY")
+    base_url = env.get("ANTHROPIC_BASE_URL") or None
+    if not key and not base_url:
+        from thinkloop.models.presets import MissingCredentialsError
+
+        raise MissingCredentialsError(
+            f"model 'anthropic:{name}' needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)"
+        )
+    return AnthropicModel(name, api_key=key, base_url=base_url, name=f"anthropic:{name}",
+                          retry=RetryPolicy.from_env(env))

@@ -1,0 +1,201 @@
+"""Decisions for models that cannot be trusted with tool-call syntax: one JSON object per reply.
+
+A reply is either ``{"tool": NAME, "arguments": {...}}`` or ``{"answer": TEXT}``. The JSON
+schema below admits exactly those, with each tool's arguments held to that tool's own schema;
+compiled to a GBNF grammar it constrains decoding, so every reply parses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
+from thinkloop.types import Message, ToolCall, ToolSpec
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+
+
+def _rewrite_refs(node: Any, prefix: str) -> Any:
+    """Point a tool's ``#/$defs/X`` references at its hoisted copy ``#/$defs/<prefix>X``."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str) and v.startswith("#/$defs/"):
+                out[k] = f"#/$defs/{prefix}{v.removeprefix('#/$defs/')}"
+            elif k != "$defs":
+                out[k] = _rewrite_refs(v, prefix)
+        return out
+    if isinstance(node, list):
+        return [_rewrite_refs(v, prefix) for v in node]
+    return node
+
+
+def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+    """One branch per tool (its name as a constant, its parameters schema) plus an answer
+    (left out when a tool call is required)."""
+    branches: list[dict[str, Any]] = []
+    defs: dict[str, Any] = {}
+    for t in tools:
+        prefix = f"{t.name}__"
+        for name, sub in (t.parameters.get("$defs") or {}).items():
+            defs[prefix + name] = _rewrite_refs(sub, prefix)
+        params = _rewrite_refs(t.parameters, prefix)
+        params.setdefault("type", "object")
+        params.setdefault("properties", {})
+        params.setdefault("additionalProperties", False)
+        branches.append({
+            "type": "object",
+            "properties": {"tool": {"const": t.name}, "arguments": params},
+            "required": ["tool", "arguments"],
+            "additionalProperties": False,
+        })
+    if allow_answer or not tools:
+        branches.append({
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        })
+    schema: dict[str, Any] = {"oneOf": branches}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+ANSWER_ONLY = 'Reply with one JSON object only: {"answer": "TEXT"}, your final answer.'
+
+
+def uses_decisions(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
+    """Decision mode: tools are offered, or past turns were decisions (a final answer asked
+    for without tools must not imitate the calls in the history as free text)."""
+    return bool(tools) or any(m.tool_calls for m in messages)
+
+
+def tools_prompt(tools: Sequence[ToolSpec]) -> str:
+    if not tools:
+        return ANSWER_ONLY
+    lines = ["You can use these tools:"]
+    for t in tools:
+        props = t.parameters.get("properties") or {}
+        args = ", ".join(f"{k}: {v.get('type', 'value')}" for k, v in props.items())
+        lines.append(f"- {t.name}({args}): {t.description}")
+    lines.append(
+        'Reply with one JSON object only. To use a tool: {"tool": "NAME", "arguments": {...}}. '
+        'When you know the final answer: {"answer": "TEXT"}.'
+    )
+    return "\n".join(lines)
+
+
+def _decision_text(m: Message) -> str:
+    if not m.tool_calls:
+        return orjson.dumps({"answer": m.content}).decode()
+    return "\n".join(
+        orjson.dumps({"tool": c.name, "arguments": c.arguments}).decode() for c in m.tool_calls
+    )
+
+
+def render_history(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[dict[str, str]]:
+    """Plain chat turns a small model's template understands: no tool role, strict alternation.
+
+    In decision mode the tool section (or the answer-only rule) joins the system prompt, the
+    model's past decisions are shown as the JSON it would have written, and tool results
+    come back as user turns.
+    """
+    decisions = uses_decisions(messages, tools)
+    prepared: list[Message] = []
+    for m in repair_tool_pairs(messages):
+        if m.role == "tool":
+            prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}"))
+        elif m.role == "assistant" and decisions:
+            prepared.append(Message.assistant(_decision_text(m)))
+        else:
+            prepared.append(Message(m.role, m.content))
+    if decisions:
+        section = tools_prompt(tools)
+        if prepared and prepared[0].role == "system":
+            prepared[0] = Message.system(f"{prepared[0].content}\n\n{section}")
+        else:
+            prepared.insert(0, Message.system(section))
+    return [{"role": m.role, "content": m.content} for m in merge_consecutive(prepared)]
+
+
+def parse_decision(text: str) -> Message:
+    """Read a (grammar-constrained) reply. A reply cut short by max_tokens is salvaged:
+    the answer text so far, or a tool call flagged with a parse error."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _salvage(text)
+    if isinstance(data, dict) and isinstance(data.get("tool"), str):
+        args = data.get("arguments")
+        if isinstance(args, dict):
+            return Message.assistant("", (ToolCall(_call_id(), data["tool"], args),))
+        return Message.assistant("", (ToolCall(_call_id(), data["tool"], {},
+                                               "arguments must be a JSON object"),))
+    if isinstance(data, dict) and isinstance(data.get("answer"), str):
+        return Message.assistant(data["answer"])
+    return Message.assistant(text)
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+def _salvage(text: str) -> Message:
+    kind, rest = split_decision(text)
+    if kind == "answer":
+        return Message.assistant(partial_json_string(rest))
+    if kind == "tool":
+        name = partial_json_string(rest)
+        problem = "the reply was cut off before the tool call was complete"
+        return Message.assistant("", (ToolCall(_call_id(), name, {}, problem),))
+    return Message.assistant(text)
+
+
+def split_decision(text: str) -> tuple[str, str]:
+    """Which kind of decision a (partial) reply is, and the raw text after its first quote."""
+    stripped = text.lstrip()
+    for kind in ("answer", "tool"):
+        head = f'"{kind}"'
+        body = stripped.removeprefix("{").lstrip()
+        if body.startswith(head):
+            after = body[len(head):].lstrip()
+            if after.startswith(":"):
+                value = after[1:].lstrip()
+                if value.startswith('"'):
+                    return kind, value[1:]
+            return kind, ""
+    return "", ""
+
+
+def partial_json_string(raw: str) -> str:
+    """Decode the JSON string body ``raw`` up to its closing quote or the last whole escape."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == '"':
+            break
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(raw):
+            break
+        n = raw[i + 1]
+        if n == "u":
+            if i + 6 > len(raw):
+                break
+            try:
+                out.append(chr(int(raw[i + 2 : i + 6], 16)))
+            except ValueError:
+                break
+            i += 6
+            continue
+        out.append(_ESCAPES.get(n, n))
+        i += 2
+    return "".join(out)

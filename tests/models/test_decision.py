@@ -1,0 +1,116 @@
+"""Grammar-side of the local provider: the decision schema, rendering and parsing (no model)."""
+
+import jsonschema
+import orjson
+import pytest
+
+from thinkloop.models.decision import (
+    ANSWER_ONLY,
+    decision_schema,
+    parse_decision,
+    partial_json_string,
+    render_history,
+    split_decision,
+    uses_decisions,
+)
+from thinkloop.types import Message, ToolCall, ToolSpec
+
+CALC = ToolSpec("calculator", "Evaluate arithmetic.", {
+    "type": "object", "properties": {"expression": {"type": "string"}},
+    "required": ["expression"]})
+MOVE = ToolSpec("move", "Move a piece.", {
+    "type": "object",
+    "properties": {"to": {"$ref": "#/$defs/Square"}, "fast": {"type": "boolean"}},
+    "required": ["to"],
+    "$defs": {"Square": {"type": "object", "properties": {"x": {"type": "integer"}},
+                         "required": ["x"]}},
+})
+
+
+@pytest.mark.parametrize(
+    ("decision", "valid"),
+    [
+        ({"tool": "calculator", "arguments": {"expression": "1+1"}}, True),
+        ({"tool": "move", "arguments": {"to": {"x": 3}}}, True),
+        ({"answer": "done"}, True),
+        ({"tool": "calculator", "arguments": {}}, False),
+        ({"tool": "calculator", "arguments": {"expression": "1", "extra": 1}}, False),
+        ({"tool": "move", "arguments": {"to": {"x": "three"}}}, False),
+        ({"tool": "rm", "arguments": {}}, False),
+        ({"answer": 3}, False),
+        ({"answer": "x", "tool": "calculator"}, False),
+    ],
+)
+def test_decision_schema_admits_exactly_tool_calls_and_answers(
+    decision: dict[str, object], valid: bool
+) -> None:
+    schema = decision_schema([CALC, MOVE])
+    assert schema["$defs"] == {"move__Square": MOVE.parameters["$defs"]["Square"]}
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid(decision) is valid
+
+
+def test_decision_schema_compiles_to_a_grammar() -> None:
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    gbnf = llama_grammar.json_schema_to_gbnf(orjson.dumps(decision_schema([CALC, MOVE])).decode())
+    assert '"\\"calculator\\""' in gbnf
+    assert "answer" in gbnf
+
+
+def test_parse_decision_reads_calls_and_answers() -> None:
+    call = parse_decision('{"tool": "calculator", "arguments": {"expression": "12*7"}}')
+    (tc,) = call.tool_calls
+    assert (tc.name, tc.arguments, tc.parse_error) == ("calculator", {"expression": "12*7"}, None)
+    assert tc.id.startswith("call_")
+    assert parse_decision('{"answer": "84"}') == Message.assistant("84")
+
+
+def test_parse_decision_salvages_replies_cut_off_by_max_tokens() -> None:
+    assert parse_decision('{"answer": "The result is 8') == Message.assistant("The result is 8")
+    cut = parse_decision('{"tool": "calculator", "arguments": {"expre')
+    (tc,) = cut.tool_calls
+    assert (tc.name, tc.arguments) == ("calculator", {})
+    assert tc.parse_error == "the reply was cut off before the tool call was complete"
+
+
+def test_partial_strings_decode_only_whole_escapes() -> None:
+    assert partial_json_string('a\\nb\\u00e9c" tail') == "a\nbéc"
+    assert partial_json_string("ab\\") == "ab"
+    assert partial_json_string("ab\\u00") == "ab"
+    assert split_decision(' { "answer" : "hi') == ("answer", "hi")
+    assert split_decision('{"tool": "x') == ("tool", "x")
+    assert split_decision('{"') == ("", "")
+
+
+def test_history_is_rendered_as_plain_alternating_turns() -> None:
+    call = ToolCall("c1", "calculator", {"expression": "12*7"})
+    history = [Message.system("Be brief."), Message.user("12*7?"),
+               Message.assistant("", (call,)), Message.tool("c1", "calculator", "84"),
+               Message.user("and?")]
+    turns = render_history(history, [CALC])
+    assert [t["role"] for t in turns] == ["system", "user", "assistant", "user"]
+    assert turns[0]["content"].startswith("Be brief.\n\nYou can use these tools:\n"
+                                          "- calculator(expression: string): Evaluate arithmetic.")
+    assert turns[2]["content"] == '{"tool":"calculator","arguments":{"expression":"12*7"}}'
+    assert turns[3]["content"] == "Result of calculator: 84\n\nand?"
+    assert render_history(history[:2], []) == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "12*7?"}]
+
+
+def test_a_final_answer_without_tools_stays_in_decision_mode_after_calls() -> None:
+    call = ToolCall("c1", "calculator", {"expression": "12*7"})
+    history = [Message.system("Be brief."), Message.user("12*7?"),
+               Message.assistant("", (call,)), Message.tool("c1", "calculator", "84")]
+    assert uses_decisions(history, []) and not uses_decisions(history[:2], [])
+    turns = render_history(history, [])
+    assert turns[0]["content"] == f"Be brief.\n\n{ANSWER_ONLY}"
+    assert turns[2]["content"] == '{"tool":"calculator","arguments":{"expression":"12*7"}}'
+    validator = jsonschema.Draft202012Validator(decision_schema([]))
+    assert validator.is_valid({"answer": "84"})
+    assert not validator.is_valid({"tool": "calculator", "arguments": {"expression": "1"}})
+
+
+def test_a_required_tool_call_leaves_out_the_answer_branch() -> None:
+    validator = jsonschema.Draft202012Validator(decision_schema([CALC], allow_answer=False))
+    assert validator.is_valid({"tool": "calculator", "arguments": {"expression": "1"}})
+    assert not validator.is_valid({"answer": "1"})
