@@ -5,6 +5,7 @@ import email.utils
 import socket
 import time
 from contextlib import aclosing
+from pathlib import Path
 
 import pytest
 
@@ -207,3 +208,14 @@ def test_retry_after_forms() -> None:
     assert 28 <= (retry_after_s({"retry-after": later}) or 0) <= 30
     assert retry_after_s({"retry-after": "soon"}) is None
     assert retry_after_s({}) is None
+
+
+def test_fallback_reads_only_the_content_kinds_every_member_reads(tmp_path: Path) -> None:
+    from thinkloop.models.anthropic import AnthropicModel
+    from thinkloop.models.local import LocalModel
+
+    srv_free = OpenAICompatModel("m", base_url="http://127.0.0.1:9/v1")
+    claude = OverflowRecovery(AnthropicModel("c", api_key="k"))
+    assert FallbackModel([claude, srv_free]).input_kinds == {"image"}
+    assert FallbackModel([claude, claude]).input_kinds == {"image", "document"}
+    assert FallbackModel([claude, LocalModel(tmp_path / "m.gguf")]).input_kinds == set()

@@ -50,6 +50,9 @@ async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 class AnthropicModel:
+    # Content parts this provider sends natively (see context.inputs.accepts).
+    input_kinds = frozenset({"image", "document"})
+
     def __init__(
         self,
         model_id: str,

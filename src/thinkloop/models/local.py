@@ -92,6 +92,9 @@ def _offered(tools: Sequence[ToolSpec], settings: ModelSettings) -> Sequence[Too
 
 
 class LocalModel:
+    # A text-only model: images and documents reach it as text (see context.inputs.accepts).
+    input_kinds: frozenset[str] = frozenset()
+
     def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096) -> None:
         self.path = path
         self.name = name

@@ -130,9 +130,25 @@ class FallbackModel:
                 errors.append((model.name, exc))
         raise self._give_up(errors)
 
+    @property
+    def input_kinds(self) -> frozenset[str]:
+        """Only what every model in the list reads, since any of them may answer."""
+        kinds = [_input_kinds(m) for m in self.models]
+        return frozenset.intersection(*kinds)
+
     async def aclose(self) -> None:
         for m in self.models:
             await _aclose(m)
+
+
+def _input_kinds(model: Model) -> frozenset[str]:
+    inner: object = model
+    while (kinds := getattr(inner, "input_kinds", None)) is None and hasattr(inner, "inner"):
+        inner = inner.inner
+    if kinds is not None:
+        return frozenset(kinds)
+    images = getattr(getattr(inner, "quirks", None), "images", True)
+    return frozenset({"image"}) if images else frozenset()
 
 
 async def _aclose(model: Model) -> None:
