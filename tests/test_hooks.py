@@ -49,6 +49,7 @@ def _reset() -> None:
 
 def make(script: list[object], **kw: Any) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
+    kw.setdefault("guard", False)  # these tests watch the hook plumbing, not the guards
     return Agent(model, tools=[add, slow], plugins=False, **kw), model
 
 
@@ -316,11 +317,11 @@ async def test_entry_point_plugin_hooks_every_agent(
         ("pre_reason", "r"),
     ]
     model = ScriptedModel([reply("", call("add", a=1, b=2)), "3"])
-    result = await Agent(model, tools=[add]).run("go")
+    result = await Agent(model, tools=[add], guard=False).run("go")
     plugin = sys.modules["tl_audit_plugin"]
     assert plugin.SEEN == [("reason", 0), ("audit", "add"), ("reason", 1)]
     assert result.text == "3 [checked]"
-    assert Agent(model, plugins=False).hooks.by_stage["pre_tool"] == []
+    assert Agent(model, plugins=False, guard=False).hooks.by_stage["pre_tool"] == []
 
 
 async def test_broken_plugin_is_one_clear_error(

@@ -8,18 +8,29 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
+from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
 from thinkloop.guard import GuardSettings, default_hooks
-from thinkloop.hooks import Hook, HookFn, Hooks, HookSpec, Stage, entry_point_hooks, normalise
+from thinkloop.hooks import (
+    Hook,
+    HookFn,
+    Hooks,
+    HookSpec,
+    ReasonContext,
+    Stage,
+    entry_point_hooks,
+    normalise,
+)
 from thinkloop.loop.handle import RunHandle, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.state import Limits, RunConfig, RunState
+from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
@@ -56,23 +67,21 @@ class Agent:
         protocol: str | ToolCallProtocol = "auto",
         settings: ModelSettings | None = None,
         on_event: Subscriber | None = None,
-        store: Store | None = None,
+        store: Store | str | None = None,
+        memory: Memory | bool = False,
         deps: Any = None,
         hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
-        guard: GuardSettings | None = None,
+        guard: GuardSettings | Literal[False] | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
         self.model: Model = resolve_model(model if model is not None else default_model_spec())
-        self.tools: dict[str, Tool] = {}
-        for t in tools:
-            tool = as_tool(t)
-            if tool.name in self.tools:
-                raise ConfigError(f"two tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
+        self.store: Store = _open(store)
+        self.memory = Memory(self.store) if memory is True else (memory or None)
+        self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -80,12 +89,14 @@ class Agent:
         self.protocol = get_protocol(protocol)
         self.settings = settings or ModelSettings()
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
-        self.store: Store = store if store is not None else MemoryStore()
         self.deps = deps
-        # Guards (issue 6) first, then plugin hooks (entry point group ``thinkloop.hooks``),
-        # then the agent's own.
-        guards = [] if guard is None else default_hooks(guard, fixed_steps=max_steps is not None)
-        self.hooks = Hooks([*guards, *(entry_point_hooks() if plugins else ()),
+        # Guards first (on by default, as the seeds have them), then memory or the plain
+        # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
+        # the agent's own.
+        guards = [] if guard is False else default_hooks(
+            guard or GuardSettings(), fixed_steps=max_steps is not None)
+        context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
                             *normalise(hooks)])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -202,6 +213,36 @@ class Agent:
         except RuntimeError:
             return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
         raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+
+def _open(store: Store | str | None) -> Store:
+    """A Store as given, a durable one from a URL or path, or an in-process one."""
+    if store is None:
+        return MemoryStore()
+    if isinstance(store, str):
+        from thinkloop.store.open import open_store
+
+        return open_store(store)
+    return store
+
+
+def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    out: dict[str, Tool] = {}
+    for t in tools:
+        tool = as_tool(t)
+        if tool.name in out:
+            raise ConfigError(f"two tools are named {tool.name!r}")
+        out[tool.name] = tool
+    return out
+
+
+def pipeline_hook() -> Hook:
+    """The history pipeline (limit, prune, sanitize) before every model call."""
+
+    def run(ctx: ReasonContext) -> None:
+        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
+
+    return Hook("pre_reason", run, name="context.pipeline")
 
 
 def _no_emit(event: Event) -> None:

@@ -22,7 +22,8 @@ async def test_a_long_run_sends_a_tally_instead_of_its_middle_steps() -> None:
     script = [reply("", call("look", n=i)) for i in range(1, 13)] + ["all seen"]
     model = ScriptedModel(script)
     memory = Memory(MemoryStore(), embedder=None, jobs=(), auto_compact=False)
-    agent = Agent(model, tools=[look], hooks=memory.hooks(), max_steps=20, plugins=False)
+    agent = Agent(model, tools=[look], hooks=memory.hooks(), max_steps=20, plugins=False,
+                  guard=False)
     result = await agent.run("look at twelve items")
     assert result.status == "completed" and len(result.steps) == 13
     # Call 11 sees 10 finished steps: nothing compacted yet.
@@ -49,6 +50,6 @@ async def test_recent_messages_bound_the_history_sent() -> None:
     model = ScriptedModel(["ok"])
     memory = Memory(store, embedder=None, jobs=(), auto_compact=False,
                     context=ContextSettings(recent_messages=6))
-    await Agent(model, store=store, hooks=memory.hooks(), plugins=False).run("now", session="s")
+    await Agent(model, store=store, hooks=memory.hooks(), plugins=False, guard=False).run("now", session="s")
     assert [m.content for m in model.calls[0].messages[1:]] == [
         "u37", "a37", "u38", "a38", "u39", "a39", "now"]

@@ -115,7 +115,7 @@ async def test_decisions_cached_per_session_until_ttl() -> None:
 
     async def one(session: str, amount: int = 1) -> None:
         model = ScriptedModel([reply("", call("send_money", to="bob", amount=amount)), "Sent."])
-        agent = Agent(model, tools=[send_money], hooks=hooks, plugins=False)
+        agent = Agent(model, tools=[send_money], hooks=hooks, plugins=False, guard=False)
         await agent.run("pay bob", session=session)
 
     await one("s1")

@@ -39,7 +39,10 @@ def test_agent_installs_guards_before_user_hooks() -> None:
               plugins=False)
     assert [h.name or "user" for h in a.hooks.by_stage["pre_tool"]] == [
         "guard.loops", "guard.policy", "user"]
-    plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
+    default = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
+    assert [h.name or "user" for h in default.hooks.by_stage["pre_tool"]] == [
+        "guard.loops", "guard.policy", "user"], "guards are on by default"
+    plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False, guard=False)
     assert len(plain.hooks.by_stage["pre_tool"]) == 1 and plain.limits.max_steps == 12
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from thinkloop import Agent, tool
+from thinkloop.guard import GuardSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.testing.openai_server import OpenAIServer
 
@@ -27,7 +28,7 @@ def server() -> Iterator[OpenAIServer]:
 async def test_three_tool_steps_over_http(server: OpenAIServer, stream: bool) -> None:
     server.clear()
     model = OpenAICompatModel("steps-3", base_url=server.base_url, api_key="sk-test")
-    agent = Agent(model, tools=[echo])
+    agent = Agent(model, tools=[echo], guard=GuardSettings.off())
     try:
         handle = agent.start("go", stream_model=stream)
         events = [e async for e in handle]

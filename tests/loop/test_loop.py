@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from thinkloop import Agent, Event, ScriptedModel, tool
+from thinkloop.guard import GuardSettings
 from thinkloop.models.scripted import call, reply
 from thinkloop.types import Message, Usage
 
@@ -49,8 +50,13 @@ def _reset() -> None:
     CALLS.clear()
 
 
+# These tests pin down the bare loop; the guards (on by default) are tested in tests/guard.
+BARE = GuardSettings.off()
+
+
 def agent(script: list[object], **kw: object) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
+    kw.setdefault("guard", BARE)
     return Agent(model, tools=[add, slow_echo, boom, hang], **kw), model  # type: ignore[arg-type]
 
 
@@ -248,7 +254,7 @@ async def test_structured_output_gives_up_after_retries() -> None:
 async def test_events_in_order_with_payloads() -> None:
     events: list[Event] = []
     model = ScriptedModel([reply("thinking", call("add", a=2, b=3), thought="need math"), "5"])
-    a = Agent(model, tools=[add], on_event=events.append)
+    a = Agent(model, tools=[add], on_event=events.append, guard=BARE)
     result = await a.run("2+3")
     types = [e.type for e in events]
     assert types == [
@@ -282,7 +288,7 @@ async def test_sessions_continue_and_failed_runs_leave_no_trace() -> None:
     from thinkloop.errors import ModelConnectionError
 
     model = ScriptedModel(["hi Ann", ModelConnectionError("down"), "your name is Ann"])
-    a = Agent(model)
+    a = Agent(model, guard=BARE)
     await a.run("I am Ann", session="s1")
     failed = await a.run("lost turn", session="s1")
     assert failed.status == "failed"
@@ -301,3 +307,17 @@ def test_bad_model_string_is_one_clear_error() -> None:
 
     with pytest.raises(UnknownModelError, match="unknown model provider 'nope'"):
         Agent("nope:model")
+
+
+async def test_guards_are_on_by_default() -> None:
+    events: list[Event] = []
+    model = ScriptedModel([reply("", call("add", a=1, b=1)), reply("", call("add", a=1, b=1)),
+                           "2"])
+    result = await Agent(model, tools=[add], on_event=events.append).run("what is 1+1?")
+    types = [e.type for e in events]
+    assert "budget.assigned" in types  # the step budget sized the run
+    # the repeated identical call was answered from the first result, not run again
+    assert CALLS == [("add", (1, 1))]
+    assert result.steps[1].results[0].content == (
+        "2\n\n[Note: you already made this exact call (add with the same arguments) in step 1; "
+        "this is that result. Do not repeat it.]")

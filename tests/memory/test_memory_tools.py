@@ -19,7 +19,7 @@ async def test_remember_recall_forget(store: Backend) -> None:
         reply("", call("forget", key="color"), call("forget", key="color")),
         "done",
     ])
-    agent = Agent(model, tools=memory.tools(), store=store, plugins=False)
+    agent = Agent(model, tools=memory.tools(), store=store, plugins=False, guard=False)
     result = await agent.run("remember my colour", session="s", user_id="ada")
     assert result.status == "completed"
     observations = [m.content for m in result.messages if m.role == "tool"]
@@ -39,7 +39,7 @@ async def test_memories_belong_to_the_user_or_else_the_session(store: Backend) -
         reply("", call("remember", key="k", content="for the session")), "ok",
         reply("", call("remember", key="k", content="nowhere")), "ok",
     ])
-    agent = Agent(model, tools=memory.tools(), store=store, plugins=False)
+    agent = Agent(model, tools=memory.tools(), store=store, plugins=False, guard=False)
     await agent.run("x", session="s1")
     result = await agent.run("y")  # no session, no user
     assert [m.content for m in await store.memories("session:s1")] == ["for the session"]

@@ -42,13 +42,13 @@ def tool_then_answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> 
 async def test_a_session_continues_across_runs_and_restarts(store_url: str) -> None:
     first = open_store(store_url)
     model = ScriptedModel(["Hi Ada.", "Your name is Ada."])
-    r1 = await Agent(model, store=first).run("I am Ada.", session="chat")
+    r1 = await Agent(model, store=first, guard=False).run("I am Ada.", session="chat")
     assert r1.status == "completed"
     await first.aclose()
 
     second = open_store(store_url)  # a new process would do exactly this
     try:
-        agent = Agent(model, store=second, instructions="Be brief.")
+        agent = Agent(model, store=second, instructions="Be brief.", guard=False)
         r2 = await agent.run("What is my name?", session="chat")
         assert r2.text == "Your name is Ada."
         sent = model.calls[1].messages
@@ -69,7 +69,7 @@ async def test_a_run_cancelled_mid_tool_leaves_the_session_unchanged(store: Back
     await store.append("s", [Message.user("before"), Message.assistant("ok")])
     before = await store.load("s")
     model = ScriptedModel([reply("", call("hang", text="x"))])
-    agent = Agent(model, tools=[hang], store=store)
+    agent = Agent(model, tools=[hang], store=store, guard=False)
     handle = agent.start("this run dies", session="s")
     async for event in handle:
         if event.type == "tool.call":
@@ -78,14 +78,14 @@ async def test_a_run_cancelled_mid_tool_leaves_the_session_unchanged(store: Back
     assert result.status == "cancelled"
     assert await store.load("s") == before
     # The session is not left locked: the next run goes through and is saved whole.
-    nxt = Agent(ScriptedModel(["fine"]), store=store)
+    nxt = Agent(ScriptedModel(["fine"]), store=store, guard=False)
     assert (await asyncio.wait_for(nxt.run("again", session="s"), 10)).status == "completed"
     assert [m.content for m in await store.load("s")] == ["before", "ok", "again", "fine"]
 
 
 async def test_twenty_concurrent_runs_leave_twenty_whole_turns_in_order(store: Backend) -> None:
     model = ScriptedModel([tool_then_answer] * 40)
-    agent = Agent(model, tools=[echo], store=store)
+    agent = Agent(model, tools=[echo], store=store, guard=False)
     handles = []
     for i in range(20):
         handles.append(agent.start(f"task{i}", session="s", stream_model=False))
@@ -144,7 +144,7 @@ async def test_a_killed_process_leaves_the_session_unchanged_and_unlocked(store_
         assert line.strip() == b"IN_TOOL"
         # The child holds the session lock now: a run here must wait for it.
         waiter = asyncio.create_task(
-            Agent(ScriptedModel(["after"]), store=store).run("next", session="s")
+            Agent(ScriptedModel(["after"]), store=store, guard=False).run("next", session="s")
         )
         await asyncio.sleep(0.3)
         assert not waiter.done()

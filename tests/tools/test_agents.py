@@ -86,7 +86,8 @@ async def test_spawn_agent_tool_end_to_end_with_child_tools() -> None:
     assert "ctx" not in spawn.parameters["properties"]
     parent_model = ScriptedModel([reply("", model_call("spawn_agent", tasks=["hello"])), "ok"])
     events: list[str] = []
-    parent = Agent(parent_model, tools=[spawn], on_event=lambda e: events.append(e.type))
+    parent = Agent(parent_model, tools=[spawn], on_event=lambda e: events.append(e.type),
+                   guard=False)
     result = await parent.run("go", user_id="bob")
     assert events.count("handoff") == 2
     assert result.text == "ok"
@@ -105,7 +106,7 @@ async def test_unknown_sub_agent_is_an_error_observation() -> None:
     subs = SubAgents([AgentSpec("worker")], model=EchoModel())
     parent_model = ScriptedModel(
         [reply("", model_call("spawn_agent", tasks=["x"], agent="nobody")), "fine"])
-    result = await Agent(parent_model, tools=[subs.tool()]).run("go")
+    result = await Agent(parent_model, tools=[subs.tool()], guard=False).run("go")
     r = result.steps[0].results[0]
     assert r.is_error and "unknown sub-agent 'nobody'; available: worker" in r.content
     with pytest.raises(ConfigError):

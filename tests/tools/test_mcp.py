@@ -84,7 +84,7 @@ async def test_agent_uses_mcp_tool_end_to_end(tmp_path: Path) -> None:
     cfg = MCPServerConfig(name="calc", command=[sys.executable, str(script), "stdio"])
     async with mcp_tools([cfg]) as tools:
         model = ScriptedModel([reply("", model_call("calc_add", a=2, b=40)), "It is 42."])
-        result = await Agent(model, tools=tools).run("add 2 and 40")
+        result = await Agent(model, tools=tools, guard=False).run("add 2 and 40")
     assert result.text == "It is 42."
     assert result.steps[0].results[0].content == "42"
     sent = model.calls[0].tools
