@@ -50,6 +50,7 @@ async def test_recent_messages_bound_the_history_sent() -> None:
     model = ScriptedModel(["ok"])
     memory = Memory(store, embedder=None, jobs=(), auto_compact=False,
                     context=ContextSettings(recent_messages=6))
-    await Agent(model, store=store, hooks=memory.hooks(), plugins=False, guard=False).run("now", session="s")
+    agent = Agent(model, store=store, hooks=memory.hooks(), plugins=False, guard=False)
+    await agent.run("now", session="s")
     assert [m.content for m in model.calls[0].messages[1:]] == [
         "u37", "a37", "u38", "a38", "u39", "a39", "now"]
