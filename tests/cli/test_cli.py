@@ -23,7 +23,7 @@ def thinkloop(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     base = {k: v for k, v in os.environ.items()
             if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
     return subprocess.run(
-        [sys.executable, "-m", "thinkloop.cli.app", *args],
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
         capture_output=True, text=True, timeout=60, env={**base, **(env or {})},
     )
 
@@ -125,3 +125,29 @@ def test_run_with_an_mcp_server(server: OpenAIServer) -> None:
     obs = out["steps"][0]["observations"][0]
     assert not obs["is_error"] and "21:00" in obs["content"]
     assert out["output"] == "21:00 in Tokyo"
+
+
+def test_session_survives_across_processes(server: OpenAIServer, tmp_path: object) -> None:
+    env = {"OPENAI_BASE_URL": server.base_url, "THINKLOOP_HOME": str(tmp_path)}
+    server.clear()
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   Reply(body=completion("- Ada introduced herself.")),  # post-turn summary
+                   Reply(body=completion("You are Ada.")))
+    first = thinkloop("run", "My name is Ada.", "--model", "openai:fake", "--session", "s1",
+                      "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    second = thinkloop("run", "Who am I?", "--model", "openai:fake", "--session", "s1",
+                       "--json", env=env)
+    assert second.returncode == 0, second.stderr
+    summary_request = server.requests[1]["messages"][-1]["content"]
+    assert "user: My name is Ada.\nassistant: Nice to meet you, Ada." in summary_request
+    sent = [(m["role"], m["content"]) for m in server.requests[2]["messages"][1:]]
+    assert sent == [("user", "My name is Ada."), ("assistant", "Nice to meet you, Ada."),
+                    ("user", "Who am I?")]
+    # the memory layers reached the second run's system prompt
+    assert "Ada introduced herself." in server.requests[2]["messages"][0]["content"]
+    assert json.loads(second.stdout)["output"] == "You are Ada."
+    listing = thinkloop("sessions", "list", "--json", env=env)
+    assert listing.returncode == 0, listing.stderr
+    rows = [json.loads(line) for line in listing.stdout.splitlines()]
+    assert [(r["id"], r["messages"]) for r in rows] == [("s1", 4)]

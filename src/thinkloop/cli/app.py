@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +18,12 @@ from thinkloop.agent import Agent
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
+from thinkloop.store.open import open_store
 from thinkloop.tools.base import Tool
 
 app = typer.Typer(
@@ -44,6 +47,7 @@ def run(
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
     session: Annotated[str | None, typer.Option(help="Continue this session.")] = None,
+    user: Annotated[str | None, typer.Option(help="Who is asking (memory, workspace).")] = None,
     protocol: Annotated[str | None, typer.Option(help="native|json|tags|xml|auto")] = None,
     tools: Annotated[str, typer.Option(
         help="'default', 'none', or tool names separated by commas.")] = "default",
@@ -63,7 +67,7 @@ def run(
 ) -> None:
     """Run TASK with an agent and show its steps live."""
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
-    inputs = RunInputs(task, session, file or [], context_url, mcp or [], mcp_config)
+    inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
     except ThinkloopError as exc:
@@ -78,6 +82,7 @@ def run(
 class RunInputs:
     task: str
     session: str | None
+    user: str | None
     files: list[Path]
     context_url: str | None
     mcp: list[str]
@@ -87,7 +92,12 @@ class RunInputs:
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
-        agent = build_agent(opts, Settings(), extra_tools=extra)
+        # Sessions and memory live in the durable store (SQLite under THINKLOOP_HOME, or
+        # THINKLOOP_DATABASE_URL); it is opened only when a session or user needs it.
+        store = open_store() if inputs.session or inputs.user else None
+        if store is not None:
+            stack.push_async_callback(store.aclose)
+        agent = build_agent(opts, Settings(), extra_tools=extra, store=store)
         stack.push_async_callback(_close_model, agent)
         if not quiet:
             Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
@@ -95,9 +105,11 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         context = None
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url)
-        handle = agent.start(inputs.task, session=inputs.session, stream_model=not quiet,
-                             context=context)
-        return await handle.result()
+        handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
+                             stream_model=not quiet, context=context)
+        result = await handle.result()
+        await handle.wait_background()  # post-turn memory jobs finish before the store closes
+        return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
 
 
@@ -145,9 +157,14 @@ def list_tools(
 
 
 app.command("prompt")(prompt)
+app.add_typer(sessions_app, name="sessions")
 
 
 def main() -> None:
+    # The CLI draws its own progress; keep model loaders' progress bars off the terminal.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_TQDM", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except ThinkloopError as exc:

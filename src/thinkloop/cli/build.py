@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from thinkloop.agent import Agent
 from thinkloop.config import Settings, default_model_spec
 from thinkloop.models.base import Model
+from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
 
 
@@ -28,8 +29,12 @@ def build_agent(
     *,
     model: Model | None = None,
     extra_tools: Sequence[Tool] = (),
+    store: Store | None = None,
 ) -> Agent:
-    """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews)."""
+    """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
+
+    With a durable ``store`` the agent also gets the memory layers and the memory tools.
+    """
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings
     from thinkloop.guard.approval import ApprovalSettings, approver_for
@@ -52,4 +57,6 @@ def build_agent(
         protocol=opts.protocol or settings.protocol,
         prompt=builder,
         guard=guard,
+        store=store,
+        memory=store is not None,
     )
