@@ -12,6 +12,7 @@ holding that model's lock. Weights load on first use, once per process per file.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import os
 import threading
@@ -76,8 +77,21 @@ def _load(path: Path, n_ctx: int) -> _Loaded:
                     "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
                 ) from None
             llm = Llama(str(path), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
+            if not _LOADED:
+                # Free the weights before interpreter teardown: llama.cpp's own __del__ runs
+                # too late (its C bindings are gone by then) and prints a traceback.
+                atexit.register(unload_all)
             _LOADED[key] = _Loaded(llm)
         return _LOADED[key]
+
+
+def unload_all() -> None:
+    """Free every loaded local model (they load again on next use)."""
+    with _LOAD_LOCK:
+        for loaded in _LOADED.values():
+            with loaded.lock:
+                loaded.llm.close()
+        _LOADED.clear()
 
 
 def _overflow_or(exc: Exception) -> ModelError:
