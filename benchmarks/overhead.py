@@ -4,7 +4,9 @@ Three (four) loops run the same workload side by side in one process, against on
 deterministic OpenAI-compatible server in a subprocess (so it has its own core): each run asks
 for one ``echo`` tool call per step for 10 steps, then answers.
 
-* thinkloop      Agent + OpenAICompatModel (the real library path, events and all)
+* thinkloop      Agent + OpenAICompatModel with the default guards, history pipeline and events
+                 (loop detection off: this workload calls one tool 10 times in a row on purpose)
+* thinkloop-lean the same with ``guard=False`` (the loop, tools, events and pipeline only)
 * bare aiohttp   a hand-written loop posting the same JSON with aiohttp (the floor)
 * bare httpx2    the same loop on httpx2 (the client the openai SDK 3.x is built on)
 * openai SDK     a hand-written loop on the official AsyncOpenAI client
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -29,6 +32,7 @@ import orjson
 from openai import AsyncOpenAI
 
 from thinkloop import Agent, tool
+from thinkloop.guard import GuardSettings, LoopSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 
 STEPS = 10
@@ -85,7 +89,9 @@ class Loops:
                                                           max_keepalive_connections=1000))
         self.sdk = AsyncOpenAI(base_url=self.base_url, api_key="x", max_retries=0)
         self.model = OpenAICompatModel(MODEL, base_url=self.base_url, api_key="x")
-        self.agent = Agent(self.model, tools=[echo])
+        guard = replace(GuardSettings(), loops=LoopSettings(detect_loops=False))
+        self.agent = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=guard)
+        self.lean = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -96,6 +102,10 @@ class Loops:
 
     async def thinkloop(self) -> None:
         result = await self.agent.run("go")
+        assert result.status == "completed" and len(result.steps) == STEPS + 1, result
+
+    async def thinkloop_lean(self) -> None:
+        result = await self.lean.run("go")
         assert result.status == "completed" and len(result.steps) == STEPS + 1, result
 
     async def bare_aiohttp(self) -> None:
@@ -147,8 +157,9 @@ async def timed(fn: Callable[[], Awaitable[None]], runs: int, concurrency: int) 
 async def measure(base_url: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     async with Loops(base_url) as loops:
-        names = ["bare aiohttp", "thinkloop", "bare httpx2", "openai SDK"]
-        fns = [loops.bare_aiohttp, loops.thinkloop, loops.bare_httpx2, loops.openai_sdk]
+        names = ["bare aiohttp", "thinkloop", "thinkloop-lean", "bare httpx2", "openai SDK"]
+        fns = [loops.bare_aiohttp, loops.thinkloop, loops.thinkloop_lean, loops.bare_httpx2,
+               loops.openai_sdk]
         for fn in fns:  # warm up connections, imports and caches
             await timed(fn, 3, 3)
         seq: dict[str, list[float]] = {n: [] for n in names}
@@ -183,10 +194,10 @@ def main() -> None:
     base = res["bare aiohttp"]
     print(f"\n{STEPS}-step runs (+1 final call), zero-latency loopback server, "
           f"median of {args.repeat}\n")
-    print(f"{'loop':<14} {'ms/call (seq)':>14} {'x bare':>7} "
+    print(f"{'loop':<15} {'ms/call (seq)':>14} {'x bare':>7} "
           f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7}")
     for name, r in res.items():
-        print(f"{name:<14} {r['seq_ms_per_call']:>14.3f} "
+        print(f"{name:<15} {r['seq_ms_per_call']:>14.3f} "
               f"{r['seq_ms_per_call'] / base['seq_ms_per_call']:>7.2f} "
               f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / base['conc_wall_s']:>7.2f}")
 

@@ -153,13 +153,18 @@ class Agent:
         stream_model: bool = True,
         context: ContextArg = None,
         prompt_mode: PromptMode = "full",
+        events: bool = True,
     ) -> RunHandle:
-        """Start a run in the background (call from a running event loop)."""
+        """Start a run in the background (call from a running event loop).
+
+        ``events=False`` when nobody will iterate the handle: subscribers still get every
+        event, and without subscribers no event is built at all.
+        """
         inputs = parse_context(context)
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
         state = RunState(uuid.uuid4().hex, task, [], _no_emit)
         scope = functools.partial(self._scope, context=inputs)
-        return RunHandle(cfg, state, self.subscribers, scope)
+        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
 
     @asynccontextmanager
     async def _scope(
@@ -188,9 +193,12 @@ class Agent:
         self, task: str, *, session: str | None = None, user_id: str | None = None,
         context: ContextArg = None,
     ) -> RunResult:
-        """Run ``task`` to its end and return the result (consumes the event stream)."""
+        """Run ``task`` to its end and return the result.
+
+        The same loop as :meth:`stream`; events go to subscribers only (none are queued).
+        """
         handle = self.start(task, session=session, user_id=user_id, stream_model=False,
-                            context=context)
+                            context=context, events=False)
         return await handle.result()
 
     async def stream(

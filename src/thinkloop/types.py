@@ -65,7 +65,7 @@ class Message:
     thought: str | None = None
     parts: tuple[ContentPart, ...] = ()
     # Provider-private memo of this message's wire encoding, keyed by wire format.
-    cache: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @staticmethod
     def system(text: str) -> Message:

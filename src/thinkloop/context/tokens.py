@@ -8,6 +8,7 @@ counter (a tokenizer's ``len(encode(text))``) can be passed instead.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 
 import orjson
@@ -55,6 +56,16 @@ def heuristic_count(text: str) -> int:
 
 
 def message_tokens(m: Message, counter: TokenCounter = heuristic_count) -> int:
+    # Messages are immutable, so a count is memoised with the message: the pipeline counts
+    # the whole history before every model call and must not redo the work each step.
+    key = ("tokens", counter)
+    cached = m.cache.get(key)
+    if cached is None:
+        cached = m.cache[key] = _count(m, counter)
+    return int(cached)
+
+
+def _count(m: Message, counter: TokenCounter) -> int:
     n = MESSAGE_OVERHEAD + counter(m.content)
     if m.thought:
         n += counter(m.thought)
@@ -71,6 +82,17 @@ def estimate_tokens(messages: Iterable[Message], counter: TokenCounter = heurist
 
 def context_window(model_name: str, overrides: Mapping[str, int] | None = None) -> int:
     """The model's context window from the table (``overrides`` first), else 32k."""
+    if not overrides:
+        return _table_window(model_name)
+    return _lookup(model_name, overrides)
+
+
+@functools.lru_cache(maxsize=256)
+def _table_window(model_name: str) -> int:
+    return _lookup(model_name, None)
+
+
+def _lookup(model_name: str, overrides: Mapping[str, int] | None) -> int:
     name = model_name.lower()
     # "ollama:llama3.1:8b", "openrouter:meta-llama/llama-3.1-70b": drop leading segments.
     candidates = [name]

@@ -59,6 +59,8 @@ class RunHandle:
         state: RunState,
         subscribers: Sequence[Subscriber] = (),
         scope: Scope | None = None,
+        *,
+        buffer_events: bool = True,
     ) -> None:
         self.cfg = cfg
         self.state = state
@@ -68,7 +70,10 @@ class RunHandle:
         self._queue = _EventChannel()
         self._consumed = False
         self._finished = asyncio.Event()
-        state.emit_to = self._publish
+        # Events are queued for whoever iterates the handle; a run nobody iterates and
+        # nobody subscribes to builds none at all (the hot path of agent.run()).
+        self._buffer = buffer_events
+        state.emit_to = self._publish if buffer_events or self._subscribers else None
         self._task = asyncio.get_running_loop().create_task(self._main())
 
     def _publish(self, event: Event) -> None:
@@ -78,7 +83,8 @@ class RunHandle:
             except Exception:
                 # A broken subscriber must not break the run it observes.
                 log.exception("event subscriber failed on %s", event.type)
-        self._queue.put(event)
+        if self._buffer:
+            self._queue.put(event)
 
     async def _main(self) -> None:
         try:

@@ -53,7 +53,7 @@ class RunState:
     run_id: str
     task: str
     messages: list[Message]
-    emit_to: Callable[[Event], None]
+    emit_to: Callable[[Event], None] | None
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     status: RunStatus | None = None
@@ -76,7 +76,8 @@ class RunState:
         return len(self.steps)
 
     def emit(self, type_: str, **payload: Any) -> None:
-        self.emit_to(Event(type_, self.run_id, len(self.steps), payload))
+        if self.emit_to is not None:  # None: nobody listens, so no event is even built
+            self.emit_to(Event(type_, self.run_id, len(self.steps), payload))
 
     def charge(self, usage: Usage) -> None:
         """Count usage spent on this run's behalf elsewhere (a sub-agent's model calls)."""
