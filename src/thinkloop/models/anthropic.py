@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 import anthropic
 import orjson
 
-from thinkloop.errors import ConfigError, ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.errors import ConfigError, ModelError
 from thinkloop.models import anthropic_wire as wire
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
 from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
-from thinkloop.models.transport import http_error
+from thinkloop.models.sdk_errors import call_sdk, map_sdk_error
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
 T = TypeVar("T")
@@ -28,25 +28,15 @@ DEFAULT_MAX_TOKENS = 4096
 DEFAULT_RETRY = RetryPolicy()
 
 
+LABEL = "Anthropic"
+
+
 def map_error(exc: Exception) -> ModelError:
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ModelTimeoutError(f"no answer from Anthropic in time: {exc}")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ModelConnectionError(f"cannot reach Anthropic: {exc}")
-    if isinstance(exc, anthropic.APIStatusError):
-        try:
-            body = exc.response.text
-        except Exception:  # a streamed response may be unread; the message still says why
-            body = str(exc.message)
-        return http_error(exc.status_code, body, exc.response.headers)
-    return ModelError(f"Anthropic request failed: {exc}")
+    return map_sdk_error(anthropic, LABEL, exc)
 
 
 async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return await fn()
-    except anthropic.AnthropicError as exc:
-        raise map_error(exc) from exc
+    return await call_sdk(anthropic, anthropic.AnthropicError, LABEL, fn)
 
 
 class AnthropicModel:

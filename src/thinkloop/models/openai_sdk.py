@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from thinkloop.errors import ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.errors import ModelError
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_wire import (
     StreamAccumulator,
@@ -23,7 +23,7 @@ from thinkloop.models.openai_wire import (
 )
 from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
-from thinkloop.models.transport import http_error
+from thinkloop.models.sdk_errors import call_sdk, map_sdk_error
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 T = TypeVar("T")
@@ -31,25 +31,19 @@ T = TypeVar("T")
 SDK_RETRIES = RetryPolicy(max_attempts=1)
 
 
+LABEL = "the OpenAI endpoint"
+
+
 def map_error(exc: Exception) -> ModelError:
     import openai
 
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeoutError(f"no answer from the OpenAI endpoint in time: {exc}")
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelConnectionError(f"cannot reach the OpenAI endpoint: {exc}")
-    if isinstance(exc, openai.APIStatusError):
-        return http_error(exc.status_code, exc.response.text, exc.response.headers)
-    return ModelError(f"OpenAI request failed: {exc}")
+    return map_sdk_error(openai, LABEL, exc)
 
 
 async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
     import openai
 
-    try:
-        return await fn()
-    except openai.OpenAIError as exc:
-        raise map_error(exc) from exc
+    return await call_sdk(openai, openai.OpenAIError, LABEL, fn)
 
 
 class OpenAISDKModel:
