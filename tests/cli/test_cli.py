@@ -85,6 +85,13 @@ def test_tools_lists_calculator_with_schema() -> None:
     assert proc.returncode == 0, proc.stderr
     tools = {t["name"]: t for t in json.loads(proc.stdout)}
     assert tools["calculator"]["parameters"]["required"] == ["expression"]
+    assert set(tools) == {
+        "read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "shell",
+        "web_fetch", "web_search", "browser_open", "browser_snapshot", "browser_click",
+        "browser_type", "browser_screenshot", "send_message", "ask_human", "calculator",
+        "spawn_agent", "search_tools", "run_workflow", "remember", "recall", "forget"}
+    assert tools["shell"]["needs"] is None and "store" in tools["remember"]["needs"]
+    assert all(t["parameters"]["type"] == "object" for t in tools.values())
 
 
 def test_run_with_file_context_reaches_the_model(server: OpenAIServer, tmp_path: object) -> None:

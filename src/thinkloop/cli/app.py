@@ -135,24 +135,24 @@ async def _close_model(agent: Agent) -> None:
 def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
-    """List the built-in tools with their schemas."""
+    """List the built-in tools with their schemas and what each needs."""
     from thinkloop.tools.defaults import all_builtin_tools
 
     tools = all_builtin_tools()
     if as_json:
-        out = [{"name": t.name, "description": t.description, "parameters": t.parameters}
-               for t in tools]
+        out = [{"name": t.name, "description": t.description, "parameters": t.parameters,
+                "needs": needs or None} for t, needs in tools]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
     from rich.table import Table
 
-    table = Table("tool", "description", "arguments")
-    for t in tools:
+    table = Table("tool", "description", "arguments", "needs")
+    for t, needs in tools:
         props = t.parameters.get("properties", {})
         required = set(t.parameters.get("required", ()))
         args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
                          for k, v in props.items())
-        table.add_row(t.name, t.description.splitlines()[0], args)
+        table.add_row(t.name, t.description.splitlines()[0], args, needs or "-")
     Console().print(table)
 
 
