@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
-from thinkloop.context.pipeline import run_pipeline, settings_for
+from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
@@ -247,8 +247,13 @@ def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 def pipeline_hook() -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
+    settings: dict[str, ContextSettings] = {}  # per model name: built once, not per step
+
     def run(ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
+        name = ctx.cfg.model.name
+        if name not in settings:
+            settings[name] = settings_for(name)
+        ctx.messages = run_pipeline(ctx.messages, settings[name])
 
     return Hook("pre_reason", run, name="context.pipeline")
 
