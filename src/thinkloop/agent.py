@@ -17,6 +17,14 @@ from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
 from thinkloop.guard import GuardSettings, default_hooks
+from thinkloop.guard.approval import Decision
+from thinkloop.guard.paused import (
+    expect_pending,
+    pending_approvals,
+    refuse_if_pending,
+    resume_scope,
+    save_turn,
+)
 from thinkloop.hooks import (
     Hook,
     HookFn,
@@ -29,6 +37,7 @@ from thinkloop.hooks import (
 )
 from thinkloop.loop.handle import RunHandle, Subscriber
 from thinkloop.loop.result import RunResult
+from thinkloop.loop.resume import Resumption
 from thinkloop.loop.state import Limits, RunConfig, RunState
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
@@ -38,7 +47,7 @@ from thinkloop.store.base import Store
 from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
-from thinkloop.types import Event, Message
+from thinkloop.types import Event, Message, PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 # Runs that end in these states leave the session as it was before they started.
@@ -183,11 +192,38 @@ class Agent:
             return
         async with self._session_locks[session], session_lock(self.store, session):
             history = await self.store.load(session)
+            await refuse_if_pending(self.store, session)
             state.messages = [system, *history, first]
             state.new_from = len(history) + 1
             yield
             if state.status not in _UNSAVED:
-                await self.store.append(session, state.new_messages)
+                await save_turn(self.store, session, state)
+
+    async def pending_approvals(self, session: str) -> list[PendingApproval]:
+        """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
+        return await pending_approvals(self.store, session)
+
+    async def start_resume(
+        self, session: str, decision: Decision | bool, *, user_id: str | None = None,
+        stream_model: bool = True, events: bool = True,
+    ) -> RunHandle:
+        """Continue the run paused on ``session``: ``decision`` approves or denies every call
+        it waits on; then the loop goes on. Raises :class:`PendingApprovalError` if none is."""
+        d = decision if isinstance(decision, Decision) else Decision(bool(decision))
+        pending = await expect_pending(self.store, session)
+        resume = Resumption(tuple(pending), d.approved, d.reason)
+        cfg = self._config(session, stream_model, user_id)
+        state = RunState(pending[0].run_id, pending[0].task, [], _no_emit)
+        scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
+        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+
+    async def resume(
+        self, session: str, decision: Decision | bool, *, user_id: str | None = None
+    ) -> RunResult:
+        """``start_resume`` run to its end: the RunResult of the continued run."""
+        handle = await self.start_resume(session, decision, user_id=user_id,
+                                         stream_model=False, events=False)
+        return await handle.result()
 
     async def run(
         self, task: str, *, session: str | None = None, user_id: str | None = None,

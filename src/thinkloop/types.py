@@ -21,6 +21,7 @@ RunStatus = Literal[
     "blocked",
     "loop_detected",
     "budget_exceeded",
+    "paused",  # waiting for an approval; ``agent.resume`` continues it from the store
 ]
 
 
@@ -142,6 +143,23 @@ class Step:
     tool_calls: tuple[ToolCall, ...]
     results: tuple[ToolResult, ...]
     usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A tool call a paused run waits on. The last three fields let a resume restore the run:
+    its task, its step limit and how many stored messages its turn has so far."""
+
+    run_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    requested_at: float
+    task: str = ""
+    max_steps: int = 0
+    turn_messages: int = 0
 
 
 EventType = Literal[

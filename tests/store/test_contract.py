@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from thinkloop.store import PostgresStore, SessionInfo, SQLiteStore, open_store
-from thinkloop.types import ContentPart, Message, ToolCall
+from thinkloop.store.base import StoreError
+from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
 
 Backend = SQLiteStore | PostgresStore
 
@@ -244,3 +245,42 @@ async def test_a_message_that_cannot_be_stored_is_one_clear_error_and_writes_not
     with pytest.raises(StoreError):
         await store.append("new", [bad])
     assert await store.session_info("new") is None
+
+
+def _pending(call_id: str, turn: int = 2) -> PendingApproval:
+    return PendingApproval("run1", "s1", call_id, "send_money", {"to": "bob", "amount": 5},
+                           "send_money requires approval", 1700000000.5, "pay bob", 8, turn)
+
+
+async def test_save_turn_keeps_messages_and_pending_calls_together(store: Backend) -> None:
+    paused = [Message.user("pay bob"), Message.assistant("", (
+        ToolCall("c1", "send_money", {"to": "bob", "amount": 5}),
+        ToolCall("c2", "send_money", {"to": "bob", "amount": 5})))]
+    assert await store.pending_approvals("s1") == []
+    await store.save_turn("s1", paused, [_pending("c1"), _pending("c2")])
+    assert await store.load("s1") == paused
+    assert await store.pending_approvals("s1") == [_pending("c1"), _pending("c2")]
+    assert await store.pending_approvals("other") == []
+    # A resumed run that pauses again replaces them; one that ends clears them.
+    more = [Message.tool("c1", "send_money", "sent"), Message.tool("c2", "send_money", "sent"),
+            Message.assistant("", (ToolCall("c3", "send_money", {}),))]
+    await store.save_turn("s1", more, [_pending("c3", 5)])
+    assert await store.pending_approvals("s1") == [_pending("c3", 5)]
+    await store.save_turn("s1", [Message.assistant("done")], [])
+    assert await store.pending_approvals("s1") == []
+    assert len(await store.load("s1")) == 6
+
+
+async def test_save_turn_is_all_or_nothing(store: Backend) -> None:
+    await store.save_turn("s1", [Message.user("pay")], [_pending("c1")])
+    bad = Message.assistant("", (ToolCall("c9", "x", {"blob": object()}),))
+    with pytest.raises(StoreError):
+        await store.save_turn("s1", [Message.user("ok"), bad], [])
+    assert await store.load("s1") == [Message.user("pay")]
+    assert await store.pending_approvals("s1") == [_pending("c1")]
+
+
+async def test_deleting_a_session_drops_its_pending_calls(store: Backend) -> None:
+    await store.save_turn("s1", [Message.user("pay")], [_pending("c1")])
+    assert await store.delete_session("s1") is True
+    assert await store.pending_approvals("s1") == []

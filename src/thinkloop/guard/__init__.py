@@ -16,6 +16,7 @@ from thinkloop.guard.approval import (
     CallbackApprover,
     ConsoleApprover,
     Decision,
+    DeferAll,
     approver_for,
 )
 from thinkloop.guard.budget import StepBudget, StepBudgetSettings, classify
@@ -85,6 +86,7 @@ __all__ = [
     "CallbackApprover",
     "ConsoleApprover",
     "Decision",
+    "DeferAll",
     "DriftSettings",
     "Finding",
     "GoalDrift",

@@ -14,12 +14,12 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from thinkloop.hooks import ToolHookContext
-from thinkloop.types import ToolCall
+from thinkloop.types import PendingApproval, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,12 @@ class Decision:
     approved: bool
     reason: str = ""
     remember: bool = True  # cache it for the session
+    # No decision now: the run pauses and ``agent.resume(session, decision)`` decides later.
+    deferred: bool = False
+
+    @staticmethod
+    def defer(reason: str = "deferred") -> Decision:
+        return Decision(False, reason, remember=False, deferred=True)
 
 
 class Approver(Protocol):
@@ -116,14 +122,21 @@ async def _in_daemon_thread(fn: Callable[[str], str], arg: str) -> str:
     return await future
 
 
+class DeferAll:
+    """Decide later: the run pauses (``thinkloop approvals decide`` or ``agent.resume``)."""
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return Decision.defer("deferred: decide with 'thinkloop approvals decide'")
+
+
 def approver_for(mode: str) -> Approver:
-    """The approver behind the CLI's ``--approve ask|auto|deny``."""
+    """The approver behind the CLI's ``--approve ask|auto|deny|pause``."""
     choices: dict[str, Callable[[], Approver]] = {
-        "ask": ConsoleApprover, "auto": AutoApprove, "deny": AutoDeny}
+        "ask": ConsoleApprover, "auto": AutoApprove, "deny": AutoDeny, "pause": DeferAll}
     if mode not in choices:
         from thinkloop.errors import ConfigError
 
-        raise ConfigError(f"--approve must be one of ask, auto, deny (got {mode!r})")
+        raise ConfigError(f"--approve must be one of ask, auto, deny, pause (got {mode!r})")
     return choices[mode]()
 
 
@@ -132,6 +145,9 @@ class ApprovalSettings:
     approver: Approver | None = None  # None: calls that need approval are denied
     timeout_s: float = 60.0
     cache_ttl_s: float = 3600.0
+    # "pause": no approver, or none within timeout_s, pauses the run (resumable from the
+    # session store) instead of denying the call. Runs without a session still deny.
+    on_timeout: Literal["deny", "pause"] = "deny"
 
 
 def _key(ctx: ToolHookContext, call: ToolCall) -> tuple[str, str, str]:
@@ -156,20 +172,28 @@ class ApprovalGate:
 
     async def _ask(self, request: ApprovalRequest) -> tuple[Decision, str]:
         approver = self.settings.approver
+        pause = self.settings.on_timeout == "pause"
         if approver is None:
+            if pause:
+                return Decision.defer("no approver is configured"), "none"
             return Decision(False, "no approver is configured", remember=False), "none"
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 return await approver.decide(request), "approver"
         except TimeoutError:
-            return Decision(False, f"no decision within {self.settings.timeout_s:g}s",
-                            remember=False), "timeout"
+            waited = f"no decision within {self.settings.timeout_s:g}s"
+            if pause:
+                return Decision.defer(waited), "timeout"
+            return Decision(False, waited, remember=False), "timeout"
         except Exception as exc:  # fail closed: a broken approver never lets a call through
             return Decision(False, f"approver failed: {type(exc).__name__}: {exc}",
                             remember=False), "error"
 
     async def decide(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> Decision:
         """Ask (or remember) whether ``call`` may run; emits the approval events."""
+        resume = ctx.state.resume
+        if resume is not None and resume.approves(call.id):
+            return Decision(True, resume.reason)  # approved on resume; the event went out
         key = _key(ctx, call)
         cached = self._cached(key)
         if cached is not None:
@@ -181,8 +205,28 @@ class ApprovalGate:
         ctx.emit("approval.requested", tool=call.name, id=call.id, arguments=call.arguments,
                  reason=reason)
         decision, source = await self._ask(request)
+        if decision.deferred:
+            return self._defer(ctx, call, decision, reason)
         if decision.remember:
             self._cache[key] = (decision, self.clock() + self.settings.cache_ttl_s)
         ctx.emit("approval.decided", tool=call.name, id=call.id, approved=decision.approved,
                  reason=decision.reason, source=source)
+        return decision
+
+    def _defer(self, ctx: ToolHookContext, call: ToolCall, decision: Decision,
+               reason: str) -> Decision:
+        """Record the call as pending (the run pauses after this step), or deny it when there
+        is no session to keep the paused run in."""
+        session = ctx.cfg.session_id
+        if session is None:
+            denied = Decision(False, f"{decision.reason}; a run without a session cannot "
+                              "pause", remember=False)
+            ctx.emit("approval.decided", tool=call.name, id=call.id, approved=False,
+                     reason=denied.reason, source="defer")
+            return denied
+        state = ctx.state
+        state.pending.append(PendingApproval(
+            state.run_id, session, call.id, call.name, dict(call.arguments), reason,
+            time.time(), state.task, state.max_steps or ctx.cfg.limits.max_steps))
+        ctx.emit("approval.deferred", tool=call.name, id=call.id, reason=decision.reason)
         return decision

@@ -16,6 +16,7 @@ from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
 from thinkloop.types import ToolCall, ToolResult
 
 DENIED = "Denied by policy: {reason}. The call was not run; do not retry it as is."
+AWAITING = "[waiting for approval]"
 NOT_APPROVED = "Not approved: {reason}. The call was not run; do not retry it as is."
 
 
@@ -58,6 +59,10 @@ class ToolGate:
 
     async def _approve(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> None:
         decision = await self.approval.decide(ctx, call, reason)
+        if decision.deferred:
+            # Not run and not answered: the run pauses after this step (loop/steps.py act).
+            ctx.result = ToolResult(call, AWAITING, is_error=True)
+            return
         if not decision.approved:
             ctx.result = ToolResult(call, NOT_APPROVED.format(
                 reason=decision.reason or "denied"), is_error=True)

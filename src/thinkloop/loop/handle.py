@@ -174,4 +174,5 @@ class RunHandle:
             session_id=self.cfg.session_id,
             error=s.error_text,
             silent=s.silent,
+            pending=tuple(s.pending) if s.status == "paused" else (),
         )

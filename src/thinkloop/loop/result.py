@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from thinkloop.types import Message, RunStatus, Step, Usage
+from thinkloop.types import Message, PendingApproval, RunStatus, Step, Usage
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class RunResult:
     session_id: str | None = None
     error: str | None = None
     silent: bool = False
+    # status "paused": the calls waiting for a decision (``agent.resume``).
+    pending: tuple[PendingApproval, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -44,6 +46,9 @@ class RunResult:
             "session_id": self.session_id,
             "error": self.error,
             "silent": self.silent,
+            "pending": [{"run_id": p.run_id, "call_id": p.call_id, "tool": p.tool,
+                         "arguments": p.arguments, "reason": p.reason,
+                         "requested_at": p.requested_at} for p in self.pending],
             "usage": {
                 "requests": self.usage.requests,
                 "input_tokens": self.usage.input_tokens,

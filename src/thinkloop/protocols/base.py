@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from thinkloop.models.base import ReplyConstraint
 from thinkloop.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
 
 
@@ -51,6 +52,12 @@ class ToolCallProtocol(Protocol):
 
     def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         """The tool specs passed to the provider's native function calling."""
+        ...
+
+    def reply_constraint(self, tools: Sequence[ToolSpec], *,
+                         required: bool = False) -> ReplyConstraint | None:
+        """The exact shape of a reply, for providers that constrain decoding (None: free);
+        ``required``: the reply must call a tool (``tool_choice="required"``)."""
         ...
 
     def read(self, response: ModelResponse) -> Reading: ...

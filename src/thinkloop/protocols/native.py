@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from thinkloop.models.base import ReplyConstraint
 from thinkloop.protocols.base import Act, Answer, Reading
 from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
 
@@ -16,6 +17,10 @@ class NativeProtocol:
 
     def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         return tools
+
+    def reply_constraint(self, tools: Sequence[ToolSpec], *,
+                         required: bool = False) -> ReplyConstraint | None:
+        return None
 
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message

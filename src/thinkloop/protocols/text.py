@@ -14,7 +14,8 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from thinkloop.protocols import prompts
+from thinkloop.models.base import ReplyConstraint
+from thinkloop.protocols import constraint, prompts
 from thinkloop.protocols.base import Act, Answer, Malformed, Reading
 from thinkloop.protocols.formats import PLAIN_PARAM
 from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
@@ -73,12 +74,16 @@ class TextProtocol:
     name = "text"
     format_hint = ""
     _section: Callable[[Sequence[ToolSpec], Callable[[str, dict[str, Any]], str]], str]
+    # Builds the reply constraint for a tool list; None: replies are free text.
+    _constrain: Callable[[Sequence[ToolSpec], bool], ReplyConstraint] | None = None
 
     def __init__(self) -> None:
         # Ids are unique for the protocol's lifetime, so calls never collide across runs.
         self._ids: Iterator[str] = (f"call_{n}" for n in itertools.count(1))
         # The tools last described to the model; replies are read against them.
         self._specs: dict[str, ToolSpec] = {}
+        # The last constraint built and its tools: agents offer the same tools every step.
+        self._constraint: tuple[tuple[Any, ...], ReplyConstraint] | None = None
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         """One call written in this protocol's format."""
@@ -90,6 +95,16 @@ class TextProtocol:
 
     def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         return ()
+
+    def reply_constraint(self, tools: Sequence[ToolSpec], *,
+                         required: bool = False) -> ReplyConstraint | None:
+        make = type(self)._constrain
+        if make is None or not tools:
+            return None
+        key = (required, *tools)
+        if self._constraint is None or self._constraint[0] != key:
+            self._constraint = (key, make(tools, required))
+        return self._constraint[1]
 
     def parse(self, text: str) -> Parsed:
         return parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids)
@@ -126,6 +141,7 @@ class JsonProtocol(TextProtocol):
                    '"arguments": {...}}], "completed": false}, or with "completed": true and '
                    'your final "answer"')
     _section = staticmethod(prompts.json_section)
+    _constrain = staticmethod(constraint.json_constraint)
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         return prompts.dumps({"reasoning": f"I will call {name}.",
@@ -148,6 +164,7 @@ class TagsProtocol(TextProtocol):
     name = "tags"
     format_hint = '<<TOOL:NAME:{"argument": "value"}>> on its own line'
     _section = staticmethod(prompts.tags_section)
+    _constrain = staticmethod(constraint.tags_constraint)
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         return f"<<TOOL:{name}:{prompts.dumps(arguments)}>>" if arguments else f"<<TOOL:{name}>>"
@@ -159,6 +176,7 @@ class XmlProtocol(TextProtocol):
     name = "xml"
     format_hint = '<tool_call>{"name": "tool_name", "arguments": {...}}</tool_call>'
     _section = staticmethod(prompts.xml_section)
+    _constrain = staticmethod(constraint.xml_constraint)
 
     def render(self, name: str, arguments: dict[str, Any]) -> str:
         body = prompts.dumps({"name": name, "arguments": arguments})

@@ -1,6 +1,7 @@
 """Stores: the Store protocol and its backends (in-process, SQLite, PostgreSQL)."""
 
 from thinkloop.store.base import (
+    ApprovalStore,
     Compacting,
     DurableStore,
     MemoryBackend,
@@ -27,6 +28,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ApprovalStore",
     "Compacting",
     "DurableStore",
     "MemoryBackend",

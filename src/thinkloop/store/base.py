@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from thinkloop.errors import ThinkloopError
-from thinkloop.types import Message
+from thinkloop.types import Message, PendingApproval
 
 
 class StoreError(ThinkloopError):
@@ -50,6 +50,22 @@ class Store(Protocol):
 
     async def append(self, session_id: str, messages: Sequence[Message]) -> None:
         """Add one run's messages in one transaction: all of them or none."""
+        ...
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Paused runs (issue 6): a turn that waits on approvals, kept until it is resumed."""
+
+    async def save_turn(
+        self, session_id: str, messages: Sequence[Message], pending: Sequence[PendingApproval]
+    ) -> None:
+        """Append one run's messages and replace the session's pending approvals with
+        ``pending`` (empty: the run ended, nothing waits), all in one transaction."""
+        ...
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        """The calls the session's paused run waits on, in the order they were made."""
         ...
 
 
@@ -113,8 +129,8 @@ class ProfileBackend(Protocol):
 
 
 class DurableStore(
-    Store, SessionAdmin, SessionLocking, TryLocking, Compacting, MemoryBackend, ProfileBackend,
-    Protocol,
+    Store, ApprovalStore, SessionAdmin, SessionLocking, TryLocking, Compacting, MemoryBackend,
+    ProfileBackend, Protocol,
 ):
     """Everything the SQLite and PostgreSQL backends provide."""
 

@@ -23,8 +23,8 @@ from asyncpg.pool import PoolConnectionProxy
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError
 from thinkloop.store.locks import LocalLocks, session_key
-from thinkloop.store.serialize import dumps, loads
-from thinkloop.types import Message
+from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
+from thinkloop.types import Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)::int, "
@@ -142,21 +142,25 @@ class PostgresStore:
     async def append(self, session_id: str, messages: Sequence[Message]) -> None:
         if not messages:
             return
-        now = time.time()
         async with self._tx() as conn:
-            # The upsert row-locks the session, so concurrent appends take turns on seq.
-            await conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2) "
-                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
-                session_id, now,
-            )
-            start = await conn.fetchval(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = $1", session_id
-            )
+            await _append(conn, session_id, messages)
+
+    async def save_turn(
+        self, session_id: str, messages: Sequence[Message], pending: Sequence[PendingApproval]
+    ) -> None:
+        rows = [(session_id, i, *pending_row(p)) for i, p in enumerate(pending)]
+        async with self._tx() as conn:
+            await _append(conn, session_id, messages)
+            await conn.execute("DELETE FROM pending_approvals WHERE session_id = $1", session_id)
             await conn.executemany(
-                "INSERT INTO messages (session_id, seq, data, created_at) VALUES ($1, $2, $3, $4)",
-                [(session_id, start + i, dumps(m), now) for i, m in enumerate(messages)],
-            )
+                f"INSERT INTO pending_approvals (session_id, seq, {PENDING_COLS}) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)", rows)
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        rows = await self._fetch(
+            f"SELECT {PENDING_COLS} FROM pending_approvals WHERE session_id = $1 ORDER BY seq",
+            session_id)
+        return [pending_from_row(session_id, tuple(r)) for r in rows]
 
     @contextlib.asynccontextmanager
     async def lock(self, session_id: str) -> AsyncIterator[None]:
@@ -190,6 +194,7 @@ class PostgresStore:
     async def delete_session(self, session_id: str) -> bool:
         async with self._tx() as conn:
             await conn.execute("DELETE FROM messages WHERE session_id = $1", session_id)
+            await conn.execute("DELETE FROM pending_approvals WHERE session_id = $1", session_id)
             status = await conn.execute("DELETE FROM sessions WHERE id = $1", session_id)
             return bool(status != "DELETE 0")
 
@@ -276,3 +281,24 @@ class PostgresStore:
             "SELECT key, value FROM profile WHERE owner = $1 ORDER BY key", owner
         )
         return {r[0]: r[1] for r in rows}
+
+
+async def _append(
+    conn: PoolConnectionProxy[Record], session_id: str, messages: Sequence[Message]
+) -> None:
+    if not messages:
+        return
+    now = time.time()
+    # The upsert row-locks the session, so concurrent appends take turns on seq.
+    await conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2) "
+        "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
+        session_id, now,
+    )
+    start = await conn.fetchval(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = $1", session_id
+    )
+    await conn.executemany(
+        "INSERT INTO messages (session_id, seq, data, created_at) VALUES ($1, $2, $3, $4)",
+        [(session_id, start + i, dumps(m), now) for i, m in enumerate(messages)],
+    )

@@ -49,6 +49,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "updated_at {real} NOT NULL, PRIMARY KEY (owner, key))",
         ),
     ),
+    (
+        3,
+        (
+            # Calls a paused run waits on; written with the turn, deleted when it resumes.
+            "CREATE TABLE pending_approvals (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL, "
+            "arguments TEXT NOT NULL, reason TEXT NOT NULL, requested_at {real} NOT NULL, "
+            "task TEXT NOT NULL, max_steps INTEGER NOT NULL, turn_messages INTEGER NOT NULL, "
+            "PRIMARY KEY (session_id, seq))",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -7,12 +7,13 @@ memo) is never stored. Bytes in content parts are base64 so the row stays valid 
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from thinkloop.store.base import StoreError
-from thinkloop.types import ContentPart, Message, ToolCall
+from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
 
 
 def _call(c: ToolCall) -> dict[str, Any]:
@@ -90,3 +91,23 @@ def loads(data: bytes | str) -> Message:
         return message_from_dict(orjson.loads(data))
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise StoreError(f"a stored message could not be read: {exc}") from exc
+
+
+# Column order of ``pending_approvals`` after ``session_id, seq`` (schema migration 3).
+PENDING_COLS = ("run_id, call_id, tool, arguments, reason, requested_at, task, max_steps, "
+                "turn_messages")
+
+
+def pending_row(p: PendingApproval) -> tuple[Any, ...]:
+    try:
+        args = orjson.dumps(p.arguments).decode()
+    except TypeError as exc:
+        raise StoreError(f"cannot store the arguments of pending call {p.call_id}: {exc}") from None
+    return (p.run_id, p.call_id, p.tool, args, p.reason, p.requested_at, p.task, p.max_steps,
+            p.turn_messages)
+
+
+def pending_from_row(session_id: str, row: Sequence[Any]) -> PendingApproval:
+    run_id, call_id, tool, args, reason, at, task, max_steps, turn = row
+    return PendingApproval(run_id, session_id, call_id, tool, orjson.loads(args), reason,
+                           float(at), task, int(max_steps), int(turn))

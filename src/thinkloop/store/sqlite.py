@@ -19,8 +19,8 @@ import aiosqlite
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
-from thinkloop.store.serialize import dumps, loads
-from thinkloop.types import Message
+from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
+from thinkloop.types import Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
@@ -102,22 +102,25 @@ class SQLiteStore:
     async def append(self, session_id: str, messages: Sequence[Message]) -> None:
         if not messages:
             return
-        now = time.time()
         async with self._tx() as db:
-            await db.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
-                (session_id, now, now),
-            )
-            async with db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
-            ) as cur:
-                row = await cur.fetchone()
-            start = int(row[0]) + 1 if row else 1
+            await _append(db, session_id, messages)
+
+    async def save_turn(
+        self, session_id: str, messages: Sequence[Message], pending: Sequence[PendingApproval]
+    ) -> None:
+        rows = [(session_id, i, *pending_row(p)) for i, p in enumerate(pending)]
+        async with self._tx() as db:
+            await _append(db, session_id, messages)
+            await db.execute("DELETE FROM pending_approvals WHERE session_id = ?", (session_id,))
             await db.executemany(
-                "INSERT INTO messages (session_id, seq, data, created_at) VALUES (?, ?, ?, ?)",
-                [(session_id, start + i, dumps(m), now) for i, m in enumerate(messages)],
-            )
+                f"INSERT INTO pending_approvals (session_id, seq, {PENDING_COLS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        rows = await self._fetch(
+            f"SELECT {PENDING_COLS} FROM pending_approvals WHERE session_id = ? ORDER BY seq",
+            session_id)
+        return [pending_from_row(session_id, r) for r in rows]
 
     @contextlib.asynccontextmanager
     async def lock(self, session_id: str) -> AsyncIterator[None]:
@@ -148,6 +151,7 @@ class SQLiteStore:
     async def delete_session(self, session_id: str) -> bool:
         async with self._tx() as db:
             await db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            await db.execute("DELETE FROM pending_approvals WHERE session_id = ?", (session_id,))
             cur = await db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             return cur.rowcount > 0
 
@@ -233,6 +237,24 @@ class SQLiteStore:
             "SELECT key, value FROM profile WHERE owner = ? ORDER BY key", owner
         )
         return {k: v for k, v in rows}
+
+
+async def _append(db: aiosqlite.Connection, session_id: str, messages: Sequence[Message]) -> None:
+    now = time.time()
+    await db.execute(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at",
+        (session_id, now, now),
+    )
+    async with db.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?", (session_id,)
+    ) as cur:
+        row = await cur.fetchone()
+    start = int(row[0]) + 1 if row else 1
+    await db.executemany(
+        "INSERT INTO messages (session_id, seq, data, created_at) VALUES (?, ?, ?, ?)",
+        [(session_id, start + i, dumps(m), now) for i, m in enumerate(messages)],
+    )
 
 
 async def _migrate(db: aiosqlite.Connection, upto: int | None) -> None:

@@ -1,0 +1,114 @@
+"""``thinkloop approvals list|decide``: the tool calls paused runs wait on.
+
+A run pauses when a call needs approval and nobody decides now (``thinkloop run --approve
+pause --session S``, or ``ApprovalSettings(on_timeout="pause")`` in the library). ``decide``
+approves or denies every call the session's paused run waits on and continues that run with
+the same model and tools options as ``thinkloop run``. Mounted by the main app with
+``app.add_typer(approvals_app, name="approvals")``; the store is chosen as for ``sessions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import sys
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from thinkloop.cli.sessions import DbOption, _with_store
+from thinkloop.errors import ThinkloopError
+from thinkloop.loop.result import RunResult
+from thinkloop.store.open import open_store
+
+approvals_app = typer.Typer(help="List and decide tool calls that paused runs wait on.",
+                            no_args_is_help=True)
+SessionOption = Annotated[str, typer.Option("--session", help="The paused session.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
+                                               highlight=False)
+    return typer.Exit(code)
+
+
+@approvals_app.command("list")
+def list_pending(session: SessionOption, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """The calls the session's paused run waits on."""
+    pending = _with_store(db, lambda s: s.pending_approvals(session))
+    if as_json:
+        for p in pending:
+            sys.stdout.write(orjson.dumps({
+                "run_id": p.run_id, "session": p.session_id, "call_id": p.call_id,
+                "tool": p.tool, "arguments": p.arguments, "reason": p.reason,
+                "requested_at": p.requested_at}).decode() + "\n")
+        return
+    if not pending:
+        Console().print(f"nothing waits for approval in session {escape(session)}")
+        return
+    table = Table("call", "tool", "arguments", "reason", "requested", "run")
+    for p in pending:
+        when = dt.datetime.fromtimestamp(p.requested_at).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(escape(p.call_id), escape(p.tool),
+                      escape(orjson.dumps(p.arguments).decode()), escape(p.reason), when,
+                      escape(p.run_id))
+    Console().print(table)
+
+
+@approvals_app.command("decide")
+def decide(
+    session: SessionOption,
+    approve: Annotated[bool, typer.Option("--approve", help="Run the pending calls.")] = False,
+    deny: Annotated[bool, typer.Option("--deny", help="Refuse the pending calls.")] = False,
+    reason: Annotated[str, typer.Option(help="Why; the model sees it on --deny.")] = "",
+    db: DbOption = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
+    tools: Annotated[str, typer.Option(help="As for 'thinkloop run'.")] = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Approve or deny what the paused run waits on, then let it continue."""
+    if approve == deny:
+        raise _fail("give exactly one of --approve or --deny")
+    try:
+        result = asyncio.run(_decide(session, approve, reason, db, model, tools, as_json))
+    except ThinkloopError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
+    if result.status == "failed":
+        raise _fail(result.error or "run failed", 1)
+
+
+async def _decide(
+    session: str, approve: bool, reason: str, db: str | None, model: str | None, tools: str,
+    quiet: bool,
+) -> RunResult:
+    from thinkloop.cli.build import AgentOptions, build_agent
+    from thinkloop.cli.render import EventPrinter
+    from thinkloop.config import Settings
+    from thinkloop.guard.approval import Decision
+
+    async with contextlib.AsyncExitStack() as stack:
+        store = open_store(db)
+        stack.push_async_callback(store.aclose)
+        # Calls needing approval later in the continued run pause it again.
+        opts = AgentOptions(model=model, tools=tools, approve="pause")
+        agent = build_agent(opts, Settings(), store=store)
+        close = getattr(agent.model, "aclose", None)
+        if close is not None:
+            stack.push_async_callback(close)
+        if not quiet:
+            agent.subscribe(EventPrinter(Console()))
+        handle = await agent.start_resume(session, Decision(approve, reason),
+                                          stream_model=not quiet)
+        result = await handle.result()
+        await handle.wait_background()  # post-turn memory jobs finish before the store closes
+        return result
+    raise AssertionError("unreachable")  # for type checkers: the with-block always returns

@@ -1,0 +1,78 @@
+"""Continuing a paused run: answer the calls it waits on, then the one loop goes on.
+
+A run pauses when the approval gate defers a call (``loop/steps.py`` ``act``); the session
+store keeps its turn and the pending calls. ``agent.resume`` restores that state and
+``execute`` runs :func:`continue_paused` in place of ``assess``, then ``drive`` as usual, so
+the step count, the limits and the guards carry on from where the run stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.loop.steps import call_payload, run_tool
+from thinkloop.types import Message, PendingApproval, Step, ToolCall, ToolResult, Usage
+
+DENIED = "denied: {reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resumption:
+    """The decision for every call a paused run waits on."""
+
+    pending: tuple[PendingApproval, ...]
+    approved: bool
+    reason: str = ""
+
+    def approves(self, call_id: str) -> bool:
+        return self.approved and any(p.call_id == call_id for p in self.pending)
+
+    @property
+    def turn_messages(self) -> int:
+        return self.pending[0].turn_messages if self.pending else 0
+
+
+async def continue_paused(cfg: RunConfig, state: RunState) -> None:
+    """Apply the decision: run the approved calls (through pre/post_tool, where the approval
+    gate lets them pass), or answer each with a denial the model reads as an observation."""
+    resume = state.resume
+    assert resume is not None
+    holder = next(m for m in reversed(state.messages) if m.role == "assistant")
+    results: list[ToolResult] = []
+    for p in resume.pending:
+        call = ToolCall(p.call_id, p.tool, dict(p.arguments))
+        state.emit("approval.decided", tool=p.tool, id=p.call_id, approved=resume.approved,
+                   reason=resume.reason, source="resume")
+        state.emit("tool.call", **call_payload(call))
+        if resume.approved:
+            result = await run_tool(cfg, state, call)
+        else:
+            text = DENIED.format(reason=resume.reason or "no reason given")
+            result = ToolResult(call, text, is_error=True)
+        state.emit("tool.result", id=call.id, name=call.name, is_error=result.is_error,
+                   content=result.content, duration_s=round(result.duration_s, 6))
+        results.append(result)
+    state.append(*cfg.protocol.observations(holder, results))
+    if state.steps:  # the paused step is complete now
+        last = state.steps[-1]
+        state.steps[-1] = replace(last, results=(*last.results, *results))
+
+
+def rebuild_steps(turn: Sequence[Message]) -> list[Step]:
+    """The paused turn's steps, one per assistant message (usage is not stored: zero)."""
+    steps: list[Step] = []
+    for i, m in enumerate(turn):
+        if m.role != "assistant":
+            continue
+        ids = {c.id: c for c in m.tool_calls}
+        results = []
+        for later in turn[i + 1:]:
+            if later.role != "tool":
+                break
+            if later.tool_call_id in ids:
+                results.append(ToolResult(ids[later.tool_call_id], later.content))
+        steps.append(Step(len(steps) + 1, m.thought, m.content, m.tool_calls,
+                          tuple(results), Usage()))
+    return steps
