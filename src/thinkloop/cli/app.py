@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from thinkloop.agent import Agent
+from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
@@ -56,7 +57,7 @@ def run(
     mcp_config: Annotated[Path | None, typer.Option(
         help="JSON/TOML file of MCP servers.")] = None,
     approve: Annotated[str, typer.Option(
-        help="Tools that need approval: ask|auto|deny.")] = "ask",
+        help="Tools that need approval: ask|auto|deny|pause (pause needs --session).")] = "ask",
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
@@ -158,6 +159,7 @@ def list_tools(
 
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(approvals_app, name="approvals")
 
 
 def main() -> None:
