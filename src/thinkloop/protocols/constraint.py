@@ -28,10 +28,13 @@ from thinkloop.types import ToolSpec
 # converter unrolls the bounds into nested rules, so they stay small.)
 REASONING_MAX = 256
 MAX_CALLS = 4
+# When a call is required, the prose before it is bounded for the same reason.
+LEAD_MAX = 200
 
 _JSON_VALUE_GBNF = r"""
 json-value ::= json-object | json-array | json-string | json-number | ("true" | "false" | "null")
-json-object ::= "{" ws ( json-string ws ":" ws json-value ( ws "," ws json-string ws ":" ws json-value )* )? ws "}"
+json-object ::= "{" ws ( json-member ( ws "," ws json-member )* )? ws "}"
+json-member ::= json-string ws ":" ws json-value
 json-array ::= "[" ws ( json-value ( ws "," ws json-value )* )? ws "]"
 json-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
 json-number ::= "-"? ([0-9] | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
@@ -98,12 +101,17 @@ def _argument_rules(tools: Sequence[ToolSpec]) -> tuple[list[str], str]:
         from llama_cpp.llama_grammar import SchemaConverter
     except ImportError:
         return ["json-object"] * len(tools), _JSON_VALUE_GBNF
-    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter: Any = SchemaConverter  # untyped upstream
+    conv = converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     names = []
     for i, params in enumerate(params_list):
         schema = conv.resolve_refs({**params, "$defs": defs} if defs else params, "tool")
         names.append(conv.visit(schema, f"args{i}"))
     return names, conv.format_grammar()
+
+
+def _prose(required: bool) -> str:
+    return f"prose ::= [^<]{{0,{LEAD_MAX}}}" if required else "prose ::= [^<]*"
 
 
 def xml_grammar(tools: Sequence[ToolSpec], required: bool = False) -> str:
@@ -118,8 +126,8 @@ def xml_grammar(tools: Sequence[ToolSpec], required: bool = False) -> str:
     return "\n".join([
         f"root ::= think? prose calls{'' if required else '?'}",
         'think ::= "<think>" prose "</think>" ws',
-        "prose ::= [^<]*",
-        "calls ::= call (ws call)*",
+        _prose(required),
+        f"calls ::= call (ws call){{0,{MAX_CALLS - 1}}}",
         'call ::= "<tool_call>" ws call-body ws "</tool_call>"',
         "call-body ::= " + " | ".join(f"( {b} )" for b in bodies),
         "ws ::= [ \\t\\n]*",
@@ -143,8 +151,8 @@ def tags_grammar(tools: Sequence[ToolSpec], required: bool = False) -> str:
     return "\n".join([
         f"root ::= think? prose calls{'' if required else '?'}",
         'think ::= "<<THINK>>" prose "<</THINK>>" ws',
-        "prose ::= [^<]*",
-        'calls ::= call ("\\n" call)*',
+        _prose(required),
+        f'calls ::= call ("\\n" call){{0,{MAX_CALLS - 1}}}',
         f'call ::= "<<TOOL:" ( {calls} ) ">>"',
         # A plain parameter never opens with "{", which would read as JSON arguments.
         "tag-plain ::= [^{<>\\n] [^<>\\n]*",
