@@ -196,3 +196,14 @@ def test_keep_recent_bounds_the_history_before_the_run() -> None:
     msgs = [S, Message.user("u"), *call_turn(7, "r7"), Message.assistant("a"), *run]
     out = run_pipeline(msgs, ContextSettings(recent_messages=2))
     assert out == [S, Message.assistant("a"), *run]
+
+
+def test_consistent_histories_pass_through_without_copies() -> None:
+    calls = (ToolCall("a", "t", {}), ToolCall("b", "t", {}))
+    ok = [Message.system("s"), Message.user("u"), Message.assistant("", calls),
+          Message.tool("a", "t", "1"), Message.tool("b", "t", "2"), Message.assistant("done")]
+    settings = ContextSettings(8192)
+    assert sanitize_tool_pairs(ok, settings) is ok
+    assert compact_steps(ok, settings) is ok
+    swapped = [*ok[:3], ok[4], ok[3], ok[5]]  # results out of order are still answered once
+    assert sanitize_tool_pairs(swapped, settings) == swapped

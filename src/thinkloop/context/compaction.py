@@ -52,6 +52,9 @@ def tally(messages: Sequence[Message]) -> str:
 
 
 def compact_steps(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    # Every step starts with an assistant message: too few of those means nothing to compact.
+    if sum(m.role == "assistant" for m in messages) <= settings.compact_steps_after:
+        return messages
     _, steps = run_steps(messages)
     if len(steps) <= settings.compact_steps_after:
         return messages

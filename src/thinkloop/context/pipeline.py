@@ -134,8 +134,26 @@ def _delta(out: list[Message], i: int, content: str, counter: TokenCounter) -> i
     return message_tokens(out[i], counter) - before
 
 
+def _pairs_ok(messages: Sequence[Message]) -> bool:
+    """True when every call is answered exactly once right after it and no result is orphan."""
+    pending: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            if not pending or m.tool_call_id != pending[0]:
+                return False
+            pending.pop(0)
+        elif pending:
+            return False
+        elif m.role == "assistant" and m.tool_calls:
+            pending = [c.id for c in m.tool_calls]
+    return not pending
+
+
 def sanitize_tool_pairs(messages: list[Message], settings: ContextSettings) -> list[Message]:
     """Every tool call answered exactly once, right after it; orphan results dropped."""
+    if _pairs_ok(messages):
+        # The common case before every model call: nothing to repair, nothing to allocate.
+        return messages
     out: list[Message] = []
     i = 0
     while i < len(messages):
