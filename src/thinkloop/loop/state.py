@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +55,10 @@ class RunConfig:
     # ``agent.prompt.build(with_memory(cfg.prompt_context, recalled))``.
     prompt_context: PromptContext | None = None
 
-    @property
+    @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:
+        # Built once per run: every step sends the same tools, and the provider's encoder
+        # recognises an unchanged tool list by identity instead of comparing schemas.
         return tuple(t.spec for t in self.tools.values())
 
 
