@@ -19,12 +19,14 @@ def server() -> Iterator[OpenAIServer]:
         yield srv
 
 
-def thinkloop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def thinkloop(
+    *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
             if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
     return subprocess.run(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
-        capture_output=True, text=True, timeout=60, env={**base, **(env or {})},
+        capture_output=True, text=True, timeout=60, env={**base, **(env or {})}, input=stdin,
     )
 
 
@@ -158,3 +160,22 @@ def test_session_survives_across_processes(server: OpenAIServer, tmp_path: objec
     assert listing.returncode == 0, listing.stderr
     rows = [json.loads(line) for line in listing.stdout.splitlines()]
     assert [(r["id"], r["messages"]) for r in rows] == [("s1", 4)]
+
+
+@pytest.mark.parametrize(("answer", "observation"), [
+    ("Lisbon\n", "The user answered: Lisbon"),
+    ("", "Error: the console closed before an answer was given"),
+])
+def test_ask_human_talks_on_stderr_and_keeps_json_clean(
+    server: OpenAIServer, answer: str, observation: str
+) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})])),
+                   Reply(body=completion("Booked.")))
+    proc = thinkloop("run", "plan a trip", "--model", "openai:fake", "--json", "--max-steps", "2",
+                     env={"OPENAI_BASE_URL": server.base_url}, stdin=answer)
+    assert proc.returncode == 0, proc.stderr
+    assert "[agent] Which city?" in proc.stderr
+    out = json.loads(proc.stdout)  # nothing but the RunResult on stdout
+    content = out["steps"][0]["observations"][0]["content"]
+    assert observation in content

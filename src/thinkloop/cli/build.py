@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from thinkloop.agent import Agent
+from thinkloop.channels import ConsoleChannel
 from thinkloop.config import Settings, default_model_spec
 from thinkloop.models.base import Model
 from thinkloop.store.base import Store
@@ -37,16 +39,20 @@ def build_agent(
     """
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings
-    from thinkloop.guard.approval import ApprovalSettings, approver_for
+    from thinkloop.guard.approval import ApprovalSettings, ConsoleApprover, approver_for
     from thinkloop.tools.defaults import default_tools
 
     spec = opts.model or settings.model or default_model_spec()
-    tools, guidance = default_tools(opts.tools, worker_model=spec)
+    # The agent talks to the person on stderr: stdout carries the run's output (--json).
+    tools, guidance = default_tools(opts.tools, worker_model=spec,
+                                    channels=[ConsoleChannel(out=sys.stderr)])
     builder = cli_prompt_builder(settings)
     if guidance:
         text = "\n\n".join(guidance)
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
-    guard = replace(GuardSettings(), approval=ApprovalSettings(approver_for(opts.approve)))
+    approver = ConsoleApprover(_ask_on_stderr) if opts.approve == "ask" else approver_for(
+        opts.approve)
+    guard = replace(GuardSettings(), approval=ApprovalSettings(approver))
     return Agent(
         model or spec,
         tools=[*tools, *extra_tools],
@@ -60,3 +66,12 @@ def build_agent(
         store=store,
         memory=store is not None,
     )
+
+
+def _ask_on_stderr(prompt: str) -> str:
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("no answer: standard input is closed")
+    return line
