@@ -31,26 +31,11 @@ from thinkloop.context.pipeline import ContextSettings, run_pipeline
 from thinkloop.context.tokens import estimate_tokens
 from thinkloop.memory import BM25Retriever, Embedder, Memory, VectorRetriever, default_embedder
 from thinkloop.memory.recall import to_blob
-from thinkloop.models.scripted import reply
 from thinkloop.store import open_store
-from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec
+from thinkloop.testing.long_session import FILLER, answer, helper
+from thinkloop.types import Message, ToolCall
 
-FILLER = "Please also consider the logistics, the budget and the timeline in detail. " * 3
 POINTS = (1, 10, 25, 50, 100, 150, 200, 250, 300)
-
-
-def helper(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-    system = messages[0].content
-    if system.startswith("You maintain long-term memory"):
-        return reply("NO_REPLY")
-    if system.startswith("You keep the condensed history"):
-        return reply("Condensed: a long planning conversation about many topics. " * 5)
-    return reply("- talked about planning")
-
-
-def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-    return reply(f"Noted: {messages[-1].content[:40]} " + "Here is a detailed plan. " * 8)
-
 
 async def session_curve(turns: int, pipeline: bool, db: Path) -> list[int]:
     store = open_store(db)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
-from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
+from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
@@ -171,7 +171,7 @@ class Agent:
         """
         inputs = parse_context(context)
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
-        state = RunState(uuid.uuid4().hex, task, [], _no_emit)
+        state = RunState(uuid.uuid4().hex, task, [], None)
         scope = functools.partial(self._scope, context=inputs)
         return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
 
@@ -213,7 +213,7 @@ class Agent:
         pending = await expect_pending(self.store, session)
         resume = Resumption(tuple(pending), d.approved, d.reason)
         cfg = self._config(session, stream_model, user_id)
-        state = RunState(pending[0].run_id, pending[0].task, [], _no_emit)
+        state = RunState(pending[0].run_id, pending[0].task, [], None)
         scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
         return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
 
@@ -283,16 +283,8 @@ def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 def pipeline_hook() -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
-    settings: dict[str, ContextSettings] = {}  # per model name: built once, not per step
-
     def run(ctx: ReasonContext) -> None:
-        name = ctx.cfg.model.name
-        if name not in settings:
-            settings[name] = settings_for(name)
-        ctx.messages = run_pipeline(ctx.messages, settings[name])
+        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
 
     return Hook("pre_reason", run, name="context.pipeline")
 
-
-def _no_emit(event: Event) -> None:
-    return None

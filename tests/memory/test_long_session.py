@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from thinkloop import Agent, ScriptedModel
 from thinkloop.context.pipeline import ContextSettings
 from thinkloop.context.tokens import estimate_tokens
 from thinkloop.memory import Memory
-from thinkloop.models.scripted import reply
 from thinkloop.store import PostgresStore, SQLiteStore
-from thinkloop.types import Message, ModelResponse, ToolSpec
+from thinkloop.testing.long_session import FILLER, answer, helper
 
 Backend = SQLiteStore | PostgresStore
 WINDOW = 8192
-FILLER = "Please also consider the logistics, the budget and the timeline in detail. " * 3
-
-
-def helper(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-    """The background model: flush turns store nothing; summaries are short and fixed."""
-    system = messages[0].content
-    if system.startswith("You maintain long-term memory"):
-        return reply("NO_REPLY")
-    if system.startswith("You keep the condensed history"):
-        return reply("Condensed: a long planning conversation about many topics. " * 5)
-    return reply("- talked about planning")
-
-
-def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
-    return reply(f"Noted: {messages[-1].content[:40]} " + "Here is a detailed plan. " * 8)
 
 
 async def test_three_hundred_turns_stay_bounded_and_remember(store: Backend) -> None:

@@ -8,6 +8,7 @@ two-pass pruning of old tool results, and repair of tool-call/tool-result pairin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -53,9 +54,17 @@ Stage = Callable[[list[Message], ContextSettings], list[Message]]
 
 def settings_for(model_name: str, **overrides: object) -> ContextSettings:
     """Settings with the model's context window from the table (any field overridable)."""
+    if not overrides:
+        return _table_settings(model_name)
     fields: dict[str, object] = {"context_window": context_window(model_name)}
     fields.update(overrides)
     return ContextSettings(**fields)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=256)
+def _table_settings(model_name: str) -> ContextSettings:
+    # Asked for before every model call; the settings are frozen, so one per model serves.
+    return ContextSettings(context_window(model_name))
 
 
 def _with_content(m: Message, content: str) -> Message:
@@ -63,14 +72,20 @@ def _with_content(m: Message, content: str) -> Message:
     return replace(m, content=content, cache={})
 
 
+def _system_head(messages: Sequence[Message]) -> int:
+    """How many system messages lead the list."""
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    return head
+
+
 def limit_turns(messages: list[Message], settings: ContextSettings) -> list[Message]:
     """Keep leading system messages and the last N user turns with their replies."""
     n = settings.history_turns
     if n is None:
         return messages
-    head = 0
-    while head < len(messages) and messages[head].role == "system":
-        head += 1
+    head = _system_head(messages)
     users = [i for i in range(head, len(messages)) if messages[i].role == "user"]
     if len(users) <= n:
         return messages
@@ -82,9 +97,7 @@ def keep_recent(messages: list[Message], settings: ContextSettings) -> list[Mess
     n = settings.recent_messages
     if n is None:
         return messages
-    head = 0
-    while head < len(messages) and messages[head].role == "system":
-        head += 1
+    head = _system_head(messages)
     task, _ = run_steps(messages)
     if task - head <= n:
         return messages
