@@ -35,7 +35,7 @@ from thinkloop.hooks import (
     entry_point_hooks,
     normalise,
 )
-from thinkloop.loop.handle import RunHandle, Subscriber
+from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
 from thinkloop.loop.state import Limits, RunConfig, RunState
@@ -43,7 +43,9 @@ from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
-from thinkloop.store.base import Store
+from thinkloop.runlog import RunBook
+from thinkloop.runs import RunRegistry
+from thinkloop.store.base import RunRecord, RunRecords, Store
 from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
@@ -83,6 +85,7 @@ class Agent:
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
+        registry: RunRegistry | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -105,8 +108,13 @@ class Agent:
         guards = [] if guard is False else default_hooks(
             guard or GuardSettings(), fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        # Runs in progress (abort by run, session or all); a shared registry sees every
+        # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
+        self.registry = registry if registry is not None else RunRegistry()
+        self.runbook = (RunBook(self.store, name, self.registry.abort)
+                        if store is not None and isinstance(self.store, RunRecords) else None)
         self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
-                            *normalise(hooks)])
+                            *normalise(hooks), *(self.runbook.hooks() if self.runbook else ())])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -173,7 +181,18 @@ class Agent:
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
         state = RunState(uuid.uuid4().hex, task, [], None)
         scope = functools.partial(self._scope, context=inputs)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+        return self._launch(cfg, state, scope, events)
+
+    def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
+                base: RunRecord | None = None) -> RunHandle:
+        """Start the run's task: recorded when the store keeps runs, and registered."""
+        subscribers = self.subscribers
+        if self.runbook is not None:
+            scope, log_event = self.runbook.track(cfg, state, scope, base)
+            subscribers = [*subscribers, log_event]
+        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events)
+        self.registry.add(handle)
+        return handle
 
     @asynccontextmanager
     async def _scope(
@@ -215,7 +234,8 @@ class Agent:
         cfg = self._config(session, stream_model, user_id)
         state = RunState(pending[0].run_id, pending[0].task, [], None)
         scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+        base = await self.runbook.store.get_run(state.run_id) if self.runbook else None
+        return self._launch(cfg, state, scope, events, base)
 
     async def resume(
         self, session: str, decision: Decision | bool, *, user_id: str | None = None

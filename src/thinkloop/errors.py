@@ -18,8 +18,9 @@
     │   ├── ToolArgumentsError
     │   ├── ToolTimeoutError
     │   └── ToolExecutionError
-    └── RunError                     the run as a whole
-        └── OutputValidationError    structured output still invalid after its retries
+    ├── RunError                     the run as a whole
+    │   └── OutputValidationError    structured output still invalid after its retries
+    └── RunAccessError               the caller named a run of another session (or none)
 
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
 :class:`ModelRateLimitError` and 5xx :class:`ModelHTTPError` are transient.
@@ -109,3 +110,8 @@ class RunError(ThinkloopError):
 
 class OutputValidationError(RunError):
     pass
+
+
+class RunAccessError(ThinkloopError):
+    """The caller asked for a run it may not touch: another session's, or one that does not
+    exist or cannot be resumed. Nothing was changed."""
