@@ -48,6 +48,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.store.base import RunRecord, RunRecords, Store
 from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
+from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.types import Event, Message, PendingApproval
 
@@ -86,6 +87,7 @@ class Agent:
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
         registry: RunRegistry | None = None,
+        tracing: Tracing | bool | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -113,8 +115,13 @@ class Agent:
         self.registry = registry if registry is not None else RunRegistry()
         self.runbook = (RunBook(self.store, name, self.registry.abort)
                         if store is not None and isinstance(self.store, RunRecords) else None)
+        # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
+        # when started inside a traced run's tool (a sub-agent); tracing=False: never.
+        self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
+                        else default_tracing(stored=tracing or self.runbook is not None))
         self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
-                            *normalise(hooks), *(self.runbook.hooks() if self.runbook else ())])
+                            *normalise(hooks), *(self.runbook.hooks() if self.runbook else ()),
+                            *(self.tracing.hooks() if self.tracing else ())])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -146,7 +153,7 @@ class Agent:
         pctx = prompt_context(self, mode, user_id=user_id, session_id=session,
                               untrusted_input=untrusted_input, seed=True)
         return RunConfig(
-            model=self.model,
+            model=self.tracing.wrap(self.model) if self.tracing else self.model,
             tools=self.tools,
             protocol=self.protocol,
             system_prompt=self.prompt.build(pctx),
@@ -187,8 +194,12 @@ class Agent:
                 base: RunRecord | None = None) -> RunHandle:
         """Start the run's task: recorded when the store keeps runs, and registered."""
         subscribers = self.subscribers
+        spans = None
+        if self.tracing is not None:
+            traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
+            subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
         if self.runbook is not None:
-            scope, log_event = self.runbook.track(cfg, state, scope, base)
+            scope, log_event = self.runbook.track(cfg, state, scope, base, spans)
             subscribers = [*subscribers, log_event]
         handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events)
         self.registry.add(handle)

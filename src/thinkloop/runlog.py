@@ -23,7 +23,14 @@ from typing import Any
 from thinkloop.hooks import Hook, ReasonContext
 from thinkloop.loop.handle import Scope
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.store.base import AbortRequests, AuditLog, RunRecord, RunRecords
+from thinkloop.store.base import (
+    AbortRequests,
+    AuditLog,
+    RunRecord,
+    RunRecords,
+    SpanRecord,
+    TraceStore,
+)
 from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop.runs")
@@ -43,19 +50,23 @@ class RunRecorder:
     base: RunRecord | None = None
     # Why the run was stopped from outside, for the record of a cancelled run.
     reason: str | None = None
+    # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
+    spans: Callable[..., list[SpanRecord]] | None = None
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def on_event(self, event: Event) -> None:
         if event.type not in UNLOGGED:
             self.buffer.append(event)
 
-    async def flush(self) -> None:
-        """Write the buffered events (after each completed step, and at the end)."""
-        if not self.buffer or not isinstance(self.store, AuditLog):
-            return
+    async def flush(self, *, last: bool = False) -> None:
+        """Write the buffered events and finished spans (after each step, and at the end)."""
         async with self._write_lock:
-            events, self.buffer = self.buffer, []
-            await self.store.add_events(self.record.id, events)
+            if self.buffer and isinstance(self.store, AuditLog):
+                events, self.buffer = self.buffer, []
+                await self.store.add_events(self.record.id, events)
+            spans = self.spans(close=last) if self.spans is not None else []
+            if spans and isinstance(self.store, TraceStore):
+                await self.store.add_spans(self.record.id, spans)
 
     async def started(self) -> None:
         await self.store.save_run(self.record)
@@ -77,7 +88,7 @@ class RunRecorder:
             output_tokens=u.output_tokens + (base.output_tokens if base else 0),
             cost_usd=u.cost_usd + (base.cost_usd if base else 0.0),
             error=err, ended_at=time.time())
-        await self.flush()
+        await self.flush(last=True)
         await self.store.save_run(self.record)
 
 
@@ -144,18 +155,19 @@ class RunBook:
 
     async def _step_done(self, ctx: ReasonContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None and recorder.buffer:
+        if recorder is not None:
             await _safely(recorder.flush(), ctx.state)
 
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
+        spans: Callable[..., list[SpanRecord]] | None = None,
     ) -> tuple[Scope, Callable[[Event], None]]:
         """The run's scope wrapped to record it, and the subscriber that logs its events."""
         record = new_record(cfg, state, self.agent)
         if base is not None:  # a run that goes on keeps its start and its parent
             record = replace(record, started_at=base.started_at, parent_id=base.parent_id,
                              task=base.task or record.task)
-        recorder = RunRecorder(self.store, record, base=base)
+        recorder = RunRecorder(self.store, record, base=base, spans=spans)
         run_id = state.run_id
         inner = recorded(scope, recorder)
 
