@@ -48,8 +48,8 @@ from thinkloop.runs import RunRegistry
 from thinkloop.store.base import RunRecord, RunRecords, Store
 from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
-from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.tools.base import Tool, as_tool
+from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Event, Message, PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."

@@ -30,8 +30,8 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.context import Context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
