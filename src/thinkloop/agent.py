@@ -10,12 +10,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+from thinkloop.checkpoints import load_recovery, recovery_scope, zeroed
 from thinkloop.config import default_model_spec
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, RunAccessError
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
 from thinkloop.guard.paused import (
@@ -88,6 +89,7 @@ class Agent:
         guard: GuardSettings | Literal[False] | None = None,
         registry: RunRegistry | None = None,
         tracing: Tracing | bool | None = None,
+        checkpoints: bool = True,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -113,7 +115,7 @@ class Agent:
         # Runs in progress (abort by run, session or all); a shared registry sees every
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
         self.registry = registry if registry is not None else RunRegistry()
-        self.runbook = (RunBook(self.store, name, self.registry.abort)
+        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
                         if store is not None and isinstance(self.store, RunRecords) else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
@@ -254,6 +256,32 @@ class Agent:
         """``start_resume`` run to its end: the RunResult of the continued run."""
         handle = await self.start_resume(session, decision, user_id=user_id,
                                          stream_model=False, events=False)
+        return await handle.result()
+
+    async def start_resume_run(
+        self, run_id: str, *, stream_model: bool = True, events: bool = True
+    ) -> RunHandle:
+        """Continue a run whose process died, from its last checkpoint in this agent's store.
+
+        A tool call that has a recorded result is never run again. Raises
+        :class:`RunAccessError` if the run ended, is unknown, or is still running somewhere.
+        """
+        if self.runbook is None:
+            raise ConfigError("resuming a run needs the store it was recorded in: "
+                              "Agent(store=...)")
+        if run_id in self.registry:
+            raise RunAccessError(f"run {run_id} is running in this process")
+        recovery = await load_recovery(self.store, run_id)
+        rec = recovery.record
+        cfg = self._config(rec.session_id, stream_model, rec.user_id)
+        state = RunState(run_id, recovery.task, [], None)
+        lock = self._session_locks[rec.session_id] if rec.session_id is not None else None
+        scope = functools.partial(recovery_scope, self.store, lock, recovery)
+        return self._launch(cfg, state, scope, events, zeroed(rec))
+
+    async def resume_run(self, run_id: str) -> RunResult:
+        """``start_resume_run`` run to its end."""
+        handle = await self.start_resume_run(run_id, stream_model=False, events=False)
         return await handle.result()
 
     async def run(

@@ -20,16 +20,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from thinkloop.hooks import Hook, ReasonContext
+from thinkloop.checkpoints import Checkpointer
+from thinkloop.errors import RunAccessError
+from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.store.base import (
     AbortRequests,
     AuditLog,
+    CheckpointStore,
     RunRecord,
     RunRecords,
     SpanRecord,
     TraceStore,
+    TryLocking,
 )
 from thinkloop.types import Event
 
@@ -52,6 +56,7 @@ class RunRecorder:
     reason: str | None = None
     # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
     spans: Callable[..., list[SpanRecord]] | None = None
+    checkpoints: Checkpointer | None = None
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def on_event(self, event: Event) -> None:
@@ -133,12 +138,14 @@ async def _safely(write: Any, state: RunState) -> None:
 
 class RunBook:
     """An agent's runs in a store: each run gets a recorder, its events a subscriber, its
-    steps a ``pre_reason`` hook that writes what the last step logged, and (on stores that
-    take them) an abort watcher."""
+    steps hooks that write what the last step logged and (``checkpoints``) its progress, and
+    (on stores that take them) an abort watcher."""
 
-    def __init__(self, store: RunRecords, agent: str, cancel: Callable[[str], object]) -> None:
+    def __init__(self, store: RunRecords, agent: str, cancel: Callable[[str], object],
+                 *, checkpoints: bool = True) -> None:
         self.store = store
         self.agent = agent
+        self.checkpoints = checkpoints and isinstance(store, CheckpointStore)
         self.by_run: dict[str, RunRecorder] = {}
         self._cancel = cancel
         self.aborts = (AbortWatcher(store, self._abort) if isinstance(store, AbortRequests)
@@ -151,12 +158,28 @@ class RunBook:
         self._cancel(run_id)
 
     def hooks(self) -> list[Hook]:
-        return [Hook("pre_reason", self._step_done, name="runs.record")]
+        hooks = [Hook("pre_reason", self._step_done, name="runs.record")]
+        if self.checkpoints:
+            hooks += [Hook("pre_tool", self._calls, name="runs.checkpoint"),
+                      Hook("post_tool", self._result, name="runs.checkpoint")]
+        return hooks
 
     async def _step_done(self, ctx: ReasonContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
         if recorder is not None:
+            if recorder.checkpoints is not None:
+                await _safely(recorder.checkpoints.step(ctx.state), ctx.state)
             await _safely(recorder.flush(), ctx.state)
+
+    async def _calls(self, ctx: ToolHookContext) -> None:
+        recorder = self.by_run.get(ctx.run_id)
+        if recorder is not None and recorder.checkpoints is not None:
+            await _safely(recorder.checkpoints.calls(ctx.state), ctx.state)
+
+    async def _result(self, ctx: ToolHookContext) -> None:
+        recorder = self.by_run.get(ctx.run_id)
+        if recorder is not None and recorder.checkpoints is not None and ctx.result:
+            await _safely(recorder.checkpoints.result(ctx.result), ctx.state)
 
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
@@ -167,24 +190,38 @@ class RunBook:
         if base is not None:  # a run that goes on keeps its start and its parent
             record = replace(record, started_at=base.started_at, parent_id=base.parent_id,
                              task=base.task or record.task)
-        recorder = RunRecorder(self.store, record, base=base, spans=spans)
-        run_id = state.run_id
-        inner = recorded(scope, recorder)
+        checkpoints = None
+        if self.checkpoints and isinstance(self.store, CheckpointStore):
+            checkpoints = Checkpointer(self.store, state.run_id)
+        recorder = RunRecorder(self.store, record, base=base, spans=spans,
+                               checkpoints=checkpoints)
+        return self._tracked(state.run_id, recorded(scope, recorder), recorder), recorder.on_event
 
+    def _tracked(self, run_id: str, inner: Scope, recorder: RunRecorder) -> Scope:
         @contextlib.asynccontextmanager
         async def tracked(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
-            self.by_run[run_id] = recorder
-            if self.aborts is not None:
-                self.aborts.watch(run_id)
-            try:
-                async with inner(cfg, state):
-                    yield
-            finally:
-                self.by_run.pop(run_id, None)
+            # A checkpointed run holds a lock named after it while it runs, so a resume
+            # from another process can tell a live run from a dead one.
+            alive = (self.store.try_lock("run:" + run_id)
+                     if recorder.checkpoints is not None and isinstance(self.store, TryLocking)
+                     else contextlib.nullcontext(True))
+            async with alive as free:
+                if not free:
+                    raise RunAccessError(f"run {run_id} is still running in another process")
+                self.by_run[run_id] = recorder
                 if self.aborts is not None:
-                    self.aborts.forget(run_id)
+                    self.aborts.watch(run_id)
+                try:
+                    async with inner(cfg, state):
+                        if state.recovered is not None and recorder.checkpoints is not None:
+                            recorder.checkpoints.saved(state)
+                        yield
+                finally:
+                    self.by_run.pop(run_id, None)
+                    if self.aborts is not None:
+                        self.aborts.forget(run_id)
 
-        return tracked, recorder.on_event
+        return tracked
 
 
 class AbortWatcher:

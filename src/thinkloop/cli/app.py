@@ -19,6 +19,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
@@ -93,12 +94,13 @@ class RunInputs:
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
-        # Sessions and memory live in the durable store (SQLite under THINKLOOP_HOME, or
-        # THINKLOOP_DATABASE_URL); it is opened only when a session or user needs it.
-        store = open_store() if inputs.session or inputs.user else None
-        if store is not None:
-            stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), extra_tools=extra, store=store)
+        # Sessions, memory and run records live in the durable store (SQLite under
+        # THINKLOOP_HOME, or THINKLOOP_DATABASE_URL); memory only when a session or user
+        # needs it. Every run is recorded (``thinkloop runs``).
+        store = open_store()
+        stack.push_async_callback(store.aclose)
+        agent = build_agent(opts, Settings(), extra_tools=extra, store=store,
+                            memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(_close_model, agent)
         if not quiet:
             Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
@@ -160,6 +162,8 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(runs_app, name="runs")
+app.command("trace")(trace)
 
 
 def main() -> None:

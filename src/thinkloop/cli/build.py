@@ -32,10 +32,12 @@ def build_agent(
     model: Model | None = None,
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
+    memory: bool | None = None,
 ) -> Agent:
     """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
 
-    With a durable ``store`` the agent also gets the memory layers and the memory tools.
+    With a durable ``store`` the agent also gets the memory layers and the memory tools
+    (unless ``memory=False``: the store then only records the runs).
     """
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings
@@ -64,7 +66,7 @@ def build_agent(
         prompt=builder,
         guard=guard,
         store=store,
-        memory=store is not None,
+        memory=store is not None if memory is None else memory,
     )
 
 

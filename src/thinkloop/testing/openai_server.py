@@ -181,10 +181,21 @@ class OpenAIServer:
 
     def stop(self) -> None:
         if self._loop and self._server:
-            self._loop.call_soon_threadsafe(self._server.close)
+            # Replies still waiting out their delay are cancelled, their sockets closed.
+            done = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+            with contextlib.suppress(Exception):
+                done.result(5)
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread:
             self._thread.join(5)
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _run_thread(self) -> None:
         loop = asyncio.new_event_loop()
@@ -202,6 +213,14 @@ class OpenAIServer:
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve_connection(reader, writer)
+        finally:
+            writer.close()
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -216,7 +235,6 @@ class OpenAIServer:
                 await self._respond(writer, raw, headers)
                 if headers.get("connection", "").lower() == "close":
                     break
-        writer.close()
 
     async def _respond(
         self, writer: asyncio.StreamWriter, raw: bytes, headers: dict[str, str]
