@@ -57,7 +57,10 @@ class RunRecorder:
     # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
     spans: Callable[..., list[SpanRecord]] | None = None
     checkpoints: Checkpointer | None = None
+    # False when this process may not write the run (it turned out to be someone else's).
+    owned: bool = True
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _writer: asyncio.Task[None] | None = None
 
     def on_event(self, event: Event) -> None:
         if event.type not in UNLOGGED:
@@ -72,6 +75,11 @@ class RunRecorder:
             spans = self.spans(close=last) if self.spans is not None else []
             if spans and isinstance(self.store, TraceStore):
                 await self.store.add_spans(self.record.id, spans)
+
+    def flush_soon(self, state: RunState) -> None:
+        """Flush in the background: the loop goes on while the audit log is written."""
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(_safely(self.flush(), state))
 
     async def started(self) -> None:
         await self.store.save_run(self.record)
@@ -93,6 +101,8 @@ class RunRecorder:
             output_tokens=u.output_tokens + (base.output_tokens if base else 0),
             cost_usd=u.cost_usd + (base.cost_usd if base else 0.0),
             error=err, ended_at=time.time())
+        if self._writer is not None:
+            await self._writer
         await self.flush(last=True)
         await self.store.save_run(self.record)
 
@@ -106,15 +116,30 @@ def new_record(
                      cfg.session_id, cfg.user_id, state.task, parent_id=parent_id)
 
 
-def recorded(scope: Scope, recorder: RunRecorder) -> Scope:
-    """``scope`` with the run's row written before it and its end recorded after it."""
+def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
+    """``scope`` with the run's row written before it and its end recorded after it.
+
+    A checkpointed run holds a lock named after it while it runs, so that a resume from
+    another process can tell a live run from a dead one; a new run takes it once its session
+    is held (waiting runs keep their order of arrival), a resume before (so it fails fast).
+    A resume that finds the run alive, or ended meanwhile, is refused and writes nothing.
+    """
 
     @contextlib.asynccontextmanager
     async def wrapped(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
         error: BaseException | None = None
+        alive = (store.try_lock("run:" + state.run_id)
+                 if recorder.checkpoints is not None and isinstance(store, TryLocking)
+                 else contextlib.nullcontext(True))
         try:
-            async with scope(cfg, state):
-                # Written once the session is held: waiting runs keep their order of arrival.
+            async with contextlib.AsyncExitStack() as stack:
+                if recorder.base is not None:  # a resume fails fast if the run is alive
+                    _claim(recorder, await stack.enter_async_context(alive))
+                    await stack.enter_async_context(scope(cfg, state))
+                    await _not_ended(recorder, store)
+                else:
+                    await stack.enter_async_context(scope(cfg, state))
+                    _claim(recorder, await stack.enter_async_context(alive))
                 await _safely(recorder.started(), state)
                 yield
         except BaseException as exc:
@@ -122,9 +147,24 @@ def recorded(scope: Scope, recorder: RunRecorder) -> Scope:
             raise
         finally:
             # Shielded: a cancelled run is recorded as cancelled, not left "running".
-            await asyncio.shield(_safely(recorder.ended(state, error), state))
+            if recorder.owned:
+                await asyncio.shield(_safely(recorder.ended(state, error), state))
 
     return wrapped
+
+
+def _claim(recorder: RunRecorder, free: bool) -> None:
+    if not free:
+        recorder.owned = False
+        raise RunAccessError(f"run {recorder.record.id} is still running in another process")
+
+
+async def _not_ended(recorder: RunRecorder, store: RunRecords) -> None:
+    """A resume: did another resume finish the run while this one waited for its session?"""
+    now = await store.get_run(recorder.record.id)
+    if now is not None and now.ended_at is not None:
+        recorder.owned = False
+        raise RunAccessError(f"run {now.id} ended ({now.status}) while resuming")
 
 
 async def _safely(write: Any, state: RunState) -> None:
@@ -169,7 +209,7 @@ class RunBook:
         if recorder is not None:
             if recorder.checkpoints is not None:
                 await _safely(recorder.checkpoints.step(ctx.state), ctx.state)
-            await _safely(recorder.flush(), ctx.state)
+            recorder.flush_soon(ctx.state)
 
     async def _calls(self, ctx: ToolHookContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
@@ -195,31 +235,24 @@ class RunBook:
             checkpoints = Checkpointer(self.store, state.run_id)
         recorder = RunRecorder(self.store, record, base=base, spans=spans,
                                checkpoints=checkpoints)
-        return self._tracked(state.run_id, recorded(scope, recorder), recorder), recorder.on_event
+        tracked = self._tracked(state.run_id, recorded(scope, recorder, self.store), recorder)
+        return tracked, recorder.on_event
 
     def _tracked(self, run_id: str, inner: Scope, recorder: RunRecorder) -> Scope:
         @contextlib.asynccontextmanager
         async def tracked(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
-            # A checkpointed run holds a lock named after it while it runs, so a resume
-            # from another process can tell a live run from a dead one.
-            alive = (self.store.try_lock("run:" + run_id)
-                     if recorder.checkpoints is not None and isinstance(self.store, TryLocking)
-                     else contextlib.nullcontext(True))
-            async with alive as free:
-                if not free:
-                    raise RunAccessError(f"run {run_id} is still running in another process")
-                self.by_run[run_id] = recorder
+            self.by_run[run_id] = recorder
+            if self.aborts is not None:
+                self.aborts.watch(run_id)
+            try:
+                async with inner(cfg, state):
+                    if state.recovered is not None and recorder.checkpoints is not None:
+                        recorder.checkpoints.saved(state)
+                    yield
+            finally:
+                self.by_run.pop(run_id, None)
                 if self.aborts is not None:
-                    self.aborts.watch(run_id)
-                try:
-                    async with inner(cfg, state):
-                        if state.recovered is not None and recorder.checkpoints is not None:
-                            recorder.checkpoints.saved(state)
-                        yield
-                finally:
-                    self.by_run.pop(run_id, None)
-                    if self.aborts is not None:
-                        self.aborts.forget(run_id)
+                    self.aborts.forget(run_id)
 
         return tracked
 

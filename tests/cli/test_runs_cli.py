@@ -132,6 +132,7 @@ def test_abort_a_run_in_another_process(server: OpenAIServer, home: Path) -> Non
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
+        proc.communicate()
     assert "cancelled" in out
     (row,) = _runs()
     assert row["status"] == "cancelled" and row["error"] == (
@@ -152,7 +153,7 @@ def test_resume_a_run_whose_process_was_killed(
         Reply(body=completion("never seen"), delay_s=60),
     )
     proc = subprocess.Popen(_thinkloop("run", "What is 6*7?", "--model", "openai:fake"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=_env(server, home))
     try:
         deadline = time.monotonic() + 90

@@ -336,11 +336,10 @@ class PostgresStore:
         if not events:
             return
         async with self._tx() as conn:
-            start = await _next_seq(conn, "run_events", run_id)
             await conn.executemany(
-                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) "
-                "VALUES ($1, $2, $3, $4, $5, $6)",
-                [(run_id, start + i, *event_row(e)) for i, e in enumerate(events)])
+                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT $1, "
+                "COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM run_events WHERE run_id = $1",
+                [(run_id, *event_row(e)) for e in events])
 
     async def run_events(self, run_id: str) -> list[Event]:
         rows = await self._fetch(
@@ -364,11 +363,11 @@ class PostgresStore:
         return [span_from_row(tuple(r)) for r in rows]
 
     async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
-        async with self._tx() as conn:
-            seq = await _next_seq(conn, "checkpoints", run_id)
-            await conn.execute(
-                "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) "
-                "VALUES ($1, $2, $3, $4, $5)", run_id, seq, kind, data, time.time())
+        # One statement, one round trip: this is on the run's path. A run has one writer.
+        await (await self._get_pool()).execute(
+            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT $1, "
+            "COALESCE(MAX(seq), 0) + 1, $2, $3, $4 FROM checkpoints WHERE run_id = $1",
+            run_id, kind, data, time.time())
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         rows = await self._fetch(
@@ -388,12 +387,6 @@ class PostgresStore:
             "SELECT id FROM runs WHERE abort_requested IS NOT NULL AND id = ANY($1::text[])",
             list(run_ids))
         return [str(r[0]) for r in rows]
-
-
-async def _next_seq(conn: PoolConnectionProxy[Record], table: str, run_id: str) -> int:
-    # One writer per run at a time (its owner), so MAX + 1 does not race.
-    return int(await conn.fetchval(
-        f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE run_id = $1", run_id))
 
 
 async def _append(

@@ -286,14 +286,11 @@ class SQLiteStore:
         return [run_from_row(r) for r in rows]
 
     async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
-        if not events:
-            return
-        async with self._tx() as db:
-            start = await _next_seq(db, "run_events", run_id)
-            await db.executemany(
-                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, start + i, *event_row(e)) for i, e in enumerate(events)])
+        if events:
+            await self._write(
+                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT ?, "
+                "COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM run_events WHERE run_id = ?",
+                [(run_id, *event_row(e), run_id) for e in events])
 
     async def run_events(self, run_id: str) -> list[Event]:
         rows = await self._fetch(
@@ -316,11 +313,17 @@ class SQLiteStore:
         return [span_from_row(r) for r in rows]
 
     async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
-        async with self._tx() as db:
-            seq = await _next_seq(db, "checkpoints", run_id)
-            await db.execute(
-                "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) "
-                "VALUES (?, ?, ?, ?, ?)", (run_id, seq, kind, data, time.time()))
+        # One statement, so one trip to the database thread: this is on the run's path.
+        await self._write(
+            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT ?, "
+            "COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM checkpoints WHERE run_id = ?",
+            [(run_id, kind, data, time.time(), run_id)])
+
+    async def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Rows appended one statement each, in autocommit (each row is whole on its own)."""
+        db = await self._conn()
+        async with self._tx_lock:  # never inside another coroutine's open transaction
+            await db.executemany(sql, rows)
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         rows = await self._fetch(
@@ -342,14 +345,6 @@ class SQLiteStore:
             f"SELECT id FROM runs WHERE abort_requested IS NOT NULL AND id IN ({marks})",
             *run_ids)
         return [str(r[0]) for r in rows]
-
-
-async def _next_seq(db: aiosqlite.Connection, table: str, run_id: str) -> int:
-    async with db.execute(
-        f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE run_id = ?", (run_id,)
-    ) as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 1
 
 
 async def _append(db: aiosqlite.Connection, session_id: str, messages: Sequence[Message]) -> None:
