@@ -35,6 +35,8 @@ from thinkloop.hooks import (
     entry_point_hooks,
     normalise,
 )
+from thinkloop.judgement import Judgement
+from thinkloop.judgement import build as build_judgement
 from thinkloop.loop.handle import RunHandle, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
@@ -83,6 +85,7 @@ class Agent:
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
+        judgement: Judgement | bool | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -105,8 +108,12 @@ class Agent:
         guards = [] if guard is False else default_hooks(
             guard or GuardSettings(), fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
-        self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
-                            *normalise(hooks)])
+        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
+        j = Judgement() if judgement is True else (judgement or None)
+        self.judgement = build_judgement(j, store=self.store) if j is not None else None
+        judged = self.judgement.hooks() if self.judgement is not None else []
+        self.hooks = Hooks([*guards, *context, *judged,
+                            *(entry_point_hooks() if plugins else ()), *normalise(hooks)])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 

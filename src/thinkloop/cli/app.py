@@ -59,6 +59,8 @@ def run(
     approve: Annotated[str, typer.Option(
         help="Tools that need approval: ask|auto|deny|pause (pause needs --session).")] = "ask",
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
+    judgement: Annotated[str | None, typer.Option(
+        help="Judgement plugins: all, off, or a comma list (assess,...).")] = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
@@ -67,7 +69,8 @@ def run(
     ] = None,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
+                        judgement=judgement)
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))

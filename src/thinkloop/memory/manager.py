@@ -95,6 +95,9 @@ class Memory:
         return render(view, self.settings)
 
     async def inject(self, ctx: AssessContext) -> None:
+        if ctx.state.lean:  # a trivial task (step budget): no recall, OrcBot's lean mode
+            ctx.emit("memory.skipped", reason="lean")
+            return
         block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, ctx.task)
         if block:
             ctx.system_prompt = f"{ctx.system_prompt}\n\n{block}"
