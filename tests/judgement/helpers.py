@@ -39,3 +39,11 @@ def thinkloop_cli(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
         capture_output=True, text=True, timeout=60, env={**base, **(env or {})}, input=stdin,
     )
+
+
+async def run_through(agent: Any, task: str, **kw: Any) -> Any:
+    """``agent.run`` that also waits for the post-turn jobs (before a store closes)."""
+    handle = agent.start(task, stream_model=False, events=False, **kw)
+    result = await handle.result()
+    await handle.wait_background()
+    return result

@@ -19,7 +19,7 @@ from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 from thinkloop.tools.agents import AgentSpec, SubAgents
 from thinkloop.types import Event
 
-from .helpers import Recorder, thinkloop_cli
+from .helpers import Recorder, run_through, thinkloop_cli
 
 
 def read_file(path: str) -> str:
@@ -37,7 +37,7 @@ async def test_ask_first_answers_with_a_question_and_never_calls_the_model(
     model = ScriptedModel(["should never be asked"])
     events = Recorder()
     agent = Agent(model, tools=[read_file], store=store, judgement=True, on_event=events)
-    result = await agent.run("Delete build/old.log", session="s1")
+    result = await run_through(agent, "Delete build/old.log", session="s1")
     assert result.status == "completed"
     assert result.text.startswith("Before I delete anything")
     assert model.calls == []
@@ -158,7 +158,9 @@ async def test_unreadable_model_assessment_falls_back_to_the_heuristic() -> None
 async def test_lean_mode_skips_recall_planning_and_the_model_assessment(
         tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "t.db")
-    await store.add_memory("user:u", "manual", "", "The user likes tea.")
+    # An episode reaches the prompt only through recall (a search on the task).
+    await store.add_memory("user:u", "episode", "",
+                           "User: the capital of France?\nAssistant: Paris, says the atlas.")
     guard = GuardSettings(plan=PlanSettings(enabled=True))
     model = ScriptedModel(["Hello!", '{"decision": "direct", "confidence": 0.9}',
                            "1. look it up\n2. answer", "Paris is the capital."])
@@ -166,20 +168,20 @@ async def test_lean_mode_skips_recall_planning_and_the_model_assessment(
     agent = Agent(model, store=store, memory=Memory(store, embedder=None), guard=guard,
                   on_event=events,
                   judgement=Judgement(assess=AssessSettings(use_model=True, model_below=1.0)))
-    await agent.run("hi", user_id="u")
+    await run_through(agent, "capital of France?", user_id="u")
     assert len(model.calls) == 1  # no plan call, no assessment call
-    assert "likes tea" not in model.calls[0].messages[0].content
-    assert events.types().count("memory.skipped") == 1
+    assert "says the atlas" not in model.calls[0].messages[0].content
+    assert events.types().count("memory.recall_skipped") == 1
     assert events.types().count("plan.skipped") == 1
     events.clear()
-    result = await agent.run("What is the capital of France? Look it up in your notes.",
-                             user_id="u")
+    result = await run_through(agent, "What is the capital of France? Look it up in your "
+                               "notes.", user_id="u")
     assert result.text == "Paris is the capital."
     # Not trivial: the model assessment, the plan and recall all happen.
     assert events.of("llm.request")[0]["purpose"] == "assess"
     assert events.of("assessment")[0]["source"] == "model"
-    assert "memory.skipped" not in events.types() and "plan.created" in events.types()
-    assert "likes tea" in model.calls[-1].messages[0].content
+    assert "memory.recall_skipped" not in events.types() and "plan.created" in events.types()
+    assert "says the atlas" in model.calls[-1].messages[0].content
     await store.aclose()
 
 
