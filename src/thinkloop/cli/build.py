@@ -24,6 +24,7 @@ class AgentOptions:
     approve: str = "ask"
     name: str = "thinkloop"
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
+    model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
 
 
 def build_agent(
@@ -67,8 +68,9 @@ def build_agent(
         guard=guard,
         store=store,
         memory=store is not None,
-        judgement=Judgement.parse(opts.judgement if opts.judgement is not None
-                                  else settings.judgement),
+        judgement=Judgement.parse(
+            opts.judgement if opts.judgement is not None else settings.judgement,
+            opts.model_pool if opts.model_pool is not None else settings.model_pool),
     )
 
 

@@ -4,6 +4,7 @@ Each part is a hook plugin, switched on through :class:`Judgement`:
 
     Agent(model, judgement=Judgement())            # every part with its defaults
     Agent(model, judgement=Judgement.parse("assess,learn"))
+    Agent(model, judgement=Judgement(select=ModelPool([PoolModel(cheap, 1), PoolModel(big, 3)])))
     thinkloop run --judgement assess,learn "..."   # or THINKLOOP_JUDGEMENT=all
 
 ``None`` on a field turns that part off.
@@ -16,32 +17,38 @@ from dataclasses import dataclass, field, replace
 from thinkloop.errors import ConfigError
 from thinkloop.hooks import Hook
 from thinkloop.judgement.assess import Assessor, AssessSettings
+from thinkloop.judgement.select import ModelPool, ModelSelector, PoolModel, parse_pool
 from thinkloop.judgement.sidecall import UsageMeter, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
 from thinkloop.tools.agents import SubAgents
 
-PARTS = ("assess",)
+PARTS = ("assess", "select")
 
 
 @dataclass(frozen=True)
 class Judgement:
     assess: AssessSettings | None = field(default_factory=AssessSettings)
     subagents: SubAgents | None = None  # parallelize / delegate fan out to these
+    select: ModelPool | None = None  # model selection per turn (needs a pool)
 
     @staticmethod
-    def parse(spec: str) -> Judgement | None:
-        """``"all"``, ``"off"``/``""`` or a comma list of parts (``assess``, ...)."""
+    def parse(spec: str, pool: str = "") -> Judgement | None:
+        """``"all"``, ``"off"``/``""`` or a comma list of parts (``assess``, ...).
+
+        ``pool`` is the model pool for ``select`` (see :func:`parse_pool`); ``all`` includes
+        ``select`` only when a pool is given."""
         names = {p.strip().lower() for p in spec.split(",") if p.strip()}
         if not names or names == {"off"}:
             return None
         if "all" in names:
-            names = set(PARTS)
+            names = set(PARTS) if pool else set(PARTS) - {"select"}
         unknown = names - set(PARTS)
         if unknown:
             raise ConfigError(f"unknown judgement part(s) {', '.join(sorted(unknown))}; "
                               f"parts: all, off, {', '.join(PARTS)}")
         j = Judgement()
-        return replace(j, assess=j.assess if "assess" in names else None)
+        return replace(j, assess=j.assess if "assess" in names else None,
+                       select=parse_pool(pool) if "select" in names else None)
 
 
 @dataclass
@@ -49,18 +56,29 @@ class JudgementPlugins:
     """The live plugins of one agent (their hooks, and what they keep between runs)."""
 
     assessor: Assessor | None
+    selector: ModelSelector | None
     meter: UsageMeter
 
     def hooks(self) -> list[Hook]:
         out: list[Hook] = []
         if self.assessor is not None:
             out += self.assessor.hooks()
+        if self.selector is not None:  # after the assessor: it reads the assessment
+            out += self.selector.hooks()
         return out
+
+    async def aclose(self) -> None:
+        """Close the pool's models (their HTTP clients), for shells that own them."""
+        for _, model in self.selector.pool.entries() if self.selector else ():
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
 
 
 def build(j: Judgement, *, store: object) -> JudgementPlugins:
     assessor = Assessor(j.assess, store=store, subagents=j.subagents) if j.assess else None
-    return JudgementPlugins(assessor, UsageMeter())
+    selector = ModelSelector(j.select, assessor) if j.select is not None else None
+    return JudgementPlugins(assessor, selector, UsageMeter())
 
 
 __all__ = [
@@ -72,6 +90,9 @@ __all__ = [
     "Decision",
     "Judgement",
     "JudgementPlugins",
+    "ModelPool",
+    "ModelSelector",
+    "PoolModel",
     "UsageMeter",
     "build",
     "heuristic",
