@@ -29,8 +29,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from thinkloop import Agent
-from thinkloop.judgement import DECISIONS, AssessSettings, Judgement, ModelPool, PoolModel
-from thinkloop.judgement import heuristic
+from thinkloop.judgement import (
+    DECISIONS,
+    AssessSettings,
+    Judgement,
+    ModelPool,
+    PoolModel,
+    heuristic,
+)
 from thinkloop.models.base import ModelSettings
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolCall, ToolSpec, Usage
 
