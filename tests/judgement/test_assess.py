@@ -120,28 +120,28 @@ async def test_delegate_runs_the_explorer_first() -> None:
     assert "signed cookies" in model.calls[0].messages[0].content
 
 
-async def test_model_assessment_over_the_loopback_server() -> None:
-    with OpenAIServer() as server:
-        server.enqueue(
-            Reply(body=completion(json.dumps({
-                "decision": "ask_first", "confidence": 0.9,
-                "question": "Which report do you mean: the Q3 sales or the Q3 costs?"}),
-                prompt_tokens=40, completion_tokens=20)),
-        )
-        events = Recorder()
-        model = OpenAICompatModel("fake", base_url=server.base_url)
-        agent = Agent(model,
-                      judgement=Judgement(assess=AssessSettings(use_model=True,
-                                                                model_below=1.0)),
-                      on_event=events)
-        result = await agent.run("Write a summary of the Q3 report for the board.")
-        assert result.text == "Which report do you mean: the Q3 sales or the Q3 costs?"
-        assert len(server.requests) == 1
-        assert server.requests[0]["messages"][1]["content"].startswith("Write a summary")
-        assert events.of("assessment")[0]["source"] == "model"
-        assert events.of("llm.request")[0]["purpose"] == "assess"
-        assert result.usage.input_tokens == 40
-        await model.aclose()
+async def test_model_assessment_over_the_loopback_server(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(json.dumps({
+            "decision": "ask_first", "confidence": 0.9,
+            "question": "Which report do you mean: the Q3 sales or the Q3 costs?"}),
+            prompt_tokens=40, completion_tokens=20)),
+    )
+    events = Recorder()
+    model = OpenAICompatModel("fake", base_url=server.base_url)
+    agent = Agent(model,
+                  judgement=Judgement(assess=AssessSettings(use_model=True,
+                                                            model_below=1.0)),
+                  on_event=events)
+    result = await agent.run("Write a summary of the Q3 report for the board.")
+    assert result.text == "Which report do you mean: the Q3 sales or the Q3 costs?"
+    assert len(server.requests) == 1
+    assert server.requests[0]["messages"][1]["content"].startswith("Write a summary")
+    assert events.of("assessment")[0]["source"] == "model"
+    assert events.of("llm.request")[0]["purpose"] == "assess"
+    assert result.usage.input_tokens == 40
+    await model.aclose()
 
 
 async def test_unreadable_model_assessment_falls_back_to_the_heuristic() -> None:
@@ -185,25 +185,25 @@ async def test_lean_mode_skips_recall_planning_and_the_model_assessment(
     await store.aclose()
 
 
-def test_cli_judgement_assess_asks_first(tmp_path: Path) -> None:
-    with OpenAIServer() as server:
-        proc = thinkloop_cli("run", "Wipe my downloads folder.", "--model", "openai:fake",
-                             "--judgement", "assess", "--json",
-                             env={"OPENAI_BASE_URL": server.base_url})
-        assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout)
-        assert out["status"] == "completed" and "wipe" in out["output"].lower()
-        assert server.requests == []
+def test_cli_judgement_assess_asks_first(server: OpenAIServer) -> None:
+    server.clear()
+    proc = thinkloop_cli("run", "Wipe my downloads folder.", "--model", "openai:fake",
+                         "--judgement", "assess", "--json",
+                         env={"OPENAI_BASE_URL": server.base_url})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "completed" and "wipe" in out["output"].lower()
+    assert server.requests == []
 
 
-def test_cli_judgement_setting_and_bad_value(tmp_path: Path) -> None:
-    with OpenAIServer() as server:
-        server.enqueue(Reply(body=completion("4")))
-        proc = thinkloop_cli("run", "What is 2+2?", "--model", "openai:fake", "--json",
-                             env={"OPENAI_BASE_URL": server.base_url,
-                                  "THINKLOOP_JUDGEMENT": "all"})
-        assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout)["output"] == "4"
+def test_cli_judgement_setting_and_bad_value(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("4")))
+    proc = thinkloop_cli("run", "What is 2+2?", "--model", "openai:fake", "--json",
+                         env={"OPENAI_BASE_URL": server.base_url,
+                              "THINKLOOP_JUDGEMENT": "all"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["output"] == "4"
     proc = thinkloop_cli("run", "hi", "--judgement", "assess,psychic", "--model", "openai:x")
     assert proc.returncode == 2
     assert "unknown judgement part(s) psychic" in proc.stderr

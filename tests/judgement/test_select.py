@@ -85,24 +85,24 @@ async def test_suggest_upgrades_to_a_stronger_model() -> None:
     assert cheap.calls == [] and len(strong.calls) == 1
 
 
-async def test_selection_over_the_loopback_server_sends_reasoning_effort() -> None:
-    with OpenAIServer() as server:
-        server.enqueue(Reply(body=completion("Paris", model="mini")),
-                       Reply(body=completion("Implemented the decorator.", model="big")))
-        mini = OpenAICompatModel("mini", base_url=server.base_url)
-        big = OpenAICompatModel("big", base_url=server.base_url)
-        pool = ModelPool([PoolModel(mini, 1), PoolModel(big, 3, reasoning_effort="medium")])
-        events = Recorder()
-        agent = Agent(big, judgement=Judgement(select=pool), on_event=events)
-        assert (await agent.run("Capital of France?")).text == "Paris"
-        await agent.run("Implement a retry decorator with exponential backoff for the "
-                        "HTTP client.")
-        assert [r["model"] for r in server.requests] == ["mini", "big"]
-        assert "reasoning_effort" not in server.requests[0]
-        assert server.requests[1]["reasoning_effort"] == "medium"
-        assert [e["model"] for e in events.of("llm.response")] == ["mini", "big"]
-        await mini.aclose()
-        await big.aclose()
+async def test_selection_over_the_loopback_sends_reasoning_effort(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("Paris", model="mini")),
+                   Reply(body=completion("Implemented the decorator.", model="big")))
+    mini = OpenAICompatModel("mini", base_url=server.base_url)
+    big = OpenAICompatModel("big", base_url=server.base_url)
+    pool = ModelPool([PoolModel(mini, 1), PoolModel(big, 3, reasoning_effort="medium")])
+    events = Recorder()
+    agent = Agent(big, judgement=Judgement(select=pool), on_event=events)
+    assert (await agent.run("Capital of France?")).text == "Paris"
+    await agent.run("Implement a retry decorator with exponential backoff for the "
+                    "HTTP client.")
+    assert [r["model"] for r in server.requests] == ["mini", "big"]
+    assert "reasoning_effort" not in server.requests[0]
+    assert server.requests[1]["reasoning_effort"] == "medium"
+    assert [e["model"] for e in events.of("llm.response")] == ["mini", "big"]
+    await mini.aclose()
+    await big.aclose()
 
 
 def test_reasoning_effort_is_a_quirk() -> None:
@@ -127,14 +127,14 @@ def test_pool_spec(monkeypatch: pytest.MonkeyPatch) -> None:
         Judgement.parse("select")
 
 
-def test_cli_select_routes_by_task() -> None:
-    with OpenAIServer() as server:
-        server.enqueue(Reply(body=completion("4")))
-        env = {"OPENAI_BASE_URL": server.base_url}
-        proc = thinkloop_cli("run", "What is 2+2?", "--model", "openai:big", "--json",
-                             "--judgement", "select", "--model-pool",
-                             "openai:small=1,openai:big=3/high", env=env)
-        assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout)["output"] == "4"
-        assert server.requests[0]["model"] == "small"
-        assert "reasoning_effort" not in server.requests[0]
+def test_cli_select_routes_by_task(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("4")))
+    env = {"OPENAI_BASE_URL": server.base_url}
+    proc = thinkloop_cli("run", "What is 2+2?", "--model", "openai:big", "--json",
+                         "--judgement", "select", "--model-pool",
+                         "openai:small=1,openai:big=3/high", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["output"] == "4"
+    assert server.requests[0]["model"] == "small"
+    assert "reasoning_effort" not in server.requests[0]

@@ -15,14 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from thinkloop.errors import ConfigError
+from thinkloop.guard.approval import ApprovalSettings
 from thinkloop.hooks import Hook
 from thinkloop.judgement.assess import Assessor, AssessSettings
 from thinkloop.judgement.select import ModelPool, ModelSelector, PoolModel, parse_pool
+from thinkloop.judgement.sensitive import (
+    Rule,
+    SensitivityGuard,
+    SensitivitySettings,
+    Supervisor,
+    classify_call,
+)
 from thinkloop.judgement.sidecall import UsageMeter, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
 from thinkloop.tools.agents import SubAgents
 
-PARTS = ("assess", "select")
+PARTS = ("assess", "select", "sensitive")
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class Judgement:
     assess: AssessSettings | None = field(default_factory=AssessSettings)
     subagents: SubAgents | None = None  # parallelize / delegate fan out to these
     select: ModelPool | None = None  # model selection per turn (needs a pool)
+    sensitive: SensitivitySettings | None = field(default_factory=SensitivitySettings)
 
     @staticmethod
     def parse(spec: str, pool: str = "") -> Judgement | None:
@@ -48,7 +57,8 @@ class Judgement:
                               f"parts: all, off, {', '.join(PARTS)}")
         j = Judgement()
         return replace(j, assess=j.assess if "assess" in names else None,
-                       select=parse_pool(pool) if "select" in names else None)
+                       select=parse_pool(pool) if "select" in names else None,
+                       sensitive=j.sensitive if "sensitive" in names else None)
 
 
 @dataclass
@@ -57,15 +67,25 @@ class JudgementPlugins:
 
     assessor: Assessor | None
     selector: ModelSelector | None
+    sensitive: SensitivityGuard | None
+    approval: ApprovalSettings  # the agent's, with the supervisor in front of its approver
     meter: UsageMeter
 
-    def hooks(self) -> list[Hook]:
+    def hooks(self) -> tuple[list[Hook], list[Hook]]:
+        """(hooks that go before the guards, hooks that go after them)."""
+        early: list[Hook] = []
         out: list[Hook] = []
+        if self.sensitive is not None:
+            early += self.sensitive.early_hooks()
+            out += self.sensitive.hooks()
         if self.assessor is not None:
             out += self.assessor.hooks()
         if self.selector is not None:  # after the assessor: it reads the assessment
             out += self.selector.hooks()
-        return out
+        return early, out
+
+    def hide_task(self, run_id: str, task: str) -> str:
+        return self.sensitive.hide_task(run_id, task) if self.sensitive is not None else task
 
     async def aclose(self) -> None:
         """Close the pool's models (their HTTP clients), for shells that own them."""
@@ -75,10 +95,21 @@ class JudgementPlugins:
                 await close()
 
 
-def build(j: Judgement, *, store: object) -> JudgementPlugins:
+def build(j: Judgement, *, store: object,
+          approval: ApprovalSettings | None = None) -> JudgementPlugins:
+    """The plugins of one agent; ``approval`` is its guards' approval settings."""
+    meter = UsageMeter()
     assessor = Assessor(j.assess, store=store, subagents=j.subagents) if j.assess else None
     selector = ModelSelector(j.select, assessor) if j.select is not None else None
-    return JudgementPlugins(assessor, selector, UsageMeter())
+    approval = approval or ApprovalSettings()
+    sensitive = None
+    if j.sensitive is not None:
+        supervisor = j.sensitive.supervisor
+        if supervisor is not None:  # one per agent, in front of the agent's own approver
+            supervisor = replace(supervisor, fallback=approval.approver, meter=meter)
+            approval = replace(approval, approver=supervisor)
+        sensitive = SensitivityGuard(j.sensitive, approval)
+    return JudgementPlugins(assessor, selector, sensitive, approval, meter)
 
 
 __all__ = [
@@ -93,8 +124,13 @@ __all__ = [
     "ModelPool",
     "ModelSelector",
     "PoolModel",
+    "Rule",
+    "SensitivityGuard",
+    "SensitivitySettings",
+    "Supervisor",
     "UsageMeter",
     "build",
+    "classify_call",
     "heuristic",
     "side_call",
     "signals",
