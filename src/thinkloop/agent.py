@@ -8,6 +8,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, recovery_scope, zeroed
@@ -36,6 +37,8 @@ from thinkloop.hooks import (
     entry_point_hooks,
     normalise,
 )
+from thinkloop.judgement import Judgement
+from thinkloop.judgement import build as build_judgement
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
@@ -87,6 +90,7 @@ class Agent:
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
+        judgement: Judgement | bool | None = None,
         registry: RunRegistry | None = None,
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
@@ -109,9 +113,17 @@ class Agent:
         # Guards first (on by default, as the seeds have them), then memory or the plain
         # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
         # the agent's own.
-        guards = [] if guard is False else default_hooks(
-            guard or GuardSettings(), fixed_steps=max_steps is not None)
+        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
+        # Its supervisor stands in front of the guards' approver.
+        j = Judgement() if judgement is True else (judgement or None)
+        gs = guard or GuardSettings()
+        self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
+            if j is not None else None
+        if self.judgement is not None:
+            gs = replace(gs, approval=self.judgement.approval)
+        guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
         # Runs in progress (abort by run, session or all); a shared registry sees every
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
         self.registry = registry if registry is not None else RunRegistry()
@@ -121,8 +133,9 @@ class Agent:
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
                         else default_tracing(stored=tracing or self.runbook is not None))
-        self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
-                            *normalise(hooks), *(self.runbook.hooks() if self.runbook else ()),
+        self.hooks = Hooks([*early, *guards, *context, *judged,
+                            *(entry_point_hooks() if plugins else ()), *normalise(hooks),
+                            *(self.runbook.hooks() if self.runbook else ()),
                             *(self.tracing.hooks() if self.tracing else ())])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -188,7 +201,10 @@ class Agent:
         """
         inputs = parse_context(context)
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
-        state = RunState(uuid.uuid4().hex, task, [], None)
+        run_id = uuid.uuid4().hex
+        if self.judgement is not None:  # secrets in the task never reach the model or events
+            task = self.judgement.hide_task(run_id, task)
+        state = RunState(run_id, task, [], None)
         scope = functools.partial(self._scope, context=inputs)
         return self._launch(cfg, state, scope, events)
 
