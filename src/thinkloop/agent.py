@@ -209,7 +209,7 @@ class Agent:
         return self._launch(cfg, state, scope, events)
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
-                base: RunRecord | None = None) -> RunHandle:
+                base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
         """Start the run's task: recorded when the store keeps runs, and registered."""
         subscribers = self.subscribers
         spans = None
@@ -217,7 +217,7 @@ class Agent:
             traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
             subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
         if self.runbook is not None:
-            scope, log_event = self.runbook.track(cfg, state, scope, base, spans)
+            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
             subscribers = [*subscribers, log_event]
         handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events)
         self.registry.add(handle)
@@ -293,7 +293,7 @@ class Agent:
         state = RunState(run_id, recovery.task, [], None)
         lock = self._session_locks[rec.session_id] if rec.session_id is not None else None
         scope = functools.partial(recovery_scope, self.store, lock, recovery)
-        return self._launch(cfg, state, scope, events, zeroed(rec))
+        return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""

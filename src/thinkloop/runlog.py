@@ -59,6 +59,8 @@ class RunRecorder:
     checkpoints: Checkpointer | None = None
     # False when this process may not write the run (it turned out to be someone else's).
     owned: bool = True
+    # Continuing a run whose process died (from its checkpoints).
+    recovering: bool = False
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _writer: asyncio.Task[None] | None = None
 
@@ -133,7 +135,7 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
                  else contextlib.nullcontext(True))
         try:
             async with contextlib.AsyncExitStack() as stack:
-                if recorder.base is not None:  # a resume fails fast if the run is alive
+                if recorder.recovering:  # a dead run's resume fails fast if it is alive
                     _claim(recorder, await stack.enter_async_context(alive))
                     await stack.enter_async_context(scope(cfg, state))
                     await _not_ended(recorder, store)
@@ -162,7 +164,8 @@ def _claim(recorder: RunRecorder, free: bool) -> None:
 async def _not_ended(recorder: RunRecorder, store: RunRecords) -> None:
     """A resume: did another resume finish the run while this one waited for its session?"""
     now = await store.get_run(recorder.record.id)
-    if now is not None and now.ended_at is not None:
+    # A paused run has ended its part and goes on when its approvals are decided.
+    if now is not None and now.ended_at is not None and now.status != "paused":
         recorder.owned = False
         raise RunAccessError(f"run {now.id} ended ({now.status}) while resuming")
 
@@ -223,7 +226,7 @@ class RunBook:
 
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
-        spans: Callable[..., list[SpanRecord]] | None = None,
+        spans: Callable[..., list[SpanRecord]] | None = None, recovering: bool = False,
     ) -> tuple[Scope, Callable[[Event], None]]:
         """The run's scope wrapped to record it, and the subscriber that logs its events."""
         record = new_record(cfg, state, self.agent)
@@ -234,7 +237,7 @@ class RunBook:
         if self.checkpoints and isinstance(self.store, CheckpointStore):
             checkpoints = Checkpointer(self.store, state.run_id)
         recorder = RunRecorder(self.store, record, base=base, spans=spans,
-                               checkpoints=checkpoints)
+                               checkpoints=checkpoints, recovering=recovering)
         tracked = self._tracked(state.run_id, recorded(scope, recorder, self.store), recorder)
         return tracked, recorder.on_event
 
