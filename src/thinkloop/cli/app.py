@@ -43,7 +43,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 @app.command()
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    task: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
@@ -65,9 +65,18 @@ def run(
     context_url: Annotated[
         str | None, typer.Option("--context-url", help="Page to read as context.")
     ] = None,
+    stdio: Annotated[bool, typer.Option(
+        "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
+    ] = False,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    if stdio:
+        from thinkloop.cli.stdio import main_stdio
+
+        raise typer.Exit(main_stdio(opts))
+    if task is None:
+        raise fail("missing TASK (or use --stdio to read a JSON payload)")
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
