@@ -19,6 +19,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
@@ -169,6 +170,8 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.command("serve")(serve)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:
