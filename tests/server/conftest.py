@@ -43,6 +43,10 @@ agents:
     approve: ask
     ask_before: [calculator]
     max_steps: 6
+  asker:
+    model: openai:fake
+    tools: [ask_human, send_message]
+    memory: false
   bench:
     model: openai:steps-3
     tools: none

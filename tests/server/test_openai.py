@@ -19,7 +19,7 @@ def test_an_agent_answers_as_a_model(stack: Stack) -> None:
     stack.model.enqueue(calling("c1", "calculator", {"expression": "12*7"}),
                         Reply(body=completion("12*7 = 84")))
     oai = client(stack, stack.gateway.key("ana"))
-    assert [m.id for m in oai.models.list()] == ["bench", "helper", "worker"]
+    assert [m.id for m in oai.models.list()] == ["asker", "bench", "helper", "worker"]
     reply = oai.chat.completions.create(
         model="helper", messages=[{"role": "user", "content": "What is 12*7?"}])
     assert reply.choices[0].message.content == "12*7 = 84"

@@ -31,7 +31,7 @@ def page(stack: Stack) -> Iterator[Page]:
             p.goto(stack.url + "/")
             p.fill("#key", stack.gateway.key("ana"))
             p.dispatch_event("#key", "change")
-            expect(p.locator("#agent option")).to_have_count(3)
+            expect(p.locator("#agent option")).to_have_count(4)
             yield p
         finally:
             browser.close()

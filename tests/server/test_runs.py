@@ -171,3 +171,35 @@ def test_abort_a_whole_session(stack: Stack) -> None:
         for run_id in ids:
             _, end = read_events(c, run_id)
             assert end["status"] == "cancelled"
+
+
+def test_ask_human_and_send_message_reach_the_client(stack: Stack) -> None:
+    stack.model.clear()
+    stack.model.enqueue(
+        calling("m1", "send_message", {"text": "Looking into your request."}),
+        calling("q1", "ask_human", {"question": "Which colour do you want?"}),
+        Reply(body=completion("Blue it is.")),
+    )
+    with stack.client(stack.gateway.key("ana")) as c:
+        run_id = c.post("/v1/runs", json={"agent": "asker", "task": "paint the fence"}
+                        ).json()["id"]
+        wait_for(lambda: any(w["kind"] == "question" for w in
+                             c.get(f"/v1/runs/{run_id}").json()["waiting_for"]))
+        (waiting,) = c.get(f"/v1/runs/{run_id}").json()["waiting_for"]
+        r = c.post(f"/v1/runs/{run_id}/input", json={"id": waiting["id"], "approved": True})
+        assert r.status_code == 400
+        assert r.json()["error"]["message"] == (
+            f"input {waiting['id']!r} is a question: answer it with 'answer'")
+        r = c.post(f"/v1/runs/{run_id}/input", json={"id": waiting["id"], "answer": "blue"})
+        assert r.status_code == 200 and r.json()["kind"] == "question", r.text
+        events, end = read_events(c, run_id)
+        assert end["status"] == "completed"
+        said = [e["payload"] for e in events if e["type"] == "message"]
+        assert said == [{"text": "Looking into your request.", "recipient": None}]
+        (asked,) = [e for e in events if e["type"] == "input.requested"]
+        assert asked["payload"] == {"id": waiting["id"], "kind": "question",
+                                    "question": "Which colour do you want?"}
+        results = [e["payload"]["content"] for e in events if e["type"] == "tool.result"]
+        assert results[1] == "The user answered: blue"
+        # Numbering stays one sequence across the loop's events and the gateway's own.
+        assert [e["id"] for e in events] == list(range(1, len(events) + 1))

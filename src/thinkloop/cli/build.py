@@ -32,6 +32,7 @@ def build_agent(
     model: Model | None = None,
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
+    memory: bool = True,
 ) -> Agent:
     """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
 
@@ -64,7 +65,7 @@ def build_agent(
         prompt=builder,
         guard=guard,
         store=store,
-        memory=store is not None,
+        memory=memory and store is not None,
     )
 
 

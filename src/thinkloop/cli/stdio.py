@@ -54,6 +54,9 @@ class StdioPayload(BaseModel):
     max_steps: int | None = Field(None, ge=1)
     # No terminal here: a tool that needs approval is denied unless the host says "auto".
     approve: Literal["auto", "deny"] = "deny"
+    # The session's messages are always kept; memory layers and post-turn jobs (summaries,
+    # episodes) only when asked: a container exits right after its answer.
+    memory: bool = False
     secrets: dict[str, str] = Field(default_factory=dict)
 
 
@@ -145,7 +148,7 @@ async def _run(payload: StdioPayload, opts: AgentOptions, output: Output) -> Run
         store = open_store() if payload.session or payload.user else None
         if store is not None:
             stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), store=store)
+        agent = build_agent(opts, Settings(), store=store, memory=payload.memory)
         close = getattr(agent.model, "aclose", None)
         if close is not None:
             stack.push_async_callback(close)

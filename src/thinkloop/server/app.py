@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from thinkloop.server.agents import UnknownAgentError
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Conflict, Gateway, NotFound
 from thinkloop.server.live import LimitExceeded
+from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 
@@ -38,9 +39,10 @@ def validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
-               settings: Settings | None = None) -> FastAPI:
+               settings: Settings | None = None, tools: Sequence[Tool] = ()) -> FastAPI:
     """The gateway app. ``store``: an open durable store (default: ``open_store(url)``,
-    opened at startup and closed at shutdown)."""
+    opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
+    gets besides the built-in ones its definition names."""
     from thinkloop.server.openai_api import router as openai_router
     from thinkloop.server.routes import router as rest_router
     from thinkloop.server.streams import router as stream_router
@@ -56,7 +58,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
             db: Any = open_store(cfg.store_url)
         else:
             db = store
-        gateway = Gateway(cfg, db, settings)
+        gateway = Gateway(cfg, db, settings, tools)
         app.state.gateway = gateway
         try:
             yield

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from thinkloop.config import Settings
@@ -25,6 +26,7 @@ from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
 from thinkloop.store.base import SessionAdmin, Store
 from thinkloop.store.gateway import GatewayStore
+from thinkloop.tools.base import Tool
 from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop.server")
@@ -44,7 +46,8 @@ def session_key(user: str, session: str) -> str:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, store: Any, settings: Settings | None = None):
+    def __init__(self, config: GatewayConfig, store: Any, settings: Settings | None = None,
+                 tools: Sequence[Tool] = ()) -> None:
         self.config = config
         self.store: GatewayStore = store
         self.settings = settings or Settings()
@@ -52,8 +55,9 @@ class Gateway:
                              config.keep_runs)
         self.hub = InputHub(self._publish_external)
         self.metrics = Metrics(lambda: self.live.active_count)
+        # ``tools``: the host application's own tools, given to every agent it serves.
         wiring = Wiring(self.settings, store, self.hub.approver, self.hub.channel(),
-                        config.approval_timeout_s)
+                        config.approval_timeout_s, tuple(tools))
         self.router = AgentRouter(Definitions(store, config.agents_file),
                                   lambda name, spec: build_agent(name, spec, wiring),
                                   config.agent_ttl_s)
@@ -136,9 +140,14 @@ class Gateway:
 
     def answer(self, who: Principal, run_id: str, input_id: str, answer: Answer) -> str:
         run = self.run(who, run_id)
-        kind = self.hub.answer(run.id, input_id, answer)
+        kind = self.hub.kind(run.id, input_id)
         if kind is None:
             raise Conflict(f"run {run_id} is not waiting for input {input_id!r}")
+        if (kind == "approval") != (answer.approved is not None):
+            field = "approved" if kind == "approval" else "answer"
+            raise ConfigError(f"input {input_id!r} is {'an' if kind == 'approval' else 'a'} "
+                              f"{kind}: answer it with {field!r}")
+        self.hub.answer(run.id, input_id, answer)
         return kind
 
     async def trace(self, run: LiveRun) -> dict[str, Any]:

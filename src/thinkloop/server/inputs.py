@@ -70,13 +70,16 @@ class InputHub:
         """(input id, kind) of what ``run_id`` waits on."""
         return [(i, kind) for (r, i), (kind, _) in self._waiting.items() if r == run_id]
 
+    def kind(self, run_id: str, input_id: str) -> str | None:
+        """"approval" or "question" when ``run_id`` waits on ``input_id``, else None."""
+        hit = self._waiting.get((run_id, input_id))
+        return hit[0] if hit is not None and not hit[1].done() else None
+
     def answer(self, run_id: str, input_id: str, answer: Answer) -> str | None:
         """Deliver ``answer``; the kind that was waiting, or None if nothing was."""
-        hit = self._waiting.get((run_id, input_id))
-        if hit is None or hit[1].done():
-            return None
-        kind, future = hit
-        future.set_result(answer)
+        kind = self.kind(run_id, input_id)
+        if kind is not None:
+            self._waiting[(run_id, input_id)][1].set_result(answer)
         return kind
 
     @property
