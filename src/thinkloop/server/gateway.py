@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from thinkloop.config import Settings
 from thinkloop.errors import ConfigError
@@ -41,15 +41,19 @@ class Conflict(Exception):
     """The thing exists but cannot do that now (an ended run, an answered input)."""
 
 
+class Backend(Store, SessionAdmin, GatewayStore, Protocol):
+    """What the gateway needs of its store (the SQLite and PostgreSQL stores have it all)."""
+
+
 def session_key(user: str, session: str) -> str:
     return f"{user}:{session}"
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, store: Any, settings: Settings | None = None,
+    def __init__(self, config: GatewayConfig, store: Backend, settings: Settings | None = None,
                  tools: Sequence[Tool] = ()) -> None:
         self.config = config
-        self.store: GatewayStore = store
+        self.store = store
         self.settings = settings or Settings()
         self.live = LiveRuns(config.per_user_runs, config.max_runs, config.keep_finished_s,
                              config.keep_runs)
@@ -165,13 +169,11 @@ class Gateway:
         if not SESSION_ID.fullmatch(session):
             raise NotFound(f"no session {session}")
         key = session_key(who.user, session)
-        store: Store = self.store  # type: ignore[assignment]
-        info = await self.store.session_info(key) if isinstance(self.store, SessionAdmin) \
-            else None
+        info = await self.store.session_info(key)
         runs = self.live.of_session(who.user, session)
         if info is None and not runs:
             raise NotFound(f"no session {session}")
-        messages = await store.load(key)
+        messages = await self.store.load(key)
         return {
             "id": session,
             "created_at": info.created_at if info else None,

@@ -24,7 +24,6 @@ from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
 from thinkloop.server.gateway import Gateway, session_key
 from thinkloop.server.live import LiveRun
-from thinkloop.store.base import SessionAdmin
 from thinkloop.types import Message
 
 router = APIRouter(prefix="/v1")
@@ -82,7 +81,7 @@ async def chat_completions(
     if session is None and earlier:
         transient = session = f"oai-{uuid.uuid4().hex}"
         await gw.router.get(body.model)  # an unknown agent fails before anything is written
-        await gw.store.append(session_key(who.user, session), earlier)  # type: ignore[attr-defined]
+        await gw.store.append(session_key(who.user, session), earlier)
     try:
         run = await gw.start_run(who, body.model, task, session, stream=body.stream)
     except BaseException:
@@ -154,5 +153,5 @@ async def _chunks(gw: Gateway, who: Principal, run: LiveRun, cid: str, model: st
 
 
 async def _drop(gw: Gateway, who: Principal, transient: str | None) -> None:
-    if transient is not None and isinstance(gw.store, SessionAdmin):
+    if transient is not None:
         await gw.store.delete_session(session_key(who.user, transient))
