@@ -13,7 +13,7 @@ import itertools
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols import table
@@ -36,6 +36,8 @@ _CALL_ARGS_KEY = re.compile(r"[\"']?(?:arguments|args|parameters|params|input|me
 _TAGGED_CALL = re.compile(
     r"<tool_call|<function=|<<TOOL:|\[TOOL_CALLS\]|<\|python_tag\|>|<invoke\b|<function_call",
     re.IGNORECASE)
+# Longer than any marker of fixed length in the table.
+_LONGEST_FIXED = 48
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _FENCE_LANGS = frozenset({"", "json", "json5", "tool_call", "tool_calls", "tool_code", "tool"})
 _STRICT_FENCES = frozenset({"tool_call", "tool_calls", "tool_code", "tool"})
@@ -77,7 +79,7 @@ def parse_tool_calls(
     """
     specs = tool_specs(tools) if tools is not None else None
     names = set(specs) if specs is not None else tool_names
-    scan = Scan(text, names, 0, specs=specs, formats=_key(formats))
+    scan = Scan(text, names, 0, specs=specs, formats=format_key(formats))
     scan.run()
     return scan.parsed(ids if ids is not None else default_ids())
 
@@ -86,7 +88,7 @@ def default_ids() -> Iterator[str]:
     return (f"call_{n}" for n in itertools.count(1))
 
 
-def _key(formats: Collection[str] | None) -> frozenset[str] | None:
+def format_key(formats: Collection[str] | None) -> frozenset[str] | None:
     if formats is None:
         return None
     unknown = set(formats) - set(table.FORMAT_NAMES)
@@ -125,7 +127,7 @@ class Scan(TokenHandlers):
 
     def run(self) -> None:
         """Scan the text; a stream's scan raises Unsettled where more text is needed."""
-        pos = 0
+        pos = self._fence_rest() if self.in_fence else 0
         while pos < self.n:
             m = self._next_marker(pos)
             if m is None:
@@ -134,10 +136,10 @@ class Scan(TokenHandlers):
             before = (len(self.problems), self.open_attempts)
             try:
                 end = getattr(self, _HANDLERS[kind])(m)
-            except Unsettled:
+            except Unsettled as exc:
                 del self.problems[before[0]:]
                 self.open_attempts, self.keep, self.region = before[1], False, None
-                self.stop = m.start()
+                self.stop = m.start() if exc.stop is None else exc.stop
                 raise
             found, self.region = self.region, None
             if end is None:
@@ -146,27 +148,51 @@ class Scan(TokenHandlers):
                 self.keep = False
                 pos = max(end, m.start() + 1)
             else:
-                self._emit(self.text[self.emitted:m.start()])
+                self.emit(self.text[self.emitted:m.start()])
                 if found is not None:
                     self._merge(found)
                 self.emitted = pos = max(end, m.start() + 1)
         if self.final:
-            self._emit(self.text[self.emitted:])
+            self.emit(self.text[self.emitted:])
             self.emitted = self.n
 
     def _next_marker(self, pos: int) -> re.Match[str] | None:
+        m = table.marker(self.formats).search(self.text, pos)
         if self.final:
-            return table.marker(self.formats).search(self.text, pos)
-        m = table.partial_marker(self.formats).search(self.text, pos, partial=True)
-        if m is None or (m.partial and m.start() >= self.n):
-            return None
-        if m.partial:  # a marker cut off by the end of the text so far
-            self.stop = m.start()
+            return m
+        cut = self._cut_marker(pos, m.start() if m else self.n)
+        if cut is not None:  # a marker cut off by the end of the text so far comes first
+            self.stop = cut
             raise Unsettled
-        # regex's Match has re.Match's interface; the handlers read it the same way.
-        return cast("re.Match[str]", m)
+        return m
 
-    def _emit(self, prose: str) -> None:
+    def _cut_marker(self, pos: int, limit: int) -> int | None:
+        """The first position before ``limit`` where a marker starts but the text ends.
+
+        Such a marker reaches the end of the text, so it starts either near the end (every
+        fixed marker is short) or at the last ``<`` or backtick (the open-ended ones).
+        """
+        starts = set(range(max(pos, self.n - _LONGEST_FIXED), limit))
+        starts.update(self.text.rfind(c, pos, limit) for c in "<`")
+        partial = table.partial_marker(self.formats)
+        for q in sorted(starts - {-1}):
+            m = partial.match(self.text, q, partial=True)
+            if m is not None and m.partial:
+                return q
+        return None
+
+    def _fence_rest(self) -> int:
+        """Where the code fence a stream is inside ends (its body is prose)."""
+        at = self.finder.find("```", 0)
+        if at < 0:
+            if self.final:
+                return self.n
+            self.stop = max(0, self.n - 2)  # "``" may be the start of the closer
+            raise Unsettled(stop=self.stop)
+        self.in_fence = False
+        return at + 3
+
+    def emit(self, prose: str) -> None:
         if prose:
             self.pieces.append(prose)
             self.log.append(prose)
@@ -176,7 +202,7 @@ class Scan(TokenHandlers):
         self.found.calls.extend(found.calls)
         self.found.thoughts.extend(found.thoughts)
         if found.text:
-            self._emit(found.text)
+            self.emit(found.text)
         if found.completed is not None:
             self.found.completed = found.completed
         if found.answer is not None:
@@ -257,7 +283,13 @@ class Scan(TokenHandlers):
         if line_end < 0:
             return None
         lang = self.text[m.end():line_end].strip().lower()
-        body_end = self.find("```", line_end)
+        body_end = self.finder.find("```", line_end)
+        if body_end < 0 and not self.final:
+            if lang in _FENCE_LANGS:
+                raise Unsettled  # it may hold a call: wait for its end
+            # Code: its text streams out as prose while the fence stays open.
+            self.in_fence = True
+            raise Unsettled(stop=max(line_end + 1, self.n - 2))
         end = body_end + 3 if body_end >= 0 else self.n
         body_end = body_end if body_end >= 0 else self.n
         if lang not in _FENCE_LANGS:

@@ -29,7 +29,14 @@ _PARTIAL: dict[tuple[str, int], regex.Pattern[str]] = {}
 
 
 class Unsettled(Exception):
-    """The text so far does not decide this region; more text may change how it reads."""
+    """The text so far does not decide this region; more text may change how it reads.
+
+    ``stop``: where the unsettled text starts, when not at the region's marker.
+    """
+
+    def __init__(self, stop: int | None = None) -> None:
+        super().__init__()
+        self.stop = stop
 
 
 def partial_match(pattern: re.Pattern[str], text: str, pos: int) -> regex.Match[str] | None:
@@ -86,8 +93,8 @@ class ScanBase:
     def __init__(self, text: str, tool_names: Collection[str] | None, depth: int, *,
                  final: bool = True, pairs: Mapping[int, int] | None = None, offset: int = 0,
                  line_blank: bool = True, attempts: int = OPEN_ATTEMPTS,
-                 thoughts_seen: bool = False, specs: Mapping[str, ToolSpec] | None = None
-                 ) -> None:
+                 thoughts_seen: bool = False, specs: Mapping[str, ToolSpec] | None = None,
+                 in_fence: bool = False) -> None:
         self.text = text
         self.n = len(text)
         self.tool_names = tool_names
@@ -108,6 +115,7 @@ class ScanBase:
         self.emitted = 0  # text before this index is already in pieces or consumed
         self.keep = False  # set by a handler that skips its region but keeps it as prose
         self.stop = 0  # where an unsettled region starts (streams)
+        self.in_fence = in_fence  # a stream is inside a code fence opened earlier
         self._newline = (0, -1)  # (searched up to, last newline before it)
 
     def run(self) -> None:
@@ -177,6 +185,8 @@ class ScanBase:
         return end
 
     def _problem(self, what: str, at: int) -> None:
+        if not self.final and at + 60 > self.n:
+            raise Unsettled  # the problem quotes text that has not arrived yet
         snippet = self.text[at:at + 60].replace("\n", " ")
         self.problems.append(f"{what} (at {snippet!r})")
 

@@ -19,6 +19,7 @@ from thinkloop.protocols.base import Act, Answer, Malformed, Reading
 from thinkloop.protocols.coerce import find_spec
 from thinkloop.protocols.formats import PLAIN_PARAM
 from thinkloop.protocols.parse import Parsed, fit, parse_tool_calls
+from thinkloop.protocols.stream import StreamParser
 from thinkloop.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
 
 
@@ -92,6 +93,14 @@ class TextProtocol:
     def parse(self, text: str, model: str | None = None) -> Parsed:
         """Every call in ``text``; ``model`` names the model that wrote it."""
         return parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids)
+
+    def stream_parser(self) -> StreamParser:
+        """A parser for one streamed reply, reading it as ``parse`` reads the whole reply."""
+        return StreamParser(tool_names=set(self._specs) or None)
+
+    def fit_call(self, call: ToolCall) -> ToolCall:
+        """A parsed call fitted to the tools last described (see :func:`conform`)."""
+        return conform(call, self._specs)
 
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message
