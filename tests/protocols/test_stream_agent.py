@@ -5,6 +5,9 @@ tool runs and the run completes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,3 +74,21 @@ async def test_streamed_text_chunks_hold_no_markup(server: OpenAIServer, protoco
     done: dict[str, Any] = next(e.payload for e in events if e.type == "run.completed")
     assert done["status"] == "completed"
     assert all(r["stream"] for r in server.requests)
+
+
+def test_the_cli_prints_no_markup_under_xml(server: OpenAIServer) -> None:
+    server.clear()
+    for content in ["Let me compute that.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": "
+                    "{\"expression\": \"12*7\"}}\n</tool_call>", "12*7 = 84"]:
+        server.enqueue(Reply(sse=stream_events(completion(content))))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "What is 12*7? Use the calculator.", "--model", "openai:fake", "--protocol", "xml"],
+        capture_output=True, text=True, timeout=120,
+        env={**env, "OPENAI_BASE_URL": server.base_url, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout + proc.stderr
+    assert "Let me compute that." in shown and "-> 84" in shown
+    assert "<tool_call" not in shown and '"arguments"' not in shown, shown

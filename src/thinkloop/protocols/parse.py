@@ -38,6 +38,8 @@ _TAGGED_CALL = re.compile(
     re.IGNORECASE)
 # Longer than any marker of fixed length in the table.
 _LONGEST_FIXED = 48
+# Every marker that can be cut off starts with one of these ("{" is whole on its own).
+_MARKER_STARTS = frozenset("<[`fF")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _FENCE_LANGS = frozenset({"", "json", "json5", "tool_call", "tool_calls", "tool_code", "tool"})
 _STRICT_FENCES = frozenset({"tool_call", "tool_calls", "tool_code", "tool"})
@@ -172,8 +174,10 @@ class Scan(TokenHandlers):
         Such a marker reaches the end of the text, so it starts either near the end (every
         fixed marker is short) or at the last ``<`` or backtick (the open-ended ones).
         """
-        starts = set(range(max(pos, self.n - _LONGEST_FIXED), limit))
-        starts.update(self.text.rfind(c, pos, limit) for c in "<`")
+        text = self.text
+        starts = {i for i in range(max(pos, self.n - _LONGEST_FIXED), limit)
+                  if text[i] in _MARKER_STARTS}
+        starts.update(text.rfind(c, pos, limit) for c in "<`")
         partial = table.partial_marker(self.formats)
         for q in sorted(starts - {-1}):
             m = partial.match(self.text, q, partial=True)

@@ -67,6 +67,8 @@ class StreamParser:
         self._formats = format_key(formats)
         self._ids = ids if ids is not None else default_ids()
         self._buf = ""  # the text from the first unsettled character on
+        self._pending: list[str] = []  # chunks fed since the last read
+        self._size = 0  # len(_buf) plus the pending chunks
         self._offset = 0  # where _buf starts in the whole text
         self._brackets = BracketMatcher()
         self._attempts = OPEN_ATTEMPTS
@@ -87,11 +89,12 @@ class StreamParser:
             raise ValueError("the stream is closed")
         if not chunk:
             return []
-        self._buf += chunk
+        self._pending.append(chunk)
+        self._size += len(chunk)
         self._brackets.feed(chunk)
-        size = len(self._buf)
+        size = self._size
         if size > _EAGER and self._tried_at >= 0 and size - self._tried_at < size // 4:
-            return []
+            return []  # chunks are joined only when read, so a long wait stays linear
         return self._read(final=False)
 
     def close(self) -> list[StreamEvent]:
@@ -108,6 +111,9 @@ class StreamParser:
                       self._answer, self._completed, list(self._problems))
 
     def _read(self, *, final: bool) -> list[StreamEvent]:
+        if self._pending:
+            self._buf += "".join(self._pending)
+            self._pending.clear()
         scan = Scan(self._buf, self._names, 0, formats=self._formats, final=final,
                     pairs=self._brackets.pairs, offset=self._offset,
                     line_blank=self._line_blank, attempts=self._attempts,
@@ -126,6 +132,7 @@ class StreamParser:
         self._problems.extend(scan.problems)
         self._advance(scan, stop)
         self._tried_at = -1 if events or stop else len(self._buf)
+        self._size = len(self._buf)
         return events
 
     def _events(self, scan: Scan) -> list[StreamEvent]:
