@@ -141,6 +141,17 @@ def stream_once(text: str, size: int = 64) -> None:
     parser.close()
 
 
+def adversarial_table(title: str, read: Callable[[str], object], small: dict[str, str],
+                      large: dict[str, str], repeat: int) -> None:
+    print(f"{title} (median of {repeat}); linear means ~10x")
+    print(f"{'input':26} {'100 KB s':>10} {'1 MB s':>10} {'ratio':>7} {'1 MB MB/s':>10}")
+    for name in small:
+        t_small = median_time(lambda s=small[name]: read(s), repeat)
+        t_large = median_time(lambda s=large[name]: read(s), repeat)
+        print(f"{name:26} {t_small:10.3f} {t_large:10.3f} {t_large / t_small:6.1f}x "
+              f"{len(large[name]) / 1e6 / t_large:10.2f}")
+
+
 def urchin_baseline(replies: list[str]) -> int:
     found = 0
     for text in replies:
@@ -179,22 +190,10 @@ def main() -> None:
     print()
 
     small, large = adversarial(100_000), adversarial(1_000_000)
-    print(f"Adversarial input (median of {opts.adversarial_repeat}); linear means ~10x")
-    print(f"{'input':26} {'100 KB s':>10} {'1 MB s':>10} {'ratio':>7} {'1 MB MB/s':>10}")
-    for name in small:
-        t_small = median_time(lambda s=small[name]: parse_tool_calls(s), opts.adversarial_repeat)
-        t_large = median_time(lambda s=large[name]: parse_tool_calls(s), opts.adversarial_repeat)
-        print(f"{name:26} {t_small:10.3f} {t_large:10.3f} {t_large / t_small:6.1f}x "
-              f"{len(large[name]) / 1e6 / t_large:10.2f}")
-
-    print(f"\nAdversarial input streamed in 64-char chunks (median of "
-          f"{opts.adversarial_repeat}); linear means ~10x")
-    print(f"{'input':26} {'100 KB s':>10} {'1 MB s':>10} {'ratio':>7} {'1 MB MB/s':>10}")
-    for name in small:
-        t_small = median_time(lambda s=small[name]: stream_once(s), opts.adversarial_repeat)
-        t_large = median_time(lambda s=large[name]: stream_once(s), opts.adversarial_repeat)
-        print(f"{name:26} {t_small:10.3f} {t_large:10.3f} {t_large / t_small:6.1f}x "
-              f"{len(large[name]) / 1e6 / t_large:10.2f}")
+    adversarial_table("Adversarial input", parse_tool_calls, small, large,
+                      opts.adversarial_repeat)
+    adversarial_table("\nAdversarial input streamed in 64-char chunks", stream_once, small,
+                      large, opts.adversarial_repeat)
 
     # For contrast: the seed's lazy regex rescans to the end from every unclosed tag.
     print("\nBaseline, UrchinLoop's <<TOOL:...>> regex on unclosed tags (10 KB vs 100 KB):")
