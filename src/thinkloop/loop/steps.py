@@ -70,12 +70,13 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
         ctx.messages = list(state.messages)
         await run_stage(cfg, ctx)
     settings = ctx.settings or base
+    model = ctx.model or cfg.model
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
         # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
         chunks = chunk_filter(cfg.protocol)
-        async for item in cfg.model.stream(ctx.messages, ctx.tools, settings):
+        async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
                 for delta in chunks.feed(item):
                     state.emit("chunk", content=delta.text, kind=delta.kind)
@@ -85,7 +86,7 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
             state.emit("chunk", content=delta.text, kind=delta.kind)
         assert response is not None
     else:
-        response = await cfg.model.complete(ctx.messages, ctx.tools, settings)
+        response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
     msg = response.message
     state.emit(
