@@ -35,6 +35,7 @@ from thinkloop.guard.policy import (
     confine_paths,
     deny_dangerous_commands,
 )
+from thinkloop.guard.provenance import ProvenanceGate, ProvenanceSettings, TargetRule
 from thinkloop.guard.review import ReviewSettings, TerminationReview
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.guard.semantic import SemanticDetector
@@ -68,7 +69,11 @@ def default_hooks(
     if s.loops.dedup or s.loops.detect_loops:
         # Before the gate: a duplicate or a loop is answered without asking a human.
         hooks += LoopGuard(s.loops).hooks()
-    hooks += ToolGate(s.policy, s.approval).hooks()
+    # One approval gate for both: a person who approves a gated call is not asked twice.
+    approvals = ApprovalGate(s.approval)
+    if s.provenance.enabled:
+        hooks += ProvenanceGate(s.provenance, approvals).hooks()
+    hooks += ToolGate(s.policy, approvals).hooks()
     if s.review.enabled:
         hooks += TerminationReview(s.review).hooks()
     return hooks
@@ -100,11 +105,14 @@ __all__ = [
     "Nudges",
     "PlanSettings",
     "PreTaskPlan",
+    "ProvenanceGate",
+    "ProvenanceSettings",
     "ReviewSettings",
     "RolePolicy",
     "SemanticDetector",
     "StepBudget",
     "StepBudgetSettings",
+    "TargetRule",
     "TerminationReview",
     "ToolGate",
     "ToolPolicy",

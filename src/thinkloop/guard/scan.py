@@ -128,7 +128,8 @@ def _views(text: str) -> Iterator[_View]:
         yield _View("reversed", canon.text[::-1], canon.origin[::-1])
     for name, decoded, (start, end) in _decoded_blobs(text):
         if _printable(decoded):
-            yield _View(name, _canonical(decoded).text, (), (start, end))
+            # NULs in decoded bytes are binary data (an IBAN read as base64), not an attack.
+            yield _View(name, _canonical(decoded.replace("\x00", "")).text, (), (start, end))
 
 
 def _span(view: _View, start: int, end: int) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from thinkloop.guard.loops import LoopSettings
 from thinkloop.guard.nudges import NudgeSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.guard.policy import ToolPolicy
+from thinkloop.guard.provenance import ProvenanceSettings
 from thinkloop.guard.review import ReviewSettings
 from thinkloop.guard.usage import UsageLimits
 
@@ -33,6 +34,7 @@ class GuardSettings:
     nudges: NudgeSettings = field(default_factory=NudgeSettings)
     plan: PlanSettings = field(default_factory=PlanSettings)
     drift: DriftSettings = field(default_factory=DriftSettings)
+    provenance: ProvenanceSettings = field(default_factory=ProvenanceSettings)
 
     @staticmethod
     def off() -> GuardSettings:
@@ -42,4 +44,5 @@ class GuardSettings:
             s, input=replace(s.input, mode="off", wrap_external=False, scan_external=False),
             loops=LoopSettings(dedup=False, detect_loops=False),
             steps=replace(s.steps, enabled=False), review=replace(s.review, enabled=False),
-            nudges=replace(s.nudges, urgency=False), drift=DriftSettings(enabled=False))
+            nudges=replace(s.nudges, urgency=False), drift=DriftSettings(enabled=False),
+            provenance=ProvenanceSettings(enabled=False))
