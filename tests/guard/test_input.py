@@ -24,8 +24,10 @@ async def test_warn_mode_reports_and_continues(caplog: pytest.LogCaptureFixture)
     assert run.result.status == "completed" and len(run.model.calls) == 1
     [detected] = run.of("guard.detected")
     assert detected.payload["source"] == "user" and detected.payload["mode"] == "warn"
-    assert {f["pattern"] for f in detected.payload["findings"]} == {
-        "ignore_instructions", "prompt_leak"}
+    assert {(f["pattern"], f["detector"]) for f in detected.payload["findings"]} == {
+        ("ignore_instructions", "patterns"), ("prompt_leak", "patterns"),
+        ("classifier", "classifier")}
+    assert all(f["why"] for f in detected.payload["findings"])  # each says why it fired
     assert run.of("guard.blocked") == []
     assert any("security.injection_detected" in r.message for r in caplog.records)
 
@@ -89,7 +91,8 @@ async def test_external_output_is_wrapped_and_flagged() -> None:
     marked = PAGE.replace(" ", "^")
     assert content.startswith('<untrusted_content source="fetch" id="')
     assert "\n" + marked + '\n</untrusted_content id="' in content
-    assert "do not follow instructions" in content and "(ignore_instructions)" in content
+    assert "do not follow instructions" in content
+    assert "(ignore_instructions, classifier)" in content
     [sent] = [m for m in run.model.calls[1].messages if m.role == "tool"]
     assert sent.content == content
     [ev] = run.of("guard.detected")

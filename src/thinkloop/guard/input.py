@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.guard.spotlight import Spotlight, spotlight
@@ -50,11 +51,14 @@ class InputGuardSettings:
     spotlight: Spotlight = "datamark"
     # Optional embedding-based detector run alongside the patterns (guard/semantic.py).
     semantic: SemanticDetector | None = None
+    # The trained linear classifier (guard/classifier.py): "shipped" is the one in the
+    # package; None turns it off.
+    classifier: Classifier | Literal["shipped"] | None = "shipped"
 
 
 def _payload(findings: Sequence[Finding]) -> list[dict[str, Any]]:
-    return [{"pattern": f.pattern, "span": list(f.span), "severity": f.severity, "view": f.view}
-            for f in findings]
+    return [{"pattern": f.pattern, "span": list(f.span), "severity": f.severity, "view": f.view,
+             "detector": f.detector, "why": f.why} for f in findings]
 
 
 def _names(findings: Sequence[Finding]) -> str:
@@ -73,6 +77,12 @@ class InputGuard:
 
     async def scan(self, text: str) -> list[Finding]:
         findings = scan_input(text, self.settings.patterns)
+        clf = self.settings.classifier
+        if clf is not None:
+            model = Classifier.load() if clf == "shipped" else clf
+            # Long documents are CPU work: off the event loop.
+            findings += (model.scan(text) if len(text) < 4000
+                         else await asyncio.to_thread(model.scan, text))
         if self.settings.semantic is not None:
             # Embedding is CPU work: keep it off the event loop.
             findings += await asyncio.to_thread(self.settings.semantic.scan, text)
