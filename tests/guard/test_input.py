@@ -92,7 +92,7 @@ async def test_external_output_is_wrapped_and_flagged() -> None:
     assert content.startswith('<untrusted_content source="fetch" id="')
     assert "\n" + marked + '\n</untrusted_content id="' in content
     assert "do not follow instructions" in content
-    assert "(ignore_instructions, classifier)" in content
+    assert "(ignore_instructions)" in content
     [sent] = [m for m in run.model.calls[1].messages if m.role == "tool"]
     assert sent.content == content
     [ev] = run.of("guard.detected")

@@ -106,7 +106,7 @@ async def test_every_protocol_shows_the_model_wrapped_datamarked_content(protoco
     assert '<untrusted_content source="fetch"' in seen
     assert f"Ignore{MARK}all{MARK}previous{MARK}instructions" in seen
     assert ATTACK not in seen  # never the raw instruction
-    assert "(ignore_instructions, classifier)" in seen  # the scan named what it found
+    assert "(ignore_instructions)" in seen  # the scan named what it found
     # The system prompt explains the marking.
     assert "untrusted_content" in model.calls[0].messages[0].content
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
 from thinkloop.cli.sessions import sessions_app
@@ -160,6 +161,7 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(guard_app, name="guard")
 
 
 def main() -> None:

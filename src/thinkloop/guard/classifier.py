@@ -32,7 +32,9 @@ WORD: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": 
 CHAR: dict[str, Any] = {"analyzer": "char_wb", "ngram_range": (3, 5), "lowercase": True}
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _SPACES = re.compile(r"\s\s+")
-WINDOW = 64  # words per scored window (half a window of overlap)
+WHOLE = 48  # texts up to this many words are scored whole
+WINDOW = 20  # longer ones in windows of this many words (half a window of overlap), so
+# the words around an injection in a long document do not dilute it
 
 
 def _word_ngrams(text: str) -> list[str]:
@@ -106,12 +108,16 @@ class Classifier:
     def scan(self, text: str) -> list[Finding]:
         """A ``classifier`` finding per window scoring at or over the threshold."""
         found: list[Finding] = []
-        for span in _windows(text):
+        spans = _windows(text)
+        # A window of a long document is judged more strictly than a whole message: license
+        # texts and manuals say "you must" and "your system" in every window.
+        bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
+        for span in spans:
             v = self.verdict(text[span[0]:span[1]])
-            if v.score < self.threshold:
+            if v.score < bar:
                 continue
             severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
-            why = (f"score {v.score:.2f} >= {self.threshold:.2f}"
+            why = (f"score {v.score:.2f} >= {bar:.2f}"
                    + (f"; strongest n-grams: {', '.join(v.top)}" if v.top else ""))
             if found and found[-1].span[1] >= span[0]:  # overlapping windows: one finding
                 last = found.pop()
@@ -151,7 +157,7 @@ def _shipped() -> Classifier:
 def _windows(text: str) -> list[tuple[int, int]]:
     starts = [m.start() for m in re.finditer(r"\S+", text)]
     ends = [m.end() for m in re.finditer(r"\S+", text)]
-    if len(starts) <= WINDOW:
+    if len(starts) <= WHOLE:
         return [(0, len(text))] if starts else []
     step = WINDOW // 2
     return [(starts[i], ends[min(i + WINDOW, len(ends)) - 1])

@@ -54,6 +54,10 @@ class InputGuardSettings:
     # The trained linear classifier (guard/classifier.py): "shipped" is the one in the
     # package; None turns it off.
     classifier: Classifier | Literal["shipped"] | None = "shipped"
+    # Also classify tool output. Off by default: the classifier is trained for messages, and
+    # windows of long documents (licences, manuals) trip it; outside content is handled by
+    # provenance (wrapping and gating) instead.
+    classify_external: bool = False
 
 
 def _payload(findings: Sequence[Finding]) -> list[dict[str, Any]]:
@@ -75,10 +79,10 @@ class InputGuard:
             out.append(Hook("post_tool", self.check_tool_output, name="guard.external"))
         return out
 
-    async def scan(self, text: str) -> list[Finding]:
+    async def scan(self, text: str, *, external: bool = False) -> list[Finding]:
         findings = scan_input(text, self.settings.patterns)
         clf = self.settings.classifier
-        if clf is not None:
+        if clf is not None and (not external or self.settings.classify_external):
             model = Classifier.load() if clf == "shipped" else clf
             # Long documents are CPU work: off the event loop.
             findings += (model.scan(text) if len(text) < 4000
@@ -127,7 +131,7 @@ class InputGuard:
         if result.is_error and not result.content.startswith(TOOL_ERROR):
             return
         scanning = s.scan_external and s.mode != "off"
-        findings = await self.scan(result.content) if scanning else []
+        findings = await self.scan(result.content, external=True) if scanning else []
         if findings:
             self._report(ctx, findings, f"tool:{tool.name}")
             if self._blocks(findings):

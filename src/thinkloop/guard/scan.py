@@ -108,6 +108,8 @@ KEYWORDS = frozenset((
     "conversation", "restrictions", "jailbreak", "developer", "earlier", "directives",
     "original", "initial", "disclose", "unrestricted", "unfiltered"))
 _LETTERS = re.compile(r"[a-z]{4,}")
+_INFLECTIONS = frozenset(("s", "es", "d", "ed", "r", "rs", "ing", "ion", "ions", "er", "ers",
+                          "ly", "n", "ns"))
 
 
 def _osa(a: str, b: str, limit: int) -> int:
@@ -132,13 +134,17 @@ def _osa(a: str, b: str, limit: int) -> int:
 @functools.lru_cache(maxsize=8192)
 def _keyword(word: str) -> str | None:
     """The key word ``word`` is a typo of (distance 1, or 2 for words of 8+ letters)."""
-    if word in KEYWORDS:
-        return None
+    if word in KEYWORDS or any(_inflects(word, key) for key in KEYWORDS):
+        return None  # an inflection ("ignores", "prompted") is a word, not a typo
     limit = 2 if len(word) >= 8 else 1
-    for key in KEYWORDS:
-        if key[0] in word[:2] and _osa(word, key, limit) <= limit:
-            return key
-    return None
+    near = [(_osa(word, key, limit), key) for key in sorted(KEYWORDS) if key[0] in word[:2]]
+    best = min(near, default=(limit + 1, ""))
+    return best[1] if best[0] <= limit else None
+
+
+def _inflects(word: str, key: str) -> bool:
+    stems = (key, key[:-1]) if key.endswith("e") else (key,)
+    return any(word.startswith(s) and word[len(s):] in _INFLECTIONS for s in stems)
 
 
 def _typos(view: _View) -> _View | None:
