@@ -83,6 +83,7 @@ class Agent:
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
+        isolation: Literal["off", "plan"] = "off",
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -103,7 +104,10 @@ class Agent:
         # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
         # the agent's own.
         guards = [] if guard is False else default_hooks(
-            guard or GuardSettings(), fixed_steps=max_steps is not None)
+            _isolated(guard or GuardSettings(), isolation), fixed_steps=max_steps is not None)
+        if guard is False and isolation != "off":
+            raise ConfigError("isolation='plan' works through the guards; guard=False "
+                              "turns them off")
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
         self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
                             *normalise(hooks)])
@@ -257,6 +261,19 @@ class Agent:
         except RuntimeError:
             return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
         raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+
+def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
+    """``isolation="plan"``: plan-then-execute with quarantined reading (guard/isolation.py)."""
+    if isolation not in ("off", "plan"):
+        raise ConfigError(f"isolation must be 'off' or 'plan' (got {isolation!r})")
+    if isolation == "off":
+        return guard
+    from dataclasses import replace
+
+    from thinkloop.guard import IsolationSettings
+
+    return replace(guard, isolation=IsolationSettings(enabled=True))
 
 
 def _open(store: Store | str | None) -> Store:

@@ -174,3 +174,15 @@ async def test_trusted_rule_and_disabled_gate() -> None:
         await run_agent([reply("", call("read_inbox")), ATTACK, "Sent."],
                         "Summarise my newest e-mail", tools=tools, guard=g)
     assert [d[0] for d in done] == ["send_email", "send_email"]
+
+
+async def test_path_allow_list() -> None:
+    tools, done = world()
+    rules = (TargetRule("delete_file", allow={"path": ("tmp/*",)}),)
+    await run_agent([reply("", call("read_inbox")),
+                     reply("", call("delete_file", path="tmp/cache.bin"),
+                           call("delete_file", path="docs/thesis.pdf")),
+                     "Cleaned the temporary file; the thesis was not allowed."],
+                    "Read my newest e-mail and delete what it lists", tools=tools,
+                    guard=guard(AutoApprove(), rules=rules))
+    assert done == [("delete_file", {"path": "tmp/cache.bin"})]

@@ -66,9 +66,12 @@ def run(
     context_url: Annotated[
         str | None, typer.Option("--context-url", help="Page to read as context.")
     ] = None,
+    isolation: Annotated[str, typer.Option(
+        help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
 ) -> None:
     """Run TASK with an agent and show its steps live."""
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
+                        isolation=isolation)
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))

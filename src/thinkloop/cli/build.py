@@ -23,6 +23,7 @@ class AgentOptions:
     protocol: str | None = None
     approve: str = "ask"
     name: str = "thinkloop"
+    isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
 
 
 def build_agent(
@@ -62,6 +63,7 @@ def build_agent(
         tool_timeout_s=settings.tool_timeout_s,
         protocol=opts.protocol or settings.protocol,
         prompt=builder,
+        isolation=opts.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=guard,
         store=store,
         memory=store is not None,

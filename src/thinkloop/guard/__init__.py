@@ -23,6 +23,7 @@ from thinkloop.guard.budget import StepBudget, StepBudgetSettings, classify
 from thinkloop.guard.drift import DriftSettings, GoalDrift
 from thinkloop.guard.gate import ToolGate
 from thinkloop.guard.input import InputGuard, InputGuardSettings, wrap_untrusted
+from thinkloop.guard.isolation import IsolationSettings, PlanIsolation
 from thinkloop.guard.loops import LoopGuard, LoopSettings
 from thinkloop.guard.nudges import Nudges, NudgeSettings
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, InjectionPattern
@@ -71,6 +72,8 @@ def default_hooks(
         hooks += LoopGuard(s.loops).hooks()
     # One approval gate for both: a person who approves a gated call is not asked twice.
     approvals = ApprovalGate(s.approval)
+    if s.isolation.enabled:
+        hooks += PlanIsolation(s.isolation).hooks()
     if s.provenance.enabled:
         hooks += ProvenanceGate(s.provenance, approvals).hooks()
     hooks += ToolGate(s.policy, approvals).hooks()
@@ -99,10 +102,12 @@ __all__ = [
     "InjectionPattern",
     "InputGuard",
     "InputGuardSettings",
+    "IsolationSettings",
     "LoopGuard",
     "LoopSettings",
     "NudgeSettings",
     "Nudges",
+    "PlanIsolation",
     "PlanSettings",
     "PreTaskPlan",
     "ProvenanceGate",

@@ -8,6 +8,7 @@ from thinkloop.guard.approval import ApprovalSettings
 from thinkloop.guard.budget import StepBudgetSettings
 from thinkloop.guard.drift import DriftSettings
 from thinkloop.guard.input import InputGuardSettings
+from thinkloop.guard.isolation import IsolationSettings
 from thinkloop.guard.loops import LoopSettings
 from thinkloop.guard.nudges import NudgeSettings
 from thinkloop.guard.plan import PlanSettings
@@ -35,6 +36,7 @@ class GuardSettings:
     plan: PlanSettings = field(default_factory=PlanSettings)
     drift: DriftSettings = field(default_factory=DriftSettings)
     provenance: ProvenanceSettings = field(default_factory=ProvenanceSettings)
+    isolation: IsolationSettings = field(default_factory=IsolationSettings)
 
     @staticmethod
     def off() -> GuardSettings:
