@@ -17,6 +17,7 @@ from rich.console import Console
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
 from thinkloop.cli.runs import runs_app, trace
@@ -74,10 +75,12 @@ def run(
     stdio: Annotated[bool, typer.Option(
         "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
     ] = False,
+    isolation: Annotated[str, typer.Option(
+        help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
 ) -> None:
     """Run TASK with an agent and show its steps live."""
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool)
+                        judgement=judgement, model_pool=model_pool, isolation=isolation)
     if stdio:
         from thinkloop.cli.stdio import main_stdio
 
@@ -183,6 +186,7 @@ app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
+app.add_typer(guard_app, name="guard")
 
 
 def main() -> None:
