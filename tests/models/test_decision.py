@@ -114,3 +114,32 @@ def test_a_required_tool_call_leaves_out_the_answer_branch() -> None:
     validator = jsonschema.Draft202012Validator(decision_schema([CALC], allow_answer=False))
     assert validator.is_valid({"tool": "calculator", "arguments": {"expression": "1"}})
     assert not validator.is_valid({"answer": "1"})
+
+
+def test_a_token_budget_caps_free_strings_so_every_call_fits() -> None:
+    write = ToolSpec("write", "Write a file.", {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                       "mode": {"type": "string", "enum": ["a", "w"]},
+                       "short": {"type": "string", "maxLength": 4}},
+        "required": ["path", "content"]})
+    schema = decision_schema([CALC, write], max_tokens=96)
+    calc, wr = (b["properties"]["arguments"] for b in schema["oneOf"][:2])
+    assert calc["properties"]["expression"]["maxLength"] == (96 - 16 - 6) // 2
+    assert wr["properties"]["path"]["maxLength"] == wr["properties"]["content"]["maxLength"] == 16
+    assert "maxLength" not in wr["properties"]["mode"]
+    assert wr["properties"]["short"]["maxLength"] == 4
+    assert wr["required"] == ["path", "content"]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"tool": "calculator", "arguments": {"expression": "1+2"}})
+    assert not validator.is_valid({"tool": "calculator", "arguments": {"expression": "1" * 38}})
+    assert not validator.is_valid({"tool": "calculator", "arguments": {}})
+    assert "maxLength" not in decision_schema([CALC])["oneOf"][0]["properties"]["arguments"][
+        "properties"]["expression"]
+
+
+def test_raw_control_characters_in_a_string_still_make_a_call() -> None:
+    # llama.cpp's JSON grammar admits a raw newline inside a string; the call is whole.
+    msg = parse_decision('{"tool": "calculator", "arguments": {"expression": "12*7\n"}}')
+    (call,) = msg.tool_calls
+    assert call.parse_error is None and call.arguments == {"expression": "12*7\n"}

@@ -7,12 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
+import orjson
 import pytest
 
+from protocols.grammar_check import admits  # tests/ is on sys.path (rootdir)
 from thinkloop.agent import Agent
 from thinkloop.errors import ContextOverflowError
 from thinkloop.models.base import ModelSettings
-from thinkloop.models.local import LocalModel, build_local
+from thinkloop.models.decision import decision_schema
+from thinkloop.models.local import LocalModel, _load, build_local, json_gbnf
 from thinkloop.models.wrappers import OverflowRecovery
 from thinkloop.tools.base import tool
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -65,7 +68,9 @@ async def test_agent_run_with_calculator_every_decision_parses(smollm2_path: Pat
             assert call["name"] == "calculator"
             jsonschema.validate(call["arguments"], CALC.parameters)
         assert payload["tool_calls"] or payload["text"]
-    assert results and not results[0]["is_error"]
+    # What a 135M model writes inside the string is its own affair (benchmarks/local_tasks.py
+    # measures that); that the call has its required argument is the engine's.
+    assert any(not r["is_error"] for r in results), results
 
 
 async def test_streaming_with_tools_shows_calls_and_answers(smollm2_path: Path) -> None:
@@ -131,3 +136,31 @@ async def test_tool_choice_required_and_none_shape_the_grammar(smollm2_path: Pat
     none = await model.complete(asked, [CALC], ModelSettings(
         tool_choice="none", max_tokens=8, temperature=0))
     assert none.message.tool_calls == () and none.message.content
+
+
+async def test_a_call_always_fits_its_token_limit_so_required_arguments_arrive(
+    smollm2_path: Path,
+) -> None:
+    # A long expression under a tight token limit: the grammar caps the string so the call
+    # closes in time, instead of being cut off without its required argument.
+    model = LocalModel(smollm2_path)
+    asked = [Message.system("You are a helpful assistant."),
+             Message.user("Add up every whole number from 1 to 60, written out in full as "
+                          "1+2+3+4+5+6+7+8+9+10+11+12+... Use the calculator.")]
+    for max_tokens in (48, 96):
+        reply = await model.complete(asked, [CALC], ModelSettings(
+            tool_choice="required", max_tokens=max_tokens, temperature=0))
+        (call,) = reply.message.tool_calls
+        assert call.parse_error is None, (max_tokens, call)
+        jsonschema.validate(call.arguments, CALC.parameters)
+
+
+def test_the_decision_grammar_holds_strings_to_strict_json(smollm2_path: Path) -> None:
+    llm = _load(smollm2_path, 4096).llm
+    gbnf = json_gbnf(orjson.dumps(decision_schema([CALC], max_tokens=64)).decode())
+    assert admits(llm, gbnf, '{"tool": "calculator", "arguments": {"expression": "12*7"}}')
+    assert admits(llm, gbnf, '{"answer": "line one\\nline two"}')
+    assert not admits(llm, gbnf, '{"answer": "line one\nline two"}')
+    assert not admits(llm, gbnf, '{"tool": "calculator", "arguments": {}}')
+    call = orjson.dumps({"tool": "calculator", "arguments": {"expression": "1+" * 30 + "1"}})
+    assert not admits(llm, gbnf, call.decode())

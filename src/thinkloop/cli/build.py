@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from thinkloop.agent import Agent
 from thinkloop.channels import ConsoleChannel
 from thinkloop.config import Settings, default_model_spec
+from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
@@ -64,8 +65,21 @@ def build_agent(
         prompt=builder,
         guard=guard,
         store=store,
-        memory=store is not None,
+        memory=_memory(store, opts.tools),
     )
+
+
+def _memory(store: Store | None, tools: str) -> Memory | bool:
+    """The memory layers with a durable store; ``--tools none`` also means no memory tools."""
+    if store is None:
+        return False
+    from thinkloop.memory.manager import Memory
+
+    class ToollessMemory(Memory):
+        def tools(self) -> list[Tool]:
+            return []
+
+    return ToollessMemory(store) if tools.strip() in ("", "none") else True
 
 
 def _ask_on_stderr(prompt: str) -> str:

@@ -7,6 +7,7 @@ compiled to a GBNF grammar it constrains decoding, so every reply parses.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -51,10 +52,35 @@ def tool_parameters(tools: Sequence[ToolSpec]) -> tuple[list[dict[str, Any]], di
     return params_list, defs
 
 
-def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+# Tokens a call needs around its string values: braces, keys, the tool's name, quotes.
+CALL_OVERHEAD_TOKENS = 16
+PROPERTY_OVERHEAD_TOKENS = 6
+MIN_STRING_CHARS = 16
+
+
+def bound_strings(params: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """Cap the length of a call's top-level free strings so that the whole call fits in
+    ``max_tokens``: a call cut off by the token limit would reach the tool without its
+    required arguments. A character costs at most one token, an escape two."""
+    props: dict[str, Any] = params.get("properties") or {}
+    free = [k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "string"
+            and "maxLength" not in v and "enum" not in v and "const" not in v]
+    if not free:
+        return params
+    spare = max_tokens - CALL_OVERHEAD_TOKENS - PROPERTY_OVERHEAD_TOKENS * len(props)
+    cap = max(MIN_STRING_CHARS, spare // (2 * len(free)))
+    bounded = {k: ({**v, "maxLength": cap} if k in free else v) for k, v in props.items()}
+    return {**params, "properties": bounded}
+
+
+def decision_schema(
+    tools: Sequence[ToolSpec], *, allow_answer: bool = True, max_tokens: int | None = None
+) -> dict[str, Any]:
     """One branch per tool (its name as a constant, its parameters schema) plus an answer
-    (left out when a tool call is required)."""
+    (left out when a tool call is required). With ``max_tokens`` every call fits in it."""
     params_list, defs = tool_parameters(tools)
+    if max_tokens is not None:
+        params_list = [bound_strings(p, max_tokens) for p in params_list]
     branches: list[dict[str, Any]] = [
         {
             "type": "object",
@@ -138,8 +164,10 @@ def parse_decision(text: str) -> Message:
     """Read a (grammar-constrained) reply. A reply cut short by max_tokens is salvaged:
     the answer text so far, or a tool call flagged with a parse error."""
     try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        # Not orjson: llama.cpp's JSON grammar lets raw control characters (a newline)
+        # into strings, which strict JSON refuses; the call is still whole and meant.
+        data = json.loads(text, strict=False)
+    except ValueError:
         return _salvage(text)
     if isinstance(data, dict) and isinstance(data.get("tool"), str):
         args = data.get("arguments")

@@ -71,7 +71,14 @@ _LOADED: dict[tuple[str, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load(path: Path, n_ctx: int) -> _Loaded:
+def default_threads() -> int:
+    """One core fewer than the machine has (at least one): llama.cpp's threads spin while
+    they wait, so a thread per core collapses (10-30x slower, measured) as soon as anything
+    else wants a core, and a 135M model gains little from the last one."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def _load(path: Path, n_ctx: int, n_threads: int | None = None) -> _Loaded:
     key = (str(path), n_ctx)
     with _LOAD_LOCK:
         if key not in _LOADED:
@@ -81,13 +88,34 @@ def _load(path: Path, n_ctx: int) -> _Loaded:
                 raise ConfigError(
                     "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
                 ) from None
-            llm = Llama(str(path), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
+            threads = n_threads or default_threads()
+            llm = Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                        verbose=False)
             if not _LOADED:
                 # Free the weights before interpreter teardown: llama.cpp's own __del__ runs
                 # too late (its C bindings are gone by then) and prints a traceback.
                 atexit.register(unload_all)
             _LOADED[key] = _Loaded(llm)
         return _LOADED[key]
+
+
+# llama-cpp-python's JSON-schema grammar lets raw control characters (newlines) into strings,
+# which JSON forbids; a small model then runs on into prose inside an argument. Strict JSON.
+_LOOSE_CHAR = 'char ::= [^"\\\\] |'
+_STRICT_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+
+
+def json_gbnf(schema: str) -> str:
+    """GBNF for a JSON schema, with strings held to strict JSON."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return str(json_schema_to_gbnf(schema)).replace(_LOOSE_CHAR, _STRICT_CHAR)
+
+
+def json_grammar(schema: str) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(json_gbnf(schema), verbose=False)
 
 
 def unload_all() -> None:
@@ -114,20 +142,21 @@ class LocalModel:
     # A text-only model: images and documents reach it as text (see context.inputs.accepts).
     input_kinds: frozenset[str] = frozenset()
 
-    def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096) -> None:
+    def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096,
+                 n_threads: int | None = None) -> None:
         self.path = path
         self.name = name
         self.n_ctx = n_ctx
+        self.n_threads = n_threads
         self._grammars: dict[bytes, Any] = {}
 
-    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer))
+    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool, max_tokens: int) -> Any:
+        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
+                                              max_tokens=max_tokens))
         if schema not in self._grammars:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
-            self._grammars[schema] = LlamaGrammar.from_json_schema(schema.decode(), verbose=False)
+            self._grammars[schema] = json_grammar(schema.decode())
         return self._grammars[schema]
 
     def _constrained(self, constraint: ReplyConstraint) -> Any:
@@ -138,9 +167,9 @@ class LocalModel:
 
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
-            make = (LlamaGrammar.from_json_schema if constraint.kind == "json_schema"
-                    else LlamaGrammar.from_string)
-            self._grammars[key] = make(constraint.text, verbose=False)
+            self._grammars[key] = (json_grammar(constraint.text)
+                                   if constraint.kind == "json_schema"
+                                   else LlamaGrammar.from_string(constraint.text, verbose=False))
         return self._grammars[key]
 
     def _kwargs(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
@@ -148,12 +177,13 @@ class LocalModel:
         kwargs: dict[str, Any] = {"messages": render_history(messages, tools)}
         decisions = uses_decisions(messages, tools)
         constrained = not decisions and settings.constraint is not None
-        if decisions:
-            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required")
-        elif settings.constraint is not None:
-            kwargs["grammar"] = self._constrained(settings.constraint)
         default = CONSTRAINED_MAX_TOKENS if constrained else None
         max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
+        if decisions:
+            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required",
+                                              max_tokens or DECISION_MAX_TOKENS)
+        elif settings.constraint is not None:
+            kwargs["grammar"] = self._constrained(settings.constraint)
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if settings.temperature is not None:
@@ -162,7 +192,7 @@ class LocalModel:
         return kwargs
 
     def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        loaded = _load(self.path, self.n_ctx)
+        loaded = _load(self.path, self.n_ctx, self.n_threads)
         with loaded.lock:
             try:
                 result: dict[str, Any] = loaded.llm.create_chat_completion(**kwargs)
@@ -189,7 +219,7 @@ class LocalModel:
                               uses_decisions(messages, tools), usage, choice.get("finish_reason"))
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
-        loaded = _load(self.path, self.n_ctx)
+        loaded = _load(self.path, self.n_ctx, self.n_threads)
         with loaded.lock:
             try:
                 chunks: Iterator[dict[str, Any]] = loaded.llm.create_chat_completion(
@@ -259,17 +289,23 @@ class LocalModel:
         yield self._response("".join(text), decisions, usage, finish)
 
 
-def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
-    n_ctx_raw = env.get("THINKLOOP_LOCAL_N_CTX") or "4096"
+def _whole(env: Mapping[str, str], key: str, default: str) -> int:
+    raw = env.get(key) or default
     try:
-        n_ctx = int(n_ctx_raw)
+        value = int(raw)
     except ValueError:
-        raise ConfigError(
-            f"THINKLOOP_LOCAL_N_CTX must be a whole number, got {n_ctx_raw!r}"
-        ) from None
+        raise ConfigError(f"{key} must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"{key} must be at least 1, got {value}")
+    return value
+
+
+def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
+    n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", "4096")
+    threads = _whole(env, "THINKLOOP_LOCAL_THREADS", str(default_threads()))
     if not name:
-        return LocalModel(default_model_path(), n_ctx=n_ctx)
+        return LocalModel(default_model_path(), n_ctx=n_ctx, n_threads=threads)
     path = Path(name).expanduser()
     if not path.is_file():
         raise ConfigError(f"model 'local:{name}': no such file (expected a .gguf model file)")
-    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx)
+    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads)
