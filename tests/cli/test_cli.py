@@ -27,7 +27,7 @@ def thinkloop(
             if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
     return subprocess.run(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
-        capture_output=True, text=True, timeout=60, env={**base, **(env or {})}, input=stdin,
+        capture_output=True, text=True, timeout=300, env={**base, **(env or {})}, input=stdin,
     )
 
 
