@@ -103,13 +103,41 @@ def decision_schema(
     return schema
 
 
-ANSWER_ONLY = 'Reply with one JSON object only: {"answer": "TEXT"}, your final answer.'
+# No placeholder a small model could copy as its answer ("TEXT" came back as answers).
+ANSWER_ONLY = ('Reply with one JSON object only, {"answer": "..."}, with your final answer to '
+               "the user written out in it.")
+# Said after the last tool result, so a small model answers instead of repeating the call.
+# Measured on SmolLM2-135M: a generic "answer or make another call" was ignored (it repeated
+# the call); offering the short result as the answer in the reply's own shape was taken.
+AFTER_RESULT = ('Now reply with {answer} if that answers the question, or make a different '
+                "tool call.")
+AFTER_LONG_RESULT = ('Now reply with {"answer": "..."} giving the answer from this result, or '
+                     "make a different tool call.")
+AFTER_ERROR = ('That call failed. Make a different tool call, or reply with {"answer": "..."} '
+               "saying what went wrong.")
+SHORT_RESULT_CHARS = 200
+
+
+def after_result(content: str) -> str:
+    """What a small model is told after a tool result (see ``AFTER_RESULT``)."""
+    if content.startswith("Error:"):
+        return AFTER_ERROR
+    if len(content) > SHORT_RESULT_CHARS or "\n[Note:" in content:
+        return AFTER_LONG_RESULT
+    return AFTER_RESULT.format(answer=orjson.dumps({"answer": content.strip()}).decode())
 
 
 def uses_decisions(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
     """Decision mode: tools are offered, or past turns were decisions (a final answer asked
     for without tools must not imitate the calls in the history as free text)."""
     return bool(tools) or any(m.tool_calls for m in messages)
+
+
+def _summary(text: str) -> str:
+    """A description's first sentence: a small model's prompt has no room for the rest."""
+    first = " ".join(text.strip().split("\n\n", 1)[0].split())
+    cut = first.find(". ")
+    return first if cut < 0 else first[: cut + 1]
 
 
 def tools_prompt(tools: Sequence[ToolSpec]) -> str:
@@ -119,10 +147,12 @@ def tools_prompt(tools: Sequence[ToolSpec]) -> str:
     for t in tools:
         props = t.parameters.get("properties") or {}
         args = ", ".join(f"{k}: {v.get('type', 'value')}" for k, v in props.items())
-        lines.append(f"- {t.name}({args}): {t.description}")
+        lines.append(f"- {t.name}({args}): {_summary(t.description)}")
+    example = tools[0]
     lines.append(
-        'Reply with one JSON object only. To use a tool: {"tool": "NAME", "arguments": {...}}. '
-        'When you know the final answer: {"answer": "TEXT"}.'
+        f'Reply with one JSON object only. To use a tool: {{"tool": "{example.name}", '
+        '"arguments": {...}}. When you know the final answer: {"answer": "..."} with the '
+        "answer written out."
     )
     return "\n".join(lines)
 
@@ -144,9 +174,15 @@ def render_history(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> li
     """
     decisions = uses_decisions(messages, tools)
     prepared: list[Message] = []
-    for m in repair_tool_pairs(messages):
+    history = repair_tool_pairs(messages)
+    # The hint goes with the newest result, even when a nudge follows it in the request.
+    last = max((i for i, m in enumerate(history) if m.role == "tool"), default=-1)
+    if any(m.role == "assistant" for m in history[last + 1:]):
+        last = -1
+    for i, m in enumerate(history):
         if m.role == "tool":
-            prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}"))
+            follow = f"\n{after_result(m.content)}" if tools and i == last else ""
+            prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}{follow}"))
         elif m.role == "assistant" and decisions:
             prepared.append(Message.assistant(_decision_text(m)))
         else:
