@@ -143,3 +143,20 @@ def test_raw_control_characters_in_a_string_still_make_a_call() -> None:
     msg = parse_decision('{"tool": "calculator", "arguments": {"expression": "12*7\n"}}')
     (call,) = msg.tool_calls
     assert call.parse_error is None and call.arguments == {"expression": "12*7\n"}
+
+
+def test_after_the_newest_result_the_model_is_offered_it_as_the_answer() -> None:
+    from thinkloop.models.decision import AFTER_ERROR, after_result
+
+    call = ToolCall("c1", "calculator", {"expression": "12*7"})
+    history = [Message.system("Be brief."), Message.user("12*7?"),
+               Message.assistant("", (call,)), Message.tool("c1", "calculator", "84"),
+               Message.user("[Urgent] Only 1 step(s) left.")]
+    turns = render_history(history, [CALC])
+    assert turns[-1]["content"] == (
+        'Result of calculator: 84\nNow reply with {"answer":"84"} if that answers the '
+        "question, or make a different tool call.\n\n[Urgent] Only 1 step(s) left.")
+    assert after_result("Error: no such file") == AFTER_ERROR
+    answered = [*history[:4], Message.assistant("84")]
+    assert "Now reply" not in render_history(answered, [CALC])[-2]["content"]
+    assert "Now reply" not in render_history(history, [])[-1]["content"]

@@ -111,12 +111,13 @@ async def test_concurrent_calls_are_serialised_not_corrupted(smollm2_path: Path)
 
 
 async def test_context_overflow_is_typed_and_recovered(smollm2_path: Path) -> None:
+    # Earlier turns are cut to fit (see below); a last turn that alone overflows is not.
     small = LocalModel(smollm2_path, n_ctx=256)
-    long_history = [Message.system("You are terse."), Message.user("hi")]
-    long_history += [Message.user("filler " * 30) for _ in range(12)]
+    long_history = [Message.system("You are terse."), Message.user("hi"),
+                    Message.assistant("hello"), Message.user("filler " * 400)]
     with pytest.raises(ContextOverflowError):
         await small.complete(long_history, [], ModelSettings(max_tokens=4))
-    recovered = await OverflowRecovery(small, lambda m: [m[0], m[-1]]).complete(
+    recovered = await OverflowRecovery(small, lambda m: [m[0], Message.user("hi")]).complete(
         long_history, [], ModelSettings(max_tokens=4))
     assert recovered.message.content
 
@@ -164,3 +165,68 @@ def test_the_decision_grammar_holds_strings_to_strict_json(smollm2_path: Path) -
     assert not admits(llm, gbnf, '{"tool": "calculator", "arguments": {}}')
     call = orjson.dumps({"tool": "calculator", "arguments": {"expression": "1+" * 30 + "1"}})
     assert not admits(llm, gbnf, call.decode())
+
+
+async def test_input_is_cut_to_the_window_with_a_note(smollm2_path: Path) -> None:
+    from thinkloop.models.local import fit_messages
+
+    llm = _load(smollm2_path, 4096).llm
+    long = "The launch code is 4711. " + "filler words " * 3000 + "The end."
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": long}]
+    fitted = fit_messages(llm, turns, 4096, 256)
+    text = fitted[1]["content"]
+    assert "cut here to fit the model's 4096-token context" in text
+    assert text.startswith("The launch code is 4711.") and text.endswith("The end.")
+    sizes = sum(len(llm.tokenize(t["content"].encode(), add_bos=False)) for t in fitted)
+    assert sizes + 256 <= 4096 and fitted[0] == turns[0]
+    model = LocalModel(smollm2_path)
+    reply = await model.complete([Message.system("Be brief."), Message.user(long)], [],
+                                 ModelSettings(max_tokens=4, temperature=0))
+    assert reply.usage.input_tokens < 4096
+
+
+async def test_overflow_is_not_called_http(smollm2_path: Path) -> None:
+    small = LocalModel(smollm2_path, n_ctx=256)
+    history = [Message.system("x"), Message.user("hi"), Message.assistant("hello"),
+               Message.user("filler " * 400)]
+    with pytest.raises(ContextOverflowError) as info:
+        await small.complete(history, [], ModelSettings(max_tokens=4))
+    assert "HTTP" not in str(info.value) and "local model's context window" in str(info.value)
+
+
+async def test_free_text_is_capped_and_prompt_prefixes_are_reused(smollm2_path: Path) -> None:
+    from thinkloop.models.local import FREE_MAX_TOKENS
+
+    model = LocalModel(smollm2_path)
+    assert model._kwargs(TASK, [], ModelSettings())["max_tokens"] == FREE_MAX_TOKENS
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    await model.complete([Message.system("Prefix test."), Message.user("Say hi.")], [], settings)
+    await model.complete([Message.system("Prefix test."), Message.user("Say bye.")], [],
+                         settings)
+    stats = model.last_stats
+    assert stats is not None and 0 < stats.reused_tokens < stats.prompt_tokens
+    assert stats.processed_tokens == stats.prompt_tokens - stats.reused_tokens
+
+
+async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: Path) -> None:
+    from thinkloop.models.llama_state import load_prefix, state_file
+    from thinkloop.models.local import default_threads
+
+    model = LocalModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+    asked = [Message.system("Cache test."), Message.user("Say hi.")]
+    await model.complete(asked, [], ModelSettings(max_tokens=4, temperature=0))
+    path = state_file(tmp_path, smollm2_path, 1024)
+    assert path.is_file()
+    # A fresh Llama (as in a new process) restores the saved tokens and KV cells.
+    from llama_cpp import Llama
+
+    fresh = Llama(str(smollm2_path), n_ctx=1024, n_threads=default_threads(), verbose=False)
+    try:
+        restored = load_prefix(fresh, path)
+        assert restored > 10 and fresh.n_tokens == restored
+        out = fresh.create_chat_completion(
+            messages=[{"role": "system", "content": "Cache test."},
+                      {"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0)
+        assert out["choices"][0]["message"]["content"]
+    finally:
+        fresh.close()
