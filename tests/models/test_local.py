@@ -230,3 +230,18 @@ async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: P
         assert out["choices"][0]["message"]["content"]
     finally:
         fresh.close()
+
+
+def test_an_exact_repeat_of_a_call_that_worked_is_recognised() -> None:
+    from thinkloop.models.local import repeats_last_call
+    from thinkloop.types import ToolCall
+
+    first = ToolCall("c1", "calculator", {"expression": "12*7"})
+    same = Message.assistant("", (ToolCall("c2", "calculator", {"expression": "12*7"}),))
+    other = Message.assistant("", (ToolCall("c3", "calculator", {"expression": "12*8"}),))
+    done = [*TASK, Message.assistant("", (first,)), Message.tool("c1", "calculator", "84")]
+    failed = [*done[:-1], Message.tool("c1", "calculator", "Error: boom")]
+    assert repeats_last_call(done, same)
+    assert not repeats_last_call(done, other) and not repeats_last_call(failed, same)
+    assert not repeats_last_call(TASK, same)
+    assert not repeats_last_call(done, Message.assistant("84"))

@@ -31,7 +31,7 @@ def is_small(model: Any) -> bool:
 
 
 # An arithmetic expression in a task asks for arithmetic, whatever words surround it.
-_ARITHMETIC = re.compile(r"\d\s*[-+*/^%]\s*[\d(]|\(\s*\d")
+_ARITHMETIC = re.compile(r"\d\s*(?:\*\*|[-+*/^%])\s*[\d(]|\(\s*\d|sqrt|\bsquare root")
 # Tools scoring under this share of the best score are left out: one clear match beats
 # three for a small model, which otherwise picks among them at random.
 RELATIVE_CUT = 0.5

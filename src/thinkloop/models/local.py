@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -267,8 +267,13 @@ class LocalModel:
         choice = result["choices"][0]
         u = result.get("usage") or {}
         usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
-        return self._response(choice["message"].get("content") or "",
-                              uses_decisions(messages, tools), usage, choice.get("finish_reason"))
+        response = self._response(choice["message"].get("content") or "",
+                                  uses_decisions(messages, tools), usage,
+                                  choice.get("finish_reason"))
+        if tools and repeats_last_call(messages, response.message):
+            again = await self.complete(messages, [], settings)
+            return replace(again, usage=response.usage + again.usage)
+        return response
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
         loaded = self._loaded()
@@ -349,7 +354,13 @@ class LocalModel:
         generated = len(text)
         prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
         usage = Usage(1, max(prompt, 0), generated)
-        yield self._response("".join(text), decisions, usage, finish)
+        response = self._response("".join(text), decisions, usage, finish)
+        if not (tools and repeats_last_call(messages, response.message)):
+            yield response
+            return
+        async for item in self.stream(messages, [], settings):
+            yield (replace(item, usage=usage + item.usage) if isinstance(item, ModelResponse)
+                   else item)
 
 
 def _whole(env: Mapping[str, str], key: str, default: str) -> int:
@@ -375,6 +386,23 @@ def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
         raise ConfigError(f"model 'local:{name}': no such file (expected a .gguf model file)")
     return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads,
                       cache_dir=cache)
+
+
+def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
+    """Whether ``reply`` repeats, exactly, the last call the model made, which already
+    succeeded. A small model does this instead of answering; it is then asked once more
+    with tools withheld (one extra generation instead of a wasted step)."""
+    if len(reply.tool_calls) != 1:
+        return False
+    call = reply.tool_calls[0]
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant" and m.tool_calls:
+            prev = m.tool_calls[-1]
+            result = next((r for r in messages[i + 1:] if r.tool_call_id == prev.id), None)
+            ok = result is not None and not result.content.startswith("Error")
+            return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
+    return False
 
 
 def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,
