@@ -141,3 +141,13 @@ def test_tools_table_shows_whole_first_sentences() -> None:
     assert wrapped, "no built-in description wraps its first sentence: nothing to check"
     for t in wrapped:
         assert first_sentence(t.description) in out, t.name
+
+
+def test_prompt_shows_what_the_local_model_reads() -> None:
+    result = CliRunner().invoke(app, ["prompt", "--model", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    sections = {s["name"]: s for s in json.loads(result.output)}
+    listed = sections["tools (listed; at most 3 offered per task)"]
+    assert "- calculator(expression: string)" in listed["text"]
+    assert "mode=minimal" in sections["runtime"]["text"]
+    assert sum(s["tokens"] for s in sections.values()) < 1000
