@@ -6,6 +6,7 @@ import pytest
 
 from thinkloop.models.decision import (
     ANSWER_ONLY,
+    after_result,
     decision_schema,
     parse_decision,
     partial_json_string,
@@ -92,7 +93,7 @@ def test_history_is_rendered_as_plain_alternating_turns() -> None:
     assert turns[0]["content"].startswith("Be brief.\n\nYou can use these tools:\n"
                                           "- calculator(expression: string): Evaluate arithmetic.")
     assert turns[2]["content"] == '{"tool":"calculator","arguments":{"expression":"12*7"}}'
-    assert turns[3]["content"] == "Result of calculator: 84\n\nand?"
+    assert turns[3]["content"] == f"Result of calculator: 84\n{after_result('84')}\n\nand?"
     assert render_history(history[:2], []) == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "12*7?"}]
 
@@ -146,7 +147,7 @@ def test_raw_control_characters_in_a_string_still_make_a_call() -> None:
 
 
 def test_after_the_newest_result_the_model_is_offered_it_as_the_answer() -> None:
-    from thinkloop.models.decision import AFTER_ERROR, after_result
+    from thinkloop.models.decision import AFTER_ERROR
 
     call = ToolCall("c1", "calculator", {"expression": "12*7"})
     history = [Message.system("Be brief."), Message.user("12*7?"),
@@ -159,4 +160,5 @@ def test_after_the_newest_result_the_model_is_offered_it_as_the_answer() -> None
     assert after_result("Error: no such file") == AFTER_ERROR
     answered = [*history[:4], Message.assistant("84")]
     assert "Now reply" not in render_history(answered, [CALC])[-2]["content"]
-    assert "Now reply" not in render_history(history, [])[-1]["content"]
+    # With tools withheld (an answer is due) the result is still offered as the answer.
+    assert "Now reply with {\"answer\":\"84\"}" in render_history(history, [])[-1]["content"]

@@ -96,8 +96,8 @@ def render_sections(
     and the prompt mode used."""
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.config import Settings, default_model_spec
-    from thinkloop.context.prompt import prompt_context
     from thinkloop.context.focus import is_small
+    from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
     from thinkloop.models.decision import tools_prompt
 

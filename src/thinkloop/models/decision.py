@@ -181,7 +181,8 @@ def render_history(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> li
         last = -1
     for i, m in enumerate(history):
         if m.role == "tool":
-            follow = f"\n{after_result(m.content)}" if tools and i == last else ""
+            # Also with tools withheld: the answer it offers is what the model should give.
+            follow = f"\n{after_result(m.content)}" if decisions and i == last else ""
             prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}{follow}"))
         elif m.role == "assistant" and decisions:
             prepared.append(Message.assistant(_decision_text(m)))
