@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     local_n_ctx: int = Field(4096, ge=256, description="context window of the local model")
     local_threads: int | None = Field(
         None, ge=1, description="llama.cpp threads of the local model (default: cores - 1)")
+    judgement: str = Field("", description="judgement plugins: all, off, or a comma list "
+                           "(assess, select, ...)")
+    model_pool: str = Field("", description="models for judgement 'select': "
+                            "provider:model=capability[/effort], comma separated")
 
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
