@@ -106,7 +106,9 @@ def run(
     judgement: Annotated[str | None, typer.Option(
         help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
     model_pool: Annotated[str | None, typer.Option(
-        help="Models for --judgement select: provider:model=capability[/effort],...")] = None,
+        # \[ : help text is rich markup, and "[/effort]" would read as a closing tag.
+        help="Models for --judgement select: provider:model=capability\\[/effort],...")]
+    = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
