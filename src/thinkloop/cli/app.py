@@ -20,6 +20,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
+from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
@@ -115,15 +116,22 @@ def run(
     context_url: Annotated[
         str | None, typer.Option("--context-url", help="Page to read as context.")
     ] = None,
+    stdio: Annotated[bool, typer.Option(
+        "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
+    ] = False,
 ) -> None:
     """Run TASK with an agent: its steps live on stderr, the answer on stdout."""
     if max_steps is not None and max_steps < 1:
         raise fail(f"--max-steps must be at least 1, got {max_steps}")
     if timeout is not None and not timeout > 0:
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
-    text = read_task(task)
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
                         judgement=judgement, model_pool=model_pool)
+    if stdio:
+        from thinkloop.cli.stdio import main_stdio
+
+        raise typer.Exit(main_stdio(opts))
+    text = read_task(task)
     inputs = RunInputs(text, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
@@ -230,6 +238,8 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.command("serve")(serve)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:
