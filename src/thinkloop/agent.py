@@ -88,6 +88,7 @@ class Agent:
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
         judgement: Judgement | bool | None = None,
+        isolation: Literal["off", "plan"] = "off",
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -110,11 +111,14 @@ class Agent:
         # Judgement (judgement/): off unless asked for; True is every part with its defaults.
         # Its supervisor stands in front of the guards' approver.
         j = Judgement() if judgement is True else (judgement or None)
-        gs = guard or GuardSettings()
+        gs = _isolated(guard or GuardSettings(), isolation)
         self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
             if j is not None else None
         if self.judgement is not None:
             gs = replace(gs, approval=self.judgement.approval)
+        if guard is False and isolation != "off":
+            raise ConfigError("isolation='plan' works through the guards; guard=False "
+                              "turns them off")
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
         if is_small(self.model):  # a small model sees only the tools that match the task
@@ -279,6 +283,17 @@ class Agent:
         except RuntimeError:
             return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
         raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+
+def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
+    """``isolation="plan"``: plan-then-execute with quarantined reading (guard/isolation.py)."""
+    if isolation not in ("off", "plan"):
+        raise ConfigError(f"isolation must be 'off' or 'plan' (got {isolation!r})")
+    if isolation == "off":
+        return guard
+    from thinkloop.guard import IsolationSettings
+
+    return replace(guard, isolation=IsolationSettings(enabled=True))
 
 
 def _open(store: Store | str | None) -> Store:

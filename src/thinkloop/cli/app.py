@@ -18,6 +18,7 @@ from rich.markup import escape
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
 from thinkloop.cli.serve import keys_app, serve
@@ -119,6 +120,8 @@ def run(
     stdio: Annotated[bool, typer.Option(
         "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
     ] = False,
+    isolation: Annotated[str, typer.Option(
+        help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
 ) -> None:
     """Run TASK with an agent: its steps live on stderr, the answer on stdout."""
     if max_steps is not None and max_steps < 1:
@@ -126,7 +129,7 @@ def run(
     if timeout is not None and not timeout > 0:
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool)
+                        judgement=judgement, model_pool=model_pool, isolation=isolation)
     if stdio:
         from thinkloop.cli.stdio import main_stdio
 
@@ -240,6 +243,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
+app.add_typer(guard_app, name="guard")
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ class AgentOptions:
     name: str = "thinkloop"
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
+    isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
 
 
 def build_agent(
@@ -67,6 +68,7 @@ def build_agent(
         tool_timeout_s=settings.tool_timeout_s,
         protocol=opts.protocol or settings.protocol,
         prompt=builder,
+        isolation=opts.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=guard,
         store=store,
         memory=_memory(store, opts.tools) if memory else False,

@@ -149,6 +149,6 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         data = await page.screenshot(path=str(target), full_page=full_page, type="png")
         return f"saved {len(data)} bytes to {relative(workspace.root(ctx.user_id), target)}"
 
-    kw: dict[str, Any] = {"idempotent": False, "external": True}
+    kw: dict[str, Any] = {"idempotent": False, "trusted_output": False}
     return [make_tool(f, **kw) for f in (browser_open, browser_snapshot, browser_click,
                                           browser_type, browser_screenshot)]
