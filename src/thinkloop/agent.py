@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, recovery_scope, zeroed
 from thinkloop.config import default_model_spec
+from thinkloop.context.focus import focus_hook, is_small
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
@@ -127,6 +128,8 @@ class Agent:
                               "turns them off")
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        if is_small(self.model):  # a small model sees only the tools that match the task
+            context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
         # Runs in progress (abort by run, session or all); a shared registry sees every
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
@@ -195,16 +198,20 @@ class Agent:
         user_id: str | None = None,
         stream_model: bool = True,
         context: ContextArg = None,
-        prompt_mode: PromptMode = "full",
+        prompt_mode: PromptMode | None = None,
         events: bool = True,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
+
+        ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
+        tokens (the local model), ``full`` otherwise.
 
         ``events=False`` when nobody will iterate the handle: subscribers still get every
         event, and without subscribers no event is built at all.
         """
         inputs = parse_context(context)
-        cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
+        mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
+        cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
         run_id = uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)

@@ -90,6 +90,9 @@ class RunState:
     resume: Resumption | None = None
     # Set when this run goes on from its checkpoints after its process died (issue 15).
     recovered: Recovered | None = None
+    # A rejected reply and the engine's note on it: shown on the next request only, never
+    # part of the history, the stored turn or the result (``loop/notices.py``).
+    scratch: list[Message] = field(default_factory=list)
 
     @property
     def step(self) -> int:
