@@ -66,7 +66,8 @@ def test_list_show_trace_and_replay_a_recorded_run(server: OpenAIServer, home: P
                           capture_output=True, text=True,
                           timeout=120, env=_env(server, home))
     assert live.returncode == 0, live.stderr
-    assert "-> 84" in live.stdout and "12*7 = 84" in live.stdout
+    # The steps go to stderr live, the answer to stdout.
+    assert "-> 84" in live.stderr and "12*7 = 84" in live.stdout
 
     (row,) = _runs()
     assert (row["status"], row["model"], row["provider"], row["agent"], row["steps"],
@@ -100,7 +101,10 @@ def test_list_show_trace_and_replay_a_recorded_run(server: OpenAIServer, home: P
 
     replay = runner.invoke(app, ["runs", "replay", run_id])
     assert replay.exit_code == 0, replay.output
-    assert replay.output == live.stdout  # the same steps, from the record, no model call
+    # The same steps, from the record, no model call.
+    steps = [ln for ln in live.stderr.splitlines() if ln.startswith(("step ", "  ->"))]
+    assert len(steps) == 6
+    assert [ln for ln in replay.output.splitlines() if ln.startswith(("step ", "  ->"))] == steps
     assert len(server.requests) == 4
 
     missing = runner.invoke(app, ["runs", "show", "nope"])
@@ -129,7 +133,7 @@ def test_abort_a_run_in_another_process(server: OpenAIServer, home: Path) -> Non
         aborted = runner.invoke(app, ["runs", "abort", run_id])
         assert aborted.exit_code == 0, aborted.output
         assert f"abort requested for run {run_id}" in aborted.output
-        out, _ = proc.communicate(timeout=60)
+        _, out = proc.communicate(timeout=60)  # the steps and the end go to stderr
     finally:
         proc.kill()
         proc.communicate()
