@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from thinkloop.cli.sessions import DbOption, _with_store
+from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
@@ -42,7 +42,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 @approvals_app.command("list")
 def list_pending(session: SessionOption, db: DbOption = None, as_json: JsonOption = False) -> None:
     """The calls the session's paused run waits on."""
-    pending = _with_store(db, lambda s: s.pending_approvals(session))
+    pending = with_store(db, lambda s: s.pending_approvals(session))
     if as_json:
         for p in pending:
             sys.stdout.write(orjson.dumps({

@@ -15,8 +15,7 @@ import asyncio
 import datetime as dt
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -26,6 +25,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.sessions import with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
@@ -35,7 +35,6 @@ from thinkloop.types import Event
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True)
-T = TypeVar("T")
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")]
 # Exit codes of a resumed run, as for ``thinkloop run``.
 EXIT_CODES = {"completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4,
@@ -46,20 +45,6 @@ def _err(message: str, code: int = 1) -> typer.Exit:
     Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
                                                highlight=False)
     return typer.Exit(code)
-
-
-def _with_store(db: str | None, action: Callable[[DurableStore], Awaitable[T]]) -> T:
-    async def main() -> T:
-        store = open_store(db)
-        try:
-            return await action(store)
-        finally:
-            await store.aclose()
-
-    try:
-        return asyncio.run(main())
-    except (StoreError, ThinkloopError) as exc:
-        raise _err(str(exc), 2) from None
 
 
 async def _record(store: DurableStore, run_id: str) -> RunRecord:
@@ -95,7 +80,7 @@ def list_runs(
     """Recorded runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    runs = _with_store(db, lambda s: s.list_runs(session, status, limit))
+    runs = with_store(db, lambda s: s.list_runs(session, status, limit))
     if as_json:
         for r in runs:
             sys.stdout.write(orjson.dumps(_json(r)).decode() + "\n")
@@ -119,7 +104,7 @@ def show_run(
     async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
         return await _record(store, run_id), await store.run_events(run_id)
 
-    rec, events = _with_store(db, read)
+    rec, events = with_store(db, read)
     if as_json:
         out = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
         sys.stdout.write(orjson.dumps(out).decode() + "\n")
@@ -156,7 +141,7 @@ def abort_run(
     db: DbOption = None,
 ) -> None:
     """Ask the process running RUN_ID to stop it: it ends cancelled, its session intact."""
-    if not _with_store(db, lambda s: s.request_abort(run_id)):
+    if not with_store(db, lambda s: s.request_abort(run_id)):
         raise _err(f"no run {run_id!r} in progress in this store")
     Console().print(f"abort requested for run {run_id}; its process stops it within a second")
 
@@ -222,7 +207,7 @@ def replay_run(
         await _record(store, run_id)
         return await store.run_events(run_id)
 
-    events = _with_store(db, read)
+    events = with_store(db, read)
     printer = ReplayPrinter(Console())
     for e in events:
         printer(e)
@@ -251,7 +236,7 @@ def trace(
         await _record(store, run_id)
         return await store.spans(run_id)
 
-    spans = _with_store(db, read)
+    spans = with_store(db, read)
     if as_json:
         for s in spans:
             row = {f: getattr(s, f) for f in SpanRecord.__dataclass_fields__}

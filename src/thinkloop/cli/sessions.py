@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from thinkloop.store.base import SessionInfo, StoreError
+from thinkloop.errors import ThinkloopError
+from thinkloop.store.base import SessionInfo
 from thinkloop.store.open import open_store
 from thinkloop.store.serialize import message_to_dict
 from thinkloop.types import Message
@@ -35,9 +36,12 @@ DbOption = Annotated[
 ]
 
 
-def _with_store(
+def with_store(
     db: str | None, action: Callable[[SQLiteStore | PostgresStore], Awaitable[T]]
 ) -> T:
+    """Open the durable store, run ``action`` on it, close it; a store or configuration
+    error is one line on stderr and exit code 2 (the ``sessions`` and ``runs`` commands)."""
+
     async def main() -> T:
         store = open_store(db)
         try:
@@ -47,8 +51,9 @@ def _with_store(
 
     try:
         return asyncio.run(main())
-    except StoreError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+    except ThinkloopError as exc:  # StoreError is one
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(exc))}",
+                                                   highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -63,7 +68,7 @@ def list_sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """Sessions, most recently used first."""
-    infos = _with_store(db, lambda s: s.list_sessions(limit))
+    infos = with_store(db, lambda s: s.list_sessions(limit))
     if as_json:
         for i in infos:
             sys.stdout.write(orjson.dumps({
@@ -90,7 +95,7 @@ def show_session(
     ) -> tuple[SessionInfo | None, list[Message]]:
         return await store.session_info(session_id), await store.load(session_id)
 
-    info, messages = _with_store(db, read)
+    info, messages = with_store(db, read)
     if info is None:
         Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
@@ -117,12 +122,12 @@ def delete_session(
 ) -> None:
     """Delete a session and all its messages."""
     # Ask only about a session that exists: a typo gets the error, not a question.
-    if _with_store(db, lambda s: s.session_info(session_id)) is None:
+    if with_store(db, lambda s: s.session_info(session_id)) is None:
         Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
     if not yes and not typer.confirm(f"Delete session {session_id!r}?"):
         raise typer.Exit(1)
-    if not _with_store(db, lambda s: s.delete_session(session_id)):
+    if not with_store(db, lambda s: s.delete_session(session_id)):
         Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
     Console().print(f"deleted {escape(session_id)}")
