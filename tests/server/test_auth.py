@@ -176,7 +176,7 @@ def test_keys_cli_shows_the_key_once_and_stores_only_its_hash(tmp_path: Path) ->
     (row,) = __import__("json").loads(listed.stdout)
     assert row["user"] == "ana" and row["roles"] == ["user"] and key not in listed.stdout
     db = (tmp_path / "thinkloop.db").read_bytes()
-    assert key.encode() not in db and key.split("_")[2].encode() not in db
+    assert key.encode() not in db and key.split("_", 2)[2].encode() not in db
     with sqlite3.connect(tmp_path / "thinkloop.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM api_keys").fetchone() == (1,)
     bad = cli("create", "--user", "a b")
