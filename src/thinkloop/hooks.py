@@ -69,6 +69,8 @@ class HookContext:
     state: RunState
     stop_reason: str | None = field(default=None, init=False)
     stop_status: RunStatus = field(default="blocked", init=False)
+    # The answer a stop ends the run with (sanitized by the loop's ``finish``); None: none.
+    stop_answer: str | None = field(default=None, init=False)
 
     @property
     def run_id(self) -> str:
@@ -78,10 +80,13 @@ class HookContext:
     def step(self) -> int:
         return self.state.step
 
-    def stop(self, reason: str, status: RunStatus = "blocked") -> None:
-        """End the run after this stage with ``status`` and ``reason``."""
+    def stop(self, reason: str, status: RunStatus = "blocked", *,
+             answer: str | None = None) -> None:
+        """End the run after this stage with ``status`` and ``reason``; ``answer`` (if any)
+        becomes the run's final text through the same sanitizing path as a model's answer."""
         self.stop_reason = reason
         self.stop_status = status
+        self.stop_answer = answer
 
     def emit(self, type_: str, **payload: Any) -> None:
         self.state.emit(type_, **payload)
@@ -107,6 +112,12 @@ class ToolHookContext(HookContext):
     tool: Tool | None = None
     # pre_tool: set a result to answer the call without running the tool (deny, dedup, cache).
     result: ToolResult | None = None
+    # Set by ``withhold_tools``: the notice for a next reply that gets no tools.
+    answer_now: str | None = None
+
+    def withhold_tools(self, notice: str) -> None:
+        """Give the model no tools for its next reply, with ``notice``, so that it answers."""
+        self.answer_now = notice
 
 
 @dataclass

@@ -88,6 +88,9 @@ class RunState:
     # run continues a paused one, the decision to apply first (``loop/resume.py``).
     pending: list[PendingApproval] = field(default_factory=list)
     resume: Resumption | None = None
+    # Set when a guard withheld the tools for the next reply (``ctx.withhold_tools``): the
+    # notice the model reads before it answers without tools.
+    answer_now: str | None = None
 
     @property
     def step(self) -> int:

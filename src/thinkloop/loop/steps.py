@@ -39,19 +39,20 @@ OUTPUT_NOTICE = (
 
 
 class StopRun(Exception):
-    """A hook ended the run; carries the status and the reason."""
+    """A hook ended the run; carries the status, the reason and the answer, if any."""
 
-    def __init__(self, status: RunStatus, reason: str) -> None:
+    def __init__(self, status: RunStatus, reason: str, answer: str | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.answer = answer
 
 
 async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
     if ctx.stage in cfg.hooks:
         await cfg.hooks.run(ctx)
         if ctx.stop_reason is not None:
-            raise StopRun(ctx.stop_status, ctx.stop_reason)
+            raise StopRun(ctx.stop_status, ctx.stop_reason, ctx.stop_answer)
 
 
 async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
@@ -97,9 +98,15 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
     return ctx.response or response
 
 
-async def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> NextStep:
+async def decide(
+    cfg: RunConfig, state: RunState, response: ModelResponse, *, with_tools: bool = True
+) -> NextStep:
     reading = cfg.protocol.read(response)
     assistant = response.message
+    if not with_tools and isinstance(reading, Act):
+        # Tools were withheld: a call now is not run; its text (or else the result the
+        # model already has for it) is the answer.
+        reading = Answer(reading.text or known_result(state, reading.calls), reading.thought)
     if isinstance(reading, Act | Answer) and reading.thought and not assistant.thought:
         # Text protocols find thoughts inside the reply; keep them with the step.
         assistant = replace(assistant, thought=reading.thought)
@@ -197,7 +204,20 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
         ctx.stage, ctx.result = "post_tool", result
         await run_stage(cfg, ctx)
         result = ctx.result or result
+    if ctx.answer_now is not None:
+        state.answer_now = ctx.answer_now
     return result
+
+
+def known_result(state: RunState, calls: tuple[ToolCall, ...]) -> str:
+    """The first successful result of one of ``calls`` made earlier in the run, or ""."""
+    for call in calls:
+        for step in state.steps:
+            for r in step.results:
+                same = r.call.name == call.name and r.call.arguments == call.arguments
+                if same and not r.is_error:
+                    return r.content
+    return ""
 
 
 def record_step(
