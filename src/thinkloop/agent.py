@@ -5,26 +5,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
-from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
+from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
-from thinkloop.guard.paused import (
-    expect_pending,
-    pending_approvals,
-    refuse_if_pending,
-    resume_scope,
-    save_turn,
-)
 from thinkloop.hooks import (
     Hook,
     HookFn,
@@ -43,15 +34,13 @@ from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
+from thinkloop.session import Sessions, post_turn
 from thinkloop.store.base import Store
-from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
-from thinkloop.types import Event, Message, PendingApproval
+from thinkloop.types import Event, PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
-# Runs that end in these states leave the session as it was before they started.
-_UNSAVED = frozenset({"failed", "cancelled", "timeout"})
 
 
 class Agent:
@@ -59,6 +48,13 @@ class Agent:
 
     ``run`` returns a :class:`RunResult`; ``stream`` yields events as they happen; ``start``
     returns a :class:`RunHandle` that can be iterated, awaited or cancelled.
+
+    Sessions are durable by default: ``session=`` without ``store=`` keeps them in the
+    default store (SQLite under ``THINKLOOP_HOME``, or ``THINKLOOP_DATABASE_URL``), opened on
+    first use; ``store="memory"`` keeps them in this process only. The agent owns what it
+    opened (that store, a model it resolved from a name) and closes it in :meth:`aclose`
+    (``async with Agent(...) as agent:``), after the post-turn jobs in flight have finished.
+    Nothing leaks without it: whatever is still open closes when the event loop ends.
     """
 
     def __init__(
@@ -88,7 +84,10 @@ class Agent:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
         self.model: Model = resolve_model(model if model is not None else default_model_spec())
+        self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store)
+        self._owns_store = not isinstance(store, Store)
+        self.sessions = Sessions(self.store)
         self.memory = Memory(self.store) if memory is True else (memory or None)
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
         self.instructions = instructions
@@ -108,7 +107,26 @@ class Agent:
         self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
                             *normalise(hooks)])
         self.prompt = prompt if prompt is not None else PromptBuilder()
-        self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Wait for the runs in flight and their post-turn jobs, then close what the agent
+        opened (its store, its model's connections). The agent stays usable: both reopen
+        on next use."""
+        await self.sessions.drain()
+        if self._owns_store:
+            close = getattr(self.store, "aclose", None)
+            if close is not None:
+                await close()
+        if self._owns_model:
+            close = getattr(self.model, "aclose", None)
+            if close is not None:
+                await close()
 
     def hook(self, stage: Stage, *, critical: bool = False) -> Callable[[HookFn], HookFn]:
         """Register a hook: ``@agent.hook("pre_tool")``."""
@@ -172,36 +190,13 @@ class Agent:
         inputs = parse_context(context)
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
         state = RunState(uuid.uuid4().hex, task, [], None)
-        scope = functools.partial(self._scope, context=inputs)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
-
-    @asynccontextmanager
-    async def _scope(
-        self, cfg: RunConfig, state: RunState, context: RunContext | None = None
-    ) -> AsyncIterator[None]:
-        """Load the session before the run; save its whole turn after, or nothing."""
-        session = cfg.session_id
-        system = Message.system(cfg.system_prompt)
-        # Reading files and PDFs blocks, so it happens off the event loop.
-        first = (await asyncio.to_thread(user_message, state.task, context, cfg.model)
-                 if context is not None else Message.user(state.task))
-        if session is None:
-            state.messages = [system, first]
-            state.new_from = 1
-            yield
-            return
-        async with self._session_locks[session], session_lock(self.store, session):
-            history = await self.store.load(session)
-            await refuse_if_pending(self.store, session)
-            state.messages = [system, *history, first]
-            state.new_from = len(history) + 1
-            yield
-            if state.status not in _UNSAVED:
-                await save_turn(self.store, session, state)
+        scope = functools.partial(self.sessions.turn, context=inputs)
+        return self.sessions.track(RunHandle(cfg, state, self.subscribers, scope,
+                                             buffer_events=events, after=post_turn))
 
     async def pending_approvals(self, session: str) -> list[PendingApproval]:
         """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
-        return await pending_approvals(self.store, session)
+        return await self.sessions.pending(session)
 
     async def start_resume(
         self, session: str, decision: Decision | bool, *, user_id: str | None = None,
@@ -210,12 +205,13 @@ class Agent:
         """Continue the run paused on ``session``: ``decision`` approves or denies every call
         it waits on; then the loop goes on. Raises :class:`PendingApprovalError` if none is."""
         d = decision if isinstance(decision, Decision) else Decision(bool(decision))
-        pending = await expect_pending(self.store, session)
+        pending = await self.sessions.expect_pending(session)
         resume = Resumption(tuple(pending), d.approved, d.reason)
         cfg = self._config(session, stream_model, user_id)
         state = RunState(pending[0].run_id, pending[0].task, [], None)
-        scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+        scope = functools.partial(self.sessions.resumed, resume)
+        return self.sessions.track(RunHandle(cfg, state, self.subscribers, scope,
+                                             buffer_events=events, after=post_turn))
 
     async def resume(
         self, session: str, decision: Decision | bool, *, user_id: str | None = None
@@ -251,19 +247,33 @@ class Agent:
         self, task: str, *, session: str | None = None, user_id: str | None = None,
         context: ContextArg = None,
     ) -> RunResult:
-        """``run`` for plain scripts; not for use inside a running event loop."""
+        """``run`` for plain scripts; not for use inside a running event loop.
+
+        Returns after the post-turn jobs have finished and what the agent opened is closed
+        (it reopens on the next call)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
-        raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+            pass
+        else:
+            raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+        async def run_then_close() -> RunResult:
+            try:
+                return await self.run(task, session=session, user_id=user_id, context=context)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(run_then_close())
 
 
 def _open(store: Store | str | None) -> Store:
-    """A Store as given, a durable one from a URL or path, or an in-process one."""
-    if store is None:
+    """A Store as given, ``"memory"`` for an in-process one, a durable one from a URL or a
+    path, or (None) the default durable store: it connects on first use, so runs without a
+    session never touch it."""
+    if store == "memory":
         return MemoryStore()
-    if isinstance(store, str):
+    if store is None or isinstance(store, str):
         from thinkloop.store.open import open_store
 
         return open_store(store)

@@ -17,7 +17,7 @@ import pytest
 
 from thinkloop import Agent
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
-from thinkloop.guard.paused import PendingApprovalError
+from thinkloop.errors import PendingApprovalError
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import PostgresStore, SQLiteStore, open_store
 from thinkloop.store.memory import MemoryStore

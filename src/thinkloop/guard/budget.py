@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from thinkloop.hooks import AssessContext, Hook, HookContext
-from thinkloop.types import Message
+from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
+from thinkloop.types import Message, Step
 
 log = logging.getLogger("thinkloop.guard")
 
@@ -72,6 +72,14 @@ def capsule_active(settings: StepBudgetSettings, ctx: HookContext) -> bool:
     return settings.time_capsule and ctx.cfg.user_id in settings.admins
 
 
+def _progress(steps: list[Step]) -> bool:
+    last, earlier = steps[-1], steps[:-1]
+    if not last.tool_calls:
+        return False
+    seen = {(c.name, repr(c.arguments)) for s in earlier for c in s.tool_calls}
+    return all((c.name, repr(c.arguments)) not in seen for c in last.tool_calls)
+
+
 def _parse(text: str) -> Complexity | None:
     words = re.findall(r"[a-z]+", text.lower())
     return next((w for w in words if w in COMPLEXITIES), None)
@@ -84,7 +92,21 @@ class StepBudget:
         self.fixed_steps = fixed_steps  # the agent was given max_steps explicitly
 
     def hooks(self) -> list[Hook]:
-        return [Hook("pre_assess", self.assign, name="guard.steps")]
+        return [Hook("pre_assess", self.assign, name="guard.steps"),
+                Hook("pre_reason", self.extend, name="guard.steps.extend")]
+
+    def extend(self, ctx: ReasonContext) -> None:
+        """A run about to use its last budgeted step while still making progress (its last
+        step made only calls it had not made before) gets the next budget up, to the largest:
+        the budget sizes a task, it should not cut off one that is getting somewhere."""
+        s = ctx.state
+        if s.max_steps is None or s.step + 1 < s.max_steps or not s.steps or not ctx.tools:
+            return
+        bigger = sorted(b for b in self.settings.budgets.values() if b > s.max_steps)
+        if not bigger or not _progress(s.steps):
+            return
+        s.max_steps = bigger[0]
+        ctx.emit("budget.extended", max_steps=s.max_steps, reason="progress")
 
     async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
         if self.settings.use_model:

@@ -67,7 +67,9 @@ class MiniLMEmbedder:
                     raise ConfigError(
                         "the local embedding model needs: pip install 'thinkloop[recall]'"
                     ) from None
+                from transformers.utils import logging as hf_logging
 
+                hf_logging.disable_progress_bar()  # the library never prints ("Loading weights")
                 self._model = SentenceTransformer(
                     str(get_model_path()), device=self.device, local_files_only=True
                 )
