@@ -127,7 +127,7 @@ async def test_new_arguments_every_step_is_progress() -> None:
     script = [reply("", call("lookup", q=str(i))) for i in range(10)]
     run = await run_agent([*script, "all ten"], tools=[lookup], guard=only_loops(),
                           max_steps=12)
-    assert RAN == [("lookup", str(i)) for i in range(10)]
+    assert [("lookup", str(i)) for i in range(10)] == RAN
     assert run.result.status == "completed" and run.of("guard.blocked") == []
 
 

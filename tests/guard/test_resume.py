@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
-from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
 from thinkloop.errors import PendingApprovalError
+from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import PostgresStore, SQLiteStore, open_store
 from thinkloop.store.memory import MemoryStore
