@@ -35,7 +35,7 @@ from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.session import Sessions, post_turn
-from thinkloop.store.base import Store
+from thinkloop.store.base import MemoryBackend, Store
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.types import Event, PendingApproval
@@ -88,6 +88,10 @@ class Agent:
         self.store: Store = _open(store)
         self._owns_store = not isinstance(store, Store)
         self.sessions = Sessions(self.store)
+        if memory is True and not isinstance(self.store, MemoryBackend):
+            raise ConfigError(f"memory=True needs a store that keeps memories; "
+                              f"{type(self.store).__name__} does not (use the default store, "
+                              "store='memory', or a SQLite/PostgreSQL URL)")
         self.memory = Memory(self.store) if memory is True else (memory or None)
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
         self.instructions = instructions

@@ -158,3 +158,32 @@ async def test_store_memory_opts_out_of_durability(llm: OpenAIServer, tmp_path: 
         await agent.run("Hello", session="s")
         assert await agent.store.load("s")
     assert not (tmp_path / "thinkloop-home" / "thinkloop.db").exists()
+
+
+async def test_memory_works_on_the_in_process_store(llm: OpenAIServer) -> None:
+    llm.enqueue(say("Noted: you are allergic to peanuts."), say("- allergy: peanuts"),
+                say("You are allergic to peanuts."))
+    async with Agent(store="memory", memory=True) as agent:
+        assert {"remember", "recall"} <= set(agent.tools)
+        await agent.run("Remember: I am allergic to peanuts.", session="a", user_id="bo")
+        await agent.sessions.drain()
+        result = await agent.run("What am I allergic to?", session="b", user_id="bo")
+    assert result.text == "You are allergic to peanuts."
+    assert "peanuts" in llm.requests[2]["messages"][0]["content"]
+
+
+def test_memory_on_a_store_without_memories_is_an_error() -> None:
+    import pytest
+
+    from thinkloop.errors import ConfigError
+    from thinkloop.models.scripted import ScriptedModel
+
+    class Minimal:
+        async def load(self, session_id: str) -> list[object]:
+            return []
+
+        async def append(self, session_id: str, messages: object) -> None:
+            return None
+
+    with pytest.raises(ConfigError, match="memory=True needs a store that keeps memories"):
+        Agent(ScriptedModel(["hi"]), store=Minimal(), memory=True)  # type: ignore[arg-type]

@@ -82,13 +82,13 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
         # A guard may withhold the tools for this reply (a repeated call): the model answers.
         notice, state.answer_now = state.answer_now, None
         if notice is not None:
-            state.append(Message.user(notice))
+            state.append(Message.notice(notice))
         response = await think(cfg, state, with_tools=notice is None)
         match await decide(cfg, state, response, with_tools=notice is None):
             case RunTools(assistant, calls):
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
-                state.append(assistant, Message.user(feedback))
+                state.append(assistant, Message.notice(feedback))
                 record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
                 clean = finish(state, "completed", text, output)
@@ -103,7 +103,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
 
 async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     """Out of steps: one last call with tools withheld, so the run ends with an answer."""
-    state.append(Message.user(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps)))
+    state.append(Message.notice(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps)))
     response = await think(cfg, state, with_tools=False)
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
