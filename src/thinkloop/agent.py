@@ -94,6 +94,8 @@ class Agent:
                               "store='memory', or a SQLite/PostgreSQL URL)")
         self.memory = Memory(self.store) if memory is True else (memory or None)
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
+        if plugins:
+            _add_plugin_tools(self.tools)
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -282,6 +284,15 @@ def _open(store: Store | str | None) -> Store:
 
         return open_store(store)
     return store
+
+
+def _add_plugin_tools(tools: dict[str, Tool]) -> None:
+    """Tools installed packages register (entry point group ``thinkloop.tools``); the agent's
+    own tool of the same name wins. A plugin that cannot load is a ConfigError naming it."""
+    from thinkloop.tools.plugins import load_plugin_tools
+
+    for t in load_plugin_tools(strict=True)[0]:
+        tools.setdefault(t.name, t)
 
 
 def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

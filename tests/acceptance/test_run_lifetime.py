@@ -125,11 +125,12 @@ async def test_memory_recalls_a_fact_from_an_earlier_session(llm: OpenAIServer) 
 
 async def test_async_with_closes_what_the_agent_opened(llm: OpenAIServer) -> None:
     llm.enqueue(say("Hi."))
+    threads, sessions = _sqlite_threads(), _open_http_sessions()
     async with Agent() as agent:
         await agent.run("Hello", session="s")
-        assert _sqlite_threads() == 1 and _open_http_sessions() == 1
+        assert _sqlite_threads() == threads + 1 and _open_http_sessions() == sessions + 1
     # The SQLite connection (and its thread) and the model's HTTP session are closed.
-    assert _sqlite_threads() == 0 and _open_http_sessions() == 0
+    assert _sqlite_threads() == threads and _open_http_sessions() == sessions
     # Closing is not the end: the agent reopens what it needs.
     llm.enqueue(say("Hi again."))
     async with agent:

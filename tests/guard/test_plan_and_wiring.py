@@ -23,7 +23,8 @@ async def test_pre_task_plan_goes_into_the_system_prompt() -> None:
 def test_default_hooks_follow_the_seeds() -> None:
     names = [h.name for h in default_hooks(GuardSettings())]
     assert names == [
-        "guard.input", "guard.external", "guard.steps", "guard.drift", "guard.nudges",
+        "guard.input", "guard.external", "guard.steps", "guard.steps.extend",
+        "guard.steps.cleanup", "guard.drift", "guard.nudges",
         "guard.loops",
         "guard.loops.cleanup", "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
         "guard.review", "guard.review.cleanup"]

@@ -1,6 +1,6 @@
 """Human-in-the-loop approval (CortexPrism's approval gate).
 
-Tools marked ``requires_approval`` and calls a policy rule flags wait in ``pre_tool`` for an
+Tools marked ``needs_approval`` and calls a policy rule flags wait in ``pre_tool`` for an
 :class:`Approver`. No answer within ``timeout_s`` (60 s) means deny; decisions are cached per
 session for ``cache_ttl_s`` (1 hour) so the same question is not asked twice.
 """

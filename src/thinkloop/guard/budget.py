@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from thinkloop.guard.runs import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
 from thinkloop.types import Message, Step
 
@@ -66,6 +67,8 @@ class StepBudgetSettings:
     time_capsule: bool = False  # request time-capsule mode (admins only)
     time_capsule_steps: int = 50
     admins: frozenset[str] = frozenset()  # user ids allowed time-capsule mode
+    # A run that reaches its budget while still making progress gets the next budget up, once.
+    extend_on_progress: bool = True
 
 
 def capsule_active(settings: StepBudgetSettings, ctx: HookContext) -> bool:
@@ -90,21 +93,27 @@ class StepBudget:
                  fixed_steps: bool = False) -> None:
         self.settings = settings or StepBudgetSettings()
         self.fixed_steps = fixed_steps  # the agent was given max_steps explicitly
+        self.extended: RunMemory[list[bool]] = RunMemory(lambda: [False])
 
     def hooks(self) -> list[Hook]:
-        return [Hook("pre_assess", self.assign, name="guard.steps"),
-                Hook("pre_reason", self.extend, name="guard.steps.extend")]
+        hooks = [Hook("pre_assess", self.assign, name="guard.steps")]
+        if self.settings.extend_on_progress and not self.fixed_steps:
+            hooks += [Hook("pre_reason", self.extend, name="guard.steps.extend"),
+                      self.extended.drop_hook("guard.steps")]
+        return hooks
 
     def extend(self, ctx: ReasonContext) -> None:
         """A run about to use its last budgeted step while still making progress (its last
-        step made only calls it had not made before) gets the next budget up, to the largest:
-        the budget sizes a task, it should not cut off one that is getting somewhere."""
+        step made only calls it had not made before) gets the next budget up, once: the
+        budget sizes a task, it should not cut off one that is getting somewhere."""
         s = ctx.state
         if s.max_steps is None or s.step + 1 < s.max_steps or not s.steps or not ctx.tools:
             return
         bigger = sorted(b for b in self.settings.budgets.values() if b > s.max_steps)
-        if not bigger or not _progress(s.steps):
+        done = self.extended.get(ctx)
+        if done[0] or not bigger or not _progress(s.steps):
             return
+        done[0] = True
         s.max_steps = bigger[0]
         ctx.emit("budget.extended", max_steps=s.max_steps, reason="progress")
 

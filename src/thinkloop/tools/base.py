@@ -44,7 +44,9 @@ class Tool:
     context_param: str | None = None
     is_async: bool = False
     timeout_s: float | None = None
-    requires_approval: bool = False
+    # The tool changes or sends something (shell, file writes, messages): a person approves
+    # each call first (the approval gate; the CLI asks on its terminal).
+    needs_approval: bool = False
     # Safe to answer a repeated identical call from the first result.
     idempotent: bool = True
     # Output comes from the outside world (web, files, MCP) and is untrusted.
@@ -54,6 +56,11 @@ class Tool:
     @functools.cached_property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
+
+    @property
+    def requires_approval(self) -> bool:
+        """The earlier name of :attr:`needs_approval`."""
+        return self.needs_approval
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -74,11 +81,13 @@ def make_tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    requires_approval: bool = False,
+    needs_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
+    requires_approval: bool = False,
 ) -> Tool:
-    """Build a :class:`Tool` from a plain or async function."""
+    """Build a :class:`Tool` from a plain or async function (``requires_approval`` is the
+    earlier name of ``needs_approval``)."""
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description or "" for p in doc.params}
     hints = get_type_hints(fn, include_extras=True)
@@ -111,7 +120,7 @@ def make_tool(
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(fn),
         timeout_s=timeout_s,
-        requires_approval=requires_approval,
+        needs_approval=needs_approval or requires_approval,
         idempotent=idempotent,
         external=external,
     )
@@ -127,9 +136,10 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    requires_approval: bool = False,
+    needs_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
