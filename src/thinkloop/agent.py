@@ -109,6 +109,7 @@ class Agent:
         # the agent's own.
         guards = [] if guard is False else default_hooks(
             guard or GuardSettings(), fixed_steps=max_steps is not None)
+        self._policy = None if guard is False else (guard or GuardSettings()).policy
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
         self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
                             *normalise(hooks)])
@@ -155,6 +156,14 @@ class Agent:
             self, mode, user_id=user_id, session_id=session, untrusted_input=untrusted_input,
             seed=seed))
 
+    def visible_tools(self, user_id: str | None = None) -> Mapping[str, Tool]:
+        """The tools a run for ``user_id`` may see: the tool policy's denied ones are left out
+        of the prompt, the tool list and the decode constraint (and refused if called)."""
+        policy = self._policy
+        if policy is None or (policy.allow is None and not policy.deny and not policy.roles):
+            return self.tools
+        return {n: t for n, t in self.tools.items() if policy.permits(n, user_id) is None}
+
     def _config(
         self, session: str | None, stream_model: bool, user_id: str | None,
         mode: PromptMode = "full", untrusted_input: bool = False,
@@ -163,7 +172,7 @@ class Agent:
                               untrusted_input=untrusted_input, seed=True)
         return RunConfig(
             model=self.model,
-            tools=self.tools,
+            tools=self.visible_tools(user_id),
             protocol=self.protocol,
             system_prompt=self.prompt.build(pctx),
             prompt_context=pctx,

@@ -91,6 +91,33 @@ class HookContext:
     def emit(self, type_: str, **payload: Any) -> None:
         self.state.emit(type_, **payload)
 
+    async def ask_model(self, messages: list[Message], *, purpose: str,
+                        settings: ModelSettings | None = None) -> ModelResponse:
+        """A side model call made on the run's behalf (a plan, a classification): it goes
+        out as the run's ``llm.request``/``llm.response`` events (with ``purpose``) and its
+        usage counts in the run's, where the usage limits see it."""
+        state = self.state
+        state.emit("llm.request", messages=len(messages), tools=[], purpose=purpose)
+        response = await self.cfg.model.complete(messages, [], settings or self.cfg.settings)
+        state.charge(response.usage)
+        state.emit("llm.response", **response_payload(response), purpose=purpose)
+        return response
+
+
+def response_payload(response: ModelResponse) -> dict[str, Any]:
+    """The ``llm.response`` event's payload (one shape for step and side calls)."""
+    msg = response.message
+    return {
+        "text": msg.content,
+        "thought": msg.thought,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                       for c in msg.tool_calls],
+        "usage": {"input_tokens": response.usage.input_tokens,
+                  "output_tokens": response.usage.output_tokens},
+        "finish_reason": response.finish_reason,
+        "model": response.model,
+    }
+
 
 @dataclass
 class AssessContext(HookContext):

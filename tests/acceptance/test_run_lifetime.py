@@ -49,9 +49,10 @@ def test_exits_within_two_seconds_of_its_last_run_with_nothing_on_stderr(
     code = """
 import asyncio, time
 from thinkloop import Agent
+from thinkloop.store.open import open_store
 
 async def main():
-    agent = Agent()
+    agent = Agent(store=open_store())  # opened by the user, never closed
     result = await agent.run("Hi, I am Ann.", session="s", user_id="ann")
     print(result.status, time.time(), flush=True)
 
@@ -59,7 +60,10 @@ asyncio.run(main())
 """
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
     ended = time.time()
     status, answered = out.split()
     assert proc.returncode == 0 and status == "completed"

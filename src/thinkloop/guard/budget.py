@@ -120,8 +120,7 @@ class StepBudget:
     async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
         if self.settings.use_model:
             messages = [Message.system(CLASSIFY_PROMPT), Message.user(ctx.task)]
-            response = await ctx.cfg.model.complete(messages, [], ctx.cfg.settings)
-            ctx.state.usage = ctx.state.usage + response.usage
+            response = await ctx.ask_model(messages, purpose="classify_steps")
             found = _parse(response.message.content)
             if found is not None:
                 return found, "model"

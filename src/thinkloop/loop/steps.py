@@ -10,7 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
-from thinkloop.hooks import HookContext, ReasonContext, ReflectContext, ToolHookContext
+from thinkloop.hooks import (
+    HookContext,
+    ReasonContext,
+    ReflectContext,
+    ToolHookContext,
+    response_payload,
+)
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
@@ -57,19 +63,23 @@ async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
 
 async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
     """One model call between its pre_reason and post_reason stages."""
-    specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
-    # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
-    choice = cfg.settings.tool_choice
-    shape = (cfg.protocol.reply_constraint(cfg.specs, required=choice == "required")
-             if with_tools and choice != "none" else None)
-    base = cfg.settings if shape is None else replace(cfg.settings, constraint=shape)
-    ctx = ReasonContext("pre_reason", cfg, state, messages=state.messages, tools=list(specs),
-                        settings=base)
+    visible = list(cfg.specs) if with_tools else []
+    ctx = ReasonContext("pre_reason", cfg, state, messages=state.messages, tools=visible,
+                        settings=cfg.settings)
     if "pre_reason" in cfg.hooks:
         # Hooks replace ctx.messages to change this request; the history stays as it is.
         ctx.messages = list(state.messages)
         await run_stage(cfg, ctx)
-    settings = ctx.settings or base
+    # The tools visible this step are decided now; the tool list and the decode constraint
+    # both follow from them (a tool a hook hid is neither offered nor allowed).
+    visible = ctx.tools
+    choice = (ctx.settings or cfg.settings).tool_choice
+    # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
+    shape = (cfg.protocol.reply_constraint(visible, required=choice == "required")
+             if visible and choice != "none" else None)
+    base = ctx.settings or cfg.settings
+    settings = base if shape is None else replace(base, constraint=shape)
+    ctx.tools = list(cfg.protocol.model_tools(visible))
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
@@ -82,17 +92,7 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
     else:
         response = await cfg.model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
-    msg = response.message
-    state.emit(
-        "llm.response",
-        text=msg.content,
-        thought=msg.thought,
-        tool_calls=[call_payload(c) for c in msg.tool_calls],
-        usage={"input_tokens": response.usage.input_tokens,
-               "output_tokens": response.usage.output_tokens},
-        finish_reason=response.finish_reason,
-        model=response.model,
-    )
+    state.emit("llm.response", **response_payload(response))
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response
