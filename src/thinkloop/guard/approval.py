@@ -176,7 +176,10 @@ class ApprovalGate:
         if approver is None:
             if pause:
                 return Decision.defer("no approver is configured"), "none"
-            return Decision(False, "no approver is configured", remember=False), "none"
+            # The developer reads this in the events, the model in its observation.
+            return Decision(False, f"{request.tool} needs approval and no approver is "
+                            "configured (GuardSettings(approval=ApprovalSettings(approver=...)))",
+                            remember=False), "none"
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 return await approver.decide(request), "approver"
