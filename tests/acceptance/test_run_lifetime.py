@@ -128,33 +128,30 @@ async def test_memory_recalls_a_fact_from_an_earlier_session(llm: OpenAIServer) 
 
 
 async def test_async_with_closes_what_the_agent_opened(llm: OpenAIServer) -> None:
+    import gc
+
+    import aiohttp
+
+    def open_sessions() -> set[int]:
+        return {id(o) for o in gc.get_objects()
+                if isinstance(o, aiohttp.ClientSession) and not o.closed}
+
     llm.enqueue(say("Hi."))
-    threads, sessions = _sqlite_threads(), _open_http_sessions()
+    before = open_sessions()
     async with Agent() as agent:
         await agent.run("Hello", session="s")
-        assert _sqlite_threads() == threads + 1 and _open_http_sessions() == sessions + 1
+        thread = agent.store._db._thread  # type: ignore[attr-defined]  # aiosqlite's worker
+        ours = open_sessions() - before
+        assert thread.is_alive() and len(ours) == 1
     # The SQLite connection (and its thread) and the model's HTTP session are closed.
-    assert _sqlite_threads() == threads and _open_http_sessions() == sessions
+    thread.join(5)
+    assert agent.store._db is None and not thread.is_alive()  # type: ignore[attr-defined]
+    assert not ours & open_sessions()
     # Closing is not the end: the agent reopens what it needs.
     llm.enqueue(say("Hi again."))
     async with agent:
         again = await agent.run("Hello again", session="s")
     assert again.text == "Hi again." and len(llm.requests[-1]["messages"]) == 4
-
-
-def _sqlite_threads() -> int:
-    import threading
-
-    return sum("_connection_worker_thread" in repr(getattr(t, "_target", None))
-               for t in threading.enumerate() if t.is_alive())
-
-
-def _open_http_sessions() -> int:
-    import gc
-
-    import aiohttp
-
-    return sum(isinstance(o, aiohttp.ClientSession) and not o.closed for o in gc.get_objects())
 
 
 async def test_store_memory_opts_out_of_durability(llm: OpenAIServer, tmp_path: Path) -> None:
