@@ -60,6 +60,10 @@ def run(
         help="Tools that need approval (shell, file writes, messages): ask|auto|deny|pause "
              "(pause needs --session). Default: ask on a terminal, else refuse them.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
+    judgement: Annotated[str | None, typer.Option(
+        help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
+    model_pool: Annotated[str | None, typer.Option(
+        help="Models for --judgement select: provider:model=capability[/effort],...")] = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
@@ -68,7 +72,8 @@ def run(
     ] = None,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
+                        judgement=judgement, model_pool=model_pool)
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
@@ -131,6 +136,8 @@ async def _close_model(agent: Agent) -> None:
     close = getattr(agent.model, "aclose", None)
     if close is not None:
         await close()
+    if agent.judgement is not None:
+        await agent.judgement.aclose()
 
 
 @app.command("tools")

@@ -80,17 +80,18 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
     base = ctx.settings or cfg.settings
     settings = base if shape is None else replace(base, constraint=shape)
     ctx.tools = list(cfg.protocol.model_tools(visible))
+    model = ctx.model or cfg.model
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
-        async for item in cfg.model.stream(ctx.messages, ctx.tools, settings):
+        async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
                 state.emit("chunk", content=item.text, kind=item.kind)
             else:
                 response = item
         assert response is not None
     else:
-        response = await cfg.model.complete(ctx.messages, ctx.tools, settings)
+        response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
     state.emit("llm.response", **response_payload(response))
     ctx.stage, ctx.response = "post_reason", response
