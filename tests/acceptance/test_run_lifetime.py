@@ -8,8 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 
 from thinkloop import Agent
 from thinkloop.testing.openai_server import OpenAIServer, Reply
@@ -127,26 +129,28 @@ async def test_memory_recalls_a_fact_from_an_earlier_session(llm: OpenAIServer) 
     assert "Biscuit" in system  # recalled into the new session's prompt
 
 
-async def test_async_with_closes_what_the_agent_opened(llm: OpenAIServer) -> None:
-    import gc
-
+async def test_async_with_closes_what_the_agent_opened(
+        llm: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import aiohttp
 
-    def open_sessions() -> set[int]:
-        return {id(o) for o in gc.get_objects()
-                if isinstance(o, aiohttp.ClientSession) and not o.closed}
+    made: list[aiohttp.ClientSession] = []
 
+    real = aiohttp.ClientSession
+
+    def recorded(*args: Any, **kwargs: Any) -> aiohttp.ClientSession:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(aiohttp, "ClientSession", recorded)
     llm.enqueue(say("Hi."))
-    before = open_sessions()
     async with Agent() as agent:
         await agent.run("Hello", session="s")
         thread = agent.store._db._thread  # type: ignore[attr-defined]  # aiosqlite's worker
-        ours = open_sessions() - before
-        assert thread.is_alive() and len(ours) == 1
+        assert thread.is_alive() and len(made) == 1 and not made[0].closed
     # The SQLite connection (and its thread) and the model's HTTP session are closed.
     thread.join(5)
     assert agent.store._db is None and not thread.is_alive()  # type: ignore[attr-defined]
-    assert not ours & open_sessions()
+    assert made[0].closed
     # Closing is not the end: the agent reopens what it needs.
     llm.enqueue(say("Hi again."))
     async with agent:
