@@ -21,6 +21,7 @@ from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer, Malformed
+from thinkloop.protocols.stream import chunk_filter
 from thinkloop.tools.base import ToolContext
 from thinkloop.tools.execute import run_call
 from thinkloop.types import (
@@ -84,11 +85,16 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
+        # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
+        chunks = chunk_filter(cfg.protocol)
         async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
-                state.emit("chunk", content=item.text, kind=item.kind)
+                for delta in chunks.feed(item):
+                    state.emit("chunk", content=delta.text, kind=delta.kind)
             else:
                 response = item
+        for delta in chunks.close():
+            state.emit("chunk", content=delta.text, kind=delta.kind)
         assert response is not None
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
