@@ -103,3 +103,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which must run everything: {report.longrepr}"
+
+
+@pytest.fixture(autouse=True)
+def _thinkloop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions are durable by default (SQLite under THINKLOOP_HOME): each test has its own."""
+    monkeypatch.setenv("THINKLOOP_HOME", str(tmp_path / "thinkloop-home"))
+    monkeypatch.delenv("THINKLOOP_DATABASE_URL", raising=False)

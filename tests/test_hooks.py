@@ -157,7 +157,7 @@ async def test_pre_reflect_reject_sends_feedback_and_goes_on() -> None:
     agent, model = make(["yes", "yes, because 2 > 1"], hooks={"pre_reflect": [picky]})
     result, _ = await run_all(agent)
     assert seen == ["yes", "yes, because 2 > 1"]
-    assert model.calls[1].messages[-1] == Message.user("Explain why.")
+    assert model.calls[1].messages[-1] == Message.notice("Explain why.")
     assert result.text == "yes, because 2 > 1"
 
 

@@ -5,29 +5,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
-from thinkloop.checkpoints import load_recovery, recovery_scope, zeroed
+from thinkloop.checkpoints import load_recovery, zeroed
 from thinkloop.config import default_model_spec
 from thinkloop.context.focus import focus_hook, is_small
-from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
+from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError, RunAccessError
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
-from thinkloop.guard.paused import (
-    expect_pending,
-    pending_approvals,
-    refuse_if_pending,
-    resume_scope,
-    save_turn,
-)
 from thinkloop.hooks import (
     Hook,
     HookFn,
@@ -50,16 +41,14 @@ from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
-from thinkloop.store.base import RunRecord, RunRecords, Store
-from thinkloop.store.locks import session_lock
+from thinkloop.session import Sessions, post_turn
+from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
-from thinkloop.types import Event, Message, PendingApproval
+from thinkloop.types import Event, PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
-# Runs that end in these states leave the session as it was before they started.
-_UNSAVED = frozenset({"failed", "cancelled", "timeout"})
 
 
 class Agent:
@@ -67,6 +56,13 @@ class Agent:
 
     ``run`` returns a :class:`RunResult`; ``stream`` yields events as they happen; ``start``
     returns a :class:`RunHandle` that can be iterated, awaited or cancelled.
+
+    Sessions are durable by default: ``session=`` without ``store=`` keeps them in the
+    default store (SQLite under ``THINKLOOP_HOME``, or ``THINKLOOP_DATABASE_URL``), opened on
+    first use; ``store="memory"`` keeps them in this process only. The agent owns what it
+    opened (that store, a model it resolved from a name) and closes it in :meth:`aclose`
+    (``async with Agent(...) as agent:``), after the post-turn jobs in flight have finished.
+    Nothing leaks without it: whatever is still open closes when the event loop ends.
     """
 
     def __init__(
@@ -101,9 +97,18 @@ class Agent:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
         self.model: Model = resolve_model(model if model is not None else default_model_spec())
+        self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store)
+        self._owns_store = not isinstance(store, Store)
+        self.sessions = Sessions(self.store)
+        if memory is True and not isinstance(self.store, MemoryBackend):
+            raise ConfigError(f"memory=True needs a store that keeps memories; "
+                              f"{type(self.store).__name__} does not (use the default store, "
+                              "store='memory', or a SQLite/PostgreSQL URL)")
         self.memory = Memory(self.store) if memory is True else (memory or None)
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
+        if plugins:
+            _add_plugin_tools(self.tools)
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -127,6 +132,7 @@ class Agent:
             raise ConfigError("isolation='plan' works through the guards; guard=False "
                               "turns them off")
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
+        self._policy = None if guard is False else gs.policy
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
@@ -145,7 +151,28 @@ class Agent:
                             *(self.runbook.hooks() if self.runbook else ()),
                             *(self.tracing.hooks() if self.tracing else ())])
         self.prompt = prompt if prompt is not None else PromptBuilder()
-        self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Wait for the runs in flight and their post-turn jobs, then close what the agent
+        opened (its store, its model's connections). The agent stays usable: both reopen
+        on next use."""
+        await self.sessions.drain()
+        if self._owns_store:
+            close = getattr(self.store, "aclose", None)
+            if close is not None:
+                await close()
+        if self._owns_model:
+            close = getattr(self.model, "aclose", None)
+            if close is not None:
+                await close()
+        if self.judgement is not None:  # the pool's models are built from names: its own
+            await self.judgement.aclose()
 
     def hook(self, stage: Stage, *, critical: bool = False) -> Callable[[HookFn], HookFn]:
         """Register a hook: ``@agent.hook("pre_tool")``."""
@@ -168,6 +195,14 @@ class Agent:
             self, mode, user_id=user_id, session_id=session, untrusted_input=untrusted_input,
             seed=seed))
 
+    def visible_tools(self, user_id: str | None = None) -> Mapping[str, Tool]:
+        """The tools a run for ``user_id`` may see: the tool policy's denied ones are left out
+        of the prompt, the tool list and the decode constraint (and refused if called)."""
+        policy = self._policy
+        if policy is None or (policy.allow is None and not policy.deny and not policy.roles):
+            return self.tools
+        return {n: t for n, t in self.tools.items() if policy.permits(n, user_id) is None}
+
     def _config(
         self, session: str | None, stream_model: bool, user_id: str | None,
         mode: PromptMode = "full", untrusted_input: bool = False,
@@ -176,7 +211,7 @@ class Agent:
                               untrusted_input=untrusted_input, seed=True)
         return RunConfig(
             model=self.tracing.wrap(self.model) if self.tracing else self.model,
-            tools=self.tools,
+            tools=self.visible_tools(user_id),
             protocol=self.protocol,
             system_prompt=self.prompt.build(pctx),
             prompt_context=pctx,
@@ -216,12 +251,13 @@ class Agent:
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
-        scope = functools.partial(self._scope, context=inputs)
+        scope = functools.partial(self.sessions.turn, context=inputs)
         return self._launch(cfg, state, scope, events)
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
-        """Start the run's task: recorded when the store keeps runs, and registered."""
+        """Start the run's task: recorded when the store keeps runs, registered, and tracked
+        by the sessions until its post-turn jobs are done."""
         subscribers = self.subscribers
         spans = None
         if self.tracing is not None:
@@ -230,37 +266,14 @@ class Agent:
         if self.runbook is not None:
             scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
             subscribers = [*subscribers, log_event]
-        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events)
+        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events,
+                           after=post_turn)
         self.registry.add(handle)
-        return handle
-
-    @asynccontextmanager
-    async def _scope(
-        self, cfg: RunConfig, state: RunState, context: RunContext | None = None
-    ) -> AsyncIterator[None]:
-        """Load the session before the run; save its whole turn after, or nothing."""
-        session = cfg.session_id
-        system = Message.system(cfg.system_prompt)
-        # Reading files and PDFs blocks, so it happens off the event loop.
-        first = (await asyncio.to_thread(user_message, state.task, context, cfg.model)
-                 if context is not None else Message.user(state.task))
-        if session is None:
-            state.messages = [system, first]
-            state.new_from = 1
-            yield
-            return
-        async with self._session_locks[session], session_lock(self.store, session):
-            history = await self.store.load(session)
-            await refuse_if_pending(self.store, session)
-            state.messages = [system, *history, first]
-            state.new_from = len(history) + 1
-            yield
-            if state.status not in _UNSAVED:
-                await save_turn(self.store, session, state)
+        return self.sessions.track(handle)
 
     async def pending_approvals(self, session: str) -> list[PendingApproval]:
         """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
-        return await pending_approvals(self.store, session)
+        return await self.sessions.pending(session)
 
     async def start_resume(
         self, session: str, decision: Decision | bool, *, user_id: str | None = None,
@@ -269,11 +282,11 @@ class Agent:
         """Continue the run paused on ``session``: ``decision`` approves or denies every call
         it waits on; then the loop goes on. Raises :class:`PendingApprovalError` if none is."""
         d = decision if isinstance(decision, Decision) else Decision(bool(decision))
-        pending = await expect_pending(self.store, session)
+        pending = await self.sessions.expect_pending(session)
         resume = Resumption(tuple(pending), d.approved, d.reason)
         cfg = self._config(session, stream_model, user_id)
         state = RunState(pending[0].run_id, pending[0].task, [], None)
-        scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
+        scope = functools.partial(self.sessions.resumed, resume)
         base = await self.runbook.store.get_run(state.run_id) if self.runbook else None
         return self._launch(cfg, state, scope, events, base)
 
@@ -302,8 +315,7 @@ class Agent:
         rec = recovery.record
         cfg = self._config(rec.session_id, stream_model, rec.user_id)
         state = RunState(run_id, recovery.task, [], None)
-        lock = self._session_locks[rec.session_id] if rec.session_id is not None else None
-        scope = functools.partial(recovery_scope, self.store, lock, recovery)
+        scope = functools.partial(self.sessions.recovered, recovery)
         return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
 
     async def resume_run(self, run_id: str) -> RunResult:
@@ -337,12 +349,24 @@ class Agent:
         self, task: str, *, session: str | None = None, user_id: str | None = None,
         context: ContextArg = None,
     ) -> RunResult:
-        """``run`` for plain scripts; not for use inside a running event loop."""
+        """``run`` for plain scripts; not for use inside a running event loop.
+
+        Returns after the post-turn jobs have finished and what the agent opened is closed
+        (it reopens on the next call)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
-        raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+            pass
+        else:
+            raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+        async def run_then_close() -> RunResult:
+            try:
+                return await self.run(task, session=session, user_id=user_id, context=context)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(run_then_close())
 
 
 def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
@@ -357,14 +381,25 @@ def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
 
 
 def _open(store: Store | str | None) -> Store:
-    """A Store as given, a durable one from a URL or path, or an in-process one."""
-    if store is None:
+    """A Store as given, ``"memory"`` for an in-process one, a durable one from a URL or a
+    path, or (None) the default durable store: it connects on first use, so runs without a
+    session never touch it."""
+    if store == "memory":
         return MemoryStore()
-    if isinstance(store, str):
+    if store is None or isinstance(store, str):
         from thinkloop.store.open import open_store
 
         return open_store(store)
     return store
+
+
+def _add_plugin_tools(tools: dict[str, Tool]) -> None:
+    """Tools installed packages register (entry point group ``thinkloop.tools``); the agent's
+    own tool of the same name wins. A plugin that cannot load is a ConfigError naming it."""
+    from thinkloop.tools.plugins import load_plugin_tools
+
+    for t in load_plugin_tools(strict=True)[0]:
+        tools.setdefault(t.name, t)
 
 
 def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

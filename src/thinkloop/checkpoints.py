@@ -25,7 +25,6 @@ from typing import Any
 import orjson
 
 from thinkloop.errors import RunAccessError
-from thinkloop.guard.paused import UNSAVED, save_turn
 from thinkloop.loop.resume import Recovered
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
@@ -186,26 +185,6 @@ async def load_recovery(store: Store, run_id: str) -> Recovery:
     if not rows:
         raise RunAccessError(f"run {run_id} has no checkpoint to continue from")
     return fold(record, rows)
-
-
-@asynccontextmanager
-async def recovery_scope(
-    store: Store, local_lock: asyncio.Lock | None, recovery: Recovery, cfg: RunConfig,
-    state: RunState,
-) -> AsyncIterator[None]:
-    """Restore the run under its session's lock; save its whole turn after, as any run."""
-    session = cfg.session_id
-    if session is None:
-        recovery.apply(state, [], cfg.system_prompt)
-        yield
-        return
-    assert local_lock is not None
-    async with local_lock, session_lock(store, session):
-        history = await store.load(session)
-        recovery.apply(state, history, cfg.system_prompt)
-        yield
-        if state.status not in UNSAVED:
-            await save_turn(store, session, state)
 
 
 def zeroed(record: RunRecord) -> RunRecord:

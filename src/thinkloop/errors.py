@@ -37,6 +37,10 @@ class ConfigError(ThinkloopError):
     """The caller's configuration is wrong; retrying will not help."""
 
 
+class PendingApprovalError(ConfigError):
+    """The session has a paused run waiting for approval, or none when one was expected."""
+
+
 class UnknownModelError(ConfigError):
     """A model string that no registered provider recognises."""
 

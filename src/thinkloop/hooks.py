@@ -69,6 +69,8 @@ class HookContext:
     state: RunState
     stop_reason: str | None = field(default=None, init=False)
     stop_status: RunStatus = field(default="blocked", init=False)
+    # The answer a stop ends the run with (sanitized by the loop's ``finish``); None: none.
+    stop_answer: str | None = field(default=None, init=False)
 
     @property
     def run_id(self) -> str:
@@ -78,13 +80,43 @@ class HookContext:
     def step(self) -> int:
         return self.state.step
 
-    def stop(self, reason: str, status: RunStatus = "blocked") -> None:
-        """End the run after this stage with ``status`` and ``reason``."""
+    def stop(self, reason: str, status: RunStatus = "blocked", *,
+             answer: str | None = None) -> None:
+        """End the run after this stage with ``status`` and ``reason``; ``answer`` (if any)
+        becomes the run's final text through the same sanitizing path as a model's answer."""
         self.stop_reason = reason
         self.stop_status = status
+        self.stop_answer = answer
 
     def emit(self, type_: str, **payload: Any) -> None:
         self.state.emit(type_, **payload)
+
+    async def ask_model(self, messages: list[Message], *, purpose: str,
+                        settings: ModelSettings | None = None) -> ModelResponse:
+        """A side model call made on the run's behalf (a plan, a classification): it goes
+        out as the run's ``llm.request``/``llm.response`` events (with ``purpose``) and its
+        usage counts in the run's, where the usage limits see it."""
+        state = self.state
+        state.emit("llm.request", messages=len(messages), tools=[], purpose=purpose)
+        response = await self.cfg.model.complete(messages, [], settings or self.cfg.settings)
+        state.charge(response.usage)
+        state.emit("llm.response", **response_payload(response), purpose=purpose)
+        return response
+
+
+def response_payload(response: ModelResponse) -> dict[str, Any]:
+    """The ``llm.response`` event's payload (one shape for step and side calls)."""
+    msg = response.message
+    return {
+        "text": msg.content,
+        "thought": msg.thought,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                       for c in msg.tool_calls],
+        "usage": {"input_tokens": response.usage.input_tokens,
+                  "output_tokens": response.usage.output_tokens},
+        "finish_reason": response.finish_reason,
+        "model": response.model,
+    }
 
 
 @dataclass
@@ -109,6 +141,12 @@ class ToolHookContext(HookContext):
     tool: Tool | None = None
     # pre_tool: set a result to answer the call without running the tool (deny, dedup, cache).
     result: ToolResult | None = None
+    # Set by ``withhold_tools``: the notice for a next reply that gets no tools.
+    answer_now: str | None = None
+
+    def withhold_tools(self, notice: str) -> None:
+        """Give the model no tools for its next reply, with ``notice``, so that it answers."""
+        self.answer_now = notice
 
 
 @dataclass

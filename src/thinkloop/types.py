@@ -56,6 +56,12 @@ class ContentPart:
     url: str = ""
 
 
+# ``Message.name`` of the user-role messages the loop writes itself; context stages tell them
+# from the user's words (the task) by it, and never send it on the wire.
+OBSERVATION = "thinkloop.observation"
+NOTICE = "thinkloop.notice"
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     role: Role
@@ -85,6 +91,21 @@ class Message:
     @staticmethod
     def tool(call_id: str, name: str, text: str) -> Message:
         return Message("tool", text, tool_call_id=call_id, name=name)
+
+    @staticmethod
+    def observation(text: str) -> Message:
+        """Tool results sent as a user message (text protocols): the loop's words."""
+        return Message("user", text, name=OBSERVATION)
+
+    @staticmethod
+    def notice(text: str) -> Message:
+        """An instruction the loop adds (retry, answer now, out of steps): not the task."""
+        return Message("user", text, name=NOTICE)
+
+    @property
+    def from_loop(self) -> bool:
+        """A user-role message the loop wrote (an observation or a notice), not the user."""
+        return self.role == "user" and self.name in (OBSERVATION, NOTICE)
 
 
 @dataclass(frozen=True, slots=True)

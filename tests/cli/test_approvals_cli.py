@@ -29,7 +29,7 @@ def server() -> Iterator[OpenAIServer]:
         yield srv
 
 
-@tool(name="calculator", requires_approval=True)
+@tool(name="calculator", needs_approval=True)
 def gated_calculator(expression: str) -> str:
     """Evaluate arithmetic."""
     raise AssertionError("the paused run must not run the tool")

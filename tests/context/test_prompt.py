@@ -157,9 +157,19 @@ def test_memory_recall_slot_renders_between_skills_and_workspace() -> None:
 def test_many_skills_and_delegates_switch_to_search() -> None:
     many = tuple(Skill(f"s{i}", "d") for i in range(INLINE_MAX + 1))
     team = tuple(Delegate(f"d{i}", "x") for i in range(INLINE_MAX + 1))
+    search = ToolSpec("search_tools", "Search skills and workflows.", {"type": "object"})
+    text = PromptBuilder().build(PromptContext("a", skills=many, delegates=team,
+                                               tools=(search,)))
+    assert "search them with the search_tools tool" in text and "## s0" not in text
+    assert "with the search_tools tool before delegating" in text and "- d0:" not in text
+
+
+def test_the_prompt_names_only_tools_the_agent_has() -> None:
+    many = tuple(Skill(f"s{i}", "d") for i in range(INLINE_MAX + 1))
+    team = tuple(Delegate(f"d{i}", "x") for i in range(INLINE_MAX + 1))
     text = PromptBuilder().build(PromptContext("a", skills=many, delegates=team))
-    assert "search them with the skill_search tool" in text and "## s0" not in text
-    assert "the delegate_search tool" in text and "- d0:" not in text
+    assert "search_tools" not in text and "skill_search" not in text
+    assert "- s0: d" in text and "- d0: x" in text
 
 
 def test_runtime_prompt_is_what_the_model_receives(tmp_path: Path) -> None:

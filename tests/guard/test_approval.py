@@ -31,7 +31,7 @@ from .helpers import run_agent
 SENT: list[str] = []
 
 
-@tool(requires_approval=True)
+@tool(needs_approval=True)
 def send_money(to: str, amount: int) -> str:
     """Send money."""
     SENT.append(to)

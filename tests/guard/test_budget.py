@@ -40,7 +40,8 @@ def steps(n: int) -> list[object]:
 
 
 async def test_trivial_task_gets_three_steps_and_lean_mode() -> None:
-    run = await run_agent(steps(10), "ping", tools=[step], guard=budget_only())
+    run = await run_agent(steps(10), "ping", tools=[step],
+                          guard=budget_only(extend_on_progress=False))
     assert run.result.status == "max_steps" and len(run.result.steps) == 4  # 3 + forced answer
     assert run.guard_events == [("budget.assigned", {
         "complexity": "trivial", "max_steps": 3, "lean": True, "mode": "lean",
@@ -49,9 +50,24 @@ async def test_trivial_task_gets_three_steps_and_lean_mode() -> None:
 
 async def test_simple_task_gets_eight() -> None:
     run = await run_agent(steps(20), "Search for news about Rust", tools=[step],
-                          guard=budget_only())
+                          guard=budget_only(extend_on_progress=False))
     assert len(run.result.steps) == 9
     assert run.of("budget.assigned")[0].payload["lean"] is False
+
+
+async def test_a_run_making_progress_gets_the_next_budget_once() -> None:
+    run = await run_agent(steps(20), "Search for news about Rust", tools=[step],
+                          guard=budget_only())
+    assert len(run.result.steps) == 16 and run.result.status == "max_steps"
+    assert [e.payload for e in run.of("budget.extended")] == [
+        {"max_steps": 15, "reason": "progress"}]
+
+
+async def test_a_run_repeating_itself_is_not_extended() -> None:
+    same = [reply("", call("step", i=i % 2)) for i in range(10)] + ["final"]
+    run = await run_agent(same, "Search for news about Rust", tools=[step],
+                          guard=budget_only())
+    assert len(run.result.steps) == 9 and run.of("budget.extended") == []
 
 
 async def test_explicit_max_steps_wins() -> None:
@@ -71,7 +87,7 @@ async def test_model_classification_is_one_extra_call() -> None:
 
 
 async def test_time_capsule_for_admins_only() -> None:
-    guard = budget_only(time_capsule=True, admins=frozenset({"root"}))
+    guard = budget_only(time_capsule=True, admins=frozenset({"root"}), extend_on_progress=False)
     run = await run_agent(steps(60), "ping", tools=[step], guard=guard, user_id="root")
     assert len(run.result.steps) == 51
     assert run.of("budget.assigned")[0].payload["mode"] == "time_capsule"

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from thinkloop.channels import CallbackChannel, Outgoing
-from thinkloop.guard import GuardSettings, MessageSettings, ReviewSettings, StepBudgetSettings
+from thinkloop.guard import (
+    ApprovalSettings,
+    AutoApprove,
+    GuardSettings,
+    MessageSettings,
+    ReviewSettings,
+    StepBudgetSettings,
+)
 from thinkloop.guard.messages import channel_tools
 from thinkloop.models.scripted import call, reply
 from thinkloop.tools.base import Tool, tool
@@ -32,6 +39,10 @@ def save(i: int) -> str:
     return f"s{i}"
 
 
+# send_message needs a person's approval; here everything is approved.
+APPROVED = replace(GuardSettings(), approval=ApprovalSettings(AutoApprove()))
+
+
 def flood(n: int) -> object:
     """One step sending n messages at once (a loop of single sends trips the loop guard)."""
     return reply("", *(call("send_message", text=f"m{i}") for i in range(n)))
@@ -56,7 +67,8 @@ def test_channel_tools_are_detected_by_name() -> None:
 async def test_at_most_ten_messages_per_run_by_default() -> None:
     sent, tools = channel()
     script = [flood(12), "All twelve updates attempted; two were over the limit."]
-    run = await run_agent(script, "Send me twelve short status updates.", tools=tools)
+    run = await run_agent(script, "Send me twelve short status updates.", tools=tools,
+                          guard=APPROVED)
     assert sorted(sent) == sorted(f"m{i}" for i in range(10))
     denied = [e.payload for e in run.of("policy.denied")]
     assert [d["guard"] for d in denied] == ["max_messages", "max_messages"]
@@ -67,8 +79,8 @@ async def test_at_most_ten_messages_per_run_by_default() -> None:
 async def test_time_capsule_allows_twenty_for_admins() -> None:
     sent, tools = channel()
     script = [flood(22), "done"]
-    guard = replace(GuardSettings(), steps=StepBudgetSettings(time_capsule=True,
-                                                              admins=frozenset({"root"})))
+    guard = replace(APPROVED, steps=StepBudgetSettings(time_capsule=True,
+                                                       admins=frozenset({"root"})))
     run = await run_agent(script, "Long job with updates", tools=tools, guard=guard,
                           user_id="root")
     assert len(sent) == 20
@@ -81,7 +93,7 @@ async def test_time_capsule_allows_twenty_for_admins() -> None:
 
 async def test_configured_limit_and_other_tools_unaffected() -> None:
     sent, tools = channel()
-    guard = replace(GuardSettings(), messages=MessageSettings(max_per_run=1))
+    guard = replace(APPROVED, messages=MessageSettings(max_per_run=1))
     script = [reply("", call("send_message", text="a")), reply("", call("work", i=1)),
               reply("", call("send_message", text="b")), "w1 done, sent a"]
     run = await run_agent(script, "work and report", tools=[*tools, work], guard=guard,
@@ -108,7 +120,7 @@ async def test_transparency_nudge_turns_on_with_a_channel_tool() -> None:
 
 async def test_no_send_blocks_a_channel_task_until_something_is_sent() -> None:
     sent, tools = channel()
-    guard = replace(GuardSettings(), review=ReviewSettings(channel_task=True))
+    guard = replace(APPROVED, review=ReviewSettings(channel_task=True))
     script = ["The weather in Paris is 8C.",
               reply("", call("send_message", text="Paris: 8C, partly cloudy.")),
               "Sent the Paris weather."]

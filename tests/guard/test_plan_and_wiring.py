@@ -18,12 +18,17 @@ async def test_pre_task_plan_goes_into_the_system_prompt() -> None:
     assert system.endswith("\n\nPLAN (made before starting):\n1. search\n2. answer")
     assert run.of("plan.created")[0].payload == {"plan": "1. search\n2. answer"}
     assert run.result.usage.requests == 2
+    # The side call went out as the run's own llm events, marked with its purpose.
+    side = [e.payload for e in run.of("llm.request", "llm.response") if "purpose" in e.payload]
+    assert [p["purpose"] for p in side] == ["plan", "plan"]
+    assert side[1]["text"] == "1. search\n2. answer"
 
 
 def test_default_hooks_follow_the_seeds() -> None:
     names = [h.name for h in default_hooks(GuardSettings())]
     assert names == [
-        "guard.input", "guard.external", "guard.steps", "guard.drift", "guard.nudges",
+        "guard.input", "guard.external", "guard.steps", "guard.steps.extend",
+        "guard.steps.cleanup", "guard.drift", "guard.nudges",
         "guard.loops",
         "guard.loops.cleanup", "guard.messages", "guard.messages.cleanup",
         "guard.provenance", "guard.provenance.observe", "guard.provenance.cleanup",

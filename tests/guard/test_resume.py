@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
+from thinkloop.errors import PendingApprovalError
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
-from thinkloop.guard.paused import PendingApprovalError
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import PostgresStore, SQLiteStore, open_store
 from thinkloop.store.memory import MemoryStore
@@ -37,7 +37,7 @@ SENT: list[tuple[str, int]] = []
 LOOKED: list[str] = []
 
 
-@tool(requires_approval=True)
+@tool(needs_approval=True)
 def send_money(to: str, amount: int) -> str:
     """Send money."""
     SENT.append((to, amount))

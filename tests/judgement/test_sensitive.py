@@ -163,7 +163,7 @@ async def test_without_a_human_an_escalation_is_denied() -> None:
 async def test_supervisor_stands_in_front_of_tools_that_require_approval() -> None:
     sent: list[str] = []
 
-    @tool(requires_approval=True)
+    @tool(needs_approval=True)
     def post_status(text: str) -> str:
         """Post a status update."""
         sent.append(text)

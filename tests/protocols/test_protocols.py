@@ -146,7 +146,7 @@ def test_observations_report_every_result_in_order_in_one_user_message() -> None
     b = ToolCall("call_2", "convert", {"amount": 1})
     results = [ToolResult(a, "142.5 USD"), ToolResult(b, "Error: invalid arguments", True)]
     for cls in TEXT:
-        assert cls().observations(Message.assistant("..."), results) == [Message.user(
+        assert cls().observations(Message.assistant("..."), results) == [Message.observation(
             "[Tool lookup_price]: 142.5 USD\n[Tool convert] ERROR: Error: invalid arguments")]
 
 

@@ -49,6 +49,7 @@ agents:
     model: openai:fake
     tools: [ask_human, send_message]
     memory: false
+    approve: auto
   bench:
     model: openai:steps-3
     tools: none

@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.tools.helpers import approving
+
 from thinkloop.agent import Agent
 from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
@@ -50,7 +52,8 @@ async def test_agent_uses_file_and_shell_tools_end_to_end(tmp_path: Path) -> Non
             reply("", model_call("shell", command="python3 app/main.py")),
             "The program prints 48.",
         ])
-        result = await Agent(model, tools=box.tools).run("write and run", user_id="carol")
+        result = await Agent(model, tools=box.tools, guard=approving()).run(
+            "write and run", user_id="carol")
     assert result.text == "The program prints 48."
     observations = [unwrap(s.results[0].content) for s in result.steps[:3]]
     assert observations == ["wrote 13 bytes to app/main.py",
@@ -74,18 +77,26 @@ def test_prompt_sections_inline_few_skills(tmp_path: Path) -> None:
 
 async def test_spawned_worker_shares_tools_and_workspace(tmp_path: Path) -> None:
     worker_model = ScriptedModel([
+        reply("", model_call("read_file", path="from_parent.txt")),
         reply("", model_call("write_file", path="from_worker.txt", content="hi")),
-        "wrote it",
+        "Read it; the write was not approved",
     ])
     box = Toolbox(ToolSettings(workspace=tmp_path / "ws"), browser=False,
                   worker_model=worker_model)
-    parent = ScriptedModel([reply("", model_call("spawn_agent", tasks=["write a file"])),
+    (tmp_path / "ws/dan").mkdir(parents=True)
+    (tmp_path / "ws/dan/from_parent.txt").write_text("hello worker\n")
+    parent = ScriptedModel([reply("", model_call("spawn_agent", tasks=["read a file"])),
                             "done"])
     result = await Agent(parent, tools=box.tools).run("delegate", user_id="dan")
     content = result.steps[0].results[0].content
     assert content.startswith('<untrusted_content source="spawn_agent"')  # provenance
-    assert unwrap(content) == "[1] worker (completed)\nwrote it"
-    assert (tmp_path / "ws/dan/from_worker.txt").read_text() == "hi"
+    assert unwrap(content) == "[1] worker (completed)
+Read it; the write was not approved"
+    assert "hello worker" in unwrap(worker_model.calls[1].messages[-1].content)
+    # A worker has no approver of its own: what changes things is refused, not run.
+    assert worker_model.calls[2].messages[-1].content.startswith(
+        "Not approved: write_file needs approval")
+    assert not (tmp_path / "ws/dan/from_worker.txt").exists()
     worker_tools = [s.name for s in worker_model.calls[0].tools]
     assert "spawn_agent" not in worker_tools and "ask_human" not in worker_tools
     assert "shell" in worker_tools

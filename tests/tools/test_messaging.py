@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from tests.tools.helpers import call
+from tests.tools.helpers import approving, call
 
 from thinkloop.agent import Agent
 from thinkloop.channels import (
@@ -112,7 +112,7 @@ async def test_send_policy_and_unknown_channel_in_a_run() -> None:
               model_call("send_message", text="hi")),
         "done",
     ])
-    result = await Agent(model, tools=tools).run("notify", user_id="u1")
+    result = await Agent(model, tools=tools, guard=approving()).run("notify", user_id="u1")
     contents = [r.content for r in result.steps[0].results]
     assert contents == [
         "Error: send to 'discord' blocked: cross-channel send blocked",

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from tests.tools.helpers import call
+from tests.tools.helpers import approving, call
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
@@ -210,7 +210,8 @@ async def test_agent_finds_and_runs_a_workflow(
                            {"name": "weather_forecast", "args": {"city": "Oslo"}})),
         "Forecast fetched.",
     ])
-    result = await Agent(model, tools=tools).run("weather in Oslo?", user_id="eve")
+    result = await Agent(model, tools=tools, guard=approving()).run("weather in Oslo?",
+                                                                    user_id="eve")
     found, ran = (s.results[0].content for s in result.steps[:2])
     assert found == "workflow weather_forecast: Get tomorrow's weather forecast for a city\n" \
                     "  args: city: city name"

@@ -103,8 +103,9 @@ def run(
         "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable).")] = None,
     mcp_config: Annotated[Path | None, typer.Option(
         help="JSON/TOML file of MCP servers.")] = None,
-    approve: Annotated[str, typer.Option(
-        help="Tools that need approval: ask|auto|deny|pause (pause needs --session).")] = "ask",
+    approve: Annotated[str | None, typer.Option(
+        help="Tools that need approval (shell, file writes, messages): ask|auto|deny|pause "
+             "(pause needs --session). Default: ask on a terminal, else refuse them.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
     judgement: Annotated[str | None, typer.Option(
         help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
@@ -221,8 +222,13 @@ def list_tools(
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
     from thinkloop.tools.defaults import all_builtin_tools
+    from thinkloop.tools.plugins import load_plugin_tools
 
-    tools = all_builtin_tools()
+    found, failed = load_plugin_tools()
+    tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]
+    for f in failed:
+        Console(stderr=True).print(f"[yellow]plugin {f.entry_point} failed to load:[/] "
+                                   f"{f.error}", highlight=False)
     if as_json:
         out = [{"name": t.name, "description": t.description, "parameters": t.parameters,
                 "needs": needs or None} for t, needs in tools]

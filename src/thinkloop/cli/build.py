@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from thinkloop.agent import Agent
 from thinkloop.channels import ConsoleChannel
 from thinkloop.config import Settings, default_model_spec
+from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model
 from thinkloop.store.base import Store
@@ -22,7 +23,7 @@ class AgentOptions:
     max_steps: int | None = None
     timeout_s: float | None = None
     protocol: str | None = None
-    approve: str = "ask"
+    approve: str | None = None  # None: ask on a terminal, else refuse (cli_approver)
     name: str = "thinkloop"
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
@@ -45,7 +46,7 @@ def build_agent(
     """
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings
-    from thinkloop.guard.approval import ApprovalSettings, ConsoleApprover, approver_for
+    from thinkloop.guard.approval import ApprovalSettings
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
@@ -57,9 +58,7 @@ def build_agent(
     if guidance:
         text = "\n\n".join(guidance)
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
-    approver = ConsoleApprover(_ask_on_stderr) if opts.approve == "ask" else approver_for(
-        opts.approve)
-    guard = replace(GuardSettings(), approval=ApprovalSettings(approver))
+    guard = replace(GuardSettings(), approval=ApprovalSettings(cli_approver(opts.approve)))
     return Agent(
         model or spec,
         tools=[*tools, *extra_tools],
@@ -99,3 +98,33 @@ def _ask_on_stderr(prompt: str) -> str:
     if not line:
         raise EOFError("no answer: standard input is closed")
     return line
+
+
+NO_TERMINAL = ("{tool} needs approval and there is no terminal to ask on; run again with "
+               "--approve auto to allow such calls (or --approve pause --session NAME to decide "
+               "later with 'thinkloop approvals decide')")
+
+
+class RefuseWithoutTerminal:
+    """``--approve`` not given and stdin is not a terminal: refuse, naming the flag."""
+
+    def __init__(self) -> None:
+        self.told: set[str] = set()
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        reason = NO_TERMINAL.format(tool=request.tool)
+        if request.tool not in self.told:  # the person reads it too, once per tool
+            self.told.add(request.tool)
+            sys.stderr.write(f"thinkloop: {reason}\n")
+        return Decision(False, reason, remember=False)
+
+
+def cli_approver(mode: str | None) -> Approver:
+    """``--approve``: ask|auto|deny|pause; not given: ask on a terminal, else refuse."""
+    from thinkloop.guard.approval import ConsoleApprover, approver_for
+
+    if mode is None:
+        mode = "ask" if sys.stdin.isatty() else "refuse"
+    if mode == "refuse":
+        return RefuseWithoutTerminal()
+    return ConsoleApprover(_ask_on_stderr) if mode == "ask" else approver_for(mode)

@@ -7,10 +7,11 @@ plan) and most recent steps (the current work) stay whole.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from thinkloop.types import Message
+from thinkloop.types import OBSERVATION, Message
 
 if TYPE_CHECKING:
     from thinkloop.context.pipeline import ContextSettings
@@ -18,24 +19,27 @@ if TYPE_CHECKING:
 TALLY_HEAD = "--- [{n} middle steps compacted] ---"
 TALLY_TAIL = "--- [recent steps below] ---"
 _FAILED_PREFIXES = ("Error:", "[no result")
+# One result in a text protocol's observation message (protocols/text.py format_observations).
+_OBSERVED = re.compile(r"^\[Tool ([^\]\n]+)\]( ERROR)?:", re.MULTILINE)
 
 
 def is_tally(m: Message) -> bool:
     return m.role == "user" and m.content.startswith("--- [") and TALLY_TAIL in m.content
 
 
+def is_task(m: Message) -> bool:
+    """A user message in the user's own words (not tool results, a notice or a tally)."""
+    return m.role == "user" and not m.from_loop and not is_tally(m)
+
+
 def run_steps(messages: Sequence[Message]) -> tuple[int, list[tuple[int, int]]]:
     """Where the current run's task is, and the ``[start, end)`` span of each of its steps.
 
-    The run starts at the last user message that is not a tally; each assistant message starts
-    a step that owns the tool results right after it. Other user messages (a retry notice)
-    belong to the step before them.
+    The run starts at the last user message in the user's words (:func:`is_task`); each
+    assistant message starts a step that owns the tool results right after it (tool messages,
+    or the observation message of a text protocol). Notices belong to the step before them.
     """
-    task = next(
-        (i for i in range(len(messages) - 1, -1, -1)
-         if messages[i].role == "user" and not is_tally(messages[i])),
-        -1,
-    )
+    task = next((i for i in range(len(messages) - 1, -1, -1) if is_task(messages[i])), -1)
     starts = [i for i in range(task + 1, len(messages)) if messages[i].role == "assistant"]
     ends = [*starts[1:], len(messages)] if starts else []
     return task, list(zip(starts, ends, strict=True))
@@ -48,6 +52,9 @@ def tally(messages: Sequence[Message]) -> str:
         if m.role == "tool":
             ok_err = counts.setdefault(m.name or "?", [0, 0])
             ok_err[1 if m.content.startswith(_FAILED_PREFIXES) else 0] += 1
+        elif m.role == "user" and m.name == OBSERVATION:
+            for name, error in _OBSERVED.findall(m.content):
+                counts.setdefault(name, [0, 0])[1 if error else 0] += 1
     return "\n".join(f"... {n} x{ok + err} ({ok} ok, {err} err)" for n, (ok, err) in counts.items())
 
 

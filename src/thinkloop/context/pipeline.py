@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from thinkloop.context.compaction import compact_steps, run_steps
+from thinkloop.context.compaction import compact_steps, is_task, run_steps
 from thinkloop.context.tokens import (
     DEFAULT_WINDOW,
     TokenCounter,
@@ -21,7 +21,7 @@ from thinkloop.context.tokens import (
     heuristic_count,
     message_tokens,
 )
-from thinkloop.types import Message
+from thinkloop.types import OBSERVATION, Message
 
 MISSING_RESULT = "[Tool result missing -- session was compacted]"
 CLEARED_RESULT = "[Old tool result content cleared]"
@@ -86,7 +86,7 @@ def limit_turns(messages: list[Message], settings: ContextSettings) -> list[Mess
     if n is None:
         return messages
     head = _system_head(messages)
-    users = [i for i in range(head, len(messages)) if messages[i].role == "user"]
+    users = [i for i in range(head, len(messages)) if is_task(messages[i])]
     if len(users) <= n:
         return messages
     return messages[:head] + messages[users[-n] if n > 0 else len(messages) :]
@@ -111,7 +111,8 @@ def _prunable(messages: Sequence[Message], keep_last_assistants: int) -> list[in
         return []
     cutoff = assistants[-keep_last_assistants] if keep_last_assistants else len(messages)
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
-    return [i for i in range(first_user + 1, cutoff) if messages[i].role == "tool"]
+    return [i for i in range(first_user + 1, cutoff)
+            if messages[i].role == "tool" or messages[i].name == OBSERVATION]
 
 
 def prune_context(messages: list[Message], settings: ContextSettings) -> list[Message]:

@@ -152,7 +152,8 @@ def prompt_context(
     from thinkloop.loop.output import output_instructions
 
     opts = agent.prompt.options
-    specs = tuple(t.spec for t in agent.tools.values())
+    # Only the tools this user may use: a denied tool is neither described nor offered.
+    specs = tuple(t.spec for t in agent.visible_tools(user_id).values())
     files = (opts.bootstrap.load(agent.name, user_id, seed=seed) if opts.bootstrap
              else BootstrapFiles())
     schema = ""

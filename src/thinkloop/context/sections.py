@@ -124,12 +124,25 @@ def safety(ctx: PromptContext) -> str | None:
     return SAFETY if ctx.untrusted_input or ctx.context_files else None
 
 
+# The prompt names a tool only if the agent has it (tools/builtin/toolsearch.py).
+SEARCH_TOOL = "search_tools"
+
+
+def _has_tool(ctx: PromptContext, name: str) -> bool:
+    return any(t.name == name for t in ctx.tools)
+
+
 def skills(ctx: PromptContext) -> str | None:
     if not ctx.skills:
         return None
     if len(ctx.skills) > INLINE_MAX:
-        return (f"You have {len(ctx.skills)} skills (saved procedures). Before a task that may "
-                "match one, search them with the skill_search tool and follow the best match.")
+        if _has_tool(ctx, SEARCH_TOOL):
+            return (f"You have {len(ctx.skills)} skills (saved procedures). Before a task that "
+                    f"may match one, search them with the {SEARCH_TOOL} tool and follow the "
+                    "best match.")
+        # No tool to search them with: name them all, without their bodies.
+        names = "\n".join(f"- {s.name}: {s.description}" for s in ctx.skills)
+        return f"Skills (saved procedures) you know:\n{names}"
     lines = ["Skills (saved procedures); follow one when the task matches it:"]
     for s in ctx.skills:
         lines.append(f"## {s.name}\n{s.description}" + (f"\n{s.body.strip()}" if s.body else ""))
@@ -239,9 +252,9 @@ def subagent_spawning(ctx: PromptContext) -> str | None:
 def delegation(ctx: PromptContext) -> str | None:
     if not ctx.delegates:
         return None
-    if len(ctx.delegates) > INLINE_MAX:
+    if len(ctx.delegates) > INLINE_MAX and _has_tool(ctx, SEARCH_TOOL):
         return (f"{len(ctx.delegates)} agents can take work from you; find the right one with "
-                "the delegate_search tool before delegating.")
+                f"the {SEARCH_TOOL} tool before delegating.")
     lines = ["You can delegate tasks to these agents:"]
     lines += [f"- {d.name}: {d.description}" for d in ctx.delegates]
     return "\n".join(lines)

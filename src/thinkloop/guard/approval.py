@@ -1,6 +1,6 @@
 """Human-in-the-loop approval (CortexPrism's approval gate).
 
-Tools marked ``requires_approval`` and calls a policy rule flags wait in ``pre_tool`` for an
+Tools marked ``needs_approval`` and calls a policy rule flags wait in ``pre_tool`` for an
 :class:`Approver`. No answer within ``timeout_s`` (60 s) means deny; decisions are cached per
 session for ``cache_ttl_s`` (1 hour) so the same question is not asked twice.
 """
@@ -176,7 +176,10 @@ class ApprovalGate:
         if approver is None:
             if pause:
                 return Decision.defer("no approver is configured"), "none"
-            return Decision(False, "no approver is configured", remember=False), "none"
+            # The developer reads this in the events, the model in its observation.
+            return Decision(False, f"{request.tool} needs approval and no approver is "
+                            "configured (GuardSettings(approval=ApprovalSettings(approver=...)))",
+                            remember=False), "none"
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 return await approver.decide(request), "approver"

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from thinkloop.hooks import AssessContext, Hook, HookContext
-from thinkloop.types import Message
+from thinkloop.guard.runs import RunMemory
+from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
+from thinkloop.types import Message, Step
 
 log = logging.getLogger("thinkloop.guard")
 
@@ -66,10 +67,20 @@ class StepBudgetSettings:
     time_capsule: bool = False  # request time-capsule mode (admins only)
     time_capsule_steps: int = 50
     admins: frozenset[str] = frozenset()  # user ids allowed time-capsule mode
+    # A run that reaches its budget while still making progress gets the next budget up, once.
+    extend_on_progress: bool = True
 
 
 def capsule_active(settings: StepBudgetSettings, ctx: HookContext) -> bool:
     return settings.time_capsule and ctx.cfg.user_id in settings.admins
+
+
+def _progress(steps: list[Step]) -> bool:
+    last, earlier = steps[-1], steps[:-1]
+    if not last.tool_calls:
+        return False
+    seen = {(c.name, repr(c.arguments)) for s in earlier for c in s.tool_calls}
+    return all((c.name, repr(c.arguments)) not in seen for c in last.tool_calls)
 
 
 def _parse(text: str) -> Complexity | None:
@@ -82,15 +93,34 @@ class StepBudget:
                  fixed_steps: bool = False) -> None:
         self.settings = settings or StepBudgetSettings()
         self.fixed_steps = fixed_steps  # the agent was given max_steps explicitly
+        self.extended: RunMemory[list[bool]] = RunMemory(lambda: [False])
 
     def hooks(self) -> list[Hook]:
-        return [Hook("pre_assess", self.assign, name="guard.steps")]
+        hooks = [Hook("pre_assess", self.assign, name="guard.steps")]
+        if self.settings.extend_on_progress and not self.fixed_steps:
+            hooks += [Hook("pre_reason", self.extend, name="guard.steps.extend"),
+                      self.extended.drop_hook("guard.steps")]
+        return hooks
+
+    def extend(self, ctx: ReasonContext) -> None:
+        """A run about to use its last budgeted step while still making progress (its last
+        step made only calls it had not made before) gets the next budget up, once: the
+        budget sizes a task, it should not cut off one that is getting somewhere."""
+        s = ctx.state
+        if s.max_steps is None or s.step + 1 < s.max_steps or not s.steps or not ctx.tools:
+            return
+        bigger = sorted(b for b in self.settings.budgets.values() if b > s.max_steps)
+        done = self.extended.get(ctx)
+        if done[0] or not bigger or not _progress(s.steps):
+            return
+        done[0] = True
+        s.max_steps = bigger[0]
+        ctx.emit("budget.extended", max_steps=s.max_steps, reason="progress")
 
     async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
         if self.settings.use_model:
             messages = [Message.system(CLASSIFY_PROMPT), Message.user(ctx.task)]
-            response = await ctx.cfg.model.complete(messages, [], ctx.cfg.settings)
-            ctx.state.usage = ctx.state.usage + response.usage
+            response = await ctx.ask_model(messages, purpose="classify_steps")
             found = _parse(response.message.content)
             if found is not None:
                 return found, "model"

@@ -1,27 +1,34 @@
 """Duplicate and loop detection (OrcBot's DecisionPipeline guardrails), in ``pre_tool``.
 
-- The same tool with the same arguments again in a run is answered from the first successful
-  result, with a note, instead of running again (tools marked ``idempotent=False`` always run;
-  an errored call may be retried).
-- A call that would repeat the tool of the previous ``repeat_limit`` steps (OrcBot: the last
-  three were all this tool), or that completes an A-B-A-B cycle of steps, is not run: the
-  model gets a loop observation instead. Caught looping again right after, the run ends with
-  status ``loop_detected``.
+A loop is the model doing the same thing again without getting anywhere; a series of calls to
+one tool with new arguments (add 2 to 0, 1, 2...; read six files one by one) is progress.
 
-A step's "tool" is the set of tool names it called, so parallel calls in one step count once.
+- The same call (tool and arguments) again, with nothing changed in between, is answered from
+  the first successful result with a note instead of running again, and the model's next turn
+  gets no tools, so it answers from what it has (the run ends ``completed``). Tools marked
+  ``idempotent=False`` always run, and a call to one of them invalidates earlier results (a
+  file read after a write runs again); an errored call may be retried.
+- A call that would make the last ``repeat_limit`` steps the same call, or the same tool whose
+  results keep coming back identical, or that completes an A-B-A-B cycle of identical calls,
+  is not run: the model gets a loop observation. Caught looping again right after, the run
+  ends with status ``loop_detected``.
+- ``rule="same_tool"`` is the seed's strict rule: the same tool in each of the last
+  ``repeat_limit`` steps is a loop, whatever its arguments.
+
+A step's signature is the set of calls it made, so parallel calls in one step count once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from thinkloop.guard.runs import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunState
-from thinkloop.types import ToolCall, ToolResult
+from thinkloop.types import Step, ToolCall, ToolResult
 
 DUPLICATE_NOTE = ("\n\n[Note: you already made this exact call ({name} with the same "
                   "arguments) in step {step}; this is that result. Do not repeat it.]")
@@ -29,6 +36,9 @@ SAME_STEP_NOTE = ("[Note: duplicate of call {first} in this same step, which has
                   "this copy was not run.]")
 LOOP_NOTE = ("Loop detected: {pattern}. This call was not run. Change approach: use a "
              "different tool or different arguments, or give your final answer now.")
+ANSWER_NOW = ("You repeated a call whose result you already have ({name}, see above). No "
+              "tools are available for this reply: give your final answer now from the "
+              "results you have.")
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,11 @@ class LoopSettings:
     dedup: bool = True
     detect_loops: bool = True
     repeat_limit: int = 3
+    # "progress": only repeated calls, repeated results or A-B-A-B cycles are loops;
+    # "same_tool": the seed's rule, the same tool in each of the last repeat_limit steps.
+    rule: Literal["progress", "same_tool"] = "progress"
+    # A repeated identical call takes the tools away for the next reply, so the model answers.
+    answer_on_repeat: bool = True
 
 
 @dataclass
@@ -49,25 +64,54 @@ def call_key(call: ToolCall) -> str:
     return f"{call.name}:{args}"
 
 
-def _earlier_result(state: RunState, key: str) -> tuple[int, ToolResult] | None:
+def earlier_result(state: RunState, key: str,
+                   changes_state: frozenset[str] = frozenset()) -> tuple[int, ToolResult] | None:
+    """The first successful result of the call ``key`` that is still current: no call to a
+    tool in ``changes_state`` ran after it."""
+    found: tuple[int, ToolResult] | None = None
     for step in state.steps:
+        if found is not None and any(c.name in changes_state for c in step.tool_calls):
+            found = None
         for r in step.results:
-            if not r.is_error and call_key(r.call) == key:
-                return step.index, r
-    return None
+            if found is None and not r.is_error and call_key(r.call) == key:
+                found = step.index, r
+    return found
 
 
-def loop_pattern(history: list[frozenset[str]], name: str, repeat_limit: int) -> str | None:
-    """Describe the loop ``name`` would make after these step signatures, or None."""
-    this = frozenset({name})
+def _signature(step: Step, with_args: bool) -> frozenset[str]:
+    return frozenset(call_key(c) if with_args else c.name for c in step.tool_calls)
+
+
+def loop_pattern(history: list[frozenset[str]], this: str, repeat_limit: int) -> str | None:
+    """Describe the loop ``this`` (a tool name or a call key) would make after these step
+    signatures, or None."""
+    one = frozenset({this})
     recent = history[-repeat_limit:]
-    if len(recent) == repeat_limit and all(sig == this for sig in recent):
-        return f"{name} was called in each of the last {repeat_limit} steps"
+    label = this.split(":", 1)[0]
+    if len(recent) == repeat_limit and all(sig == one for sig in recent):
+        same = "" if label == this else " with the same arguments"
+        return f"{label} was called{same} in each of the last {repeat_limit} steps"
     if len(history) >= 3:
         a, b, c = history[-3:]
-        if a == c and b == this and a != b and len(a) == 1:
-            return f"the steps cycle between {next(iter(a))} and {name}"
+        if a == c and b == one and a != b and len(a) == 1:
+            other = next(iter(a)).split(":", 1)[0]
+            return f"the steps cycle between {other} and {label}"
     return None
+
+
+def same_results(steps: list[Step], name: str, repeat_limit: int) -> str | None:
+    """The last ``repeat_limit`` steps each called only ``name`` and got the same result."""
+    recent = steps[-repeat_limit:]
+    if len(recent) < repeat_limit or repeat_limit < 2:
+        return None
+    outputs = set()
+    for s in recent:
+        if {c.name for c in s.tool_calls} != {name} or not s.results:
+            return None
+        outputs.add(tuple(r.content for r in s.results))
+    if len(outputs) != 1:
+        return None
+    return f"{name} returned the same result in each of the last {repeat_limit} steps"
 
 
 class LoopGuard:
@@ -94,17 +138,23 @@ class LoopGuard:
             if key in seen:
                 self._answer(ctx, call, SAME_STEP_NOTE.format(first=seen[key]), "duplicate")
                 return
-            earlier = _earlier_result(ctx.state, key)
+            earlier = earlier_result(ctx.state, key, _changes_state(ctx))
             if earlier is not None:
                 step, result = earlier
                 text = result.content + DUPLICATE_NOTE.format(name=call.name, step=step)
                 self._answer(ctx, call, text, "duplicate")
+                if self.settings.answer_on_repeat:
+                    ctx.withhold_tools(ANSWER_NOW.format(name=call.name))
         seen.setdefault(key, call.id)
 
     def _loop(self, ctx: ToolHookContext, run: _Run, call: ToolCall) -> bool:
-        history = [frozenset(c.name for c in s.tool_calls) for s in ctx.state.steps
-                   if s.tool_calls]
-        pattern = loop_pattern(history, call.name, self.settings.repeat_limit)
+        steps = [s for s in ctx.state.steps if s.tool_calls]
+        limit = self.settings.repeat_limit
+        if self.settings.rule == "same_tool":
+            pattern = loop_pattern([_signature(s, False) for s in steps], call.name, limit)
+        else:
+            pattern = (loop_pattern([_signature(s, True) for s in steps], call_key(call), limit)
+                       or same_results(steps, call.name, limit))
         if pattern is None:
             run.strikes = 0
             return False
@@ -123,3 +173,7 @@ class LoopGuard:
         payload: dict[str, Any] = {"guard": guard, "tool": call.name, "id": call.id}
         ctx.emit("guard.blocked", **payload, reason=text.strip())
         ctx.result = ToolResult(call, text)
+
+
+def _changes_state(ctx: ToolHookContext) -> frozenset[str]:
+    return frozenset(name for name, t in ctx.cfg.tools.items() if not t.idempotent)

@@ -37,8 +37,7 @@ class PreTaskPlan:
         tools = ", ".join(ctx.cfg.tools) or "none"
         messages = [Message.system(f"{self.settings.prompt}\nAvailable tools: {tools}"),
                     Message.user(ctx.task)]
-        response = await ctx.cfg.model.complete(messages, [], ctx.cfg.settings)
-        ctx.state.usage = ctx.state.usage + response.usage
+        response = await ctx.ask_model(messages, purpose="plan")
         text = response.message.content.strip()[: self.settings.max_chars]
         if not text:
             return

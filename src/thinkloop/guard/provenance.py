@@ -184,7 +184,7 @@ class ProvenanceGate:
     async def check_call(self, ctx: ToolHookContext) -> None:
         call, tool = ctx.call, ctx.tool
         if (not self.settings.enabled or call is None or tool is None or ctx.result is not None
-                or not (tool.needs_approval or tool.requires_approval)):
+                or not tool.needs_approval):
             return
         taint = self._taint(ctx)
         if not taint.sources:

@@ -43,7 +43,7 @@ class GuardSettings:
 
     @staticmethod
     def off() -> GuardSettings:
-        """Every guard off (the approval gate still refuses ``requires_approval`` tools)."""
+        """Every guard off (the approval gate still refuses ``needs_approval`` tools)."""
         s = GuardSettings()
         return replace(
             s, input=replace(s.input, mode="off", wrap_external=False, scan_external=False),

@@ -49,11 +49,7 @@ class UsageGuard:
         reason = f"usage limit reached: {limit} {used:g} of {cap:g}"
         ctx.emit("guard.blocked", guard="budget", limit=limit, used=used, cap=cap,
                  reason=reason)
-        text = best_answer(ctx)
-        ctx.state.text = text
-        if ctx.cfg.output_type is None:
-            ctx.state.output = text
-        ctx.stop(reason, "budget_exceeded")
+        ctx.stop(reason, "budget_exceeded", answer=best_answer(ctx))
 
     def before_model(self, ctx: ReasonContext) -> None:
         u, lim = ctx.state.usage, self.limits

@@ -266,7 +266,7 @@ class SensitivityGuard:
         found = classify_call(call, self.settings.rules)
         ctx.emit("sensitivity.classified", tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
-        gated = ctx.tool is not None and ctx.tool.requires_approval  # the tool gate asked
+        gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
         if ctx.result is None and not gated \
                 and RANK[found.level] >= RANK[self.settings.approve_at]:
             reason = f"sensitivity {found.level}: {', '.join(found.why)}"

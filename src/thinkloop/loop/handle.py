@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
-from thinkloop.hooks import OutputContext
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
 from thinkloop.loop.state import RunConfig, RunState
@@ -22,8 +21,10 @@ from thinkloop.types import Event
 log = logging.getLogger("thinkloop")
 
 Subscriber = Callable[[Event], Any]
-# Wraps the run: loads the session before it, persists the turn after it (agent.py).
+# Wraps the run: loads the session before it, persists the turn after it (session.py).
 Scope = Callable[[RunConfig, RunState], AbstractAsyncContextManager[None]]
+# Runs after the result is out: the post-turn jobs (session.py).
+After = Callable[[RunConfig, RunState], Awaitable[None]]
 
 
 class _EventChannel:
@@ -61,12 +62,14 @@ class RunHandle:
         scope: Scope | None = None,
         *,
         buffer_events: bool = True,
+        after: After | None = None,
     ) -> None:
         self.cfg = cfg
         self.state = state
         self.run_id = state.run_id
         self._subscribers = tuple(subscribers)
         self._scope = scope
+        self._after = after
         self._queue = _EventChannel()
         self._consumed = False
         self._finished = asyncio.Event()
@@ -134,15 +137,8 @@ class RunHandle:
                 await execute(self.cfg, self.state)
         finally:
             self._finish()
-        # post_output runs after the answer is out: it never delays the result.
-        if "post_output" in self.cfg.hooks:
-            s = self.state
-            ctx = OutputContext("post_output", self.cfg, s, text=s.text, output=s.output,
-                                silent=s.silent, status=s.status)
-            try:
-                await self.cfg.hooks.run(ctx)
-            except Exception:
-                log.exception("post_output hook failed for run %s", s.run_id)
+        if self._after is not None:  # after the answer is out: it never delays the result
+            await self._after(self.cfg, self.state)
 
     def cancel(self, mode: Literal["immediate", "after_step"] = "immediate") -> None:
         """Stop the run now, or once the current step has finished."""
@@ -158,6 +154,11 @@ class RunHandle:
     async def wait_background(self) -> None:
         """Wait for post_output jobs too (the result itself never waits for them)."""
         await asyncio.shield(self._task)
+
+    @property
+    def background(self) -> asyncio.Task[None]:
+        """The task running the run and then its post-turn jobs."""
+        return self._task
 
     async def events(self) -> AsyncIterator[Event]:
         if self._consumed:

@@ -8,6 +8,7 @@ asked to stream (``RunConfig.stream_model``).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from thinkloop.hooks import AssessContext, OutputContext
@@ -39,6 +40,9 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
         else:
             if stop.status != "paused":  # a paused run's held calls are answered on resume
                 close_unanswered(state, f"[no result: {stop.reason}]")
+            if stop.answer is not None:  # a guard's answer goes out sanitized, like a model's
+                output = stop.answer if cfg.output_type is None else None
+                finish(state, stop.status, stop.answer, output)
             end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")
@@ -77,17 +81,22 @@ async def assess(cfg: RunConfig, state: RunState) -> None:
 
 async def drive(cfg: RunConfig, state: RunState) -> None:
     while state.step < (state.max_steps or cfg.limits.max_steps):
-        response = await think(cfg, state, with_tools=True)
-        match await decide(cfg, state, response):
+        # A guard may withhold the tools for this reply (a repeated call): the model answers.
+        # The notice joins this request only, like every engine note (loop/notices.py).
+        notice, state.answer_now = state.answer_now, None
+        extra = () if notice is None else (Message.notice(notice),)
+        response = await think(cfg, state, with_tools=notice is None, extra=extra)
+        match await decide(cfg, state, response, with_tools=notice is None):
             case RunTools(assistant, calls):
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
-                state.scratch = [assistant, Message.user(feedback)]
+                state.scratch = [assistant, Message.notice(feedback)]
                 record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
-                state.append(assistant)
-                record_step(state, assistant, response.usage, (), ())
-                finish(state, "completed", text, output)
+                clean = finish(state, "completed", text, output)
+                answered = answer_message(assistant, clean)
+                state.append(answered)
+                record_step(state, answered, response.usage, (), ())
                 return
         if state.cancel_after_step:
             raise asyncio.CancelledError
@@ -97,32 +106,41 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
 async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     """Out of steps: one last call with tools withheld, so the run ends with an answer."""
     # The notice is for this request only: it is not the user's turn, so not in the history.
-    notice = Message.user(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps))
+    notice = Message.notice(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps))
     response = await think(cfg, state, with_tools=False, extra=(notice,))
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
     if is_internal_echo(text):
         text = ""  # the model repeated the engine's words: that is no answer
     thought = response.message.thought or getattr(reading, "thought", None)
-    assistant = Message.assistant(text, thought=thought)
-    state.append(assistant)
     output: Any = text
     if cfg.output_type is not None:
         try:
             output = parse_output(cfg.output_type, text)
         except ValueError:
             output = None
+    clean = finish(state, "max_steps", text, output)
+    assistant = Message.assistant(clean, thought=thought)
+    state.append(assistant)
     record_step(state, assistant, response.usage, (), ())
-    finish(state, "max_steps", text, output)
 
 
-def finish(state: RunState, status: RunStatus, text: str, output: Any) -> None:
+def finish(state: RunState, status: RunStatus, text: str, output: Any) -> str:
+    """Record the final answer; returns it sanitized (what the session keeps)."""
     # Every final answer is sanitized; NO_REPLY as the whole answer makes the run silent.
     clean = sanitize_output(text)
     state.silent = is_silent(clean)
     state.text = "" if state.silent else clean
     state.output = state.text if isinstance(output, str) and output == text else output
     end(state, status)
+    return clean
+
+
+def answer_message(assistant: Message, clean: str) -> Message:
+    """The final assistant message as the session keeps it: the sanitized answer, no calls."""
+    if assistant.content == clean and not assistant.tool_calls:
+        return assistant
+    return replace(assistant, content=clean, tool_calls=(), cache={})
 
 
 def end(state: RunState, status: RunStatus, error: str | None = None) -> None:

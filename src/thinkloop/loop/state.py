@@ -93,6 +93,9 @@ class RunState:
     # A rejected reply and the engine's note on it: shown on the next request only, never
     # part of the history, the stored turn or the result (``loop/notices.py``).
     scratch: list[Message] = field(default_factory=list)
+    # Set when a guard withheld the tools for the next reply (``ctx.withhold_tools``): the
+    # notice the model reads before it answers without tools.
+    answer_now: str | None = None
 
     @property
     def step(self) -> int:

@@ -11,7 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
-from thinkloop.hooks import HookContext, ReasonContext, ReflectContext, ToolHookContext
+from thinkloop.hooks import (
+    HookContext,
+    ReasonContext,
+    ReflectContext,
+    ToolHookContext,
+    response_payload,
+)
 from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
@@ -42,19 +48,20 @@ OUTPUT_NOTICE = (
 
 
 class StopRun(Exception):
-    """A hook ended the run; carries the status and the reason."""
+    """A hook ended the run; carries the status, the reason and the answer, if any."""
 
-    def __init__(self, status: RunStatus, reason: str) -> None:
+    def __init__(self, status: RunStatus, reason: str, answer: str | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.answer = answer
 
 
 async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
     if ctx.stage in cfg.hooks:
         await cfg.hooks.run(ctx)
         if ctx.stop_reason is not None:
-            raise StopRun(ctx.stop_status, ctx.stop_reason)
+            raise StopRun(ctx.stop_status, ctx.stop_reason, ctx.stop_answer)
 
 
 async def think(
@@ -62,21 +69,25 @@ async def think(
 ) -> ModelResponse:
     """One model call between its pre_reason and post_reason stages. ``extra`` messages (and
     a rejected reply's scratch) join this request only, never the history."""
-    specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
-    # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
-    choice = cfg.settings.tool_choice
-    shape = (cfg.protocol.reply_constraint(cfg.specs, required=choice == "required")
-             if with_tools and choice != "none" else None)
-    base = cfg.settings if shape is None else replace(cfg.settings, constraint=shape)
+    visible = list(cfg.specs) if with_tools else []
     request = [*state.messages, *state.scratch, *extra] if state.scratch or extra else None
     state.scratch = []
     ctx = ReasonContext("pre_reason", cfg, state, messages=request or state.messages,
-                        tools=list(specs), settings=base)
+                        tools=visible, settings=cfg.settings)
     if "pre_reason" in cfg.hooks:
         # Hooks replace ctx.messages to change this request; the history stays as it is.
         ctx.messages = request or list(state.messages)
         await run_stage(cfg, ctx)
-    settings = ctx.settings or base
+    # The tools visible this step are decided now; the tool list and the decode constraint
+    # both follow from them (a tool a hook hid is neither offered nor allowed).
+    visible = ctx.tools
+    choice = (ctx.settings or cfg.settings).tool_choice
+    # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
+    shape = (cfg.protocol.reply_constraint(visible, required=choice == "required")
+             if visible and choice != "none" else None)
+    base = ctx.settings or cfg.settings
+    settings = base if shape is None else replace(base, constraint=shape)
+    ctx.tools = list(cfg.protocol.model_tools(visible))
     model = ctx.model or cfg.model
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
@@ -95,25 +106,21 @@ async def think(
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
-    msg = response.message
-    state.emit(
-        "llm.response",
-        text=msg.content,
-        thought=msg.thought,
-        tool_calls=[call_payload(c) for c in msg.tool_calls],
-        usage={"input_tokens": response.usage.input_tokens,
-               "output_tokens": response.usage.output_tokens},
-        finish_reason=response.finish_reason,
-        model=response.model,
-    )
+    state.emit("llm.response", **response_payload(response))
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response
 
 
-async def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> NextStep:
+async def decide(
+    cfg: RunConfig, state: RunState, response: ModelResponse, *, with_tools: bool = True
+) -> NextStep:
     reading = cfg.protocol.read(response)
     assistant = response.message
+    if not with_tools and isinstance(reading, Act):
+        # Tools were withheld: a call now is not run; its text (or else the result the
+        # model already has for it) is the answer.
+        reading = Answer(reading.text or known_result(state, reading.calls), reading.thought)
     if isinstance(reading, Act | Answer) and reading.thought and not assistant.thought:
         # Text protocols find thoughts inside the reply; keep them with the step.
         assistant = replace(assistant, thought=reading.thought)
@@ -225,7 +232,20 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
         ctx.stage, ctx.result = "post_tool", result
         await run_stage(cfg, ctx)
         result = ctx.result or result
+    if ctx.answer_now is not None:
+        state.answer_now = ctx.answer_now
     return result
+
+
+def known_result(state: RunState, calls: tuple[ToolCall, ...]) -> str:
+    """The first successful result of one of ``calls`` made earlier in the run, or ""."""
+    for call in calls:
+        for step in state.steps:
+            for r in step.results:
+                same = r.call.name == call.name and r.call.arguments == call.arguments
+                if same and not r.is_error:
+                    return r.content
+    return ""
 
 
 def record_step(

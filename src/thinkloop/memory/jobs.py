@@ -43,7 +43,9 @@ PostTurnJob = Callable[[Turn], Awaitable[None]]
 async def extract_profile(turn: Turn) -> None:
     if not isinstance(turn.store, ProfileBackend):
         return
-    said = "\n".join(m.content for m in turn.messages if m.role == "user") or turn.task
+    # The user's own words only: tool output (text protocols) never becomes a profile fact.
+    said = "\n".join(m.content for m in turn.messages
+                     if m.role == "user" and not m.from_loop) or turn.task
     if turn.extractor is not None:
         facts = turn.extractor(said)
     elif turn.model is not None:

@@ -67,7 +67,10 @@ class MiniLMEmbedder:
                     raise ConfigError(
                         "the local embedding model needs: pip install 'thinkloop[recall]'"
                     ) from None
+                # The library never prints: no "Loading weights" bar on stderr.
+                from transformers.utils import logging as hf_logging
 
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 self._model = SentenceTransformer(
                     str(get_model_path()), device=self.device, local_files_only=True
                 )

@@ -25,6 +25,7 @@ from thinkloop.errors import (
     ModelRateLimitError,
     ModelTimeoutError,
 )
+from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -107,6 +108,7 @@ class HttpTransport:
                 connector=connector
             )
             self._loop = loop
+            close_at_loop_exit(self, self.aclose)  # no "Unclosed client session" at exit
         return self._session
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
@@ -151,9 +153,10 @@ class HttpTransport:
             raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            forget_at_loop_exit(self)
+            await session.close()
 
     def __del__(self) -> None:
         # Sessions left open at interpreter exit warn loudly; close the connector quietly.

@@ -123,7 +123,7 @@ class TextProtocol:
         return f"{what}. Expected format: {self.format_hint}"
 
     def observations(self, assistant: Message, results: Sequence[ToolResult]) -> list[Message]:
-        return [Message.user(format_observations(results))] if results else []
+        return [Message.observation(format_observations(results))] if results else []
 
 
 class JsonProtocol(TextProtocol):

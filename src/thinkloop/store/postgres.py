@@ -20,6 +20,7 @@ import asyncpg
 from asyncpg import Record
 from asyncpg.pool import PoolConnectionProxy
 
+from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, RunRecord, SessionInfo, SpanRecord, StoreError
 from thinkloop.store.gateway import GatewayTables
@@ -101,6 +102,7 @@ class PostgresStore(GatewayTables):
                     self.dsn, min_size=1, max_size=self._max_pool,
                     server_settings=self._settings(),
                 )
+                close_at_loop_exit(self, self.aclose)
         assert self._pool is not None
         return self._pool
 
@@ -125,8 +127,9 @@ class PostgresStore(GatewayTables):
 
     async def aclose(self) -> None:
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            forget_at_loop_exit(self)
+            await pool.close()
 
     async def __aenter__(self) -> PostgresStore:
         await self._get_pool()

@@ -16,6 +16,7 @@ from typing import Any
 
 import aiosqlite
 
+from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, RunRecord, SessionInfo, SpanRecord, StoreError
 from thinkloop.store.gateway import GatewayTables
@@ -72,6 +73,8 @@ class SQLiteStore(GatewayTables):
                 await db.execute("PRAGMA busy_timeout=30000")
                 await _migrate(db, self._migrate_upto)
                 self._db = db
+                # Unclosed, its thread would keep the process alive after asyncio.run.
+                close_at_loop_exit(self, self.aclose)
         return self._db
 
     @contextlib.asynccontextmanager
@@ -93,8 +96,9 @@ class SQLiteStore(GatewayTables):
 
     async def aclose(self) -> None:
         if self._db is not None:
-            await self._db.close()
-            self._db = None
+            db, self._db = self._db, None
+            forget_at_loop_exit(self)
+            await db.close()
 
     async def __aenter__(self) -> SQLiteStore:
         await self._conn()

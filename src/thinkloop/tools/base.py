@@ -44,7 +44,9 @@ class Tool:
     context_param: str | None = None
     is_async: bool = False
     timeout_s: float | None = None
-    requires_approval: bool = False
+    # The tool changes or sends something (shell, file writes, messages): a person approves
+    # each call first (the approval gate; the CLI asks on its terminal).
+    needs_approval: bool = False
     # Safe to answer a repeated identical call from the first result.
     idempotent: bool = True
     # Provenance, the one declaration of it: False when the output can carry text from
@@ -52,8 +54,6 @@ class Tool:
     # scanned, wrapped and datamarked, and it taints the run (guard/provenance.py).
     trusted_output: bool = True
     meta: dict[str, Any] = field(default_factory=dict)
-    # The tool changes or sends something (the approval classes): it waits for approval.
-    needs_approval: bool = False
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
@@ -63,6 +63,11 @@ class Tool:
     def external(self) -> bool:
         """The older spelling of ``not trusted_output``."""
         return not self.trusted_output
+
+    @property
+    def requires_approval(self) -> bool:
+        """The earlier name of :attr:`needs_approval`."""
+        return self.needs_approval
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -83,15 +88,16 @@ def make_tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    requires_approval: bool = False,
+    needs_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
     trusted_output: bool | None = None,
-    needs_approval: bool = False,
+    requires_approval: bool = False,
 ) -> Tool:
     """Build a :class:`Tool` from a plain or async function.
 
-    ``external=True`` is the older spelling of ``trusted_output=False``.
+    ``external=True`` is the older spelling of ``trusted_output=False``, and
+    ``requires_approval`` the earlier name of ``needs_approval``.
     """
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description or "" for p in doc.params}
@@ -125,10 +131,9 @@ def make_tool(
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(fn),
         timeout_s=timeout_s,
-        requires_approval=requires_approval,
+        needs_approval=needs_approval or requires_approval,
         idempotent=idempotent,
         trusted_output=(not external) if trusted_output is None else trusted_output,
-        needs_approval=needs_approval,
     )
 
 
@@ -142,11 +147,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    requires_approval: bool = False,
+    needs_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
     trusted_output: bool | None = None,
-    needs_approval: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

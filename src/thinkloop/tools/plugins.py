@@ -12,8 +12,10 @@ signature takes no parameters and which is not already a tool is called as a fac
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -45,6 +47,17 @@ def _as_tools(obj: Any, source: str) -> list[Tool]:
     raise TypeError(f"{source} gave {type(obj).__name__}, not a tool, function or list of them")
 
 
+def _discover(group: str) -> tuple[EntryPoint, ...]:
+    return _discover_on(group, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=8)
+def _discover_on(group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
+    # Scanning every installed distribution costs ~10 ms and agents are made far more often
+    # than packages are installed: memoised per import path.
+    return tuple(entry_points(group=group))
+
+
 def load_plugin_tools(
     group: str = GROUP,
     *,
@@ -52,7 +65,7 @@ def load_plugin_tools(
     loader: Callable[[str], Iterable[EntryPoint]] | None = None,
 ) -> tuple[list[Tool], list[PluginFailure]]:
     """Every plugin tool, and the plugins that failed to load (raised instead if ``strict``)."""
-    found = (loader or (lambda g: entry_points(group=g)))(group)
+    found = (loader or _discover)(group)
     tools: list[Tool] = []
     failures: list[PluginFailure] = []
     for ep in sorted(found, key=lambda e: e.name):

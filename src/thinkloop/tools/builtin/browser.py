@@ -150,5 +150,8 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         return f"saved {len(data)} bytes to {relative(workspace.root(ctx.user_id), target)}"
 
     kw: dict[str, Any] = {"idempotent": False, "trusted_output": False}
-    return [make_tool(f, **kw) for f in (browser_open, browser_snapshot, browser_click,
-                                          browser_type, browser_screenshot)]
+    # Clicking and typing can submit forms (send, buy, delete): a person approves them.
+    acts: dict[str, Any] = {**kw, "needs_approval": True}
+    return [make_tool(browser_open, **kw), make_tool(browser_snapshot, **kw),
+            make_tool(browser_click, **acts), make_tool(browser_type, **acts),
+            make_tool(browser_screenshot, **kw)]

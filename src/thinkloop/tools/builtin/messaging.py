@@ -69,7 +69,7 @@ def messaging_tools(
         answer = await default.ask(_outgoing(ctx, question), ask_timeout_s)
         return f"The user answered: {answer}"
 
-    send = make_tool(send_message, idempotent=False)
+    send = make_tool(send_message, idempotent=False, needs_approval=True)
     send = replace(send, description=f"{send.description}\n\nChannels: {', '.join(by_name)}.")
     return [
         send,

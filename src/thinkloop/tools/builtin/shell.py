@@ -34,6 +34,6 @@ def shell_tool(workspace: Workspace, settings: ToolSettings) -> Tool:
     # The tool enforces its own timeout (and kills the process group); the executor's generic
     # timeout must not cut it short first.
     return make_tool(
-        shell, idempotent=False, timeout_s=settings.shell_max_timeout_s + 5.0,
-        trusted_output=False,
+        shell, idempotent=False, needs_approval=True, trusted_output=False,
+        timeout_s=settings.shell_max_timeout_s + 5.0,
     )

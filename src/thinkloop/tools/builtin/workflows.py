@@ -185,5 +185,5 @@ def run_workflow_tool(registry: Registry, workspace: Workspace, settings: ToolSe
         return await run_confined(f"workflow {name!r}", workflow.run, cwd=root, timeout_s=limit,
                                   cap=settings.output_cap_bytes, env=env)
 
-    return make_tool(run_workflow, idempotent=False, trusted_output=False,
+    return make_tool(run_workflow, idempotent=False, needs_approval=True, trusted_output=False,
                      timeout_s=settings.shell_max_timeout_s + 5)
