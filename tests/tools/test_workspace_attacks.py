@@ -14,10 +14,10 @@ import pytest
 from tests.tools.helpers import call, ctx
 
 from thinkloop.tools.base import Tool
+from thinkloop.tools.builtin import files
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.shell import shell_tool
-from thinkloop.tools.builtin import files
 from thinkloop.tools.execute import run_call, run_calls
 from thinkloop.tools.workspace import Workspace
 from thinkloop.types import ToolCall
@@ -140,8 +140,7 @@ async def test_non_utf8_file_names_come_back_as_valid_text(
     tools: list[Tool], workspace: Workspace
 ) -> None:
     root = workspace.root("alice")
-    with open(os.path.join(os.fsencode(root), b"bad\xff.txt"), "wb") as fh:
-        fh.write(b"caf\xe9\n")
+    (root / os.fsdecode(b"bad\xff.txt")).write_bytes(b"caf\xe9\n")
     for name, args in [("list_dir", {}), ("glob", {"pattern": "*"}),
                        ("grep", {"pattern": "caf"}), ("shell", {"command": "ls; cat bad*"})]:
         r = await call(tools, name, **args)
