@@ -19,7 +19,9 @@ from thinkloop.tools.builtin.settings import ToolSettings
 async def test_child_inherits_policy_approvals_rules_limits_and_hooks(tmp_path: Path) -> None:
     child = ScriptedModel([
         reply("", model_call("web_fetch", url="https://example.com")),      # denied tool
-        reply("", model_call("shell", command="rm -rf / --no-preserve-root")),  # rule
+        # Matches the dangerous-command rule, yet harmless if it ever ran (no such program):
+        # a test must never depend on a guard to stop a command that could do damage.
+        reply("", model_call("shell", command="mkfs.thinkloop_test /tmp/none")),  # rule
         reply("", model_call("write_file", path="notes.txt", content="x")),  # approval
         reply("", model_call("calculator", expression="1+1")),
         reply("", model_call("calculator", expression="2+2")),               # rate limit
