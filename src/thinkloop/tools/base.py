@@ -53,6 +53,12 @@ class Tool:
     # Output comes from the outside world (web, files, MCP) and is untrusted.
     external: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # The shared spelling of requires_approval (tools that change or send); either one counts.
+    needs_approval: bool = False
+
+    def __post_init__(self) -> None:
+        if self.needs_approval and not self.requires_approval:
+            object.__setattr__(self, "requires_approval", True)
 
     @functools.cached_property
     def spec(self) -> ToolSpec:

@@ -82,7 +82,8 @@ class Toolbox:
         # Checked once, here: a sandbox that cannot run is a configuration error, never a
         # silent fallback to running commands unconfined.
         self.sandbox = self.settings.make_sandbox()
-        self.browser_session = BrowserSession(self.settings.chromium_path)
+        self.browser_session = BrowserSession(
+            self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
         # Text for the system prompt that explains how to use these tools (Stingyclaw).
         self.prompt_sections: list[str] = [ASK_HUMAN_GUIDANCE]
         self.tools = self._build()
