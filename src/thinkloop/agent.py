@@ -8,6 +8,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
@@ -35,6 +36,8 @@ from thinkloop.hooks import (
     entry_point_hooks,
     normalise,
 )
+from thinkloop.judgement import Judgement
+from thinkloop.judgement import build as build_judgement
 from thinkloop.loop.handle import RunHandle, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
@@ -83,6 +86,7 @@ class Agent:
         prompt: PromptBuilder | None = None,
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
+        judgement: Judgement | bool | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -102,11 +106,19 @@ class Agent:
         # Guards first (on by default, as the seeds have them), then memory or the plain
         # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
         # the agent's own.
-        guards = [] if guard is False else default_hooks(
-            guard or GuardSettings(), fixed_steps=max_steps is not None)
+        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
+        # Its supervisor stands in front of the guards' approver.
+        j = Judgement() if judgement is True else (judgement or None)
+        gs = guard or GuardSettings()
+        self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
+            if j is not None else None
+        if self.judgement is not None:
+            gs = replace(gs, approval=self.judgement.approval)
+        guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
-        self.hooks = Hooks([*guards, *context, *(entry_point_hooks() if plugins else ()),
-                            *normalise(hooks)])
+        early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
+        self.hooks = Hooks([*early, *guards, *context, *judged,
+                            *(entry_point_hooks() if plugins else ()), *normalise(hooks)])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -171,7 +183,10 @@ class Agent:
         """
         inputs = parse_context(context)
         cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
-        state = RunState(uuid.uuid4().hex, task, [], None)
+        run_id = uuid.uuid4().hex
+        if self.judgement is not None:  # secrets in the task never reach the model or events
+            task = self.judgement.hide_task(run_id, task)
+        state = RunState(run_id, task, [], None)
         scope = functools.partial(self._scope, context=inputs)
         return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
 

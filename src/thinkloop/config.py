@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     api_key: str | None = Field(None, description="key for the vllm:/compat: endpoint")
     model_max_attempts: int = Field(3, ge=1, description="tries per model call (429/5xx/net)")
     local_n_ctx: int = Field(4096, ge=256, description="context window of the local model")
+    judgement: str = Field("", description="judgement plugins: all, off, or a comma list "
+                           "(assess, select, ...)")
+    model_pool: str = Field("", description="models for judgement 'select': "
+                            "provider:model=capability[/effort], comma separated")
 
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"

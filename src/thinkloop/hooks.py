@@ -42,7 +42,7 @@ from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolRes
 
 if TYPE_CHECKING:
     from thinkloop.loop.state import RunConfig, RunState
-    from thinkloop.models.base import ModelSettings
+    from thinkloop.models.base import Model, ModelSettings
     from thinkloop.tools.base import Tool
 
 Stage = Literal[
@@ -99,6 +99,8 @@ class ReasonContext(HookContext):
     tools: list[ToolSpec] = field(default_factory=list)
     settings: ModelSettings | None = None
     response: ModelResponse | None = None
+    # pre_reason: the model for this one call (None: the run's own; judgement/select.py).
+    model: Model | None = None
 
 
 @dataclass

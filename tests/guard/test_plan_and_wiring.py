@@ -25,7 +25,8 @@ def test_default_hooks_follow_the_seeds() -> None:
     assert names == [
         "guard.input", "guard.external", "guard.steps", "guard.drift", "guard.nudges",
         "guard.loops",
-        "guard.loops.cleanup", "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
+        "guard.loops.cleanup", "guard.messages", "guard.messages.cleanup",
+        "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
         "guard.review", "guard.review.cleanup"]
     off = [h.name for h in default_hooks(GuardSettings.off())]
     assert off == ["guard.input", "guard.policy.tools", "guard.policy", "guard.policy.cleanup"]
@@ -38,10 +39,10 @@ def test_agent_installs_guards_before_user_hooks() -> None:
     a = Agent(ScriptedModel([]), guard=GuardSettings(), hooks={"pre_tool": [mine]},
               plugins=False)
     assert [h.name or "user" for h in a.hooks.by_stage["pre_tool"]] == [
-        "guard.loops", "guard.policy", "user"]
+        "guard.loops", "guard.messages", "guard.policy", "user"]
     default = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
     assert [h.name or "user" for h in default.hooks.by_stage["pre_tool"]] == [
-        "guard.loops", "guard.policy", "user"], "guards are on by default"
+        "guard.loops", "guard.messages", "guard.policy", "user"], "guards are on by default"
     plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False, guard=False)
     assert len(plain.hooks.by_stage["pre_tool"]) == 1 and plain.limits.max_steps == 12
 

@@ -59,6 +59,10 @@ def run(
     approve: Annotated[str, typer.Option(
         help="Tools that need approval: ask|auto|deny|pause (pause needs --session).")] = "ask",
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
+    judgement: Annotated[str | None, typer.Option(
+        help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
+    model_pool: Annotated[str | None, typer.Option(
+        help="Models for --judgement select: provider:model=capability[/effort],...")] = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
@@ -67,7 +71,8 @@ def run(
     ] = None,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve)
+    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
+                        judgement=judgement, model_pool=model_pool)
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
@@ -130,6 +135,8 @@ async def _close_model(agent: Agent) -> None:
     close = getattr(agent.model, "aclose", None)
     if close is not None:
         await close()
+    if agent.judgement is not None:
+        await agent.judgement.aclose()
 
 
 @app.command("tools")

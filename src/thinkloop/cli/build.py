@@ -23,6 +23,8 @@ class AgentOptions:
     protocol: str | None = None
     approve: str = "ask"
     name: str = "thinkloop"
+    judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
+    model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
 
 
 def build_agent(
@@ -40,6 +42,7 @@ def build_agent(
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings
     from thinkloop.guard.approval import ApprovalSettings, ConsoleApprover, approver_for
+    from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
     spec = opts.model or settings.model or default_model_spec()
@@ -65,6 +68,9 @@ def build_agent(
         guard=guard,
         store=store,
         memory=store is not None,
+        judgement=Judgement.parse(
+            opts.judgement if opts.judgement is not None else settings.judgement,
+            opts.model_pool if opts.model_pool is not None else settings.model_pool),
     )
 
 

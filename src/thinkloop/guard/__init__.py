@@ -24,6 +24,7 @@ from thinkloop.guard.drift import DriftSettings, GoalDrift
 from thinkloop.guard.gate import ToolGate
 from thinkloop.guard.input import InputGuard, InputGuardSettings, wrap_untrusted
 from thinkloop.guard.loops import LoopGuard, LoopSettings
+from thinkloop.guard.messages import MessageLimit, MessageSettings
 from thinkloop.guard.nudges import Nudges, NudgeSettings
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, InjectionPattern
 from thinkloop.guard.plan import PlanSettings, PreTaskPlan
@@ -63,11 +64,13 @@ def default_hooks(
         hooks += PreTaskPlan(s.plan).hooks()
     if s.limits.any:
         hooks += UsageGuard(s.limits).hooks()
-    if s.nudges.urgency or s.nudges.channel_tools:
+    if s.nudges.urgency or s.nudges.channel_tools != ():
         hooks += Nudges(s.nudges, s.steps).hooks()
     if s.loops.dedup or s.loops.detect_loops:
         # Before the gate: a duplicate or a loop is answered without asking a human.
         hooks += LoopGuard(s.loops).hooks()
+    if s.messages.max_per_run > 0:
+        hooks += MessageLimit(s.messages, s.steps).hooks()  # a message past it asks nobody
     hooks += ToolGate(s.policy, s.approval).hooks()
     if s.review.enabled:
         hooks += TerminationReview(s.review).hooks()
@@ -96,6 +99,8 @@ __all__ = [
     "InputGuardSettings",
     "LoopGuard",
     "LoopSettings",
+    "MessageLimit",
+    "MessageSettings",
     "NudgeSettings",
     "Nudges",
     "PlanSettings",

@@ -3,9 +3,10 @@
 - Urgency (CortexPrism): when ``urgency_at`` (2) or fewer steps remain, tell the model to
   stop calling tools and produce the deliverable now. (On the very last step the loop
   withholds tools anyway.)
-- Transparency (OrcBot): in channel mode (``channel_tools`` set, e.g. ``send_message``),
-  after ``transparency_after`` (5) steps without a message to the user, ask for a short
-  progress update. Off in time-capsule mode.
+- Transparency (OrcBot): whenever the run has a channel tool (``send_message`` or a
+  ``send_*`` tool, or the configured ``channel_tools``; ``()`` turns it off), after
+  ``transparency_after`` (5) steps without a message to the user, ask for a short progress
+  update. Off in time-capsule mode.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
+from thinkloop.guard.messages import run_channel_tools
 from thinkloop.hooks import Hook, ReasonContext
 from thinkloop.types import Message
 
@@ -29,7 +31,7 @@ TRANSPARENCY = (
 class NudgeSettings:
     urgency: bool = True
     urgency_at: int = 2
-    channel_tools: tuple[str, ...] = ()
+    channel_tools: tuple[str, ...] | None = None  # None: detected (guard/messages.py)
     transparency_after: int = 5
 
 
@@ -42,10 +44,10 @@ class Nudges:
     def hooks(self) -> list[Hook]:
         return [Hook("pre_reason", self.nudge, name="guard.nudges")]
 
-    def _silent_steps(self, ctx: ReasonContext) -> int:
+    def _silent_steps(self, ctx: ReasonContext, channel: tuple[str, ...]) -> int:
         n = 0
         for step in reversed(ctx.state.steps):
-            if any(c.name in self.settings.channel_tools for c in step.tool_calls):
+            if any(c.name in channel for c in step.tool_calls):
                 break
             n += 1
         return n
@@ -60,10 +62,11 @@ class Nudges:
         if s.urgency and 0 < remaining <= s.urgency_at:
             extra.append(Message.user(URGENCY.format(n=remaining)))
             ctx.emit("nudge", kind="urgency", remaining=remaining)
-        if s.channel_tools and not capsule_active(self.steps, ctx):
-            silent = self._silent_steps(ctx)
+        channel = run_channel_tools(s.channel_tools, ctx)
+        if channel and not capsule_active(self.steps, ctx):
+            silent = self._silent_steps(ctx, channel)
             if silent >= s.transparency_after:
-                tools = " or ".join(s.channel_tools)
+                tools = " or ".join(channel)
                 extra.append(Message.user(TRANSPARENCY.format(n=silent, tools=tools)))
                 ctx.emit("nudge", kind="transparency", silent_steps=silent)
         if extra:

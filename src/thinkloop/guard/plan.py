@@ -31,6 +31,9 @@ class PreTaskPlan:
         return [Hook("post_assess", self.plan, name="guard.plan")]
 
     async def plan(self, ctx: AssessContext) -> None:
+        if ctx.state.lean:  # a trivial task (step budget): no plan, OrcBot's lean mode
+            ctx.emit("plan.skipped", reason="lean")
+            return
         tools = ", ".join(ctx.cfg.tools) or "none"
         messages = [Message.system(f"{self.settings.prompt}\nAvailable tools: {tools}"),
                     Message.user(ctx.task)]

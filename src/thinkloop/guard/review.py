@@ -6,7 +6,10 @@ Codes, generalised from OrcBot's channel-oriented ones:
   not mention the failure;
 - UNSENT_RESULTS: a tool returned substantive output (``substantive_chars``) and the short
   answer shares none of its content words;
-- ACK_ONLY: after tool use, the answer is only an acknowledgement ("Done.", "On it!").
+- ACK_ONLY: after tool use, the answer is only an acknowledgement ("Done.", "On it!");
+- NO_SEND: a channel task (``channel_task=True``: the person reads only what the run sends,
+  not its final answer) ends without one successful message through a channel tool
+  (guard/messages.py). Off by default: the CLI and the API deliver the answer itself.
 
 A blocked completion tells the model why and the loop goes on; at most ``max_blocks`` times
 per run, then the answer is accepted as it is.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from thinkloop.guard.messages import run_channel_tools
 from thinkloop.guard.runs import RunMemory
 from thinkloop.hooks import Hook, ReflectContext
 from thinkloop.types import ToolResult
@@ -27,6 +31,8 @@ FIXES = {
     "UNSENT_RESULTS": "Your tools returned results ({detail}) that your answer does not "
                       "use. Include the concrete findings in your answer.",
     "ACK_ONLY": "Your answer only acknowledges the task. Deliver the concrete result itself.",
+    "NO_SEND": "The user cannot see your final answer: nothing was sent to them. Send the "
+               "result with {detail} before you finish.",
 }
 _MENTIONS_FAILURE = re.compile(
     r"\b(?:error|errors|fail\w*|couldn't|could\s+not|cannot|can't|unable|not\s+(?:able|"
@@ -48,6 +54,8 @@ class ReviewSettings:
     max_blocks: int = 2
     substantive_chars: int = 200
     short_answer_chars: int = 200
+    channel_task: bool = False  # the answer reaches the person only through channel tools
+    channel_tools: tuple[str, ...] | None = None  # None: send_message and send_* tools
 
 
 def _unresolved(results: list[ToolResult]) -> list[ToolResult]:
@@ -94,6 +102,10 @@ class TerminationReview:
             return
         results = [r for step in ctx.state.steps for r in step.results]
         codes = review(ctx.text, results, self.settings)
+        channel = run_channel_tools(self.settings.channel_tools, ctx)
+        if self.settings.channel_task and channel and not any(
+                r.call.name in channel and not r.is_error for r in results):
+            codes["NO_SEND"] = " or ".join(channel)
         if not codes:
             return
         used[0] += 1

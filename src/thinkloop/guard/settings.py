@@ -9,6 +9,7 @@ from thinkloop.guard.budget import StepBudgetSettings
 from thinkloop.guard.drift import DriftSettings
 from thinkloop.guard.input import InputGuardSettings
 from thinkloop.guard.loops import LoopSettings
+from thinkloop.guard.messages import MessageSettings
 from thinkloop.guard.nudges import NudgeSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.guard.policy import ToolPolicy
@@ -20,8 +21,9 @@ from thinkloop.guard.usage import UsageLimits
 class GuardSettings:
     """Defaults follow the seeds: input guard in ``warn`` mode with 32K truncation (GoClaw),
     dedup + loop detection, termination review, step budget (OrcBot), urgency nudge, the
-    approval gate and goal-drift events (CortexPrism). Usage limits, policy rules,
-    channel-mode transparency nudges and the pre-task plan are off until configured."""
+    approval gate and goal-drift events (CortexPrism); with a channel tool, the transparency
+    nudge and at most 10 messages per run (OrcBot). Usage limits, policy rules, the NO_SEND
+    review of channel tasks and the pre-task plan are off until configured."""
 
     input: InputGuardSettings = field(default_factory=InputGuardSettings)
     policy: ToolPolicy = field(default_factory=ToolPolicy)
@@ -33,6 +35,7 @@ class GuardSettings:
     nudges: NudgeSettings = field(default_factory=NudgeSettings)
     plan: PlanSettings = field(default_factory=PlanSettings)
     drift: DriftSettings = field(default_factory=DriftSettings)
+    messages: MessageSettings = field(default_factory=MessageSettings)
 
     @staticmethod
     def off() -> GuardSettings:
@@ -42,4 +45,5 @@ class GuardSettings:
             s, input=replace(s.input, mode="off", wrap_external=False, scan_external=False),
             loops=LoopSettings(dedup=False, detect_loops=False),
             steps=replace(s.steps, enabled=False), review=replace(s.review, enabled=False),
-            nudges=replace(s.nudges, urgency=False), drift=DriftSettings(enabled=False))
+            nudges=replace(s.nudges, urgency=False, channel_tools=()),
+            drift=DriftSettings(enabled=False), messages=replace(s.messages, max_per_run=0))

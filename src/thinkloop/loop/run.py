@@ -35,9 +35,14 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
             await (continue_paused if state.resume is not None else assess)(cfg, state)
             await drive(cfg, state)
     except StopRun as stop:
-        if stop.status != "paused":  # a paused run's held calls are answered on resume
-            close_unanswered(state, f"[no result: {stop.reason}]")
-        end(state, stop.status, stop.reason)
+        if stop.status == "completed":  # a hook answered for the model (ask_first's question)
+            close_unanswered(state, "[no result: the run was answered]")
+            state.append(Message.assistant(stop.reason))
+            finish(state, "completed", stop.reason, stop.reason)
+        else:
+            if stop.status != "paused":  # a paused run's held calls are answered on resume
+                close_unanswered(state, f"[no result: {stop.reason}]")
+            end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")
         end(state, "timeout", f"run timed out after {cfg.limits.timeout_s:g}s")

@@ -69,17 +69,18 @@ async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelRe
         ctx.messages = list(state.messages)
         await run_stage(cfg, ctx)
     settings = ctx.settings or base
+    model = ctx.model or cfg.model
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
-        async for item in cfg.model.stream(ctx.messages, ctx.tools, settings):
+        async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
                 state.emit("chunk", content=item.text, kind=item.kind)
             else:
                 response = item
         assert response is not None
     else:
-        response = await cfg.model.complete(ctx.messages, ctx.tools, settings)
+        response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
     msg = response.message
     state.emit(

@@ -95,7 +95,11 @@ class Memory:
         return render(view, self.settings)
 
     async def inject(self, ctx: AssessContext) -> None:
-        block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, ctx.task)
+        query = ctx.task
+        if ctx.state.lean:  # a trivial task (step budget): OrcBot's lean mode skips recall
+            ctx.emit("memory.recall_skipped", reason="lean")
+            query = ""  # the profile and session summaries stay: they are not retrieval
+        block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, query)
         if block:
             ctx.system_prompt = f"{ctx.system_prompt}\n\n{block}"
 

@@ -16,7 +16,7 @@ import orjson
 
 from thinkloop.errors import ConfigError, ModelError
 from thinkloop.models import anthropic_wire as wire
-from thinkloop.models.base import ModelSettings
+from thinkloop.models.base import THINKING_BUDGETS, ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
 from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
@@ -87,6 +87,11 @@ class AnthropicModel:
             choice = wire.tool_choice(settings.tool_choice)
             if choice:
                 params["tool_choice"] = choice
+        if settings.reasoning_effort is not None:
+            budget = THINKING_BUDGETS[settings.reasoning_effort]
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            # The answer needs room beyond the thinking budget.
+            params["max_tokens"] = max(params["max_tokens"], budget + DEFAULT_MAX_TOKENS)
         # SDK 2.x dropped ``temperature`` from its signature; older models still take it.
         extra = dict(settings.extra)
         if settings.temperature is not None:

@@ -35,6 +35,13 @@ class ModelSettings:
     extra: dict[str, Any] = field(default_factory=dict)
     # Set by the loop for text protocols (see ToolCallProtocol.reply_constraint).
     constraint: ReplyConstraint | None = None
+    # How hard a reasoning model thinks: OpenAI's ``reasoning_effort``, Anthropic's extended
+    # thinking budget (THINKING_BUDGETS); providers without it ignore it.
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+
+
+# Anthropic extended thinking: the token budget for each reasoning effort.
+THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
 
 
 @runtime_checkable

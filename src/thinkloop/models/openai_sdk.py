@@ -82,6 +82,8 @@ class OpenAISDKModel:
             params["temperature"] = settings.temperature
         if settings.max_tokens is not None:
             params["max_tokens"] = settings.max_tokens
+        if settings.reasoning_effort is not None and self.quirks.reasoning_effort:
+            params["reasoning_effort"] = settings.reasoning_effort
         if settings.extra:
             params["extra_body"] = settings.extra
         return params

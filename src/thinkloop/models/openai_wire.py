@@ -38,6 +38,9 @@ class WireQuirks:
     images: bool = True
     # The server takes llama.cpp's GBNF ``grammar`` field (llama.cpp's own server does).
     grammar: bool = False
+    # The server takes ``reasoning_effort`` (OpenAI reasoning models; most compatible servers
+    # ignore unknown fields).
+    reasoning_effort: bool = True
 
 
 def _content(m: Message, quirks: WireQuirks) -> Any:
@@ -144,6 +147,8 @@ def request_body(
             head["stream_options"] = {"include_usage": True}
     if settings.constraint is not None:
         _constrain(head, settings.constraint, quirks)
+    if settings.reasoning_effort is not None and quirks.reasoning_effort:
+        head["reasoning_effort"] = settings.reasoning_effort
     head.update(settings.extra)
     body = orjson.dumps(head)[:-1] + b',"messages":' + messages_json
     if tools_json is not None:

@@ -1,0 +1,137 @@
+"""The agent's judgement (CortexPrism metacognition, MQM, supervisor, post-turn learning).
+
+Each part is a hook plugin, switched on through :class:`Judgement`:
+
+    Agent(model, judgement=Judgement())            # every part with its defaults
+    Agent(model, judgement=Judgement.parse("assess,learn"))
+    Agent(model, judgement=Judgement(select=ModelPool([PoolModel(cheap, 1), PoolModel(big, 3)])))
+    thinkloop run --judgement assess,learn "..."   # or THINKLOOP_JUDGEMENT=all
+
+``None`` on a field turns that part off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from thinkloop.errors import ConfigError
+from thinkloop.guard.approval import ApprovalSettings
+from thinkloop.hooks import Hook
+from thinkloop.judgement.assess import Assessor, AssessSettings
+from thinkloop.judgement.select import ModelPool, ModelSelector, PoolModel, parse_pool
+from thinkloop.judgement.sensitive import (
+    Rule,
+    SensitivityGuard,
+    SensitivitySettings,
+    Supervisor,
+    classify_call,
+)
+from thinkloop.judgement.sidecall import UsageMeter, side_call
+from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
+from thinkloop.tools.agents import SubAgents
+
+PARTS = ("assess", "select", "sensitive")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    assess: AssessSettings | None = field(default_factory=AssessSettings)
+    subagents: SubAgents | None = None  # parallelize / delegate fan out to these
+    select: ModelPool | None = None  # model selection per turn (needs a pool)
+    sensitive: SensitivitySettings | None = field(default_factory=SensitivitySettings)
+
+    @staticmethod
+    def parse(spec: str, pool: str = "") -> Judgement | None:
+        """``"all"``, ``"off"``/``""`` or a comma list of parts (``assess``, ...).
+
+        ``pool`` is the model pool for ``select`` (see :func:`parse_pool`); ``all`` includes
+        ``select`` only when a pool is given."""
+        names = {p.strip().lower() for p in spec.split(",") if p.strip()}
+        if not names or names == {"off"}:
+            return None
+        if "all" in names:
+            names = set(PARTS) if pool else set(PARTS) - {"select"}
+        unknown = names - set(PARTS)
+        if unknown:
+            raise ConfigError(f"unknown judgement part(s) {', '.join(sorted(unknown))}; "
+                              f"parts: all, off, {', '.join(PARTS)}")
+        j = Judgement()
+        return replace(j, assess=j.assess if "assess" in names else None,
+                       select=parse_pool(pool) if "select" in names else None,
+                       sensitive=j.sensitive if "sensitive" in names else None)
+
+
+@dataclass
+class JudgementPlugins:
+    """The live plugins of one agent (their hooks, and what they keep between runs)."""
+
+    assessor: Assessor | None
+    selector: ModelSelector | None
+    sensitive: SensitivityGuard | None
+    approval: ApprovalSettings  # the agent's, with the supervisor in front of its approver
+    meter: UsageMeter
+
+    def hooks(self) -> tuple[list[Hook], list[Hook]]:
+        """(hooks that go before the guards, hooks that go after them)."""
+        early: list[Hook] = []
+        out: list[Hook] = []
+        if self.sensitive is not None:
+            early += self.sensitive.early_hooks()
+            out += self.sensitive.hooks()
+        if self.assessor is not None:
+            out += self.assessor.hooks()
+        if self.selector is not None:  # after the assessor: it reads the assessment
+            out += self.selector.hooks()
+        return early, out
+
+    def hide_task(self, run_id: str, task: str) -> str:
+        return self.sensitive.hide_task(run_id, task) if self.sensitive is not None else task
+
+    async def aclose(self) -> None:
+        """Close the pool's models (their HTTP clients), for shells that own them."""
+        for _, model in self.selector.pool.entries() if self.selector else ():
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def build(j: Judgement, *, store: object,
+          approval: ApprovalSettings | None = None) -> JudgementPlugins:
+    """The plugins of one agent; ``approval`` is its guards' approval settings."""
+    meter = UsageMeter()
+    assessor = Assessor(j.assess, store=store, subagents=j.subagents) if j.assess else None
+    selector = ModelSelector(j.select, assessor) if j.select is not None else None
+    approval = approval or ApprovalSettings()
+    sensitive = None
+    if j.sensitive is not None:
+        supervisor = j.sensitive.supervisor
+        if supervisor is not None:  # one per agent, in front of the agent's own approver
+            supervisor = replace(supervisor, fallback=approval.approver, meter=meter)
+            approval = replace(approval, approver=supervisor)
+        sensitive = SensitivityGuard(j.sensitive, approval)
+    return JudgementPlugins(assessor, selector, sensitive, approval, meter)
+
+
+__all__ = [
+    "DECISIONS",
+    "PARTS",
+    "AssessSettings",
+    "Assessment",
+    "Assessor",
+    "Decision",
+    "Judgement",
+    "JudgementPlugins",
+    "ModelPool",
+    "ModelSelector",
+    "PoolModel",
+    "Rule",
+    "SensitivityGuard",
+    "SensitivitySettings",
+    "Supervisor",
+    "UsageMeter",
+    "build",
+    "classify_call",
+    "heuristic",
+    "side_call",
+    "signals",
+]

@@ -1,0 +1,300 @@
+"""Sensitive calls (CortexPrism): classify, keep secrets out of sight, supervise, escalate.
+
+- Every tool call is classified SECRET / SENSITIVE / NORMAL / PUBLIC by rules (tool-name
+  globs, argument names, and value patterns such as API keys or private keys).
+- Secrets never reach the model or the logs: secret values in the task and in tool results
+  are replaced by placeholders (``[SECRET_1]``) before the model sees them, and put back into
+  a call's arguments only at the last moment before the tool runs. Events and the stored
+  session carry the placeholders.
+- SENSITIVE and SECRET calls go to the approval gate. :class:`Supervisor` is an approver
+  placed in front of the human one: a side model call returns a strict JSON verdict;
+  confident approvals of non-secret calls pass, everything else is escalated to the human
+  approver (or denied without one).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from thinkloop.guard.approval import ApprovalGate, ApprovalRequest, ApprovalSettings, Approver
+from thinkloop.guard.approval import Decision as Approval
+from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
+from thinkloop.judgement.sidecall import UsageMeter, json_object, side_call
+from thinkloop.models.base import Model
+from thinkloop.types import Message, ToolCall, ToolResult
+
+Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
+RANK: dict[Level, int] = {"PUBLIC": 0, "NORMAL": 1, "SENSITIVE": 2, "SECRET": 3}
+
+SECRET_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(p)) for label, p in (
+        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE "
+                        r"KEY-----"),
+        ("api key", r"\b(?:sk|rk|pk)-(?:proj-|live-|test-|ant-)?[A-Za-z0-9_\-]{16,}"),
+        ("aws key", r"\bAKIA[0-9A-Z]{16}\b"),
+        ("github token", r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+        ("slack token", r"\bxox[abpr]-[A-Za-z0-9\-]{10,}"),
+        ("google key", r"\bAIza[0-9A-Za-z_\-]{30,}"),
+        ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        ("bearer token", r"(?<=Bearer )[A-Za-z0-9._\-]{16,}"),
+        ("password", r"(?i)(?<=password[=:] )\S{4,}|(?<=password=)\S{4,}|(?<=passwd=)\S{4,}"),
+    ))
+SENSITIVE_VALUES = (
+    re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b"),  # e-mail address
+    re.compile(r"\+?\d[\d ()-]{8,}\d"),  # phone number
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Calls of tools matching ``tool`` (and ``argument``/``pattern`` if set) get ``level``."""
+
+    tool: str
+    level: Level
+    argument: str | None = None
+    pattern: re.Pattern[str] | None = None
+    label: str = ""
+
+    def applies(self, call: ToolCall) -> bool:
+        if not fnmatchcase(call.name, self.tool):
+            return False
+        if self.argument is None and self.pattern is None:
+            return True
+        values = ([call.arguments.get(self.argument)] if self.argument is not None
+                  else list(call.arguments.values()))
+        return any(v is not None and (self.pattern is None or self.pattern.search(str(v)))
+                   for v in values)
+
+
+_SECRET_PATH = re.compile(r"(?:^|/)(?:\.env(?:\.\w+)?|id_rsa|id_ed25519|\.netrc|\.pgpass|"
+                          r"credentials(?:\.json)?|shadow)$|/\.ssh/|/\.aws/", re.I)
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("*", "SECRET", "path", _SECRET_PATH, "credentials file"),
+    Rule("*", "SECRET", "file", _SECRET_PATH, "credentials file"),
+    # CortexPrism's sensitive data tools.
+    Rule("memory_search", "SENSITIVE", label="personal memory"),
+    Rule("db_*", "SENSITIVE", label="database"),
+    Rule("browser*", "SENSITIVE", label="browser session"),
+    Rule("computer*", "SENSITIVE", label="computer use"),
+    Rule("*email*", "SENSITIVE", label="e-mail"),
+    Rule("web_search", "PUBLIC"),
+    Rule("search_tools", "PUBLIC"),
+    Rule("calculator", "PUBLIC"),
+)
+
+
+@dataclass(frozen=True)
+class Classified:
+    level: Level
+    why: tuple[str, ...] = ()
+
+
+def classify_call(call: ToolCall, rules: Sequence[Rule] = DEFAULT_RULES) -> Classified:
+    """The highest level any rule or value pattern gives this call."""
+    level: Level = "NORMAL"
+    why: list[str] = []
+
+    def raise_to(new: Level, reason: str) -> None:
+        nonlocal level
+        if RANK[new] > RANK[level] or (level == "NORMAL" and new == "PUBLIC" and not why):
+            level = new
+        why.append(reason)
+
+    for rule in rules:
+        if rule.applies(call):
+            raise_to(rule.level, rule.label or f"rule {rule.tool}")
+    text = " ".join(str(v) for v in call.arguments.values())
+    for label, pattern in SECRET_VALUES:
+        if pattern.search(text) or "[SECRET_" in text:
+            raise_to("SECRET", label if pattern.search(text) else "vaulted secret")
+            break
+    if any(p.search(text) for p in SENSITIVE_VALUES):
+        raise_to("SENSITIVE", "personal data")
+    return Classified(level, tuple(dict.fromkeys(why)))
+
+
+class Vault:
+    """One run's secrets: value <-> placeholder."""
+
+    def __init__(self) -> None:
+        self.by_value: dict[str, str] = {}
+
+    def hide(self, text: str) -> str:
+        for _, pattern in SECRET_VALUES:
+            for value in {m.group(0) for m in pattern.finditer(text)}:
+                if value not in self.by_value:
+                    self.by_value[value] = f"[SECRET_{len(self.by_value) + 1}]"
+        for value, mark in sorted(self.by_value.items(), key=lambda kv: -len(kv[0])):
+            text = text.replace(value, mark)
+        return text
+
+    def reveal(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for secret, mark in self.by_value.items():
+                value = value.replace(mark, secret)
+            return value
+        if isinstance(value, list):
+            return [self.reveal(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.reveal(v) for k, v in value.items()}
+        return value
+
+
+# The hook context of the tool call being approved, for the supervisor's events and usage
+# (the Approver protocol passes only the request). Each tool call runs in its own task copy.
+CURRENT: contextvars.ContextVar[HookContext | None] = contextvars.ContextVar(
+    "thinkloop_supervised_call", default=None)
+
+SUPERVISOR_PROMPT = (
+    "You supervise an AI agent's tool calls. Judge whether this call is safe and in line with "
+    "the user's task, given the sensitivity of the data it touches. Secret values appear as "
+    "[SECRET_n] placeholders. Reply with only a JSON object: {\"verdict\": \"approve\" or "
+    "\"escalate\", \"confidence\": a number from 0 to 1, \"reason\": one sentence}. Escalate "
+    "to a human when unsure."
+)
+
+
+class Verdict(BaseModel):
+    """The supervisor's strict verdict: anything else escalates."""
+
+    model_config = ConfigDict(extra="forbid")
+    verdict: Literal["approve", "escalate"]
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(min_length=1, max_length=500)
+
+
+@dataclass
+class Supervisor:
+    """An approver in front of the human one (``fallback``; None: escalation denies)."""
+
+    model: Model | None = None  # None: the run's model
+    fallback: Approver | None = None
+    threshold: float = 0.8
+    meter: UsageMeter = field(default_factory=UsageMeter)
+
+    async def decide(self, request: ApprovalRequest) -> Approval:
+        ctx = CURRENT.get()
+        model = self.model or (ctx.cfg.model if ctx is not None else None)
+        verdict = await self._verdict(model, request, ctx) if model is not None else None
+        secret = "SECRET" in request.reason
+        if verdict is not None and verdict.verdict == "approve" and not secret \
+                and verdict.confidence >= self.threshold:
+            return Approval(True, f"supervisor approved ({verdict.confidence:.2f}): "
+                                  f"{verdict.reason}")
+        why = ("secret data always goes to a human" if secret and verdict is not None
+               else verdict.reason if verdict is not None else "no readable verdict")
+        if ctx is not None:
+            ctx.emit("supervisor.escalated", tool=request.tool, id=request.call_id, reason=why)
+        if self.fallback is None:
+            return Approval(False, f"supervisor escalated ({why}) and no human approver is "
+                                   "configured", remember=False)
+        decision = await self.fallback.decide(request)
+        return replace(decision, reason=f"escalated by supervisor ({why}); human: "
+                                        f"{decision.reason}")
+
+    async def _verdict(self, model: Model, request: ApprovalRequest,
+                       ctx: HookContext | None) -> Verdict | None:
+        task = ctx.state.task if ctx is not None else ""
+        body = (f"User task: {task}\nTool: {request.tool}\nArguments: {request.arguments}\n"
+                f"Why it needs approval: {request.reason}")
+        response = await side_call(model, [Message.system(SUPERVISOR_PROMPT), Message.user(body)],
+                                   purpose="supervisor", ctx=ctx, meter=self.meter)
+        data = json_object(response.message.content)
+        try:
+            return Verdict.model_validate(data) if data is not None else None
+        except ValidationError:
+            return None
+
+
+@dataclass(frozen=True)
+class SensitivitySettings:
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+    approve_at: Level = "SENSITIVE"  # calls at or above this level need approval
+    redact: bool = True  # secrets in the task and tool results become placeholders
+    supervisor: Supervisor | None = field(default_factory=Supervisor)
+
+
+class SensitivityGuard:
+    """The hooks; ``approval`` is the agent's approval settings (the supervised approver)."""
+
+    def __init__(self, settings: SensitivitySettings, approval: ApprovalSettings) -> None:
+        self.settings = settings
+        self.gate = ApprovalGate(approval)
+        self.vaults: dict[str, Vault] = {}  # run id -> its secrets, until the run delivers
+
+    def early_hooks(self) -> list[Hook]:
+        """Before the guards: the approval gate may consult the supervisor for this call."""
+        return [Hook("pre_tool", self.mark, name="judgement.sensitive.mark")]
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_assess", self.note_task, name="judgement.secrets"),
+                Hook("pre_tool", self.check, critical=True, name="judgement.sensitive"),
+                Hook("post_tool", self.hide_result, name="judgement.secrets.result"),
+                Hook("pre_output", self.drop, name="judgement.secrets.cleanup")]
+
+    def vault(self, run_id: str) -> Vault:
+        return self.vaults.setdefault(run_id, Vault())
+
+    def hide_task(self, run_id: str, task: str) -> str:
+        """The task with its secrets replaced; the agent calls this before the run starts,
+        so not even ``run.started`` carries them."""
+        return self.vault(run_id).hide(task) if self.settings.redact else task
+
+    def note_task(self, ctx: AssessContext) -> None:
+        vault = self.vaults.get(ctx.run_id)
+        if vault is not None and vault.by_value:
+            ctx.emit("secrets.redacted", where="task", count=len(vault.by_value))
+
+    def drop(self, ctx: HookContext) -> None:
+        self.vaults.pop(ctx.run_id, None)
+
+    def mark(self, ctx: ToolHookContext) -> None:
+        CURRENT.set(ctx)
+
+    async def check(self, ctx: ToolHookContext) -> None:
+        call = ctx.call
+        if call is None:
+            return
+        CURRENT.set(ctx)
+        found = classify_call(call, self.settings.rules)
+        ctx.emit("sensitivity.classified", tool=call.name, id=call.id, level=found.level,
+                 why=list(found.why))
+        gated = ctx.tool is not None and ctx.tool.requires_approval  # the tool gate asked
+        if ctx.result is None and not gated \
+                and RANK[found.level] >= RANK[self.settings.approve_at]:
+            reason = f"sensitivity {found.level}: {', '.join(found.why)}"
+            decision = await self.gate.decide(ctx, call, reason)
+            if not decision.approved:
+                ctx.result = ToolResult(call, f"Not approved: {decision.reason}. The call was "
+                                              "not run.", is_error=True)
+                return
+        if ctx.result is None and self.settings.redact:
+            # Last moment: the tool gets the real values, nothing upstream saw them.
+            ctx.call = replace(call, arguments=self.vault(ctx.run_id).reveal(dict(call.arguments)))
+
+    def hide_result(self, ctx: ToolHookContext) -> None:
+        result = ctx.result
+        if result is None or not self.settings.redact:
+            return
+        vault = self.vault(ctx.run_id)
+        hidden = vault.hide(result.content)
+        # The run's steps (and so its JSON) keep the placeholder arguments, not the values.
+        call = replace(result.call, arguments=_hidden_args(vault, dict(result.call.arguments)))
+        if hidden != result.content or call != result.call:
+            if hidden != result.content:
+                ctx.emit("secrets.redacted", where="tool_result", tool=result.call.name)
+            ctx.result = replace(result, call=call, content=hidden)
+
+
+def _hidden_args(vault: Vault, args: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        out[k] = vault.hide(v) if isinstance(v, str) else v
+    return out

@@ -1,0 +1,70 @@
+"""Side model calls (assessment, supervisor, reflection): one helper that emits and counts.
+
+Every call the judgement plugins make outside the loop's own think step goes through
+:func:`side_call`: it emits ``llm.request`` / ``llm.response`` with ``purpose`` (so a trace
+shows what each extra call was for) and charges the usage to the run when there is one, or to
+the ``Usage`` meter the caller keeps (post-turn jobs run after the run reported its usage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from thinkloop.hooks import HookContext
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.types import Message, ModelResponse, Usage
+
+SIDE_SETTINGS = ModelSettings(temperature=0.0, max_tokens=400)
+
+
+@dataclass
+class UsageMeter:
+    """Usage of side calls made where no run counts them (post-turn jobs), by purpose."""
+
+    by_purpose: dict[str, Usage] = field(default_factory=dict)
+
+    def add(self, purpose: str, usage: Usage) -> None:
+        self.by_purpose[purpose] = self.by_purpose.get(purpose, Usage()) + usage
+
+    @property
+    def total(self) -> Usage:
+        out = Usage()
+        for u in self.by_purpose.values():
+            out = out + u
+        return out
+
+
+async def side_call(
+    model: Model, messages: Sequence[Message], *, purpose: str,
+    ctx: HookContext | None = None, meter: UsageMeter | None = None,
+    settings: ModelSettings = SIDE_SETTINGS,
+) -> ModelResponse:
+    """One tool-less model call on the run's behalf, visible in its events and usage."""
+    if ctx is not None:
+        ctx.emit("llm.request", purpose=purpose, messages=len(messages), tools=[])
+    response = await model.complete(messages, (), settings)
+    if ctx is not None:
+        ctx.state.charge(response.usage)
+        ctx.emit("llm.response", purpose=purpose, text=response.message.content,
+                 thought=None, tool_calls=[], finish_reason=response.finish_reason,
+                 usage={"input_tokens": response.usage.input_tokens,
+                        "output_tokens": response.usage.output_tokens},
+                 model=response.model)
+    if meter is not None:
+        meter.add(purpose, response.usage)
+    return response
+
+
+def json_object(text: str) -> dict[str, object] | None:
+    """The first JSON object in a model's reply (fences and prose around it tolerated)."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        value = orjson.loads(text[start:end + 1])
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
