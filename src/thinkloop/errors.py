@@ -18,8 +18,9 @@
     │   ├── ToolArgumentsError
     │   ├── ToolTimeoutError
     │   └── ToolExecutionError
-    └── RunError                     the run as a whole
-        └── OutputValidationError    structured output still invalid after its retries
+    ├── RunError                     the run as a whole
+    │   └── OutputValidationError    structured output still invalid after its retries
+    └── StoreError                   a store could not be opened, migrated, read or written
 
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
 :class:`ModelRateLimitError` and 5xx :class:`ModelHTTPError` are transient.
@@ -109,3 +110,7 @@ class RunError(ThinkloopError):
 
 class OutputValidationError(RunError):
     pass
+
+
+class StoreError(ThinkloopError):
+    """A store could not be opened, migrated, read or written; the message is one line."""
