@@ -22,6 +22,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError, store_errors
+from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, session_key
 from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
 from thinkloop.types import Message, PendingApproval
@@ -35,7 +36,9 @@ _MIGRATION_LOCK = 0x7468696E6B6C6F6F  # "thinkloo": serialises migrators across 
 
 
 @store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
-class PostgresStore:
+class PostgresStore(GatewayTables):
+    placeholder = "$"
+
     def __init__(
         self, dsn: str, *, schema: str | None = None, migrate_upto: int | None = None,
         max_pool: int = 10,
