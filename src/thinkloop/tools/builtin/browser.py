@@ -164,7 +164,13 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         await session.allowed(url)
         page = await session.page(ctx.user_id)
         try:
-            response = await page.goto(url, wait_until="load")
+            try:
+                response = await page.goto(url, wait_until="load")
+            except Exception as exc:  # Chromium's error page for a refused hop may still load
+                if "interrupted by another navigation" not in str(exc):
+                    raise
+                await page.wait_for_load_state()
+                response = await page.goto(url, wait_until="load")
         except Exception as exc:
             if "ERR_BLOCKED_BY_CLIENT" in str(exc):
                 # Chromium shows its error page next; let that finish and leave a blank page,
