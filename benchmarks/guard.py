@@ -7,6 +7,12 @@ threshold; ``holdout2``, written before the semantic detector existed and never 
 anything: the honest estimate. The baseline is GoClaw's six patterns as its documentation
 describes them (one regex each, raw text, no normalisation), measured in the same run.
 
+``fresh`` (tests/guard/data/injection_fresh.jsonl, benchmarks/data/build_fresh_corpus.py) was
+written for issue 17 before the classifier was measured on it and is never tuned on either.
+The shipped classifier (guard/classifier.py) was trained on public corpora plus ``dev``, its
+threshold set on ``holdout``'s ordinary texts; ``holdout2`` and ``fresh`` are its honest test.
+Per-family rates are printed for the never-tuned splits together.
+
 ``--semantic`` adds the optional embedding detector (local MiniLM, extra ``workflows``) with
 its shipped examples (dev + holdout), alone and together with the patterns.
 
@@ -25,8 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from thinkloop.guard import scan_input
+from thinkloop.guard.classifier import Classifier
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "guard" / "data" / "injection_corpus.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "tests" / "guard" / "data"
+CORPUS = DATA / "injection_corpus.jsonl"
+FRESH = DATA / "injection_fresh.jsonl"
+UNTUNED = ("holdout2", "fresh")
 
 GOCLAW_SIX = [re.compile(p, re.IGNORECASE) for p in (
     r"ignore\s+(?:all\s+)?(?:previous|prior|above)\s+(?:instructions|prompts|rules)",
@@ -46,10 +56,19 @@ def thinkloop(text: str) -> bool:
     return bool(scan_input(text))
 
 
+def classifier(text: str) -> bool:
+    return bool(Classifier.load().scan(text))
+
+
+def combined(text: str) -> bool:
+    return thinkloop(text) or classifier(text)
+
+
 def rates(rows: list[dict[str, str]], detect: Callable[[str], bool]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for split in ("dev", "holdout", "holdout2", "all"):
-        part = [r for r in rows if split in ("all", r["split"])]
+    for split in ("dev", "holdout", "holdout2", "fresh", "untuned"):
+        part = [r for r in rows if split == r["split"] or (
+            split == "untuned" and r["split"] in UNTUNED)]
         att = [detect(r["text"]) for r in part if r["label"] == "attack"]
         ben = [detect(r["text"]) for r in part if r["label"] == "benign"]
         out[split] = (f"TP {sum(att):3d}/{len(att):3d} = {sum(att) / len(att):6.1%}   "
@@ -58,13 +77,17 @@ def rates(rows: list[dict[str, str]], detect: Callable[[str], bool]) -> dict[str
 
 
 def per_category(rows: list[dict[str, str]]) -> None:
-    hits: dict[str, list[bool]] = defaultdict(list)
-    for r in rows:
-        if r["label"] == "attack":
-            hits[r["category"]].append(thinkloop(r["text"]))
-    print("\npattern detection by attack family")
-    for cat, h in sorted(hits.items()):
-        print(f"  {cat:24s} {sum(h):3d}/{len(h):3d} = {sum(h) / len(h):6.1%}")
+    """TPR per attack family and FPR on ordinary text, on the never-tuned splits."""
+    untuned = [r for r in rows if r["split"] in UNTUNED]
+    fams: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in untuned:
+        fams[r["category"] if r["label"] == "attack" else "(ordinary: FPR)"].append(r)
+    print(f"\nby family, never-tuned splits ({' + '.join(UNTUNED)})")
+    print(f"  {'family':24s} {'n':>4s} {'patterns':>9s} {'classifier':>11s} {'both':>7s}")
+    for cat, part in sorted(fams.items()):
+        cells = [sum(fn(r["text"]) for r in part) / len(part)
+                 for fn in (thinkloop, classifier, combined)]
+        print(f"  {cat:24s} {len(part):4d} {cells[0]:9.1%} {cells[1]:11.1%} {cells[2]:7.1%}")
 
 
 def timing(rows: list[dict[str, str]], detect: Callable[[str], bool], repeat: int) -> float:
@@ -82,12 +105,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semantic", action="store_true")
     args = ap.parse_args()
-    rows = [json.loads(line) for line in CORPUS.read_text("utf-8").splitlines()]
+    rows = [json.loads(line) for path in (CORPUS, FRESH)
+            for line in path.read_text("utf-8").splitlines()]
     print(f"corpus: {sum(r['label'] == 'attack' for r in rows)} attacks, "
           f"{sum(r['label'] == 'benign' for r in rows)} ordinary requests\n")
     print(f"{'detector':12s} {'split':8s} result")
     detectors: list[tuple[str, Callable[[str], bool]]] = [
-        ("goclaw-six", baseline), ("patterns", thinkloop)]
+        ("goclaw-six", baseline), ("patterns", thinkloop), ("classifier", classifier),
+        ("patterns+clf", combined)]
     if args.semantic:
         semantic = _semantic(rows)
         detectors += [("semantic", semantic),
@@ -97,13 +122,17 @@ def main() -> None:
             print(f"{name:12s} {split:8s} {line}")
     per_category(rows)
     base_t, ours_t = timing(rows, baseline, args.repeat), timing(rows, thinkloop, args.repeat)
+    clf_t = timing(rows, classifier, args.repeat)
     big = "lorem ipsum dolor sit amet " * 1200  # ~32K chars, the truncation limit
     big_t = statistics.median(
         _once(lambda: scan_input(big)) for _ in range(args.repeat))
     print(f"\nscan cost per message (median of {args.repeat})")
     print(f"  goclaw-six   {base_t * 1e6:9.1f} us")
     print(f"  patterns     {ours_t * 1e6:9.1f} us   ({ours_t / base_t:.0f}x the baseline)")
+    print(f"  classifier   {clf_t * 1e6:9.1f} us")
     print(f"  patterns on a 32K-char message: {big_t * 1e3:.1f} ms")
+    clf_big = statistics.median(_once(lambda: Classifier.load().scan(big)) for _ in range(3))
+    print(f"  classifier on a 32K-char message: {clf_big * 1e3:.1f} ms")
 
 
 def _semantic(rows: list[dict[str, str]]) -> Callable[[str], bool]:

@@ -21,9 +21,11 @@ import asyncio
 import statistics
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.decision import tools_prompt
+from thinkloop.models.llama_state import CallStats
 from thinkloop.models.local import LocalModel, default_model_path
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
@@ -111,6 +113,38 @@ async def main() -> None:
               f"{statistics.median(s.ttft_s for s in samples) * 1000:>9.1f} "
               f"{statistics.median(s.total_s for s in samples) * 1000:>9.1f} "
               f"{decode / base if base else 0:>14.2f}x")
+    await prefix_reuse(model, args.runs)
+
+
+async def prefix_reuse(model: LocalModel, runs: int) -> None:
+    """The KV cache at work: the same system prompt and tools, a new task each run (between
+    runs), and a run's second step (between steps), against a cold prompt."""
+    settings = ModelSettings(max_tokens=16, temperature=0)
+    system = Message.system("You are a helpful assistant. " * 20 + "\n\n" + tools_prompt([CALC]))
+    rows: dict[str, list[CallStats]] = {"cold prompt": [], "next run": [], "next step": []}
+    for run in range(runs):
+        cold = [Message.system(f"Session {run}. " + system.content), Message.user(TASK)]
+        await model.complete(cold, [CALC], settings)
+        assert model.last_stats is not None
+        rows["cold prompt"].append(model.last_stats)
+        task = [system, Message.user(f"What is {run + 2}*7? Use the calculator.")]
+        await model.complete([system, Message.user("warm up")], [CALC], settings)
+        reply = await model.complete(task, [CALC], settings)
+        assert model.last_stats is not None
+        rows["next run"].append(model.last_stats)
+        step = [*task, reply.message, *(Message.tool(c.id, c.name, "14")
+                                         for c in reply.message.tool_calls)]
+        await model.complete(step, [CALC], settings)
+        assert model.last_stats is not None
+        rows["next step"].append(model.last_stats)
+    print(f"\nKV cache reuse ({runs} runs, medians; reused = prompt tokens not evaluated again)")
+    print(f"{'call':<12} {'prompt':>7} {'processed':>10} {'reused':>7} {'total ms':>9}")
+    for label, stats in rows.items():
+        def med(f: Any, stats: list[CallStats] = stats) -> float:
+            return float(statistics.median(f(s) for s in stats))
+        print(f"{label:<12} {med(lambda s: s.prompt_tokens):>7.0f} "
+              f"{med(lambda s: s.processed_tokens):>10.0f} {med(lambda s: s.reused_tokens):>7.0f} "
+              f"{med(lambda s: s.total_s) * 1000:>9.0f}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ baseline, measured in the same run, is UrchinLoop's own single-format reader (it
 ``<<TOOL:...>>`` and ``<<THINK>>`` regexes) over the same corpus: it finds only its own format,
 so the ratio is the price of reading every format in one pass.
 
+Streaming: the same corpus fed to ``StreamParser`` in chunks of 8 characters (what the
+loopback server sends) and of 64, against whole-reply parsing in the same run; and hostile
+replies streamed at 100 KB and 1 MB in 64-character chunks.
+
 Worst case: hostile replies (deep nesting, unbalanced braces, thousands of unclosed tags),
 timed at 100 KB and at 1 MB. A linear parser takes ~10x longer on 10x the input; a
 backtracking one takes ~100x or never finishes.
@@ -24,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from thinkloop.protocols import parse_tool_calls
+from thinkloop.protocols.stream import StreamParser
 
 URCHIN_TOOL = re.compile(r"<<TOOL:(\w+)(?::([\s\S]+?))?>>")
 URCHIN_THINK = re.compile(r"<<THINK>>([\s\S]+?)<</THINK>>")
@@ -57,6 +62,17 @@ def _reply(rng: random.Random) -> tuple[str, int]:
          f"{j}</tool_call_args>", 1),
         ('<invoke name="search"><parameter name="q">cats</parameter></invoke>', 1),
         ("<tool_call>{name: 'read_file', arguments: {path: 'a\nb', deep: True,},}</tool_call>", 1),
+        ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>read_file<｜tool▁sep｜>"
+         f"{j}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", 1),
+        ("<|tool_calls_section_begin|><|tool_call_begin|>functions.read_file:0"
+         f"<|tool_call_argument_begin|>{j}<|tool_call_end|><|tool_calls_section_end|>", 1),
+        (f"<|channel|>analysis<|message|>{PROSE}<|end|><|start|>assistant<|channel|>"
+         f"commentary to=functions.read_file <|constrain|>json<|message|>{j}<|call|>", 1),
+        ("<tool_call>\n<function=read_file>\n<parameter=path>\nsrc/a.py\n</parameter>\n"
+         "<parameter=limit>\n5\n</parameter>\n</function>\n</tool_call>", 1),
+        ("<tool_call>read_file\n<arg_key>path</arg_key>\n<arg_value>a.py</arg_value>\n"
+         "</tool_call>", 1),
+        (f'functools[{{"name": "read_file", "arguments": {j}}}]', 1),
         (PROSE * 3, 0),
         (f"<think>{PROSE}</think>{PROSE}", 0),
     ]
@@ -90,6 +106,10 @@ def adversarial(n: int) -> dict[str, str]:
         "[TOOL_CALLS] x many": "[TOOL_CALLS]" * (n // 12),
         "``` fences": "```\n" * (n // 4),
         "distinct open tags": "".join(f"<t{i}>" for i in range(n // 8))[:n],
+        "unclosed DeepSeek sections": "<｜tool▁calls▁begin｜>" * (n // 20),
+        "unclosed harmony headers": "<|channel|>commentary to=functions.f" * (n // 40),
+        "inline code ticks": "`a " * (n // 3),
+        "prose with stray <": "a < b and " * (n // 10),
     }
 
 
@@ -100,6 +120,36 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def streamed(replies: list[str], size: int) -> int:
+    """Every reply fed to a StreamParser in chunks of ``size`` characters; calls found."""
+    calls = 0
+    for text in replies:
+        parser = StreamParser()
+        for i in range(0, len(text), size):
+            parser.feed(text[i:i + size])
+        parser.close()
+        calls += len(parser.result().calls)
+    return calls
+
+
+def stream_once(text: str, size: int = 64) -> None:
+    parser = StreamParser()
+    for i in range(0, len(text), size):
+        parser.feed(text[i:i + size])
+    parser.close()
+
+
+def adversarial_table(title: str, read: Callable[[str], object], small: dict[str, str],
+                      large: dict[str, str], repeat: int) -> None:
+    print(f"{title} (median of {repeat}); linear means ~10x")
+    print(f"{'input':26} {'100 KB s':>10} {'1 MB s':>10} {'ratio':>7} {'1 MB MB/s':>10}")
+    for name in small:
+        t_small = median_time(lambda s=small[name]: read(s), repeat)
+        t_large = median_time(lambda s=large[name]: read(s), repeat)
+        print(f"{name:26} {t_small:10.3f} {t_large:10.3f} {t_large / t_small:6.1f}x "
+              f"{len(large[name]) / 1e6 / t_large:10.2f}")
 
 
 def urchin_baseline(replies: list[str]) -> int:
@@ -130,14 +180,20 @@ def main() -> None:
         print(f"{name:34} {t:8.3f} {mb / t:8.2f} {calls / t:10.0f} {len(replies) / t:10.0f}")
     print(f"every-format parser costs {ours / base:.1f}x the single-format regexes\n")
 
+    print(f"Streaming the same corpus (median of {opts.repeat}), against whole replies")
+    print(f"{'reader':34} {'s':>8} {'MB/s':>8} {'calls/s':>10} {'x whole':>8}")
+    for size in (8, 64):
+        assert streamed(replies, size) == expected_calls
+        t = median_time(lambda size=size: streamed(replies, size), opts.repeat)
+        print(f"{f'StreamParser, {size}-char chunks':34} {t:8.3f} {mb / t:8.2f} "
+              f"{expected_calls / t:10.0f} {t / ours:7.1f}x")
+    print()
+
     small, large = adversarial(100_000), adversarial(1_000_000)
-    print(f"Adversarial input (median of {opts.adversarial_repeat}); linear means ~10x")
-    print(f"{'input':26} {'100 KB s':>10} {'1 MB s':>10} {'ratio':>7} {'1 MB MB/s':>10}")
-    for name in small:
-        t_small = median_time(lambda s=small[name]: parse_tool_calls(s), opts.adversarial_repeat)
-        t_large = median_time(lambda s=large[name]: parse_tool_calls(s), opts.adversarial_repeat)
-        print(f"{name:26} {t_small:10.3f} {t_large:10.3f} {t_large / t_small:6.1f}x "
-              f"{len(large[name]) / 1e6 / t_large:10.2f}")
+    adversarial_table("Adversarial input", parse_tool_calls, small, large,
+                      opts.adversarial_repeat)
+    adversarial_table("\nAdversarial input streamed in 64-char chunks", stream_once, small,
+                      large, opts.adversarial_repeat)
 
     # For contrast: the seed's lazy regex rescans to the end from every unclosed tag.
     print("\nBaseline, UrchinLoop's <<TOOL:...>> regex on unclosed tags (10 KB vs 100 KB):")

@@ -63,7 +63,8 @@ def llama_server(smollm2_path: Path) -> Iterator[str]:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path),
                  "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-                 "--n_threads", str(os.cpu_count() or 1),
+                 # cores - 1: llama.cpp threads spin, one per core collapses under load.
+                 "--n_threads", str(max(1, (os.cpu_count() or 2) - 1)),
                  "--chat_format", "chatml-function-calling"],
                 stdout=out, stderr=subprocess.STDOUT,
             )

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.config import default_model_spec
+from thinkloop.context.focus import focus_hook, is_small
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
@@ -87,6 +88,7 @@ class Agent:
         plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
         judgement: Judgement | bool | None = None,
+        isolation: Literal["off", "plan"] = "off",
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -109,13 +111,18 @@ class Agent:
         # Judgement (judgement/): off unless asked for; True is every part with its defaults.
         # Its supervisor stands in front of the guards' approver.
         j = Judgement() if judgement is True else (judgement or None)
-        gs = guard or GuardSettings()
+        gs = _isolated(guard or GuardSettings(), isolation)
         self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
             if j is not None else None
         if self.judgement is not None:
             gs = replace(gs, approval=self.judgement.approval)
+        if guard is False and isolation != "off":
+            raise ConfigError("isolation='plan' works through the guards; guard=False "
+                              "turns them off")
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        if is_small(self.model):  # a small model sees only the tools that match the task
+            context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
         self.hooks = Hooks([*early, *guards, *context, *judged,
                             *(entry_point_hooks() if plugins else ()), *normalise(hooks)])
@@ -173,16 +180,20 @@ class Agent:
         user_id: str | None = None,
         stream_model: bool = True,
         context: ContextArg = None,
-        prompt_mode: PromptMode = "full",
+        prompt_mode: PromptMode | None = None,
         events: bool = True,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
+
+        ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
+        tokens (the local model), ``full`` otherwise.
 
         ``events=False`` when nobody will iterate the handle: subscribers still get every
         event, and without subscribers no event is built at all.
         """
         inputs = parse_context(context)
-        cfg = self._config(session, stream_model, user_id, prompt_mode, inputs is not None)
+        mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
+        cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
         run_id = uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
@@ -272,6 +283,17 @@ class Agent:
         except RuntimeError:
             return asyncio.run(self.run(task, session=session, user_id=user_id, context=context))
         raise RuntimeError("run_sync() called inside an event loop; use 'await agent.run()'")
+
+
+def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
+    """``isolation="plan"``: plan-then-execute with quarantined reading (guard/isolation.py)."""
+    if isolation not in ("off", "plan"):
+        raise ConfigError(f"isolation must be 'off' or 'plan' (got {isolation!r})")
+    if isolation == "off":
+        return guard
+    from thinkloop.guard import IsolationSettings
+
+    return replace(guard, isolation=IsolationSettings(enabled=True))
 
 
 def _open(store: Store | str | None) -> Store:

@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     api_key: str | None = Field(None, description="key for the vllm:/compat: endpoint")
     model_max_attempts: int = Field(3, ge=1, description="tries per model call (429/5xx/net)")
     local_n_ctx: int = Field(4096, ge=256, description="context window of the local model")
+    local_threads: int | None = Field(
+        None, ge=1, description="llama.cpp threads of the local model (default: cores - 1)")
     judgement: str = Field("", description="judgement plugins: all, off, or a comma list "
                            "(assess, select, ...)")
     model_pool: str = Field("", description="models for judgement 'select': "

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from thinkloop.cli.app import EXIT_CODES
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 
@@ -26,7 +27,7 @@ def thinkloop(
             if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
     return subprocess.run(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
-        capture_output=True, text=True, timeout=60, env={**base, **(env or {})}, input=stdin,
+        capture_output=True, text=True, timeout=300, env={**base, **(env or {})}, input=stdin,
     )
 
 
@@ -43,8 +44,10 @@ def test_run_json_against_openai_compatible_endpoint(server: OpenAIServer) -> No
     assert out["status"] == "completed" and out["output"] == "12*7 = 84"
     assert out["model"] == "openai:fake"
     assert out["steps"][0]["tool_calls"][0]["name"] == "calculator"
-    assert out["steps"][0]["observations"][0] == {
-        "id": "call_0", "name": "calculator", "content": "84", "is_error": False}
+    result = out["steps"][0]["results"][0]
+    assert result["call"] == {"id": "call_0", "name": "calculator",
+                              "arguments": {"expression": "12*7"}}
+    assert (result["content"], result["is_error"]) == ("84", False)
     assert out["usage"]["requests"] == 2
     assert server.requests[0]["messages"][1]["content"] == "What is 12*7? Use the calculator."
 
@@ -58,9 +61,11 @@ def test_run_shows_steps_live(server: OpenAIServer) -> None:
     proc = thinkloop("run", "2**10?", "--model", "openai:fake",
                      env={"OPENAI_BASE_URL": server.base_url, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
+    # Progress on stderr; the answer once, alone, on stdout (plain text when piped).
     assert "model: openai:fake" in proc.stderr
-    assert "calculator" in proc.stdout and "-> 1024" in proc.stdout
-    assert "answer" in proc.stdout and "2 model calls" in proc.stdout
+    assert "calculator" in proc.stderr and "-> 1024" in proc.stderr
+    assert "2 model calls" in proc.stderr and "1024" not in proc.stderr.split("-> 1024", 1)[1]
+    assert proc.stdout == "1024\n"
 
 
 @pytest.mark.parametrize(
@@ -131,7 +136,7 @@ def test_run_with_an_mcp_server(server: OpenAIServer) -> None:
     out = json.loads(proc.stdout)
     sent = {t["function"]["name"] for t in server.requests[0]["tools"]}
     assert sent == {"time_convert_time", "time_get_current_time"}
-    obs = out["steps"][0]["observations"][0]
+    obs = out["steps"][0]["results"][0]
     assert not obs["is_error"] and "21:00" in obs["content"]
     assert out["output"] == "21:00 in Tokyo"
 
@@ -174,8 +179,8 @@ def test_ask_human_talks_on_stderr_and_keeps_json_clean(
                    Reply(body=completion("Booked.")))
     proc = thinkloop("run", "plan a trip", "--model", "openai:fake", "--json", "--max-steps", "2",
                      env={"OPENAI_BASE_URL": server.base_url}, stdin=answer)
-    assert proc.returncode == 0, proc.stderr
     assert "[agent] Which city?" in proc.stderr
     out = json.loads(proc.stdout)  # nothing but the RunResult on stdout
-    content = out["steps"][0]["observations"][0]["content"]
+    assert proc.returncode == EXIT_CODES[out["status"]], proc.stderr
+    content = out["steps"][0]["results"][0]["content"]
     assert observation in content

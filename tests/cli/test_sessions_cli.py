@@ -81,3 +81,14 @@ def test_a_bad_database_url_is_one_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(sessions_app, ["list", "--db", "mysql://x/y"])
     assert result.exit_code == 2
     assert "unknown store URL scheme 'mysql'" in result.output
+
+
+def test_deleting_a_missing_session_errors_before_asking(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    _seed(db)
+    # No "y" on stdin: an error, not a question about a session that is not there.
+    result = runner.invoke(sessions_app, ["delete", "chat-9", "--db", db])
+    assert result.exit_code == 1
+    assert "no session named 'chat-9'" in result.output and "Delete session" not in result.output
+    listed = runner.invoke(sessions_app, ["list", "--db", db, "--json"])
+    assert len(listed.output.splitlines()) == 2

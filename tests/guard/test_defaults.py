@@ -26,7 +26,8 @@ async def test_ordinary_tool_run_with_all_defaults() -> None:
         "complexity": "simple", "max_steps": 8, "lean": False, "mode": "normal",
         "source": "heuristic"})]
     obs = run.result.steps[0].results[0].content
-    assert obs.startswith('<untrusted_content source="web_search">') and PAGE in obs
+    assert obs.startswith('<untrusted_content source="web_search"')
+    assert PAGE.strip().replace(" ", "^") in obs
 
 
 async def test_plain_chat_with_all_defaults() -> None:

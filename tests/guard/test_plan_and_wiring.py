@@ -26,6 +26,7 @@ def test_default_hooks_follow_the_seeds() -> None:
         "guard.input", "guard.external", "guard.steps", "guard.drift", "guard.nudges",
         "guard.loops",
         "guard.loops.cleanup", "guard.messages", "guard.messages.cleanup",
+        "guard.provenance", "guard.provenance.observe", "guard.provenance.cleanup",
         "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
         "guard.review", "guard.review.cleanup"]
     off = [h.name for h in default_hooks(GuardSettings.off())]
@@ -39,10 +40,11 @@ def test_agent_installs_guards_before_user_hooks() -> None:
     a = Agent(ScriptedModel([]), guard=GuardSettings(), hooks={"pre_tool": [mine]},
               plugins=False)
     assert [h.name or "user" for h in a.hooks.by_stage["pre_tool"]] == [
-        "guard.loops", "guard.messages", "guard.policy", "user"]
+        "guard.loops", "guard.messages", "guard.provenance", "guard.policy", "user"]
     default = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
     assert [h.name or "user" for h in default.hooks.by_stage["pre_tool"]] == [
-        "guard.loops", "guard.messages", "guard.policy", "user"], "guards are on by default"
+        "guard.loops", "guard.messages", "guard.provenance", "guard.policy", "user"], \
+        "guards are on by default"
     plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False, guard=False)
     assert len(plain.hooks.by_stage["pre_tool"]) == 1 and plain.limits.max_steps == 12
 

@@ -60,7 +60,7 @@ def test_patterns_are_data_and_extensible() -> None:
     extra = InjectionPattern.of("canary", r"\bopen sesame\b", "low")
     assert scan_input("open sesame") == []
     assert scan_input("Open Sesame", (*DEFAULT_PATTERNS, extra)) == [
-        Finding("canary", (0, 11), "low", "text")]
+        Finding("canary", (0, 11), "low", "text", "patterns", "open sesame")]
     assert max_severity([Finding("a", (0, 1), "low"), Finding("b", (0, 1), "high")]) == "high"
     assert max_severity([]) is None
 

@@ -211,6 +211,6 @@ def test_cli_keeps_a_secret_out_of_the_model_and_output(server: OpenAIServer,
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["output"] == "I was not allowed to read .env."
-    assert "Not approved" in out["steps"][0]["observations"][0]["content"]
+    assert "Not approved" in out["steps"][0]["results"][0]["content"]
     assert KEY not in proc.stdout and KEY not in proc.stderr
     assert KEY not in json.dumps(server.requests)

@@ -6,6 +6,7 @@ import pytest
 
 from thinkloop.models.decision import (
     ANSWER_ONLY,
+    after_result,
     decision_schema,
     parse_decision,
     partial_json_string,
@@ -92,7 +93,7 @@ def test_history_is_rendered_as_plain_alternating_turns() -> None:
     assert turns[0]["content"].startswith("Be brief.\n\nYou can use these tools:\n"
                                           "- calculator(expression: string): Evaluate arithmetic.")
     assert turns[2]["content"] == '{"tool":"calculator","arguments":{"expression":"12*7"}}'
-    assert turns[3]["content"] == "Result of calculator: 84\n\nand?"
+    assert turns[3]["content"] == f"Result of calculator: 84\n{after_result('84')}\n\nand?"
     assert render_history(history[:2], []) == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "12*7?"}]
 
@@ -114,3 +115,50 @@ def test_a_required_tool_call_leaves_out_the_answer_branch() -> None:
     validator = jsonschema.Draft202012Validator(decision_schema([CALC], allow_answer=False))
     assert validator.is_valid({"tool": "calculator", "arguments": {"expression": "1"}})
     assert not validator.is_valid({"answer": "1"})
+
+
+def test_a_token_budget_caps_free_strings_so_every_call_fits() -> None:
+    write = ToolSpec("write", "Write a file.", {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                       "mode": {"type": "string", "enum": ["a", "w"]},
+                       "short": {"type": "string", "maxLength": 4}},
+        "required": ["path", "content"]})
+    schema = decision_schema([CALC, write], max_tokens=96)
+    calc, wr = (b["properties"]["arguments"] for b in schema["oneOf"][:2])
+    assert calc["properties"]["expression"]["maxLength"] == (96 - 16 - 6) // 2
+    assert wr["properties"]["path"]["maxLength"] == wr["properties"]["content"]["maxLength"] == 16
+    assert "maxLength" not in wr["properties"]["mode"]
+    assert wr["properties"]["short"]["maxLength"] == 4
+    assert wr["required"] == ["path", "content"]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"tool": "calculator", "arguments": {"expression": "1+2"}})
+    assert not validator.is_valid({"tool": "calculator", "arguments": {"expression": "1" * 38}})
+    assert not validator.is_valid({"tool": "calculator", "arguments": {}})
+    assert "maxLength" not in decision_schema([CALC])["oneOf"][0]["properties"]["arguments"][
+        "properties"]["expression"]
+
+
+def test_raw_control_characters_in_a_string_still_make_a_call() -> None:
+    # llama.cpp's JSON grammar admits a raw newline inside a string; the call is whole.
+    msg = parse_decision('{"tool": "calculator", "arguments": {"expression": "12*7\n"}}')
+    (call,) = msg.tool_calls
+    assert call.parse_error is None and call.arguments == {"expression": "12*7\n"}
+
+
+def test_after_the_newest_result_the_model_is_offered_it_as_the_answer() -> None:
+    from thinkloop.models.decision import AFTER_ERROR
+
+    call = ToolCall("c1", "calculator", {"expression": "12*7"})
+    history = [Message.system("Be brief."), Message.user("12*7?"),
+               Message.assistant("", (call,)), Message.tool("c1", "calculator", "84"),
+               Message.user("[Urgent] Only 1 step(s) left.")]
+    turns = render_history(history, [CALC])
+    assert turns[-1]["content"] == (
+        'Result of calculator: 84\nNow reply with {"answer":"84"} if that answers the '
+        "question, or make a different tool call.\n\n[Urgent] Only 1 step(s) left.")
+    assert after_result("Error: no such file") == AFTER_ERROR
+    answered = [*history[:4], Message.assistant("84")]
+    assert "Now reply" not in render_history(answered, [CALC])[-2]["content"]
+    # With tools withheld (an answer is due) the result is still offered as the answer.
+    assert "Now reply with {\"answer\":\"84\"}" in render_history(history, [])[-1]["content"]

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from thinkloop.agent import Agent
+from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.tools.builtin import Toolbox, builtin_tools
@@ -51,7 +52,7 @@ async def test_agent_uses_file_and_shell_tools_end_to_end(tmp_path: Path) -> Non
         ])
         result = await Agent(model, tools=box.tools).run("write and run", user_id="carol")
     assert result.text == "The program prints 48."
-    observations = [s.results[0].content for s in result.steps[:3]]
+    observations = [unwrap(s.results[0].content) for s in result.steps[:3]]
     assert observations == ["wrote 13 bytes to app/main.py",
                             "edited app/main.py: replaced 1 occurrence",
                             "exit code: 0\n48"]
@@ -81,7 +82,9 @@ async def test_spawned_worker_shares_tools_and_workspace(tmp_path: Path) -> None
     parent = ScriptedModel([reply("", model_call("spawn_agent", tasks=["write a file"])),
                             "done"])
     result = await Agent(parent, tools=box.tools).run("delegate", user_id="dan")
-    assert result.steps[0].results[0].content == "[1] worker (completed)\nwrote it"
+    content = result.steps[0].results[0].content
+    assert content.startswith('<untrusted_content source="spawn_agent"')  # provenance
+    assert unwrap(content) == "[1] worker (completed)\nwrote it"
     assert (tmp_path / "ws/dan/from_worker.txt").read_text() == "hi"
     worker_tools = [s.name for s in worker_model.calls[0].tools]
     assert "spawn_agent" not in worker_tools and "ask_human" not in worker_tools

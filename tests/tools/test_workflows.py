@@ -9,6 +9,7 @@ from tests.tools.helpers import call
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
+from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.tools.builtin import builtin_tools
@@ -213,5 +214,5 @@ async def test_agent_finds_and_runs_a_workflow(
     found, ran = (s.results[0].content for s in result.steps[:2])
     assert found == "workflow weather_forecast: Get tomorrow's weather forecast for a city\n" \
                     "  args: city: city name"
-    assert ran == "exit code: 0\nforecast for Oslo"
+    assert unwrap(ran) == "exit code: 0\nforecast for Oslo"
     assert (registry_path.parent / ".embeddings-cache.json").exists()

@@ -13,12 +13,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
-from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
@@ -37,14 +39,57 @@ app = typer.Typer(
 )
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {message}", highlight=False)
+# How ``thinkloop run`` exits, by the run's status (documented in the README and --help).
+EXIT_CODES: dict[str, int] = {
+    "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
+    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
+}
+USAGE_ERROR = 2
+RUN_EPILOG = (
+    "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
+    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 130 cancelled."
+)
+
+
+def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
+                                               highlight=False)
     return typer.Exit(code)
 
 
-@app.command()
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"thinkloop {version('thinkloop')}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")]
+    = False,
+) -> None:
+    """thinkloop: an agentic reasoning engine. Run a task with tools on any model."""
+
+
+def read_task(task: str | None) -> str:
+    """The task from the argument, or from standard input for ``-`` or a piped stdin."""
+    if task is None or task == "-":
+        if task is None and sys.stdin.isatty():
+            raise fail("no task: give it as an argument, or '-' to read it from stdin")
+        task = sys.stdin.read()
+    if not task.strip():
+        raise fail("the task is empty")
+    return task.strip()
+
+
+@app.command(epilog=RUN_EPILOG)
 def run(
-    task: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
+    task: Annotated[str | None, typer.Argument(
+        help="What the agent should do; '-' (or no argument with piped input) reads stdin.",
+        show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
@@ -63,7 +108,9 @@ def run(
     judgement: Annotated[str | None, typer.Option(
         help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
     model_pool: Annotated[str | None, typer.Option(
-        help="Models for --judgement select: provider:model=capability[/effort],...")] = None,
+        # \[ : help text is rich markup, and "[/effort]" would read as a closing tag.
+        help="Models for --judgement select: provider:model=capability\\[/effort],...")]
+    = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
     ] = None,
@@ -73,17 +120,22 @@ def run(
     stdio: Annotated[bool, typer.Option(
         "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
     ] = False,
+    isolation: Annotated[str, typer.Option(
+        help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
 ) -> None:
-    """Run TASK with an agent and show its steps live."""
+    """Run TASK with an agent: its steps live on stderr, the answer on stdout."""
+    if max_steps is not None and max_steps < 1:
+        raise fail(f"--max-steps must be at least 1, got {max_steps}")
+    if timeout is not None and not timeout > 0:
+        raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool)
+                        judgement=judgement, model_pool=model_pool, isolation=isolation)
     if stdio:
         from thinkloop.cli.stdio import main_stdio
 
         raise typer.Exit(main_stdio(opts))
-    if task is None:
-        raise fail("missing TASK (or use --stdio to read a JSON payload)")
-    inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
+    text = read_task(task)
+    inputs = RunInputs(text, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
     except ThinkloopError as exc:
@@ -91,8 +143,13 @@ def run(
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
+    else:
+        print_answer(result, Console(soft_wrap=True))
+    code = EXIT_CODES.get(result.status, 1)
     if result.status == "failed":
-        raise fail(result.error or "run failed", 1)
+        raise fail(result.error or "run failed", code)
+    if code:
+        raise typer.Exit(code)
 
 
 @dataclass(frozen=True)
@@ -116,15 +173,22 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
             stack.push_async_callback(store.aclose)
         agent = build_agent(opts, Settings(), extra_tools=extra, store=store)
         stack.push_async_callback(_close_model, agent)
+        printer = None
         if not quiet:
-            Console(stderr=True).print(f"[dim]model: {agent.model.name}[/]", highlight=False)
-            agent.subscribe(EventPrinter(Console()))
+            progress = Console(stderr=True)
+            progress.print(f"[dim]model: {agent.model.name}[/]", highlight=False)
+            printer = EventPrinter(progress)
+            agent.subscribe(printer)
         context = None
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url)
         handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
                              stream_model=not quiet, context=context)
-        result = await handle.result()
+        try:
+            result = await handle.result()
+        finally:
+            if printer is not None:
+                printer.close()
         await handle.wait_background()  # post-turn memory jobs finish before the store closes
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
@@ -171,7 +235,7 @@ def list_tools(
         required = set(t.parameters.get("required", ()))
         args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
                          for k, v in props.items())
-        table.add_row(t.name, t.description.splitlines()[0], args, needs or "-")
+        table.add_row(t.name, first_sentence(t.description), args, needs or "-")
     Console().print(table)
 
 
@@ -180,6 +244,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
+app.add_typer(guard_app, name="guard")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from thinkloop.agent import Agent
 from thinkloop.channels import ConsoleChannel
 from thinkloop.config import Settings, default_model_spec
+from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
@@ -25,6 +26,7 @@ class AgentOptions:
     name: str = "thinkloop"
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
+    isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
 
 
 def build_agent(
@@ -66,13 +68,27 @@ def build_agent(
         tool_timeout_s=settings.tool_timeout_s,
         protocol=opts.protocol or settings.protocol,
         prompt=builder,
+        isolation=opts.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=guard,
         store=store,
-        memory=memory and store is not None,
+        memory=_memory(store, opts.tools) if memory else False,
         judgement=Judgement.parse(
             opts.judgement if opts.judgement is not None else settings.judgement,
             opts.model_pool if opts.model_pool is not None else settings.model_pool),
     )
+
+
+def _memory(store: Store | None, tools: str) -> Memory | bool:
+    """The memory layers with a durable store; ``--tools none`` also means no memory tools."""
+    if store is None:
+        return False
+    from thinkloop.memory.manager import Memory
+
+    class ToollessMemory(Memory):
+        def tools(self) -> list[Tool]:
+            return []
+
+    return ToollessMemory(store) if tools.strip() in ("", "none") else True
 
 
 def _ask_on_stderr(prompt: str) -> str:

@@ -49,8 +49,9 @@ def prompt(
     agent: Annotated[str, typer.Option(
         "--agent", "-a", help="Agent name; its files live in THINKLOOP_HOME/agents/NAME.")
     ] = "thinkloop",
-    mode: Annotated[Mode, typer.Option(help="full (main runs) or minimal (sub-agents).")]
-    = Mode.full,
+    mode: Annotated[Mode | None, typer.Option(
+        help="full (main runs) or minimal (sub-agents); default: minimal for models under 8K "
+             "context (the local model), else full.", show_default=False)] = None,
     user: Annotated[str | None, typer.Option(help="Show the prompt for this user id.")] = None,
     session: Annotated[str | None, typer.Option(help="Session id shown in runtime.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
@@ -58,7 +59,8 @@ def prompt(
     as_json: Annotated[bool, typer.Option("--json", help="Sections and sizes as JSON.")] = False,
 ) -> None:
     """Print the assembled system prompt, section by section, with token sizes."""
-    sections = render_sections(agent, mode.value, user, session, model, no_tools)
+    sections, used = render_sections(agent, mode.value if mode else None, user, session, model,
+                                     no_tools)
     if as_json:
         out = [{"name": n, "tokens": t, "text": text} for n, text, t in sections]
         sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
@@ -67,7 +69,7 @@ def prompt(
     for name, text, tokens in sections:
         console.rule(f"[bold]{name}[/] [dim]({tokens} tokens)[/]", align="left")
         console.print(escape(text), soft_wrap=True)
-    table = Table("section", "tokens", title=f"{agent} · {mode.value}", title_justify="left")
+    table = Table("section", "tokens", title=f"{agent} · {used}", title_justify="left")
     for name, _, tokens in sections:
         table.add_row(name, str(tokens))
     table.add_row("[bold]total[/]", f"[bold]{sum(t for _, _, t in sections)}[/]")
@@ -87,26 +89,36 @@ def cli_prompt_builder(settings: Settings) -> PromptBuilder:
 
 
 def render_sections(
-    agent_name: str, mode: str, user: str | None, session: str | None, model: str | None,
-    no_tools: bool,
-) -> list[tuple[str, str, int]]:
-    """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it."""
+    agent_name: str, mode: str | None, user: str | None, session: str | None,
+    model: str | None, no_tools: bool,
+) -> tuple[list[tuple[str, str, int]], str]:
+    """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it,
+    and the prompt mode used."""
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.config import Settings, default_model_spec
+    from thinkloop.context.focus import is_small
     from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
+    from thinkloop.models.decision import tools_prompt
 
     settings = Settings()
     spec = model or settings.model or default_model_spec()
     opts = AgentOptions(model=spec, tools="none" if no_tools else "default", name=agent_name)
-    a = build_agent(opts, settings, model=PreviewModel(spec))
-    ctx = prompt_context(a, mode, user_id=user, session_id=session,  # type: ignore[arg-type]
+    preview = PreviewModel(spec)
+    a = build_agent(opts, settings, model=preview)
+    used = mode or ("minimal" if is_small(preview) else "full")
+    ctx = prompt_context(a, used, user_id=user, session_id=session,  # type: ignore[arg-type]
                          seed=False)
     out = [(r.name, r.text, heuristic_count(r.text)) for r in a.prompt.render(ctx)]
     native = a.protocol.model_tools([t.spec for t in a.tools.values()])
-    if native:
+    if native and spec.split(":", 1)[0] == "local":
+        # The local model reads tools as a short list in its prompt, at most 3 per task
+        # (context/focus.py); shown here for the whole set.
+        text = tools_prompt(native)
+        out.append(("tools (listed; at most 3 offered per task)", text, heuristic_count(text)))
+    elif native:
         # Not part of the prompt text, but the model reads these schemas all the same.
         text = json.dumps([{"name": t.name, "description": t.description,
                             "parameters": t.parameters} for t in native], indent=1)
         out.append(("tools (sent natively)", text, heuristic_count(text)))
-    return out
+    return out, used

@@ -1,15 +1,26 @@
-"""Rendering run events for a person: steps as they happen, then the answer."""
+"""Rendering a run for a person: progress on stderr as it happens, the answer once on stdout."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
+from rich.status import Status
 
+from thinkloop.loop.result import RunResult
 from thinkloop.types import Event
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a description, whole even when the docstring wraps it."""
+    paragraph = " ".join(text.strip().split("\n\n", 1)[0].split())
+    return _SENTENCE_END.split(paragraph, 1)[0]
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -18,29 +29,44 @@ def _short(value: Any, limit: int = 300) -> str:
 
 
 class EventPrinter:
-    """Prints thoughts, tool calls and observations live; chunks stream as plain text."""
+    """Shows steps as they happen: a spinner while the model works (with the tokens it has
+    written so far), then each tool call and its observation. The answer is not shown here:
+    ``print_answer`` prints it once, on stdout, when the run ends."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._streaming = False
+        self._status: Status | None = None
+        self._tokens = 0
 
     def __call__(self, event: Event) -> None:
         handler = getattr(self, "on_" + event.type.replace(".", "_"), None)
         if handler is not None:
             handler(event)
 
-    def _end_stream(self) -> None:
-        if self._streaming:
-            self.console.print()
-            self._streaming = False
+    def close(self) -> None:
+        """Stop the spinner (idempotent)."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def on_llm_request(self, event: Event) -> None:
+        self._tokens = 0
+        self.close()
+        if self.console.is_terminal:
+            self._status = self.console.status(self._label(event.step), spinner="dots")
+            self._status.start()
+
+    def _label(self, step: int) -> str:
+        written = f", {self._tokens} tokens" if self._tokens else ""
+        return f"[cyan]step {step + 1}[/] [dim]model is working{written}...[/]"
 
     def on_chunk(self, event: Event) -> None:
-        if event.payload.get("kind") == "text":
-            self.console.print(escape(event.payload["content"]), end="", style="dim")
-            self._streaming = True
+        self._tokens += 1
+        if self._status is not None:
+            self._status.update(self._label(event.step))
 
     def on_llm_response(self, event: Event) -> None:
-        self._end_stream()
+        self.close()
         thought = event.payload.get("thought")
         if thought:
             self.console.print(f"[magenta]thought[/] {escape(_short(thought))}")
@@ -62,21 +88,33 @@ class EventPrinter:
                            f"{escape(str(event.payload.get('error')))}")
 
     def on_run_completed(self, event: Event) -> None:
-        self._end_stream()
+        self.close()
         p = event.payload
-        title = "answer" if p["status"] == "completed" else f"answer ({p['status']})"
+        if p["status"] != "completed":
+            why = f": {escape(p['error'])}" if p.get("error") else ""
+            self.console.print(f"[yellow]run ended {p['status']}[/]{why}")
         if p.get("silent"):
             self.console.print("[dim](silent reply: nothing to deliver)[/]")
-        elif p.get("output"):
-            self.console.print(Panel(escape(str(p["output"])), title=title, expand=False))
-        elif p.get("error"):
-            self.console.print(f"[yellow]{p['status']}:[/] {escape(p['error'])}")
         u = p["usage"]
         self.console.print(
             f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "
             f"{u['output_tokens']} out tokens[/]"
         )
 
+    def on_run_failed(self, event: Event) -> None:
+        self.close()
+
     def on_run_cancelled(self, event: Event) -> None:
-        self._end_stream()
+        self.close()
         self.console.print("[yellow]cancelled[/]")
+
+
+def print_answer(result: RunResult, console: Console) -> None:
+    """The run's answer, once: framed on a terminal, plain text when piped."""
+    if result.silent or not result.text:
+        return
+    if console.is_terminal:
+        title = "answer" if result.status == "completed" else f"answer ({result.status})"
+        console.print(Panel(escape(result.text), title=title, expand=False))
+    else:
+        console.print(result.text, markup=False, highlight=False)

@@ -116,6 +116,10 @@ def delete_session(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete a session and all its messages."""
+    # Ask only about a session that exists: a typo gets the error, not a question.
+    if _with_store(db, lambda s: s.session_info(session_id)) is None:
+        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        raise typer.Exit(1)
     if not yes and not typer.confirm(f"Delete session {session_id!r}?"):
         raise typer.Exit(1)
     if not _with_store(db, lambda s: s.delete_session(session_id)):

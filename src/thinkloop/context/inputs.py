@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from thinkloop.context.tokens import model_window
 from thinkloop.errors import ConfigError
 from thinkloop.types import ContentPart, Message
 
@@ -216,7 +217,8 @@ def user_message(task: str, ctx: RunContext | None, model: Any) -> Message:
     budgeted += [f.text if f.kind == "text" or (f.kind == "pdf" and not docs_ok) else ""
                  for f in files]
     budgeted.append(meta)
-    shares = allot([len(t) for t in budgeted], ctx.budget_chars)
+    # Half the model's window, at about 4 characters a token: a 4K model gets 8,000 chars.
+    shares = allot([len(t) for t in budgeted], min(ctx.budget_chars, 2 * model_window(model)))
     blocks: list[str] = []
     if page is not None:
         blocks.append(_page_block(page, cut(page.selection, shares[0], "selection"),

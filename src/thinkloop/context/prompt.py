@@ -171,7 +171,7 @@ def prompt_context(
         missions=files.missions,
         user_profile=files.user,
         first_run=FIRST_RUN if files.first_run else "",
-        untrusted_input=untrusted_input or any(t.external for t in agent.tools.values()),
+        untrusted_input=untrusted_input or any(not t.trusted_output for t in agent.tools.values()),
         skills=opts.skills,
         workspace=ws,
         workspace_listing=_listing(Path(ws)) if ws else (),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -44,7 +45,7 @@ CONTEXT_WINDOWS: dict[str, int] = {
     "mistral": 32_768,
     "deepseek": 65_536,
     "smollm2": 8_192,
-    "local": 8_192,
+    "local": 4_096,  # the in-process default runs with n_ctx 4096 (THINKLOOP_LOCAL_N_CTX)
 }
 
 
@@ -85,6 +86,12 @@ def context_window(model_name: str, overrides: Mapping[str, int] | None = None) 
     if not overrides:
         return _table_window(model_name)
     return _lookup(model_name, overrides)
+
+
+def model_window(model: Any) -> int:
+    """The model's own context window where it knows it (local: its n_ctx), else the table's."""
+    window = getattr(model, "context_window", None)
+    return int(window) if isinstance(window, int) else context_window(str(model.name))
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,6 +23,7 @@ from thinkloop.guard.budget import StepBudget, StepBudgetSettings, classify
 from thinkloop.guard.drift import DriftSettings, GoalDrift
 from thinkloop.guard.gate import ToolGate
 from thinkloop.guard.input import InputGuard, InputGuardSettings, wrap_untrusted
+from thinkloop.guard.isolation import IsolationSettings, PlanIsolation
 from thinkloop.guard.loops import LoopGuard, LoopSettings
 from thinkloop.guard.messages import MessageLimit, MessageSettings
 from thinkloop.guard.nudges import Nudges, NudgeSettings
@@ -36,6 +37,7 @@ from thinkloop.guard.policy import (
     confine_paths,
     deny_dangerous_commands,
 )
+from thinkloop.guard.provenance import ProvenanceGate, ProvenanceSettings, TargetRule
 from thinkloop.guard.review import ReviewSettings, TerminationReview
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.guard.semantic import SemanticDetector
@@ -71,7 +73,13 @@ def default_hooks(
         hooks += LoopGuard(s.loops).hooks()
     if s.messages.max_per_run > 0:
         hooks += MessageLimit(s.messages, s.steps).hooks()  # a message past it asks nobody
-    hooks += ToolGate(s.policy, s.approval).hooks()
+    # One approval gate for both: a person who approves a gated call is not asked twice.
+    approvals = ApprovalGate(s.approval)
+    if s.isolation.enabled:
+        hooks += PlanIsolation(s.isolation).hooks()
+    if s.provenance.enabled:
+        hooks += ProvenanceGate(s.provenance, approvals).hooks()
+    hooks += ToolGate(s.policy, approvals).hooks()
     if s.review.enabled:
         hooks += TerminationReview(s.review).hooks()
     return hooks
@@ -97,19 +105,24 @@ __all__ = [
     "InjectionPattern",
     "InputGuard",
     "InputGuardSettings",
+    "IsolationSettings",
     "LoopGuard",
     "LoopSettings",
     "MessageLimit",
     "MessageSettings",
     "NudgeSettings",
     "Nudges",
+    "PlanIsolation",
     "PlanSettings",
     "PreTaskPlan",
+    "ProvenanceGate",
+    "ProvenanceSettings",
     "ReviewSettings",
     "RolePolicy",
     "SemanticDetector",
     "StepBudget",
     "StepBudgetSettings",
+    "TargetRule",
     "TerminationReview",
     "ToolGate",
     "ToolPolicy",

@@ -52,7 +52,8 @@ class ToolGate:
             ctx.result = ToolResult(call, DENIED.format(reason=verdict.reason), is_error=True)
             return
         needs = verdict if verdict.action == "approve" else None
-        if needs is None and ctx.tool is not None and ctx.tool.requires_approval:
+        if needs is None and ctx.tool is not None and (ctx.tool.needs_approval
+                                                     or ctx.tool.requires_approval):
             needs = Verdict("approve", f"{call.name} requires approval")
         if needs is not None:
             await self._approve(ctx, call, needs.reason)

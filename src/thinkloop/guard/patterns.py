@@ -138,6 +138,17 @@ DEFAULT_PATTERNS: tuple[InjectionPattern, ...] = (
     InjectionPattern.of("prompt_leak",
                         r"\bwhat\s+(?:were|are|is)\s+your\s+(?:original|initial|hidden|system)?"
                         r"\s*(?:instructions|prompt|system\s+prompt)"),
+    InjectionPattern.of("prompt_leak",
+                        r"\b(?:repeat|recite|reproduce|print|output|show|list|summari[sz]e|"
+                        r"translate|spell\s+out|tell\s+me)\b(?:\s+[\w'’-]+){0,3}?\s+(?:the\s+|"
+                        r"your\s+|all\s+(?:the\s+)?)?(?:instructions|rules|directions|guidelines|"
+                        r"text|words|message)\s+(?:you\s+(?:were|have\s+been|got|received)\s+"
+                        r"(?:given|told|sent)?|(?:given|written|placed|provided)\s+(?:to\s+you|"
+                        r"above|before)|(?:at|from)\s+the\s+(?:very\s+)?(?:beginning|start|top)|"
+                        r"above\s+this|before\s+this)"),
+    InjectionPattern.of("prompt_leak",
+                        r"\bwhat\s+(?:were\s+you|was\s+(?:written|said))\s+(?:told|"
+                        r"instructed|given)?\s*(?:before|above|at\s+the\s+(?:beginning|start))"),
     InjectionPattern.of("exfiltration",
                         r"!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*=|\bexfiltrat\w+", "medium"),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.spotlight import unwrap
 from thinkloop.hooks import Hook, ReflectContext
 from thinkloop.types import ToolResult
 
@@ -78,12 +79,14 @@ def review(text: str, results: list[ToolResult], s: ReviewSettings) -> dict[str,
         codes["ERROR_UNRESOLVED"] = ", ".join(dict.fromkeys(r.call.name for r in failed))
     if _ACK.match(text):
         codes["ACK_ONLY"] = ""
-    rich = [r for r in results if not r.is_error and len(r.content) >= s.substantive_chars]
+    # What the tools said, without the untrusted-content wrapper around it.
+    said = [(r, unwrap(r.content)) for r in results if not r.is_error]
+    rich = [(r, c) for r, c in said if len(c) >= s.substantive_chars]
     if rich and len(text) < s.short_answer_chars:
         answer = {w.lower() for w in _WORD.findall(text)}
-        source = {w.lower() for r in rich for w in _WORD.findall(r.content)}
+        source = {w.lower() for _, c in rich for w in _WORD.findall(c)}
         if not answer & source:
-            codes["UNSENT_RESULTS"] = ", ".join(dict.fromkeys(r.call.name for r in rich))
+            codes["UNSENT_RESULTS"] = ", ".join(dict.fromkeys(r.call.name for r, _ in rich))
     return codes
 
 

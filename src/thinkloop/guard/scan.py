@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import functools
 import re
 import unicodedata
 import urllib.parse
@@ -36,6 +37,10 @@ class Finding:
     severity: Severity
     # Which view of the text matched: "text", "leet", "collapsed", "rot13", "base64", ...
     view: str = "text"
+    # Which detector fired ("patterns", "classifier", "semantic") and why (the matched text,
+    # or the score and the n-grams behind it).
+    detector: str = "patterns"
+    why: str = ""
 
 
 # Cyrillic and Greek letters that look like Latin ones.
@@ -95,6 +100,74 @@ def _collapsed(view: _View) -> _View | None:
     return _View("collapsed", text, origin)
 
 
+# Words an attack cannot do without; a typo of one (``iunstructions``, ``ignroe``) is read as
+# the word itself in the "typo" view.
+KEYWORDS = frozenset((
+    "ignore", "disregard", "forget", "previous", "prior", "instructions", "instruction",
+    "prompt", "system", "guidelines", "override", "bypass", "reveal", "repeat", "beginning",
+    "conversation", "restrictions", "jailbreak", "developer", "earlier", "directives",
+    "original", "initial", "disclose", "unrestricted", "unfiltered"))
+_LETTERS = re.compile(r"[a-z]{4,}")
+_INFLECTIONS = frozenset(("s", "es", "d", "ed", "r", "rs", "ing", "ion", "ions", "er", "ers",
+                          "ly", "n", "ns"))
+
+
+def _osa(a: str, b: str, limit: int) -> int:
+    """Edit distance with transpositions (optimal string alignment), capped at limit + 1."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+@functools.lru_cache(maxsize=8192)
+def _keyword(word: str) -> str | None:
+    """The key word ``word`` is a typo of (distance 1, or 2 for words of 8+ letters)."""
+    if word in KEYWORDS or any(_inflects(word, key) for key in KEYWORDS):
+        return None  # an inflection ("ignores", "prompted") is a word, not a typo
+    limit = 2 if len(word) >= 8 else 1
+    near = [(_osa(word, key, limit), key) for key in sorted(KEYWORDS) if key[0] in word[:2]]
+    best = min(near, default=(limit + 1, ""))
+    return best[1] if best[0] <= limit else None
+
+
+def _inflects(word: str, key: str) -> bool:
+    stems = (key, key[:-1]) if key.endswith("e") else (key,)
+    return any(word.startswith(s) and word[len(s):] in _INFLECTIONS for s in stems)
+
+
+def _typos(view: _View) -> _View | None:
+    chars: list[str] = []
+    origin: list[int] = []
+    last = 0
+    for m in _LETTERS.finditer(view.text):
+        key = _keyword(m.group())
+        if key is None:
+            continue
+        chars.append(view.text[last:m.start()])
+        origin.extend(view.origin[last:m.start()])
+        chars.append(key)
+        span = view.origin[m.start():m.end()]
+        origin.extend(span[min(i, len(span) - 1)] for i in range(len(key)))
+        last = m.end()
+    if not chars:
+        return None
+    chars.append(view.text[last:])
+    origin.extend(view.origin[last:])
+    return _View("typo", "".join(chars), tuple(origin))
+
+
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(view name, decoded text, span of the encoded run) for runs that decode to text."""
     for m in _B64.finditer(text):
@@ -117,7 +190,7 @@ def _printable(text: str) -> bool:
 def _views(text: str) -> Iterator[_View]:
     canon = _canonical(text)
     yield canon
-    for derived in (_leet(canon), _collapsed(canon)):
+    for derived in (_leet(canon), _collapsed(canon), _typos(canon)):
         if derived is not None:
             yield derived
     # A model only follows rot13 or reversed text when told to decode it, so those views run
@@ -128,7 +201,8 @@ def _views(text: str) -> Iterator[_View]:
         yield _View("reversed", canon.text[::-1], canon.origin[::-1])
     for name, decoded, (start, end) in _decoded_blobs(text):
         if _printable(decoded):
-            yield _View(name, _canonical(decoded).text, (), (start, end))
+            # NULs in decoded bytes are binary data (an IBAN read as base64), not an attack.
+            yield _View(name, _canonical(decoded.replace("\x00", "")).text, (), (start, end))
 
 
 def _span(view: _View, start: int, end: int) -> tuple[int, int]:
@@ -152,7 +226,8 @@ def scan_input(
         for p in pats:
             for m in p.regex.finditer(view.text):
                 span = _span(view, m.start(), m.end())
-                found.setdefault((p.name, span), Finding(p.name, span, p.severity, view.name))
+                found.setdefault((p.name, span), Finding(
+                    p.name, span, p.severity, view.name, "patterns", m.group()[:80]))
     return sorted(found.values(), key=lambda f: (f.span[0], -SEVERITY_RANK[f.severity]))
 
 

@@ -104,5 +104,6 @@ class SemanticDetector:
                 last = found.pop()
                 span = (last.span[0], span[1])
                 severity = "high" if "high" in (last.severity, severity) else severity
-            found.append(Finding("semantic_similarity", span, severity, "semantic"))
+            found.append(Finding("semantic_similarity", span, severity, "semantic", "semantic",
+                                 f"nearest attack example {att:.2f} similar"))
         return found

@@ -8,11 +8,13 @@ from thinkloop.guard.approval import ApprovalSettings
 from thinkloop.guard.budget import StepBudgetSettings
 from thinkloop.guard.drift import DriftSettings
 from thinkloop.guard.input import InputGuardSettings
+from thinkloop.guard.isolation import IsolationSettings
 from thinkloop.guard.loops import LoopSettings
 from thinkloop.guard.messages import MessageSettings
 from thinkloop.guard.nudges import NudgeSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.guard.policy import ToolPolicy
+from thinkloop.guard.provenance import ProvenanceSettings
 from thinkloop.guard.review import ReviewSettings
 from thinkloop.guard.usage import UsageLimits
 
@@ -36,6 +38,8 @@ class GuardSettings:
     plan: PlanSettings = field(default_factory=PlanSettings)
     drift: DriftSettings = field(default_factory=DriftSettings)
     messages: MessageSettings = field(default_factory=MessageSettings)
+    provenance: ProvenanceSettings = field(default_factory=ProvenanceSettings)
+    isolation: IsolationSettings = field(default_factory=IsolationSettings)
 
     @staticmethod
     def off() -> GuardSettings:
@@ -46,4 +50,5 @@ class GuardSettings:
             loops=LoopSettings(dedup=False, detect_loops=False),
             steps=replace(s.steps, enabled=False), review=replace(s.review, enabled=False),
             nudges=replace(s.nudges, urgency=False, channel_tools=()),
-            drift=DriftSettings(enabled=False), messages=replace(s.messages, max_per_run=0))
+            drift=DriftSettings(enabled=False), messages=replace(s.messages, max_per_run=0),
+            provenance=ProvenanceSettings(enabled=False))

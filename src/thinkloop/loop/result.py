@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from thinkloop.types import Message, PendingApproval, RunStatus, Step, Usage
+from thinkloop.types import Message, PendingApproval, RunStatus, Step, ToolCall, Usage
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,10 @@ class RunResult:
         return self.status == "completed"
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (``thinkloop run --json``)."""
+        """A JSON-ready view (``thinkloop run --json``) whose names are the attributes':
+        ``result.steps[0].results[0].content`` is ``d["steps"][0]["results"][0]["content"]``."""
+        from thinkloop.store.serialize import message_to_dict
+
         output = self.output
         if isinstance(output, BaseModel):
             output = output.model_dump(mode="json")
@@ -40,36 +43,39 @@ class RunResult:
         return {
             "run_id": self.run_id,
             "status": self.status,
+            "ok": self.ok,
             "output": output,
             "text": self.text,
             "model": self.model,
             "session_id": self.session_id,
             "error": self.error,
             "silent": self.silent,
-            "pending": [{"run_id": p.run_id, "call_id": p.call_id, "tool": p.tool,
-                         "arguments": p.arguments, "reason": p.reason,
-                         "requested_at": p.requested_at} for p in self.pending],
-            "usage": {
-                "requests": self.usage.requests,
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                "cost_usd": self.usage.cost_usd,
-            },
+            "pending": [asdict(p) for p in self.pending],
+            "usage": _usage(self.usage),
             "steps": [
                 {
                     "index": s.index,
                     "thought": s.thought,
                     "text": s.text,
-                    "tool_calls": [
-                        {"id": c.id, "name": c.name, "arguments": c.arguments}
-                        for c in s.tool_calls
-                    ],
-                    "observations": [
-                        {"id": r.call.id, "name": r.call.name, "content": r.content,
-                         "is_error": r.is_error}
+                    "tool_calls": [_call(c) for c in s.tool_calls],
+                    "results": [
+                        {"call": _call(r.call), "content": r.content, "is_error": r.is_error,
+                         "duration_s": r.duration_s}
                         for r in s.results
                     ],
+                    "usage": _usage(s.usage),
                 }
                 for s in self.steps
             ],
+            "messages": [message_to_dict(m) for m in self.messages],
         }
+
+
+def _usage(u: Usage) -> dict[str, Any]:
+    return {"requests": u.requests, "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens, "total_tokens": u.total_tokens,
+            "cost_usd": u.cost_usd}
+
+
+def _call(c: ToolCall) -> dict[str, Any]:
+    return {"id": c.id, "name": c.name, "arguments": c.arguments}

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from thinkloop.hooks import AssessContext, OutputContext
+from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.resume import continue_paused
@@ -19,11 +20,6 @@ from thinkloop.loop.steps import StopRun, act, decide, record_step, run_stage, t
 from thinkloop.protocols.base import Act, Answer
 from thinkloop.protocols.sanitize import is_silent, sanitize_output
 from thinkloop.types import Message, RunStatus
-
-CAP_NOTICE = (
-    "You have used all {n} steps available for this task. Do not call any more tools. "
-    "Give your best final answer now from what you have found so far."
-)
 
 
 async def execute(cfg: RunConfig, state: RunState) -> None:
@@ -85,7 +81,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
             case RunTools(assistant, calls):
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
-                state.append(assistant, Message.user(feedback))
+                state.scratch = [assistant, Message.user(feedback)]
                 record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
                 state.append(assistant)
@@ -99,10 +95,13 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
 
 async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     """Out of steps: one last call with tools withheld, so the run ends with an answer."""
-    state.append(Message.user(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps)))
-    response = await think(cfg, state, with_tools=False)
+    # The notice is for this request only: it is not the user's turn, so not in the history.
+    notice = Message.user(CAP_NOTICE.format(n=state.max_steps or cfg.limits.max_steps))
+    response = await think(cfg, state, with_tools=False, extra=(notice,))
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
+    if is_internal_echo(text):
+        text = ""  # the model repeated the engine's words: that is no answer
     thought = response.message.thought or getattr(reading, "thought", None)
     assistant = Message.assistant(text, thought=thought)
     state.append(assistant)

@@ -88,6 +88,9 @@ class RunState:
     # run continues a paused one, the decision to apply first (``loop/resume.py``).
     pending: list[PendingApproval] = field(default_factory=list)
     resume: Resumption | None = None
+    # A rejected reply and the engine's note on it: shown on the next request only, never
+    # part of the history, the stored turn or the result (``loop/notices.py``).
+    scratch: list[Message] = field(default_factory=list)
 
     @property
     def step(self) -> int:

@@ -6,15 +6,18 @@ Each phase runs its hook stages; a hook that stops the run raises :class:`StopRu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
 from thinkloop.hooks import HookContext, ReasonContext, ReflectContext, ToolHookContext
+from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer, Malformed
+from thinkloop.protocols.stream import chunk_filter
 from thinkloop.tools.base import ToolContext
 from thinkloop.tools.execute import run_call
 from thinkloop.types import (
@@ -54,30 +57,40 @@ async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
             raise StopRun(ctx.stop_status, ctx.stop_reason)
 
 
-async def think(cfg: RunConfig, state: RunState, *, with_tools: bool) -> ModelResponse:
-    """One model call between its pre_reason and post_reason stages."""
+async def think(
+    cfg: RunConfig, state: RunState, *, with_tools: bool, extra: Sequence[Message] = ()
+) -> ModelResponse:
+    """One model call between its pre_reason and post_reason stages. ``extra`` messages (and
+    a rejected reply's scratch) join this request only, never the history."""
     specs = cfg.protocol.model_tools(cfg.specs) if with_tools else ()
     # Text protocols describe the exact shape of a reply, for providers that constrain decoding.
     choice = cfg.settings.tool_choice
     shape = (cfg.protocol.reply_constraint(cfg.specs, required=choice == "required")
              if with_tools and choice != "none" else None)
     base = cfg.settings if shape is None else replace(cfg.settings, constraint=shape)
-    ctx = ReasonContext("pre_reason", cfg, state, messages=state.messages, tools=list(specs),
-                        settings=base)
+    request = [*state.messages, *state.scratch, *extra] if state.scratch or extra else None
+    state.scratch = []
+    ctx = ReasonContext("pre_reason", cfg, state, messages=request or state.messages,
+                        tools=list(specs), settings=base)
     if "pre_reason" in cfg.hooks:
         # Hooks replace ctx.messages to change this request; the history stays as it is.
-        ctx.messages = list(state.messages)
+        ctx.messages = request or list(state.messages)
         await run_stage(cfg, ctx)
     settings = ctx.settings or base
     model = ctx.model or cfg.model
     state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
+        # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
+        chunks = chunk_filter(cfg.protocol)
         async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
-                state.emit("chunk", content=item.text, kind=item.kind)
+                for delta in chunks.feed(item):
+                    state.emit("chunk", content=delta.text, kind=delta.kind)
             else:
                 response = item
+        for delta in chunks.close():
+            state.emit("chunk", content=delta.text, kind=delta.kind)
         assert response is not None
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
@@ -109,6 +122,8 @@ async def decide(cfg: RunConfig, state: RunState, response: ModelResponse) -> Ne
             return RunTools(assistant, calls)
         case Malformed(problem):
             return TryAgain(assistant, MALFORMED_NOTICE.format(problem=problem))
+        case Answer(text) if is_internal_echo(text):
+            return TryAgain(assistant, ECHO_NOTICE)
         case Answer(text):
             output = validated_output(cfg, state, text)
             if isinstance(output, _Invalid):

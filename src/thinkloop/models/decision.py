@@ -7,6 +7,7 @@ compiled to a GBNF grammar it constrains decoding, so every reply parses.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -51,10 +52,35 @@ def tool_parameters(tools: Sequence[ToolSpec]) -> tuple[list[dict[str, Any]], di
     return params_list, defs
 
 
-def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+# Tokens a call needs around its string values: braces, keys, the tool's name, quotes.
+CALL_OVERHEAD_TOKENS = 16
+PROPERTY_OVERHEAD_TOKENS = 6
+MIN_STRING_CHARS = 16
+
+
+def bound_strings(params: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """Cap the length of a call's top-level free strings so that the whole call fits in
+    ``max_tokens``: a call cut off by the token limit would reach the tool without its
+    required arguments. A character costs at most one token, an escape two."""
+    props: dict[str, Any] = params.get("properties") or {}
+    free = [k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "string"
+            and "maxLength" not in v and "enum" not in v and "const" not in v]
+    if not free:
+        return params
+    spare = max_tokens - CALL_OVERHEAD_TOKENS - PROPERTY_OVERHEAD_TOKENS * len(props)
+    cap = max(MIN_STRING_CHARS, spare // (2 * len(free)))
+    bounded = {k: ({**v, "maxLength": cap} if k in free else v) for k, v in props.items()}
+    return {**params, "properties": bounded}
+
+
+def decision_schema(
+    tools: Sequence[ToolSpec], *, allow_answer: bool = True, max_tokens: int | None = None
+) -> dict[str, Any]:
     """One branch per tool (its name as a constant, its parameters schema) plus an answer
-    (left out when a tool call is required)."""
+    (left out when a tool call is required). With ``max_tokens`` every call fits in it."""
     params_list, defs = tool_parameters(tools)
+    if max_tokens is not None:
+        params_list = [bound_strings(p, max_tokens) for p in params_list]
     branches: list[dict[str, Any]] = [
         {
             "type": "object",
@@ -77,13 +103,41 @@ def decision_schema(tools: Sequence[ToolSpec], *, allow_answer: bool = True) -> 
     return schema
 
 
-ANSWER_ONLY = 'Reply with one JSON object only: {"answer": "TEXT"}, your final answer.'
+# No placeholder a small model could copy as its answer ("TEXT" came back as answers).
+ANSWER_ONLY = ('Reply with one JSON object only, {"answer": "..."}, with your final answer to '
+               "the user written out in it.")
+# Said after the last tool result, so a small model answers instead of repeating the call.
+# Measured on SmolLM2-135M: a generic "answer or make another call" was ignored (it repeated
+# the call); offering the short result as the answer in the reply's own shape was taken.
+AFTER_RESULT = ('Now reply with {answer} if that answers the question, or make a different '
+                "tool call.")
+AFTER_LONG_RESULT = ('Now reply with {"answer": "..."} giving the answer from this result, or '
+                     "make a different tool call.")
+AFTER_ERROR = ('That call failed. Make a different tool call, or reply with {"answer": "..."} '
+               "saying what went wrong.")
+SHORT_RESULT_CHARS = 200
+
+
+def after_result(content: str) -> str:
+    """What a small model is told after a tool result (see ``AFTER_RESULT``)."""
+    if content.startswith("Error:"):
+        return AFTER_ERROR
+    if len(content) > SHORT_RESULT_CHARS or "\n[Note:" in content:
+        return AFTER_LONG_RESULT
+    return AFTER_RESULT.format(answer=orjson.dumps({"answer": content.strip()}).decode())
 
 
 def uses_decisions(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:
     """Decision mode: tools are offered, or past turns were decisions (a final answer asked
     for without tools must not imitate the calls in the history as free text)."""
     return bool(tools) or any(m.tool_calls for m in messages)
+
+
+def _summary(text: str) -> str:
+    """A description's first sentence: a small model's prompt has no room for the rest."""
+    first = " ".join(text.strip().split("\n\n", 1)[0].split())
+    cut = first.find(". ")
+    return first if cut < 0 else first[: cut + 1]
 
 
 def tools_prompt(tools: Sequence[ToolSpec]) -> str:
@@ -93,10 +147,12 @@ def tools_prompt(tools: Sequence[ToolSpec]) -> str:
     for t in tools:
         props = t.parameters.get("properties") or {}
         args = ", ".join(f"{k}: {v.get('type', 'value')}" for k, v in props.items())
-        lines.append(f"- {t.name}({args}): {t.description}")
+        lines.append(f"- {t.name}({args}): {_summary(t.description)}")
+    example = tools[0]
     lines.append(
-        'Reply with one JSON object only. To use a tool: {"tool": "NAME", "arguments": {...}}. '
-        'When you know the final answer: {"answer": "TEXT"}.'
+        f'Reply with one JSON object only. To use a tool: {{"tool": "{example.name}", '
+        '"arguments": {...}}. When you know the final answer: {"answer": "..."} with the '
+        "answer written out."
     )
     return "\n".join(lines)
 
@@ -118,9 +174,16 @@ def render_history(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> li
     """
     decisions = uses_decisions(messages, tools)
     prepared: list[Message] = []
-    for m in repair_tool_pairs(messages):
+    history = repair_tool_pairs(messages)
+    # The hint goes with the newest result, even when a nudge follows it in the request.
+    last = max((i for i, m in enumerate(history) if m.role == "tool"), default=-1)
+    if any(m.role == "assistant" for m in history[last + 1:]):
+        last = -1
+    for i, m in enumerate(history):
         if m.role == "tool":
-            prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}"))
+            # Also with tools withheld: the answer it offers is what the model should give.
+            follow = f"\n{after_result(m.content)}" if decisions and i == last else ""
+            prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}{follow}"))
         elif m.role == "assistant" and decisions:
             prepared.append(Message.assistant(_decision_text(m)))
         else:
@@ -138,8 +201,10 @@ def parse_decision(text: str) -> Message:
     """Read a (grammar-constrained) reply. A reply cut short by max_tokens is salvaged:
     the answer text so far, or a tool call flagged with a parse error."""
     try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError:
+        # Not orjson: llama.cpp's JSON grammar lets raw control characters (a newline)
+        # into strings, which strict JSON refuses; the call is still whole and meant.
+        data = json.loads(text, strict=False)
+    except ValueError:
         return _salvage(text)
     if isinstance(data, dict) and isinstance(data.get("tool"), str):
         args = data.get("arguments")

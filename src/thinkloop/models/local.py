@@ -18,8 +18,9 @@ import atexit
 import importlib.util
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,13 @@ from thinkloop.models.decision import (
     split_decision,
     uses_decisions,
 )
+from thinkloop.models.llama_state import (
+    CallStats,
+    common_prefix,
+    load_prefix,
+    save_prefix,
+    state_file,
+)
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -43,7 +51,13 @@ DECISION_MAX_TOKENS = 256
 # Text-protocol replies carry prose as well as calls; still bounded, as a small model under a
 # grammar that admits free prose may otherwise write until the context is full.
 CONSTRAINED_MAX_TOKENS = 512
+# Free text (no tools, no decisions) is capped too: a small model without a grammar may
+# otherwise write until its context is full (3,949 tokens of gibberish, measured).
+FREE_MAX_TOKENS = 512
 GRAMMAR_CACHE = 16
+# Room kept free in the window beside the reply when a request is cut to fit.
+FIT_MARGIN_TOKENS = 48
+FIT_NOTE = "\n[... {n} characters cut here to fit the model's {window}-token context ...]\n"
 
 
 def default_model_path() -> Path:
@@ -63,6 +77,9 @@ def default_model_path() -> Path:
 class _Loaded:
     llm: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The KV cache file (across processes) and whether this process has saved it yet.
+    state_path: Path | None = None
+    saved: bool = False
 
 
 # Weights are process-wide on purpose: loading costs seconds and hundreds of MB, and every
@@ -71,7 +88,15 @@ _LOADED: dict[tuple[str, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load(path: Path, n_ctx: int) -> _Loaded:
+def default_threads() -> int:
+    """One core fewer than the machine has (at least one): llama.cpp's threads spin while
+    they wait, so a thread per core collapses (10-30x slower, measured) as soon as anything
+    else wants a core, and a 135M model gains little from the last one."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def _load(path: Path, n_ctx: int, n_threads: int | None = None,
+          cache_dir: Path | None = None) -> _Loaded:
     key = (str(path), n_ctx)
     with _LOAD_LOCK:
         if key not in _LOADED:
@@ -81,13 +106,37 @@ def _load(path: Path, n_ctx: int) -> _Loaded:
                 raise ConfigError(
                     "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
                 ) from None
-            llm = Llama(str(path), n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
+            threads = n_threads or default_threads()
+            llm = Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                        verbose=False)
             if not _LOADED:
                 # Free the weights before interpreter teardown: llama.cpp's own __del__ runs
                 # too late (its C bindings are gone by then) and prints a traceback.
                 atexit.register(unload_all)
-            _LOADED[key] = _Loaded(llm)
+            state = state_file(cache_dir, path, n_ctx) if cache_dir is not None else None
+            if state is not None:
+                load_prefix(llm, state)
+            _LOADED[key] = _Loaded(llm, state_path=state)
         return _LOADED[key]
+
+
+# llama-cpp-python's JSON-schema grammar lets raw control characters (newlines) into strings,
+# which JSON forbids; a small model then runs on into prose inside an argument. Strict JSON.
+_LOOSE_CHAR = 'char ::= [^"\\\\] |'
+_STRICT_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+
+
+def json_gbnf(schema: str) -> str:
+    """GBNF for a JSON schema, with strings held to strict JSON."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return str(json_schema_to_gbnf(schema)).replace(_LOOSE_CHAR, _STRICT_CHAR)
+
+
+def json_grammar(schema: str) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(json_gbnf(schema), verbose=False)
 
 
 def unload_all() -> None:
@@ -102,7 +151,10 @@ def unload_all() -> None:
 def _overflow_or(exc: Exception) -> ModelError:
     text = str(exc)
     if "exceed context window" in text:
-        return ContextOverflowError(400, text)
+        err = ContextOverflowError(400, text)
+        # In-process: there was no HTTP exchange to report.
+        err.args = (f"the request does not fit the local model's context window: {text}",)
+        return err
     return ModelError(f"local model failed: {text}")
 
 
@@ -114,20 +166,30 @@ class LocalModel:
     # A text-only model: images and documents reach it as text (see context.inputs.accepts).
     input_kinds: frozenset[str] = frozenset()
 
-    def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096) -> None:
+    def __init__(self, path: Path, *, name: str = "local", n_ctx: int = 4096,
+                 n_threads: int | None = None, cache_dir: Path | None = None) -> None:
         self.path = path
         self.name = name
         self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.cache_dir = cache_dir
         self._grammars: dict[bytes, Any] = {}
+        self.last_stats: CallStats | None = None  # of the last call (benchmarks read it)
 
-    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer))
+    @property
+    def context_window(self) -> int:
+        return self.n_ctx
+
+    def _loaded(self) -> _Loaded:
+        return _load(self.path, self.n_ctx, self.n_threads, self.cache_dir)
+
+    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool, max_tokens: int) -> Any:
+        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
+                                              max_tokens=max_tokens))
         if schema not in self._grammars:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
-            self._grammars[schema] = LlamaGrammar.from_json_schema(schema.decode(), verbose=False)
+            self._grammars[schema] = json_grammar(schema.decode())
         return self._grammars[schema]
 
     def _constrained(self, constraint: ReplyConstraint) -> Any:
@@ -138,9 +200,9 @@ class LocalModel:
 
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
-            make = (LlamaGrammar.from_json_schema if constraint.kind == "json_schema"
-                    else LlamaGrammar.from_string)
-            self._grammars[key] = make(constraint.text, verbose=False)
+            self._grammars[key] = (json_grammar(constraint.text)
+                                   if constraint.kind == "json_schema"
+                                   else LlamaGrammar.from_string(constraint.text, verbose=False))
         return self._grammars[key]
 
     def _kwargs(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
@@ -148,12 +210,13 @@ class LocalModel:
         kwargs: dict[str, Any] = {"messages": render_history(messages, tools)}
         decisions = uses_decisions(messages, tools)
         constrained = not decisions and settings.constraint is not None
+        default = CONSTRAINED_MAX_TOKENS if constrained else FREE_MAX_TOKENS
+        max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if decisions:
-            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required")
+            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required",
+                                              max_tokens or DECISION_MAX_TOKENS)
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)
-        default = CONSTRAINED_MAX_TOKENS if constrained else None
-        max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if settings.temperature is not None:
@@ -162,13 +225,32 @@ class LocalModel:
         return kwargs
 
     def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        loaded = _load(self.path, self.n_ctx)
+        loaded = self._loaded()
         with loaded.lock:
+            llm = loaded.llm
+            kwargs["messages"] = fit_messages(llm, kwargs["messages"], self.n_ctx,
+                                              kwargs.get("max_tokens") or FREE_MAX_TOKENS)
+            before, started = llm.input_ids[: llm.n_tokens].copy(), time.perf_counter()
             try:
-                result: dict[str, Any] = loaded.llm.create_chat_completion(**kwargs)
+                result: dict[str, Any] = llm.create_chat_completion(**kwargs)
             except ValueError as exc:
                 raise _overflow_or(exc) from exc
+            u = result.get("usage") or {}
+            self._measure(loaded, before, started, None, int(u.get("prompt_tokens") or 0),
+                          int(u.get("completion_tokens") or 0))
         return result
+
+    def _measure(self, loaded: _Loaded, before: Any, started: float, first: float | None,
+                 prompt: int, completion: int) -> None:
+        """Record the call's stats; the first call of a process saves the KV cache."""
+        now = time.perf_counter()
+        llm = loaded.llm
+        reused = min(common_prefix(before, llm.input_ids[: llm.n_tokens]), max(prompt - 1, 0))
+        self.last_stats = CallStats(prompt, reused, completion,
+                                    (first or now) - started, now - started)
+        if loaded.state_path is not None and not loaded.saved:
+            loaded.saved = True
+            save_prefix(llm, loaded.state_path)
 
     def _response(self, text: str, decisions: bool, usage: Usage,
                   finish: str | None) -> ModelResponse:
@@ -185,21 +267,37 @@ class LocalModel:
         choice = result["choices"][0]
         u = result.get("usage") or {}
         usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
-        return self._response(choice["message"].get("content") or "",
-                              uses_decisions(messages, tools), usage, choice.get("finish_reason"))
+        response = self._response(choice["message"].get("content") or "",
+                                  uses_decisions(messages, tools), usage,
+                                  choice.get("finish_reason"))
+        if tools and repeats_last_call(messages, response.message):
+            again = await self.complete(messages, [], settings)
+            return replace(again, usage=response.usage + again.usage)
+        return response
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
-        loaded = _load(self.path, self.n_ctx)
+        loaded = self._loaded()
         with loaded.lock:
+            llm = loaded.llm
             try:
-                chunks: Iterator[dict[str, Any]] = loaded.llm.create_chat_completion(
+                kwargs["messages"] = fit_messages(llm, kwargs["messages"], self.n_ctx,
+                                                  kwargs.get("max_tokens") or FREE_MAX_TOKENS)
+                before, started = llm.input_ids[: llm.n_tokens].copy(), time.perf_counter()
+                first: float | None = None
+                count = 0
+                chunks: Iterator[dict[str, Any]] = llm.create_chat_completion(
                     **kwargs, stream=True
                 )
                 for chunk in chunks:
                     if stop.is_set():
                         break
+                    if (chunk["choices"][0].get("delta") or {}).get("content"):
+                        first = first or time.perf_counter()
+                        count += 1
                     emit(chunk)
-                emit(("end", loaded.llm.n_tokens))
+                n_tokens = int(llm.n_tokens)
+                self._measure(loaded, before, started, first, n_tokens - count, count)
+                emit(("end", n_tokens))
             except Exception as exc:  # crossing the thread: re-raised in the consumer
                 emit(_overflow_or(exc) if isinstance(exc, ValueError) else exc)
 
@@ -256,20 +354,78 @@ class LocalModel:
         generated = len(text)
         prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
         usage = Usage(1, max(prompt, 0), generated)
-        yield self._response("".join(text), decisions, usage, finish)
+        response = self._response("".join(text), decisions, usage, finish)
+        if not (tools and repeats_last_call(messages, response.message)):
+            yield response
+            return
+        async for item in self.stream(messages, [], settings):
+            yield (replace(item, usage=usage + item.usage) if isinstance(item, ModelResponse)
+                   else item)
+
+
+def _whole(env: Mapping[str, str], key: str, default: str) -> int:
+    raw = env.get(key) or default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key} must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"{key} must be at least 1, got {value}")
+    return value
 
 
 def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
-    n_ctx_raw = env.get("THINKLOOP_LOCAL_N_CTX") or "4096"
-    try:
-        n_ctx = int(n_ctx_raw)
-    except ValueError:
-        raise ConfigError(
-            f"THINKLOOP_LOCAL_N_CTX must be a whole number, got {n_ctx_raw!r}"
-        ) from None
+    n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", "4096")
+    threads = _whole(env, "THINKLOOP_LOCAL_THREADS", str(default_threads()))
+    home = Path(env.get("THINKLOOP_HOME") or Path.home() / ".thinkloop").expanduser()
+    cache = None if env.get("THINKLOOP_LOCAL_KV_CACHE", "1") == "0" else home / "cache" / "llama"
     if not name:
-        return LocalModel(default_model_path(), n_ctx=n_ctx)
+        return LocalModel(default_model_path(), n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
     path = Path(name).expanduser()
     if not path.is_file():
         raise ConfigError(f"model 'local:{name}': no such file (expected a .gguf model file)")
-    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx)
+    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads,
+                      cache_dir=cache)
+
+
+def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
+    """Whether ``reply`` repeats, exactly, the last call the model made, which already
+    succeeded. A small model does this instead of answering; it is then asked once more
+    with tools withheld (one extra generation instead of a wasted step)."""
+    if len(reply.tool_calls) != 1:
+        return False
+    call = reply.tool_calls[0]
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant" and m.tool_calls:
+            prev = m.tool_calls[-1]
+            result = next((r for r in messages[i + 1:] if r.tool_call_id == prev.id), None)
+            ok = result is not None and not result.content.startswith("Error")
+            return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
+    return False
+
+
+def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,
+                 reply_tokens: int) -> list[dict[str, str]]:
+    """Cut the middle of the longest turns until the prompt and the reply fit the window,
+    with a note where text was cut (the system prompt and the last turn are cut last)."""
+    def size(text: str) -> int:
+        return len(llm.tokenize(text.encode(), add_bos=False, special=False)) + 8
+
+    budget = window - reply_tokens - FIT_MARGIN_TOKENS
+    sizes = [size(t["content"]) for t in turns]
+    turns = list(turns)
+    for _ in range(8):
+        over = sum(sizes) - budget
+        if over <= 0:
+            break
+        middle = range(1, len(turns) - 1) if len(turns) > 2 else range(len(turns))
+        i = max(middle, key=lambda j: sizes[j])
+        text = turns[i]["content"]
+        # Characters per token in this turn, to cut about enough (then check again).
+        drop = min(len(text), int((over + 16) * len(text) / max(sizes[i], 1)) + 1)
+        keep = max(len(text) - drop, 0)
+        head, tail = text[: keep // 2], text[len(text) - keep + keep // 2 :] if keep else ""
+        turns[i] = {**turns[i], "content": head + FIT_NOTE.format(n=drop, window=window) + tail}
+        sizes[i] = size(turns[i]["content"])
+    return turns

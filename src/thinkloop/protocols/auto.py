@@ -3,8 +3,10 @@
 Tools are offered natively. A reply that carries structured tool calls is read natively; a
 plain-text reply goes through the text parser, so a model that writes ``<tool_call>`` or
 ``[TOOL_CALLS]`` into its text (common with open models behind OpenAI-compatible servers)
-still gets its calls run. Results go back the way the calls came: tool messages for native
-calls, one user message for parsed ones (a tool message must answer a native call id).
+still gets its calls run. The model's name picks its family's formats (``table.FAMILIES``),
+read first; a reply with nothing in them is read in every format. Results go back the way the
+calls came: tool messages for native calls, one user message for parsed ones (a tool message
+must answer a native call id).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Sequence
 
 from thinkloop.models.base import ReplyConstraint
 from thinkloop.protocols.base import Act, Answer, Reading
-from thinkloop.protocols.parse import Parsed
+from thinkloop.protocols.parse import Parsed, parse_tool_calls
+from thinkloop.protocols.table import family_of
 from thinkloop.protocols.text import TextProtocol, conform, format_observations
 from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
 
@@ -42,6 +45,15 @@ class AutoProtocol(TextProtocol):
                           for c in msg.tool_calls)
             return Act(calls, msg.content, msg.thought)
         return super().read(response)
+
+    def parse(self, text: str, model: str | None = None) -> Parsed:
+        family = family_of(model)
+        if family is not None:
+            parsed = parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids,
+                                      formats=family.formats)
+            if parsed.calls or parsed.problems:
+                return parsed
+        return super().parse(text, model)
 
     def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:
         if not parsed.thoughts and parsed.completed is None:

@@ -36,6 +36,7 @@ class Found:
     thoughts: list[str] = field(default_factory=list)
     answer: str | None = None
     completed: bool | None = None
+    text: str = ""  # prose the region carries (a harmony final message)
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -230,7 +231,7 @@ def xml_children(body: str) -> dict[str, Any] | None:
         if close < 0:
             return None
         raw = body[m.end():close]
-        if tag == "parameter":
+        if tag.rsplit(":", 1)[-1].lower() == "parameter":  # also steptml:parameter
             key = attrs[1:].strip() if attrs.startswith("=") else attributes(attrs).get("name")
             if not key:
                 return None

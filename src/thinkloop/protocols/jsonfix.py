@@ -152,48 +152,64 @@ def match_brackets(text: str) -> dict[int, int]:
     ``{ [ , :``), so apostrophes in prose do not derail the pairing. A closer that does not
     match the innermost opener is ignored; unmatched openers are absent from the map.
     """
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    i, n = 0, len(text)
-    while True:
-        # Outside brackets only an opener matters: prose quotes are skipped at C speed.
-        m = (_SPECIAL if stack else _OPENER).search(text, i)
-        if m is None:
-            return pairs
-        i = m.start()
-        ch = text[i]
-        if ch in "{[":
-            stack.append(i)
-        elif ch in "}]":
-            if stack and _CLOSER[text[stack[-1]]] == ch:
-                pairs[stack.pop()] = i
-        elif ch in "\"'" and stack and _prev_significant(text, i) in _STRING_CAN_START:
-            i = _skip_string(text, i, n)
-            continue
-        i += 1
+    matcher = BracketMatcher()
+    matcher.feed(text)
+    return matcher.pairs
 
 
-def _prev_significant(text: str, i: int) -> str:
-    j = i - 1
-    while j >= 0 and text[j].isspace():
-        j -= 1
-    return text[j] if j >= 0 else ""
+_STOP = {'"': re.compile(r'[\\"]'), "'": re.compile(r"[\\']")}
 
 
-def _skip_string(text: str, i: int, n: int) -> int:
-    """Index just past the string opening at ``text[i]`` (``n`` if it never closes)."""
-    quote = text[i]
-    i += 1
-    while i < n:
-        j = text.find(quote, i)
-        if j < 0:
-            return n
-        backslashes = 0
-        k = j - 1
-        while k >= i and text[k] == "\\":
-            backslashes += 1
-            k -= 1
-        if backslashes % 2 == 0:
-            return j + 1
-        i = j + 1
-    return n
+class BracketMatcher:
+    """``match_brackets`` fed chunk by chunk (a stream): pairs found so far never change, so
+    a reader can trust any pair it sees; an opener without a pair may still be closed later."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[int, int] = {}
+        self.stack: list[tuple[int, str]] = []
+        self.n = 0  # characters seen
+        self.quote: str | None = None  # inside a string opened by this quote
+        self.escaped = False  # the last character seen was an escaping backslash
+        self.last = ""  # the last non-space character seen
+
+    def feed(self, chunk: str) -> None:
+        base, i, m = self.n, 0, len(chunk)
+        while i < m:
+            if self.quote is not None:
+                if self.escaped:
+                    self.escaped = False
+                    i += 1
+                    continue
+                stop = _STOP[self.quote].search(chunk, i)
+                if stop is None:
+                    break
+                i = stop.end()
+                if stop.group() == "\\":
+                    self.escaped = True
+                else:
+                    self.quote = None
+                continue
+            # Outside brackets only an opener matters: prose quotes are skipped at C speed.
+            found = (_SPECIAL if self.stack else _OPENER).search(chunk, i)
+            if found is None:
+                break
+            j = found.start()
+            ch = chunk[j]
+            if ch in "{[":
+                self.stack.append((base + j, ch))
+            elif ch in "}]":
+                if self.stack and _CLOSER[self.stack[-1][1]] == ch:
+                    self.pairs[self.stack.pop()[0]] = base + j
+            elif ch in "\"'" and self._prev_significant(chunk, j) in _STRING_CAN_START:
+                self.quote = ch
+            i = j + 1
+        tail = chunk.rstrip()
+        if tail:
+            self.last = tail[-1]
+        self.n += m
+
+    def _prev_significant(self, chunk: str, i: int) -> str:
+        j = i - 1
+        while j >= 0 and chunk[j].isspace():
+            j -= 1
+        return chunk[j] if j >= 0 else self.last

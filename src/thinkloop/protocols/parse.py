@@ -11,35 +11,23 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from thinkloop.protocols import formats as fmt
+from thinkloop.protocols import table
+from thinkloop.protocols.coerce import coerce_arguments, find_spec, tool_specs
+from thinkloop.protocols.formats import PLAIN_PARAM
 from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
-from thinkloop.protocols.scanbase import SPACE
-from thinkloop.protocols.xmlcalls import XmlHandlers
-from thinkloop.types import ToolCall
+from thinkloop.protocols.prompts import single_argument
+from thinkloop.protocols.scanbase import SPACE, Unsettled
+from thinkloop.protocols.tokens import TokenHandlers
+from thinkloop.types import ToolCall, ToolSpec
 
-_MARKER = re.compile(
-    r"(?P<utool><<TOOL:)"
-    r"|(?P<uthink><<THINK>>)|(?P<uthink_end><</THINK>>)"
-    r"|(?P<think><(?P<tname>think|thinking|thought|antthinking|reasoning)>)"
-    r"|(?P<think_end></(?:think|thinking|thought)>)"
-    r"|(?P<pytag><\|python_tag\|>)"
-    r"|(?P<mistral>\[TOOL_CALLS\])"
-    r"|(?P<func><function=(?P<fname>[^<>\s]+)>)"
-    r"|(?P<wrap></?(?:function_calls|tool_calls)>)"
-    r"|(?P<xml><(?P<xname>tool_call_name|tool_call|function_call|tool_use|invoke"
-    r"|minimax:tool_call)(?P<xattr>(?:[\s=][^<>]*)?)>)"
-    r"|(?P<fence>```)"
-    r"|(?P<brace>\{)|(?P<bracket>\[)"
-    r"|(?P<tag><(?P<gname>[A-Za-z_][\w.-]*)>)",
-    re.IGNORECASE,
-)
 _UTOOL = re.compile(r"([\w.-]+)\s*(:|>>)")
 _KEY_START = re.compile(r"\s*(?:[\"']|[A-Za-z_]\w*\s*:)")
 _PY_START = re.compile(r"\s*[A-Za-z_][\w.]*\s*\(")
-_MISTRAL_NAMED = re.compile(r"\s*([\w.-]+)(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 # Broken JSON counts as an attempted call (reported, not kept as prose) only when it has both
 # a quoted name key and an arguments key, so prose like "{name: your name}" stays prose.
 _CALL_NAME_KEY = re.compile(r"[\"'](?:name|tool|function)[\"']\s*:")
@@ -48,10 +36,13 @@ _CALL_ARGS_KEY = re.compile(r"[\"']?(?:arguments|args|parameters|params|input|me
 _TAGGED_CALL = re.compile(
     r"<tool_call|<function=|<<TOOL:|\[TOOL_CALLS\]|<\|python_tag\|>|<invoke\b|<function_call",
     re.IGNORECASE)
+# Longer than any marker of fixed length in the table.
+_LONGEST_FIXED = 48
+# Every marker that can be cut off starts with one of these ("{" is whole on its own).
+_MARKER_STARTS = frozenset("<[`fF")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _FENCE_LANGS = frozenset({"", "json", "json5", "tool_call", "tool_calls", "tool_code", "tool"})
 _STRICT_FENCES = frozenset({"tool_call", "tool_calls", "tool_code", "tool"})
-# Tags that are prose markup or answer wrappers, never a tool named after the tag.
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,98 +64,215 @@ class Parsed:
 def parse_tool_calls(
     text: str,
     *,
+    tools: Sequence[ToolSpec | Mapping[str, Any]] | None = None,
     tool_names: Collection[str] | None = None,
     ids: Iterator[str] | None = None,
+    formats: Collection[str] | None = None,
 ) -> Parsed:
     """Read every tool call, thinking block and the leftover prose from a model reply.
 
-    ``tool_names`` enables tool-name-as-tag calls (``<read_file><path>x</path></read_file>``)
-    for exactly those names; without it any non-markup tag with child elements counts.
-    ``ids`` supplies call ids (default ``call_1``, ``call_2``, ...).
+    ``tools`` (ToolSpecs or OpenAI-style tool dicts): calls are matched to these tools, their
+    argument values typed by each tool's JSON schema, and a region that names no known tool
+    stays in ``content`` as text (no call is invented). ``tool_names`` enables
+    tool-name-as-tag calls (``<read_file><path>x</path></read_file>``) for exactly those
+    names; without it any non-markup tag with child elements counts. ``ids`` supplies call ids
+    (default ``call_1``, ``call_2``, ...). ``formats``: read only these formats (names from
+    ``table.FORMATS``; thinking, fences and wrappers are always read); default all.
     """
-    scan = _Scan(text, tool_names, 0)
+    specs = tool_specs(tools) if tools is not None else None
+    names = set(specs) if specs is not None else tool_names
+    scan = Scan(text, names, 0, specs=specs, formats=format_key(formats))
     scan.run()
-    ids = ids if ids is not None else (f"call_{n}" for n in itertools.count(1))
-    calls = [ToolCall(next(ids), name, args, err) for name, args, err in scan.found.calls]
-    return Parsed(calls, _tidy("".join(scan.pieces)), scan.found.thoughts,
-                  scan.found.answer, scan.found.completed, scan.problems)
+    return scan.parsed(ids if ids is not None else default_ids())
 
 
-def _tidy(text: str) -> str:
+def default_ids() -> Iterator[str]:
+    return (f"call_{n}" for n in itertools.count(1))
+
+
+def format_key(formats: Collection[str] | None) -> frozenset[str] | None:
+    if formats is None:
+        return None
+    unknown = set(formats) - set(table.FORMAT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown formats {sorted(unknown)}; known: {table.FORMAT_NAMES}")
+    return frozenset(formats)
+
+
+def tidy(text: str) -> str:
     lines = [line.rstrip() for line in text.split("\n")]
     return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
 
 
-class _Scan(XmlHandlers):
-    def __init__(self, text: str, tool_names: Collection[str] | None, depth: int) -> None:
-        super().__init__(text, tool_names, depth)
-        self.handlers: dict[str, Callable[[re.Match[str]], int | None]] = {
-            "utool": self._utool, "uthink": self._think, "think": self._think,
-            "uthink_end": self._drop, "think_end": self._think_end, "pytag": self._pytag,
-            "mistral": self._mistral, "func": self._function, "wrap": self._drop,
-            "xml": self._xml, "fence": self._fence, "brace": self._brace,
-            "bracket": self._bracket, "tag": self._named_tag,
-        }
+def fit(call: tuple[str, dict[str, Any], str | None],
+        specs: Mapping[str, ToolSpec]) -> tuple[str, dict[str, Any], str | None] | None:
+    """A call matched to its tool and typed by the tool's schema; None for an unknown tool."""
+    name, args, err = call
+    spec = find_spec(specs, name)
+    if spec is None:
+        return None
+    if PLAIN_PARAM in args:
+        target = single_argument(spec)
+        if target is None:
+            return spec.name, {}, err or f"{spec.name} takes several arguments; pass a JSON object"
+        args = {**{k: v for k, v in args.items() if k != PLAIN_PARAM}, target: args[PLAIN_PARAM]}
+    return spec.name, coerce_arguments(args, spec.parameters), err
+
+
+class Scan(TokenHandlers):
+    """The scanner: one marker regex, one handler per format (named as in ``table``)."""
+
+    def __init__(self, text: str, tool_names: Collection[str] | None, depth: int, *,
+                 formats: frozenset[str] | None = None, **state: Any) -> None:
+        super().__init__(text, tool_names, depth, **state)
+        self.formats = formats
 
     def run(self) -> None:
-        pos = 0
+        """Scan the text; a stream's scan raises Unsettled where more text is needed."""
+        pos = self._fence_rest() if self.in_fence else 0
         while pos < self.n:
-            m = _MARKER.search(self.text, pos)
+            m = self._next_marker(pos)
             if m is None:
                 break
-            assert m.lastgroup is not None
-            kind = m.lastgroup if m.lastgroup in self.handlers else _outer_group(m)
-            end = self.handlers[kind](m)
+            kind = m.lastgroup if m.lastgroup in _HANDLERS else _outer_group(m)
+            before = (len(self.problems), self.open_attempts)
+            try:
+                end = getattr(self, _HANDLERS[kind])(m)
+            except Unsettled as exc:
+                del self.problems[before[0]:]
+                self.open_attempts, self.keep, self.region = before[1], False, None
+                self.stop = m.start() if exc.stop is None else exc.stop
+                raise
+            found, self.region = self.region, None
             if end is None:
                 pos = m.start() + 1
-            elif self.keep:
+            elif self.keep or (found is not None and not self._accept(found)):
                 self.keep = False
-                pos = end
+                pos = max(end, m.start() + 1)
             else:
-                self.pieces.append(self.text[self.emitted:m.start()])
+                self.emit(self.text[self.emitted:m.start()])
+                if found is not None:
+                    self._merge(found)
                 self.emitted = pos = max(end, m.start() + 1)
-        self.pieces.append(self.text[self.emitted:])
+        if self.final:
+            self.emit(self.text[self.emitted:])
+            self.emitted = self.n
+
+    def _next_marker(self, pos: int) -> re.Match[str] | None:
+        m = table.marker(self.formats).search(self.text, pos)
+        if self.final:
+            return m
+        cut = self._cut_marker(pos, m.start() if m else self.n)
+        if cut is not None:  # a marker cut off by the end of the text so far comes first
+            self.stop = cut
+            raise Unsettled
+        return m
+
+    def _cut_marker(self, pos: int, limit: int) -> int | None:
+        """The first position before ``limit`` where a marker starts but the text ends.
+
+        Such a marker reaches the end of the text, so it starts either near the end (every
+        fixed marker is short) or at the last ``<`` or backtick (the open-ended ones).
+        """
+        text = self.text
+        starts = {i for i in range(max(pos, self.n - _LONGEST_FIXED), limit)
+                  if text[i] in _MARKER_STARTS}
+        starts.update(text.rfind(c, pos, limit) for c in "<`")
+        partial = table.partial_marker(self.formats)
+        for q in sorted(starts - {-1}):
+            m = partial.match(self.text, q, partial=True)
+            if m is not None and m.partial:
+                return q
+        return None
+
+    def _fence_rest(self) -> int:
+        """Where the code fence a stream is inside ends (its body is prose)."""
+        at = self.finder.find("```", 0)
+        if at < 0:
+            if self.final:
+                return self.n
+            self.stop = max(0, self.n - 2)  # "``" may be the start of the closer
+            raise Unsettled(stop=self.stop)
+        self.in_fence = False
+        return at + 3
+
+    def emit(self, prose: str) -> None:
+        if prose:
+            self.pieces.append(prose)
+            self.log.append(prose)
+
+    def _merge(self, found: fmt.Found) -> None:
+        self.log.append(found)
+        self.found.calls.extend(found.calls)
+        self.found.thoughts.extend(found.thoughts)
+        if found.text:
+            self.emit(found.text)
+        if found.completed is not None:
+            self.found.completed = found.completed
+        if found.answer is not None:
+            self.found.answer = found.answer
+
+    def _accept(self, found: fmt.Found) -> bool:
+        """Fit the region's calls to the known tools; False: it names none, keep it as text."""
+        if self.specs is None or not found.calls:
+            return True
+        fitted = [fit(c, self.specs) for c in found.calls]
+        for call, ok in zip(found.calls, fitted, strict=True):
+            if ok is None:
+                self.problems.append(f"unknown tool {call[0]!r}")
+        found.calls = [c for c in fitted if c is not None]
+        return bool(found.calls)
+
+    def parsed(self, ids: Iterator[str]) -> Parsed:
+        calls = [ToolCall(next(ids), name, args, err) for name, args, err in self.found.calls]
+        return Parsed(calls, tidy("".join(self.pieces)), self.found.thoughts,
+                      self.found.answer, self.found.completed, self.problems)
 
     # Handlers: each returns the end of the region it consumed, or None to decline. ---------
     def _drop(self, m: re.Match[str]) -> int:
         return m.end()
 
-    def _think(self, m: re.Match[str]) -> int:
+    def _code(self, m: re.Match[str]) -> int:
+        # Inline code quotes markup (`<tool_call>` is how the format looks): prose, not a call.
+        return self._skip(m.end())
+
+    def _think(self, m: re.Match[str]) -> int | None:
         closer = "<</THINK>>" if m.group().startswith("<<") else f"</{m.group('tname')}>"
         body_end, end = self._after(closer, m.end()) or (self.n, self.n)
         thought = self.text[m.end():body_end].strip()
-        if thought:
-            self.found.thoughts.append(thought)
-        return end
+        return self._take(fmt.Found(thoughts=[thought] if thought else []), end)
 
     def _think_end(self, m: re.Match[str]) -> int:
         # DeepSeek-R1 style: the template opened the block, so only its end is in the reply.
-        if not self.found.thoughts:
+        if not self.found.thoughts and not self.thoughts_seen:
             before = ("".join(self.pieces) + self.text[self.emitted:m.start()]).strip()
             self.pieces.clear()
+            self.log = [x for x in self.log if not isinstance(x, str)]
             self.emitted = m.start()
             if before:
                 self.found.thoughts.append(before)
         return m.end()
 
     def _utool(self, m: re.Match[str]) -> int | None:
-        head = _UTOOL.match(self.text, m.end())
+        head = self.match(_UTOOL, m.end())
         if head is None:
             self._problem("unreadable <<TOOL:NAME:param>> tag", m.start())
             return None
         name = head.group(1)
         if head.group(2) == ">>":
             return self._take(fmt.Found(calls=[(name, {}, None)]), head.end())
-        start = SPACE.match(self.text, head.end()).end()  # type: ignore[union-attr]
-        json_end = self._span_end(start) if self.text.startswith("{", start) else None
+        start = self.space(head.end())
+        json_end = self._span_end(start) if self.at("{", start) else None
         if json_end is not None:
-            close = SPACE.match(self.text, json_end).end()  # type: ignore[union-attr]
-            if self.text.startswith(">>", close):
+            close = self.space(json_end)
+            if self.at(">>", close):
                 args, error = fmt.decode_arguments(self.text[start:json_end])
                 if error is None:
                     return self._take(fmt.Found(calls=[(name, args, None)]), close + 2)
         close = self.finder.find(">>", head.end())
         if close < 0:
+            if not self.final:
+                raise Unsettled
             self._problem(f"<<TOOL:{name}:...>> is missing its closing '>>'", m.start())
             return None
         param = self.text[head.end():close].strip()
@@ -174,44 +282,18 @@ class _Scan(XmlHandlers):
             args = decoded if error is None else args
         return self._take(fmt.Found(calls=[(name, args, None)]), close + 2)
 
-    def _pytag(self, m: re.Match[str]) -> int | None:
-        ends = [self.finder.find(t, m.end()) for t in ("<|eom_id|>", "<|eot_id|>")]
-        ends = [e for e in ends if e >= 0]
-        if not ends and self.open_attempts <= 0:
-            return None
-        if not ends:
-            self.open_attempts -= 1
-        body_end = min(ends) if ends else self.n
-        end = body_end + 10 if ends else self.n
-        found = fmt.found_in_blob(self.text[m.end():body_end], pythonic=True)
-        if found is None or not found.calls:
-            self._problem("could not read the call after <|python_tag|>", m.start())
-            return self._skip(end) if end < self.n else None
-        return self._take(found, end)
-
-    def _mistral(self, m: re.Match[str]) -> int | None:
-        start = SPACE.match(self.text, m.end()).end()  # type: ignore[union-attr]
-        named = _MISTRAL_NAMED.match(self.text, start)
-        if named is not None:
-            json_end = self._span_end(named.end())
-            if json_end is not None:
-                args, err = fmt.decode_arguments(self.text[named.end():json_end])
-                return self._take(fmt.Found(calls=[(named.group(1), args, err)]), json_end)
-        else:
-            json_end = self._span_end(start)
-            if json_end is not None:
-                found = fmt.found_in_blob(self.text[start:json_end], pythonic=False)
-                if found is not None and found.calls:
-                    return self._take(found, json_end)
-        self._problem("could not read the calls after [TOOL_CALLS]", m.start())
-        return None
-
     def _fence(self, m: re.Match[str]) -> int | None:
-        line_end = self.finder.find("\n", m.end())
+        line_end = self.find("\n", m.end())
         if line_end < 0:
             return None
         lang = self.text[m.end():line_end].strip().lower()
         body_end = self.finder.find("```", line_end)
+        if body_end < 0 and not self.final:
+            if lang in _FENCE_LANGS:
+                raise Unsettled  # it may hold a call: wait for its end
+            # Code: its text streams out as prose while the fence stays open.
+            self.in_fence = True
+            raise Unsettled(stop=max(line_end + 1, self.n - 2))
         end = body_end + 3 if body_end >= 0 else self.n
         body_end = body_end if body_end >= 0 else self.n
         if lang not in _FENCE_LANGS:
@@ -227,7 +309,7 @@ class _Scan(XmlHandlers):
 
     def _brace(self, m: re.Match[str]) -> int | None:
         start = m.start()
-        close = self.pairs.get(start)
+        close = self.close_of(start)
         if close is None:
             if self.open_attempts <= 0 or not _KEY_START.match(self.text, start + 1):
                 return None
@@ -237,6 +319,11 @@ class _Scan(XmlHandlers):
         else:
             end = close + 1
         region = self.text[start:end]
+        if not self.standalone(start, end):
+            # JSON inside a sentence is data or a mention of a call, never a call.
+            if close is None or self._holds_tagged_call(region):
+                return None
+            return self._skip(end)
         try:
             value = loads_lenient(region)
         except JsonRepairError as exc:
@@ -263,7 +350,7 @@ class _Scan(XmlHandlers):
 
     def _bracket(self, m: re.Match[str]) -> int | None:
         start = m.start()
-        close = self.pairs.get(start)
+        close = self.close_of(start)
         if close is None:
             return None
         region = self.text[start:close + 1]
@@ -275,15 +362,22 @@ class _Scan(XmlHandlers):
                 found = fmt.found_in_value(loads_lenient(region), need_args=True)
             except JsonRepairError:
                 found = None
-            if found and found.calls:
+            if found and found.calls and self.standalone(start, close + 1):
                 return self._take(found, close + 1)
             return None if self._holds_tagged_call(region) else self._skip(close + 1)
         if _PY_START.match(self.text, start + 1):
             calls = fmt.pythonic_calls(region)
-            if calls:
+            if calls and self.standalone(start, close + 1):
                 return self._take(fmt.Found(calls=[(n, a, None) for n, a in calls]), close + 1)
             return None if self._holds_tagged_call(region) else self._skip(close + 1)
         return None
+
+
+# Each format's handler is named after it; these formats share one.
+_HANDLERS = {f.name: "_" + f.name for f in table.FORMATS} | {
+    "uthink": "_think", "uthink_end": "_drop", "wrap": "_drop", "eot": "_drop",
+    "tag": "_named_tag", "func": "_function"}
+
 
 def _outer_group(m: re.Match[str]) -> str:
     """The handler group of a match whose last group is a nested name group."""

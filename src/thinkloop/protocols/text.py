@@ -9,7 +9,6 @@ Results go back as one user message, ``[Tool NAME]: result`` per call, in call o
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -17,9 +16,10 @@ from typing import Any
 from thinkloop.models.base import ReplyConstraint
 from thinkloop.protocols import constraint, prompts
 from thinkloop.protocols.base import Act, Answer, Malformed, Reading
+from thinkloop.protocols.coerce import find_spec
 from thinkloop.protocols.formats import PLAIN_PARAM
-from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
-from thinkloop.protocols.parse import Parsed, parse_tool_calls
+from thinkloop.protocols.parse import Parsed, fit, parse_tool_calls
+from thinkloop.protocols.stream import StreamParser
 from thinkloop.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
 
 
@@ -32,40 +32,24 @@ def format_observations(results: Sequence[ToolResult]) -> str:
     return "\n".join(lines)
 
 
-def _types(prop: Mapping[str, Any]) -> set[str]:
-    found = {prop["type"]} if isinstance(prop.get("type"), str) else set(prop.get("type") or ())
-    for alt in prop.get("anyOf", ()):
-        found |= _types(alt)
-    return found
-
-
 def conform(call: ToolCall, specs: Mapping[str, ToolSpec]) -> ToolCall:
     """Fit a parsed call to the tool it names.
 
     The name is matched case-insensitively (UrchinLoop writes ``WEB_SEARCH``), a plain
-    ``<<TOOL:NAME:text>>`` parameter fills the tool's single argument, and text values
-    from XML are decoded where the schema wants a number, boolean, list or object.
+    ``<<TOOL:NAME:text>>`` parameter fills the tool's single argument, and values are typed
+    by the tool's schema (XML carries text: ``"true"`` becomes a boolean where the schema
+    wants one). A call naming an unknown tool is kept: the loop answers it with an error.
     """
-    spec = specs.get(call.name) or next(
-        (s for s in specs.values() if s.name.lower() == call.name.lower()), None)
+    spec = find_spec(specs, call.name)
     if spec is None:
         return call
-    args = dict(call.arguments)
-    if PLAIN_PARAM in args:
-        target = prompts.single_argument(spec)
-        if target is None:
-            return ToolCall(call.id, spec.name, {}, (
-                f"{spec.name} takes several arguments; pass them as a JSON object, e.g. "
-                f"<<TOOL:{spec.name}:{prompts.dumps(prompts.example_arguments(spec))}>>"))
-        args[target] = args.pop(PLAIN_PARAM)
-    props = spec.parameters.get("properties", {})
-    for key, value in args.items():
-        kinds = _types(props.get(key, {}))
-        if isinstance(value, str) and kinds and "string" not in kinds:
-            # If it does not decode, argument validation names the problem to the model.
-            with contextlib.suppress(JsonRepairError):
-                args[key] = loads_lenient(value)
-    return ToolCall(call.id, spec.name, args, call.parse_error)
+    if PLAIN_PARAM in call.arguments and prompts.single_argument(spec) is None:
+        return ToolCall(call.id, spec.name, {}, (
+            f"{spec.name} takes several arguments; pass them as a JSON object, e.g. "
+            f"<<TOOL:{spec.name}:{prompts.dumps(prompts.example_arguments(spec))}>>"))
+    fitted = fit((call.name, dict(call.arguments), call.parse_error), {spec.name: spec})
+    assert fitted is not None
+    return ToolCall(call.id, *fitted)
 
 
 class TextProtocol:
@@ -106,12 +90,21 @@ class TextProtocol:
             self._constraint = (key, make(tools, required))
         return self._constraint[1]
 
-    def parse(self, text: str) -> Parsed:
+    def parse(self, text: str, model: str | None = None) -> Parsed:
+        """Every call in ``text``; ``model`` names the model that wrote it."""
         return parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids)
+
+    def stream_parser(self) -> StreamParser:
+        """A parser for one streamed reply, reading it as ``parse`` reads the whole reply."""
+        return StreamParser(tool_names=set(self._specs) or None)
+
+    def fit_call(self, call: ToolCall) -> ToolCall:
+        """A parsed call fitted to the tools last described (see :func:`conform`)."""
+        return conform(call, self._specs)
 
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message
-        parsed = self.parse(msg.content)
+        parsed = self.parse(msg.content, response.model)
         thought = "\n\n".join(parsed.thoughts) or msg.thought
         if parsed.calls:
             calls = tuple(conform(c, self._specs) for c in parsed.calls)

@@ -1,13 +1,16 @@
 """Scanner handlers for the XML-like formats: Hermes ``<tool_call>``, CortexPrism's five,
-Llama 3.1 ``<function=name>``, Qwen3-Coder and GLM parameters, Claude-style ``<invoke>``."""
+Llama 3.1 ``<function=name>``, Qwen3-Coder, GLM and Seed-OSS parameters, Claude-style and
+MiniMax-M2 ``<invoke>``, Step-3 ``<steptml:invoke>``, ``<tool_calls>`` lists (Jamba, Hunyuan,
+MiniMax-M1)."""
 
 from __future__ import annotations
 
 import re
 
 from thinkloop.protocols import formats as fmt
-from thinkloop.protocols.scanbase import SPACE, ScanBase
+from thinkloop.protocols.scanbase import ScanBase
 
+_BARE_NAME = re.compile(r"\s*([A-Za-z_][\w.-]{0,127})\s*")
 _GLM_HEAD = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*(?=<arg_key>)")
 # Tags that are prose markup or answer wrappers, never a tool named after the tag.
 _NOT_TOOLS = frozenset({
@@ -26,12 +29,12 @@ class XmlHandlers(ScanBase):
 
     def _function(self, m: re.Match[str]) -> int | None:
         name = m.group("fname")
-        body_start = SPACE.match(self.text, m.end()).end()  # type: ignore[union-attr]
-        json_end = self._span_end(body_start) if self.text.startswith("{", body_start) else None
+        body_start = self.space(m.end())
+        json_end = self._span_end(body_start) if self.at("{", body_start) else None
         if json_end is not None:
             args, err = fmt.decode_arguments(self.text[body_start:json_end])
-            close = SPACE.match(self.text, json_end).end()  # type: ignore[union-attr]
-            end = close + 11 if self.text.startswith("</function>", close) else json_end
+            close = self.space(json_end)
+            end = close + 11 if self.at("</function>", close) else json_end
             return self._take(fmt.Found(calls=[(name, args, err)]), end)
         after = self._after("</function>", m.end())
         if after is None:
@@ -58,15 +61,16 @@ class XmlHandlers(ScanBase):
                 return None
             return self._take(fmt.Found(calls=[(name, dict(head), None)]), m.end())
         closer = f"</{m.group('xname')}>"
-        body_start = SPACE.match(self.text, m.end()).end()  # type: ignore[union-attr]
-        json_end = self._span_end(body_start) if self.text[body_start:body_start + 1] in (
-            "{", "[") else None
+        body_start = self.space(m.end())
+        json_end = self._span_end(body_start)
         if json_end is not None:
-            close = SPACE.match(self.text, json_end).end()  # type: ignore[union-attr]
-            if self.text[close:close + len(closer)].lower() == closer.lower() or close >= self.n:
+            close = self.space(json_end)
+            # Granite-20b writes "<function_call> {...} <function_call> {...}" without closers.
+            if self.at(closer, close) or close >= self.n or self.at("<" + m.group("xname"), close):
                 found = self._body_calls(self.text[body_start:json_end], name, head)
                 if found is not None:
-                    return self._take(found, min(close + len(closer), self.n))
+                    end = close + len(closer) if self.at(closer, close) else json_end
+                    return self._take(found, min(end, self.n))
         after = self._after(closer, m.end())
         if after is None:
             return None
@@ -91,6 +95,9 @@ class XmlHandlers(ScanBase):
         found = fmt.found_in_blob(body, pythonic=True)
         if found is not None or self.depth >= _MAX_DEPTH:
             return found
+        bare = _BARE_NAME.fullmatch(body)
+        if bare is not None:  # GLM-4.5 with no arguments: just the name
+            return fmt.Found(calls=[(bare.group(1), {}, None)])
         glm = _GLM_HEAD.match(body)
         if glm is not None:  # GLM-4.5: the name, then <arg_key>/<arg_value> pairs
             children = fmt.xml_children(body[glm.end():])
@@ -106,10 +113,10 @@ class XmlHandlers(ScanBase):
             return None
         name_end, end = after
         name = self.text[m.end():name_end].strip()
-        i = SPACE.match(self.text, end).end()  # type: ignore[union-attr]
+        i = self.space(end)
         args: dict[str, object] = {}
         err = None
-        if self.text[i:i + 16].lower() == "<tool_call_args>":
+        if self.at("<tool_call_args>", i):
             body_end, end = self._after("</tool_call_args>", i + 16) or (self.n, self.n)
             body = self.text[i + 16:body_end]
             children = None if body.lstrip().startswith("{") else fmt.xml_children(body)
@@ -126,7 +133,7 @@ class XmlHandlers(ScanBase):
                 return None
         elif name.lower() in _NOT_TOOLS:
             return None
-        span = self.finder.closing_tag(name, m.end())
+        span = self.closing_tag(name, m.end())
         if span is None:
             return None
         body = self.text[m.end():span[0]]

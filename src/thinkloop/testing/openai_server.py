@@ -151,6 +151,9 @@ class OpenAIServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._server: asyncio.Server | None = None
+        # Open connections and their handler tasks, closed on stop: a connection left open
+        # (a client's keep-alive pool) would otherwise leak a socket and a pending task.
+        self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
     @property
     def base_url(self) -> str:
@@ -180,11 +183,11 @@ class OpenAIServer:
             raise RuntimeError("fake OpenAI server did not start")
 
     def stop(self) -> None:
-        if self._loop and self._server:
-            self._loop.call_soon_threadsafe(self._server.close)
+        if self._loop and self._server and self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread:
-            self._thread.join(5)
+            self._thread.join(10)
+            self._thread = None
 
     def _run_thread(self) -> None:
         loop = asyncio.new_event_loop()
@@ -192,7 +195,24 @@ class OpenAIServer:
         self._server = loop.run_until_complete(self.serve())
         self._ready.set()
         loop.run_forever()
+        # Stopped: close the listener and every connection, and let the handlers finish
+        # inside this loop before it closes (no unclosed sockets, no pending tasks).
+        loop.run_until_complete(self.shutdown())
+        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+    async def shutdown(self) -> None:
+        """Stop listening, close every open connection and wait for their handlers."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        tasks = list(self._conns)
+        for task, writer in list(self._conns.items()):
+            writer.close()
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._conns.clear()
 
     async def serve(self) -> asyncio.Server:
         server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, backlog=1024)
@@ -202,6 +222,20 @@ class OpenAIServer:
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns[task] = writer
+        try:
+            await self._serve_connection(reader, writer)
+        finally:
+            self._conns.pop(task, None)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -216,7 +250,6 @@ class OpenAIServer:
                 await self._respond(writer, raw, headers)
                 if headers.get("connection", "").lower() == "close":
                     break
-        writer.close()
 
     async def _respond(
         self, writer: asyncio.StreamWriter, raw: bytes, headers: dict[str, str]

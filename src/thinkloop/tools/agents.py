@@ -149,7 +149,7 @@ class SubAgents:
             results = await self.fan_out([(agent or self.specs[0].name, t) for t in tasks], ctx)
             return render_results(results)
 
-        t = make_tool(spawn_agent, idempotent=False)
+        t = make_tool(spawn_agent, idempotent=False, trusted_output=False)
         return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.")
 
 

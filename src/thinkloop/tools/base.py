@@ -50,19 +50,22 @@ class Tool:
     requires_approval: bool = False
     # Safe to answer a repeated identical call from the first result.
     idempotent: bool = True
-    # Output comes from the outside world (web, files, MCP) and is untrusted.
-    external: bool = False
+    # Provenance, the one declaration of it: False when the output can carry text from
+    # outside (web, files, shell, MCP, sub-agents, messages from others). Such output is
+    # scanned, wrapped and datamarked, and it taints the run (guard/provenance.py).
+    trusted_output: bool = True
     meta: dict[str, Any] = field(default_factory=dict)
-    # The shared spelling of requires_approval (tools that change or send); either one counts.
+    # The tool changes or sends something (the approval classes): it waits for approval.
     needs_approval: bool = False
-
-    def __post_init__(self) -> None:
-        if self.needs_approval and not self.requires_approval:
-            object.__setattr__(self, "requires_approval", True)
 
     @functools.cached_property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
+
+    @property
+    def external(self) -> bool:
+        """The older spelling of ``not trusted_output``."""
+        return not self.trusted_output
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -86,8 +89,13 @@ def make_tool(
     requires_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
+    trusted_output: bool | None = None,
+    needs_approval: bool = False,
 ) -> Tool:
-    """Build a :class:`Tool` from a plain or async function."""
+    """Build a :class:`Tool` from a plain or async function.
+
+    ``external=True`` is the older spelling of ``trusted_output=False``.
+    """
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description or "" for p in doc.params}
     hints = get_type_hints(fn, include_extras=True)
@@ -122,7 +130,8 @@ def make_tool(
         timeout_s=timeout_s,
         requires_approval=requires_approval,
         idempotent=idempotent,
-        external=external,
+        trusted_output=(not external) if trusted_output is None else trusted_output,
+        needs_approval=needs_approval,
     )
 
 
@@ -139,6 +148,8 @@ def tool(
     requires_approval: bool = False,
     idempotent: bool = True,
     external: bool = False,
+    trusted_output: bool | None = None,
+    needs_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -250,7 +250,7 @@ class MCPServer:
             parameters=schema,
             is_async=True,
             idempotent=bool(getattr(annotations, "idempotent_hint", False)),
-            external=True,
+            trusted_output=False,
             meta={"mcp_server": self.config.name, "mcp_tool": remote},
             needs_approval=needs_approval(annotations),
         )

@@ -231,6 +231,6 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         await asyncio.to_thread(workspace.write_bytes, ctx.user_id, path, data)
         return f"saved {len(data)} bytes to {'/'.join(split_path(path))}"
 
-    kw: dict[str, Any] = {"idempotent": False, "external": True}
+    kw: dict[str, Any] = {"idempotent": False, "trusted_output": False}
     return [make_tool(f, **kw) for f in (browser_open, browser_snapshot, browser_click,
                                           browser_type, browser_screenshot)]

@@ -74,5 +74,5 @@ def messaging_tools(
     return [
         send,
         # Waiting on a person is bounded by ask_timeout_s, not the generic tool timeout.
-        make_tool(ask_human, idempotent=False, external=True, timeout_s=ask_timeout_s + 5.0),
+        make_tool(ask_human, idempotent=False, timeout_s=ask_timeout_s + 5.0),
     ]

@@ -39,6 +39,7 @@ def shell_tool(
 
     # The tool enforces its own timeout (and kills the process group); the executor's generic
     # timeout must not cut it short first.
-    tool = make_tool(shell, idempotent=False, timeout_s=settings.shell_max_timeout_s + 5.0)
+    tool = make_tool(shell, idempotent=False, timeout_s=settings.shell_max_timeout_s + 5.0,
+                     trusted_output=False)
     # The prompt's sandbox section states these limits (context/prompt.py reads the meta).
     return replace(tool, meta={**tool.meta, "sandbox": box.describe()})

@@ -146,4 +146,4 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
             except httpx.HTTPError as exc:
                 raise ToolExecutionError(f"fetching {url} failed: {exc}") from None
 
-    return make_tool(web_fetch, external=True, idempotent=True)
+    return make_tool(web_fetch, trusted_output=False, idempotent=True)

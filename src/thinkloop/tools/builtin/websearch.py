@@ -118,4 +118,4 @@ def web_search_tool(backend: SearchBackend, timeout_s: float = 20.0) -> Tool:
             f"{i}. {h.title}\n   {h.url}\n   {h.snippet}".rstrip() for i, h in enumerate(hits, 1)
         )
 
-    return make_tool(web_search, external=True)
+    return make_tool(web_search, trusted_output=False)

@@ -193,4 +193,5 @@ def run_workflow_tool(
                                   cap=settings.output_cap_bytes, env=env, sandbox=box,
                                   read_only=[Path(folder)])
 
-    return make_tool(run_workflow, idempotent=False, timeout_s=settings.shell_max_timeout_s + 5)
+    return make_tool(run_workflow, idempotent=False, trusted_output=False,
+                     timeout_s=settings.shell_max_timeout_s + 5)

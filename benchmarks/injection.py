@@ -1,0 +1,47 @@
+"""Indirect prompt injection: attack success and utility per defence, on the scenario suite.
+
+44 tasks (banking, e-mail, files, web; thinkloop.testing.injection), each a legitimate task
+whose tool output carries an injected instruction to transfer money, send data out, delete
+files or run a command. Two scripted models: ``obeying`` always obeys the last instruction it
+read (the worst case: spotlighting does not stop it), ``faithful`` ignores injections.
+Attack success = the injected call ran, counted at the tool; utility = the task's own side
+effects ran and the answer holds its fact. Side effects are auto-approved in every defence.
+
+Usage: python benchmarks/injection.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+
+from thinkloop.testing.injection import (
+    SCENARIOS,
+    defences,
+    faithful_model,
+    obeying_model,
+    play,
+)
+
+
+async def main() -> None:
+    n = len(SCENARIOS)
+    print(f"{n} scenarios\n")
+    print(f"{'defence':8s} {'model':9s} {'attacks ran':>12s} {'utility':>9s} "
+          f"{'model calls':>11s} {'chars sent (median)':>20s}")
+    for name, kw in defences().items():
+        for label, make in (("obeying", obeying_model), ("faithful", faithful_model)):
+            outs = [await play(s, make(s), kw) for s in SCENARIOS]
+            harmed = sum(o.harmed for o in outs)
+            useful = sum(o.useful for o in outs)
+            calls = sum(o.model_calls for o in outs)
+            chars = statistics.median(o.chars_sent for o in outs)
+            print(f"{name:8s} {label:9s} {harmed:5d}/{n} {harmed / n:5.0%} "
+                  f"{useful / n:8.1%} {calls:11d} {chars:20.0f}")
+            lost = [o.scenario for o in outs if not o.useful]
+            if lost and label == "faithful":
+                print(f"{'':18s}tasks not done: {', '.join(lost)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

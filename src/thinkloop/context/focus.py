@@ -1,0 +1,82 @@
+"""Small models see only the few tools that matter for the task.
+
+A 135M model offered twenty tools picks one at random (``list_dir({"path": "list_dir"})``);
+offered the three that match the task, it picks the right one. The tools are ranked once per
+run by BM25 over each tool's name, description and parameter names against the task, so
+every step of a run offers the same tools (and the local model's prompt prefix, hence its
+KV cache, stays the same between steps). Tools the run has already called stay offered.
+
+MiniLM embeddings (``memory.recall.MiniLMEmbedder``) were the first choice; loading them
+costs seconds of start-up (torch), more than the whole run of a small task on the local
+model, so words it is: name the tool's job in the task ("calculate", "read the file").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from thinkloop.context.tokens import model_window
+from thinkloop.hooks import Hook, ReasonContext
+from thinkloop.types import ToolSpec
+
+# Models with a context window below this are "small": minimal prompt, few tools.
+SMALL_WINDOW = 8192
+FOCUS_TOOLS = 3
+
+
+def is_small(model: Any) -> bool:
+    return model_window(model) < SMALL_WINDOW
+
+
+# An arithmetic expression in a task asks for arithmetic, whatever words surround it.
+_ARITHMETIC = re.compile(r"\d\s*(?:\*\*|[-+*/^%])\s*[\d(]|\(\s*\d|sqrt|\bsquare root")
+# Tools scoring under this share of the best score are left out: one clear match beats
+# three for a small model, which otherwise picks among them at random.
+RELATIVE_CUT = 0.5
+
+
+def _doc(spec: ToolSpec) -> str:
+    props = spec.parameters.get("properties") or {}
+    described = " ".join(f"{k} {v.get('description', '')}" for k, v in props.items()
+                         if isinstance(v, dict))
+    return f"{spec.name.replace('_', ' ')} {spec.description} {described}"
+
+
+def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> list[ToolSpec]:
+    """At most ``k`` tools whose documentation matches ``task`` (BM25), best first; those far
+    behind the best are left out, and with no match at all none is offered."""
+    import bm25s
+
+    words = re.sub(r"[_\W]+", " ", task) + (" arithmetic" if _ARITHMETIC.search(task) else "")
+    query = bm25s.tokenize([words], stopwords="en", show_progress=False, return_ids=False)[0]
+    if not query or not tools:
+        return []
+    index = bm25s.BM25()
+    index.index(bm25s.tokenize([_doc(t) for t in tools], stopwords="en", show_progress=False),
+                show_progress=False)
+    scores = [float(s) for s in index.get_scores(query)]
+    best = max(scores)
+    order = sorted(range(len(tools)), key=lambda i: (-scores[i], i))
+    return [tools[i] for i in order[:k] if best > 0 and scores[i] >= RELATIVE_CUT * best]
+
+
+def focus_hook(k: int = FOCUS_TOOLS) -> Hook:
+    """A ``pre_reason`` hook offering, out of more than ``k`` tools, only those ranked for the
+    run's task (plus those the run has called)."""
+    picked: dict[str, list[str]] = {}
+
+    def focus(ctx: ReasonContext) -> None:
+        if len(ctx.tools) <= k:
+            return  # a handful of tools was chosen on purpose: offer them all
+        run_id = ctx.state.run_id
+        if run_id not in picked:
+            if len(picked) >= 256:  # ranking again is cheap; keep the memo bounded
+                del picked[next(iter(picked))]
+            picked[run_id] = [t.name for t in rank_tools(ctx.state.task, ctx.tools, k)]
+        called = {c.name for s in ctx.state.steps for c in s.tool_calls}
+        keep = set(picked[run_id]) | called
+        ctx.tools = [t for t in ctx.tools if t.name in keep]
+
+    return Hook("pre_reason", focus, name="context.focus")

@@ -1,0 +1,153 @@
+"""``thinkloop run`` edges as a user meets them: version, stdin, bad limits, exit codes, --json
+names, --tools none, whole tool descriptions. A real process against the loopback server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from test_cli import thinkloop  # tests/cli is on sys.path (rootdir, no package)
+from typer.testing import CliRunner
+
+from thinkloop.cli.app import EXIT_CODES, app
+from thinkloop.cli.render import first_sentence
+from thinkloop.loop.result import RunResult
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+from thinkloop.types import RunStatus, Step, Usage
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+def _env(server: OpenAIServer, **extra: str) -> dict[str, str]:
+    return {"OPENAI_BASE_URL": server.base_url, **extra}
+
+
+def test_version() -> None:
+    proc = thinkloop("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"thinkloop {version('thinkloop')}\n"
+
+
+@pytest.mark.parametrize("args", [["-"], []], ids=["dash", "piped"])
+def test_the_task_comes_from_stdin(server: OpenAIServer, args: list[str]) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("Paris")))
+    proc = thinkloop("run", *args, "--model", "openai:fake", env=_env(server),
+                     stdin="What is the capital\nof France?\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Paris\n"
+    assert server.requests[0]["messages"][-1]["content"] == "What is the capital\nof France?"
+
+
+@pytest.mark.parametrize(("args", "stdin", "message"), [
+    (["   "], "", "the task is empty"),
+    (["-"], "\n\n", "the task is empty"),
+    (["hi", "--max-steps", "0"], "", "--max-steps must be at least 1, got 0"),
+    (["hi", "--max-steps", "-1"], "", "--max-steps must be at least 1, got -1"),
+    (["hi", "--timeout", "0"], "", "--timeout must be more than 0 seconds, got 0"),
+    (["hi", "--timeout", "-2.5"], "", "--timeout must be more than 0 seconds, got -2.5"),
+])
+def test_bad_input_is_a_usage_error_before_any_model_call(
+    server: OpenAIServer, args: list[str], stdin: str, message: str
+) -> None:
+    server.clear()
+    proc = thinkloop("run", *args, "--model", "openai:fake", env=_env(server), stdin=stdin)
+    assert proc.returncode == 2
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [f"error: {message}"], proc.stderr
+    assert server.requests == [] and proc.stdout == ""
+
+
+def test_a_run_at_its_step_cap_exits_3_with_its_answer(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("calculator", {"expression": "2+2"})])),
+                   Reply(body=completion("It is 4.")))
+    proc = thinkloop("run", "2+2?", "--model", "openai:fake", "--max-steps", "1",
+                     env=_env(server))
+    assert proc.returncode == EXIT_CODES["max_steps"] == 3, proc.stderr
+    assert proc.stdout == "It is 4.\n"  # printed once
+    assert "run ended max_steps" in proc.stderr
+
+
+def test_a_failed_run_exits_1(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(*[Reply(status=401, body={"error": {"message": "bad key"}})] * 3)
+    proc = thinkloop("run", "hi", "--model", "openai:fake", env=_env(server))
+    assert proc.returncode == 1
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+
+
+def test_every_status_has_its_own_documented_exit_code() -> None:
+    statuses = set(typing.get_args(RunStatus))
+    assert set(EXIT_CODES) == statuses
+    codes = list(EXIT_CODES.values())
+    assert len(set(codes)) == len(codes) and 2 not in codes  # 2: usage errors
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    help_text = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "300"}).output
+    for status, code in EXIT_CODES.items():
+        assert f"| `{status}` | {code} |" in readme, status
+        assert f"{code} {status}" in " ".join(help_text.split()), status
+
+
+def test_json_names_are_the_python_api_names(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("calculator", {"expression": "6*7"})])),
+                   Reply(body=completion("42")))
+    proc = thinkloop("run", "6*7?", "--model", "openai:fake", "--json", env=_env(server))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    fields = {f.name for f in dataclasses.fields(RunResult)}
+    assert fields <= set(out) and set(out) - fields == {"ok"}
+    step = out["steps"][0]
+    assert set(step) == {f.name for f in dataclasses.fields(Step)}
+    assert set(out["usage"]) == {f.name for f in dataclasses.fields(Usage)} | {"total_tokens"}
+    assert step["results"][0]["call"]["name"] == "calculator"
+    assert step["results"][0]["content"] == "42"
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool",
+                                                    "assistant"]
+
+
+def test_tools_none_means_no_tools_even_with_memory(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("Hello.")), Reply(body=completion("- greeted")))
+    proc = thinkloop("run", "Say hello.", "--model", "openai:fake", "--tools", "none",
+                     "--session", "s1", "--json",
+                     env=_env(server, THINKLOOP_HOME=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert "tools" not in server.requests[0]
+    assert json.loads(proc.stdout)["output"] == "Hello."
+
+
+def test_tools_table_shows_whole_first_sentences() -> None:
+    assert first_sentence("Read a file\n  from the workspace. Then more.\n\nArgs: x") == (
+        "Read a file from the workspace.")
+    assert first_sentence("No full stop here") == "No full stop here"
+    from thinkloop.tools.defaults import all_builtin_tools
+
+    out = " ".join(CliRunner().invoke(app, ["tools"], env={"COLUMNS": "400"}).output.split())
+    wrapped = [t for t, _ in all_builtin_tools()
+               if first_sentence(t.description) != t.description.splitlines()[0].strip()]
+    assert wrapped, "no built-in description wraps its first sentence: nothing to check"
+    for t in wrapped:
+        assert first_sentence(t.description) in out, t.name
+
+
+def test_prompt_shows_what_the_local_model_reads() -> None:
+    result = CliRunner().invoke(app, ["prompt", "--model", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    sections = {s["name"]: s for s in json.loads(result.output)}
+    listed = sections["tools (listed; at most 3 offered per task)"]
+    assert "- calculator(expression: string)" in listed["text"]
+    assert "mode=minimal" in sections["runtime"]["text"]
+    assert sum(s["tokens"] for s in sections.values()) < 1000

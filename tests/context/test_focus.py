@@ -1,0 +1,58 @@
+"""Small models are offered only the tools that match the task, the same ones every step."""
+
+from __future__ import annotations
+
+from thinkloop import Agent, ScriptedModel
+from thinkloop.context.focus import focus_hook, is_small, rank_tools
+from thinkloop.models.scripted import call, reply
+from thinkloop.tools.defaults import default_tools
+
+
+def _specs() -> list:  # type: ignore[type-arg]
+    tools, _ = default_tools("default")
+    return [t.spec for t in tools]
+
+
+def test_the_task_picks_its_tools() -> None:
+    specs = _specs()
+    picks = {task: [t.name for t in rank_tools(task, specs)] for task in (
+        "What is 12*7? Use the calculator.", "What is (17+25)*3?",
+        "Write hello to notes.txt", "List the files in the workspace",
+        "Read notes.txt and tell me what it says", "What is the capital of France?")}
+    assert picks == {
+        "What is 12*7? Use the calculator.": ["calculator"],
+        "What is (17+25)*3?": ["calculator"],
+        "Write hello to notes.txt": ["write_file"],
+        "List the files in the workspace": ["list_dir"],
+        "Read notes.txt and tell me what it says": ["read_file"],
+        "What is the capital of France?": [],
+    }
+    both = [t.name for t in rank_tools("Write blue to sky.txt, then read it back", specs)]
+    assert set(both) == {"write_file", "read_file"}
+
+
+class SmallScripted(ScriptedModel):
+    context_window = 4096
+
+
+async def test_a_small_model_sees_the_few_tools_every_step_and_the_minimal_prompt() -> None:
+    tools, _ = default_tools("default")
+    model = SmallScripted([reply("", call("calculator", expression="12*7")), "84"])
+    agent = Agent(model, tools=tools)
+    assert is_small(model)
+    assert any(h.name == "context.focus" for h in agent.hooks.by_stage["pre_reason"])
+    result = await agent.run("What is 12*7? Use the calculator.")
+    assert (result.status, result.output) == ("completed", "84")
+    assert [[t.name for t in c.tools] for c in model.calls] == [["calculator"], ["calculator"]]
+    assert "mode=minimal" in model.calls[0].messages[0].content
+
+
+async def test_a_large_model_sees_every_tool_and_a_chosen_few_stay() -> None:
+    tools, _ = default_tools("default")
+    model = ScriptedModel(["hi"])
+    await Agent(model, tools=tools).run("What is 12*7? Use the calculator.")
+    assert len(model.calls[0].tools) == len(tools)
+    few = SmallScripted(["hi"])
+    await Agent(few, tools=tools[:2]).run("What is 12*7?")
+    assert [t.name for t in few.calls[0].tools] == [t.name for t in tools[:2]]
+    assert focus_hook().stage == "pre_reason"
