@@ -11,6 +11,13 @@ for one ``echo`` tool call per step for 10 steps, then answers.
 * bare httpx2    the same loop on httpx2 (the client the openai SDK 3.x is built on)
 * openai SDK     a hand-written loop on the official AsyncOpenAI client
 
+Runs as records (issue 15), each the lean loop plus a SQLite store, compared with the lean loop:
+
+* +records       run row and audit log, tracing off, checkpoints off
+* +trace         the same with the OpenTelemetry trace stored with the run
+* +checkpoints   the same with checkpoints after every step and tool result (the default
+                 for an agent with a store)
+
 Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5]
 """
 
@@ -21,6 +28,7 @@ import asyncio
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -34,6 +42,7 @@ from openai import AsyncOpenAI
 from thinkloop import Agent, tool
 from thinkloop.guard import GuardSettings, LoopSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
+from thinkloop.store import open_store
 
 STEPS = 10
 MODEL = f"steps-{STEPS}"
@@ -92,6 +101,14 @@ class Loops:
         guard = replace(GuardSettings(), loops=LoopSettings(detect_loops=False))
         self.agent = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=guard)
         self.lean = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=False)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.store = open_store(f"{self.tmp.name}/runs.db")
+        self.recorded = {
+            name: Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=False,
+                        store=self.store, tracing=trace, checkpoints=checkpoints)
+            for name, trace, checkpoints in (("+records", False, False),
+                                             ("+trace", True, False),
+                                             ("+checkpoints", True, True))}
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -99,6 +116,17 @@ class Loops:
         await self.hx.aclose()
         await self.sdk.close()
         await self.model.aclose()
+        await self.store.aclose()
+        self.tmp.cleanup()
+
+    def recorded_loop(self, name: str) -> Callable[[], Awaitable[None]]:
+        agent = self.recorded[name]
+
+        async def run() -> None:
+            result = await agent.run("go")
+            assert result.status == "completed" and len(result.steps) == STEPS + 1, result
+
+        return run
 
     async def thinkloop(self) -> None:
         result = await self.agent.run("go")
@@ -157,9 +185,10 @@ async def timed(fn: Callable[[], Awaitable[None]], runs: int, concurrency: int) 
 async def measure(base_url: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     async with Loops(base_url) as loops:
-        names = ["bare aiohttp", "thinkloop", "thinkloop-lean", "bare httpx2", "openai SDK"]
+        names = ["bare aiohttp", "thinkloop", "thinkloop-lean", "bare httpx2", "openai SDK",
+                 *loops.recorded]
         fns = [loops.bare_aiohttp, loops.thinkloop, loops.thinkloop_lean, loops.bare_httpx2,
-               loops.openai_sdk]
+               loops.openai_sdk, *(loops.recorded_loop(n) for n in loops.recorded)]
         for fn in fns:  # warm up connections, imports and caches
             await timed(fn, 3, 3)
         seq: dict[str, list[float]] = {n: [] for n in names}
@@ -196,10 +225,23 @@ def main() -> None:
           f"median of {args.repeat}\n")
     print(f"{'loop':<15} {'ms/call (seq)':>14} {'x bare':>7} "
           f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7}")
+    recorded = ("+records", "+trace", "+checkpoints")
     for name, r in res.items():
+        if name in recorded:
+            continue
         print(f"{name:<15} {r['seq_ms_per_call']:>14.3f} "
               f"{r['seq_ms_per_call'] / base['seq_ms_per_call']:>7.2f} "
               f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / base['conc_wall_s']:>7.2f}")
+    lean = res["thinkloop-lean"]
+    print("\nruns as records: the lean loop plus a SQLite store, x the lean loop\n")
+    print(f"{'loop':<15} {'ms/step (seq)':>14} {'x lean':>7} {'+ms/step':>9} "
+          f"{f'{args.concurrency} runs wall s':>18} {'x lean':>7}")
+    for name in ("thinkloop-lean", *recorded):
+        r = res[name]
+        print(f"{name:<15} {r['seq_ms_per_call']:>14.3f} "
+              f"{r['seq_ms_per_call'] / lean['seq_ms_per_call']:>7.2f} "
+              f"{r['seq_ms_per_call'] - lean['seq_ms_per_call']:>9.3f} "
+              f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / lean['conc_wall_s']:>7.2f}")
 
 
 if __name__ == "__main__":

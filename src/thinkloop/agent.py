@@ -11,13 +11,14 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
+from thinkloop.checkpoints import load_recovery, recovery_scope, zeroed
 from thinkloop.config import default_model_spec
 from thinkloop.context.focus import focus_hook, is_small
 from thinkloop.context.inputs import ContextArg, RunContext, parse_context, user_message
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, RunAccessError
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
 from thinkloop.guard.paused import (
@@ -39,7 +40,7 @@ from thinkloop.hooks import (
 )
 from thinkloop.judgement import Judgement
 from thinkloop.judgement import build as build_judgement
-from thinkloop.loop.handle import RunHandle, Subscriber
+from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
 from thinkloop.loop.state import Limits, RunConfig, RunState
@@ -47,10 +48,13 @@ from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
-from thinkloop.store.base import Store
+from thinkloop.runlog import RunBook
+from thinkloop.runs import RunRegistry
+from thinkloop.store.base import RunRecord, RunRecords, Store
 from thinkloop.store.locks import session_lock
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
+from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Event, Message, PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
@@ -89,6 +93,9 @@ class Agent:
         guard: GuardSettings | Literal[False] | None = None,
         judgement: Judgement | bool | None = None,
         isolation: Literal["off", "plan"] = "off",
+        registry: RunRegistry | None = None,
+        tracing: Tracing | bool | None = None,
+        checkpoints: bool = True,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -124,8 +131,19 @@ class Agent:
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
+        # Runs in progress (abort by run, session or all); a shared registry sees every
+        # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
+        self.registry = registry if registry is not None else RunRegistry()
+        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
+                        if store is not None and isinstance(self.store, RunRecords) else None)
+        # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
+        # when started inside a traced run's tool (a sub-agent); tracing=False: never.
+        self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
+                        else default_tracing(stored=tracing or self.runbook is not None))
         self.hooks = Hooks([*early, *guards, *context, *judged,
-                            *(entry_point_hooks() if plugins else ()), *normalise(hooks)])
+                            *(entry_point_hooks() if plugins else ()), *normalise(hooks),
+                            *(self.runbook.hooks() if self.runbook else ()),
+                            *(self.tracing.hooks() if self.tracing else ())])
         self.prompt = prompt if prompt is not None else PromptBuilder()
         self._session_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -157,7 +175,7 @@ class Agent:
         pctx = prompt_context(self, mode, user_id=user_id, session_id=session,
                               untrusted_input=untrusted_input, seed=True)
         return RunConfig(
-            model=self.model,
+            model=self.tracing.wrap(self.model) if self.tracing else self.model,
             tools=self.tools,
             protocol=self.protocol,
             system_prompt=self.prompt.build(pctx),
@@ -199,7 +217,22 @@ class Agent:
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
         scope = functools.partial(self._scope, context=inputs)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+        return self._launch(cfg, state, scope, events)
+
+    def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
+                base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
+        """Start the run's task: recorded when the store keeps runs, and registered."""
+        subscribers = self.subscribers
+        spans = None
+        if self.tracing is not None:
+            traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
+            subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
+        if self.runbook is not None:
+            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
+            subscribers = [*subscribers, log_event]
+        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events)
+        self.registry.add(handle)
+        return handle
 
     @asynccontextmanager
     async def _scope(
@@ -241,7 +274,8 @@ class Agent:
         cfg = self._config(session, stream_model, user_id)
         state = RunState(pending[0].run_id, pending[0].task, [], None)
         scope = functools.partial(resume_scope, self.store, self._session_locks[session], resume)
-        return RunHandle(cfg, state, self.subscribers, scope, buffer_events=events)
+        base = await self.runbook.store.get_run(state.run_id) if self.runbook else None
+        return self._launch(cfg, state, scope, events, base)
 
     async def resume(
         self, session: str, decision: Decision | bool, *, user_id: str | None = None
@@ -249,6 +283,32 @@ class Agent:
         """``start_resume`` run to its end: the RunResult of the continued run."""
         handle = await self.start_resume(session, decision, user_id=user_id,
                                          stream_model=False, events=False)
+        return await handle.result()
+
+    async def start_resume_run(
+        self, run_id: str, *, stream_model: bool = True, events: bool = True
+    ) -> RunHandle:
+        """Continue a run whose process died, from its last checkpoint in this agent's store.
+
+        A tool call that has a recorded result is never run again. Raises
+        :class:`RunAccessError` if the run ended, is unknown, or is still running somewhere.
+        """
+        if self.runbook is None:
+            raise ConfigError("resuming a run needs the store it was recorded in: "
+                              "Agent(store=...)")
+        if run_id in self.registry:
+            raise RunAccessError(f"run {run_id} is running in this process")
+        recovery = await load_recovery(self.store, run_id)
+        rec = recovery.record
+        cfg = self._config(rec.session_id, stream_model, rec.user_id)
+        state = RunState(run_id, recovery.task, [], None)
+        lock = self._session_locks[rec.session_id] if rec.session_id is not None else None
+        scope = functools.partial(recovery_scope, self.store, lock, recovery)
+        return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
+
+    async def resume_run(self, run_id: str) -> RunResult:
+        """``start_resume_run`` run to its end."""
+        handle = await self.start_resume_run(run_id, stream_model=False, events=False)
         return await handle.result()
 
     async def run(

@@ -20,6 +20,7 @@
     │   └── ToolExecutionError
     ├── RunError                     the run as a whole
     │   └── OutputValidationError    structured output still invalid after its retries
+    ├── RunAccessError               the caller named a run of another session (or none)
     └── StoreError                   a store could not be opened, migrated, read or written
 
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
@@ -110,6 +111,11 @@ class RunError(ThinkloopError):
 
 class OutputValidationError(RunError):
     pass
+
+
+class RunAccessError(ThinkloopError):
+    """The caller asked for a run it may not touch: another session's, or one that does not
+    exist or cannot be resumed. Nothing was changed."""
 
 
 class StoreError(ThinkloopError):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from thinkloop.store import PostgresStore, SQLiteStore, open_store
+from thinkloop.store import MemoryStore, PostgresStore, SQLiteStore, open_store
 
 PG_DSN = os.environ.get("THINKLOOP_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -73,3 +73,25 @@ async def store(store_url: str) -> AsyncIterator[SQLiteStore | PostgresStore]:
     s = open_store(store_url)
     yield s
     await s.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="function", params=["memory", "sqlite", "postgres"])
+async def run_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[MemoryStore | SQLiteStore | PostgresStore]:
+    """Every store that keeps run records: the in-process one as well as the durable two."""
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    if request.param == "sqlite":
+        s = open_store(tmp_path / "runs.db")
+    else:
+        await _require_pg()
+        schema = new_schema()
+        s = open_store(f"{PG_DSN}?schema={schema}")
+    try:
+        yield s
+    finally:
+        await s.aclose()
+        if request.param == "postgres":
+            await drop_schema(schema)

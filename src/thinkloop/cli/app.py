@@ -21,6 +21,7 @@ from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
+from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
@@ -166,12 +167,13 @@ class RunInputs:
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
-        # Sessions and memory live in the durable store (SQLite under THINKLOOP_HOME, or
-        # THINKLOOP_DATABASE_URL); it is opened only when a session or user needs it.
-        store = open_store() if inputs.session or inputs.user else None
-        if store is not None:
-            stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), extra_tools=extra, store=store)
+        # Sessions, memory and run records live in the durable store (SQLite under
+        # THINKLOOP_HOME, or THINKLOOP_DATABASE_URL); memory only when a session or user
+        # needs it. Every run is recorded (``thinkloop runs``).
+        store = open_store()
+        stack.push_async_callback(store.aclose)
+        agent = build_agent(opts, Settings(), extra_tools=extra, store=store,
+                            memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(_close_model, agent)
         printer = None
         if not quiet:
@@ -242,6 +244,8 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.add_typer(runs_app, name="runs")
+app.command("trace")(trace)
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")

@@ -40,7 +40,8 @@ def build_agent(
 ) -> Agent:
     """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
 
-    With a durable ``store`` the agent also gets the memory layers and the memory tools.
+    With a durable ``store`` the agent also gets the memory layers and the memory tools
+    (unless ``memory=False``: the store then only records the runs).
     """
     from thinkloop.cli.prompt import cli_prompt_builder
     from thinkloop.guard import GuardSettings

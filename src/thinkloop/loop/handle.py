@@ -75,6 +75,47 @@ class RunHandle:
         self._buffer = buffer_events
         state.emit_to = self._publish if buffer_events or self._subscribers else None
         self._task = asyncio.get_running_loop().create_task(self._main())
+        self._done_callbacks: list[Callable[[], None]] = []
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # A task cancelled before its first step never enters _main: end it here instead of
+        # leaving its waiters hanging (an abort can land that early).
+        if self.state.status is None and task.cancelled():
+            self.state.status = "cancelled"
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._finished.is_set():
+            return
+        self._finished.set()
+        self._queue.put(None)
+        for callback in self._done_callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("run %s: a done callback failed", self.run_id)
+        self._done_callbacks.clear()
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the result is out (at once if it is already)."""
+        if self._finished.is_set():
+            callback()
+        else:
+            self._done_callbacks.append(callback)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.cfg.session_id
+
+    @property
+    def user_id(self) -> str | None:
+        return self.cfg.user_id
+
+    @property
+    def status(self) -> str:
+        """``running`` until the run ends, then its :data:`~thinkloop.types.RunStatus`."""
+        return self.state.status or "running"
 
     def _publish(self, event: Event) -> None:
         for sub in self._subscribers:
@@ -92,8 +133,7 @@ class RunHandle:
             async with scope:
                 await execute(self.cfg, self.state)
         finally:
-            self._finished.set()
-            self._queue.put(None)
+            self._finish()
         # post_output runs after the answer is out: it never delays the result.
         if "post_output" in self.cfg.hooks:
             s = self.state

@@ -9,11 +9,19 @@ the step count, the limits and the guards carry on from where the run stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.loop.steps import call_payload, run_tool
-from thinkloop.types import Message, PendingApproval, Step, ToolCall, ToolResult, Usage
+from thinkloop.loop.steps import act, call_payload, run_tool
+from thinkloop.types import (
+    Message,
+    ModelResponse,
+    PendingApproval,
+    Step,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 DENIED = "denied: {reason}"
 
@@ -76,3 +84,22 @@ def rebuild_steps(turn: Sequence[Message]) -> list[Step]:
         steps.append(Step(len(steps) + 1, m.thought, m.content, m.tool_calls,
                           tuple(results), Usage()))
     return steps
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A run continued from its checkpoints: the step its process died in, if it died while
+    that step's tools ran (the reply holding the calls, and the results already recorded)."""
+
+    assistant: Message | None = None
+    results: dict[str, ToolResult] | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+async def continue_recovered(cfg: RunConfig, state: RunState) -> None:
+    """Finish the interrupted step: a call with a recorded result is never run again."""
+    r = state.recovered
+    assert r is not None
+    if r.assistant is not None:
+        await act(cfg, state, r.assistant, r.assistant.tool_calls,
+                  ModelResponse(r.assistant, r.usage), answered=r.results or {})

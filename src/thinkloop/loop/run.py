@@ -14,7 +14,7 @@ from thinkloop.hooks import AssessContext, OutputContext
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
-from thinkloop.loop.resume import continue_paused
+from thinkloop.loop.resume import continue_paused, continue_recovered
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.loop.steps import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.protocols.base import Act, Answer
@@ -28,7 +28,8 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
     try:
         async with asyncio.timeout(cfg.limits.timeout_s):
             # A resumed run was assessed before it paused: it answers the held calls instead.
-            await (continue_paused if state.resume is not None else assess)(cfg, state)
+            await (continue_paused if state.resume is not None
+                   else continue_recovered if state.recovered is not None else assess)(cfg, state)
             await drive(cfg, state)
     except StopRun as stop:
         if stop.status == "completed":  # a hook answered for the model (ask_first's question)

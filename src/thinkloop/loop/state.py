@@ -24,7 +24,7 @@ from thinkloop.types import (
 )
 
 if TYPE_CHECKING:
-    from thinkloop.loop.resume import Resumption
+    from thinkloop.loop.resume import Recovered, Resumption
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +88,8 @@ class RunState:
     # run continues a paused one, the decision to apply first (``loop/resume.py``).
     pending: list[PendingApproval] = field(default_factory=list)
     resume: Resumption | None = None
+    # Set when this run goes on from its checkpoints after its process died (issue 15).
+    recovered: Recovered | None = None
     # A rejected reply and the engine's note on it: shown on the next request only, never
     # part of the history, the stored turn or the result (``loop/notices.py``).
     scratch: list[Message] = field(default_factory=list)

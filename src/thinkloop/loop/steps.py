@@ -6,7 +6,7 @@ Each phase runs its hook stages; a hook that stops the run raises :class:`StopRu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -160,16 +160,21 @@ def validated_output(cfg: RunConfig, state: RunState, text: str) -> Any:
 
 async def act(
     cfg: RunConfig, state: RunState, assistant: Message, calls: tuple[ToolCall, ...],
-    response: ModelResponse,
+    response: ModelResponse, answered: Mapping[str, ToolResult] | None = None,
 ) -> None:
-    """Run the step's tool calls concurrently; observations keep the model's order."""
+    """Run the step's tool calls concurrently; observations keep the model's order.
+
+    ``answered``: calls that already have a result (a recovered run's), which never run again.
+    """
     state.append(assistant)
     for c in calls:
         state.emit("tool.call", **call_payload(c))
-    if len(calls) == 1:
-        results = [await run_tool(cfg, state, calls[0])]
+    todo = tuple(c for c in calls if c.id not in answered) if answered else calls
+    if len(todo) == 1:
+        ran = [await run_tool(cfg, state, todo[0])]
     else:
-        results = await _run_parallel(cfg, state, calls)
+        ran = await _run_parallel(cfg, state, todo)
+    results = ran if todo is calls else _in_order(calls, ran, answered or {})
     # Calls the approval gate deferred get no observation yet: the run pauses after this
     # step and ``agent.resume`` answers them (loop/resume.py).
     waiting = [p for p in state.pending if any(c.id == p.call_id for c in calls)]
@@ -184,6 +189,13 @@ async def act(
     if waiting:
         raise StopRun("paused", "waiting for approval of " + ", ".join(
             f"{p.tool} (call {p.call_id})" for p in waiting))
+
+
+def _in_order(
+    calls: tuple[ToolCall, ...], ran: list[ToolResult], answered: Mapping[str, ToolResult]
+) -> list[ToolResult]:
+    fresh = {r.call.id: r for r in ran}
+    return [answered.get(c.id) or fresh[c.id] for c in calls]
 
 
 async def _run_parallel(

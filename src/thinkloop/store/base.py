@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from thinkloop.errors import StoreError as StoreError  # re-exported: stores raise it
-from thinkloop.types import Message, PendingApproval
+from thinkloop.types import Event, Message, PendingApproval
 
 T = TypeVar("T")
 
@@ -58,6 +58,11 @@ class SessionInfo:
     updated_at: float
     summary: str = ""
     compactions: int = 0
+    # What the session's runs used (issue 15): the last model and the token totals.
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,45 @@ class MemoryRecord:
     content: str
     created_at: float
     embedding: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run as stored (issue 15). ``status`` is ``running`` until the run ends; a run whose
+    process died stays ``running`` with no ``ended_at`` (``thinkloop runs resume`` picks it up).
+    """
+
+    id: str
+    agent: str
+    model: str
+    provider: str
+    status: str
+    started_at: float
+    session_id: str | None = None
+    user_id: str | None = None
+    task: str = ""
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    parent_id: str | None = None
+    ended_at: float | None = None
+    abort_requested: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span of a run's trace, as stored (times in seconds since the epoch)."""
+
+    span_id: str
+    parent_id: str | None
+    trace_id: str
+    name: str
+    start: float
+    end: float
+    status: str
+    attributes: dict[str, Any]
 
 
 @runtime_checkable
@@ -159,9 +203,71 @@ class ProfileBackend(Protocol):
     async def profile(self, owner: str) -> dict[str, str]: ...
 
 
+@runtime_checkable
+class RunRecords(Protocol):
+    """Runs as records: written when a run starts and again when it ends."""
+
+    async def save_run(self, run: RunRecord) -> None:
+        """Insert or replace the run's row; its session's model and token totals move by what
+        the run used since its row was last saved."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def list_runs(
+        self, session: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        """Newest first."""
+        ...
+
+
+@runtime_checkable
+class AuditLog(Protocol):
+    """A run's event stream, typed events kept in order."""
+
+    async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
+        """Append after the run's stored events."""
+        ...
+
+    async def run_events(self, run_id: str) -> list[Event]: ...
+
+
+@runtime_checkable
+class TraceStore(Protocol):
+    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None: ...
+
+    async def spans(self, run_id: str) -> list[SpanRecord]:
+        """The run's spans by start time."""
+        ...
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """An append-only log of a run's progress, so a run whose process died can continue."""
+
+    async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None: ...
+
+    async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
+        """``(kind, data)`` in the order they were added."""
+        ...
+
+
+@runtime_checkable
+class AbortRequests(Protocol):
+    """How one process asks another to stop a run: a flag on the run's row it polls."""
+
+    async def request_abort(self, run_id: str) -> bool:
+        """Flag a run that has not ended; ``False`` if there is no such run in progress."""
+        ...
+
+    async def abort_requests(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of ``run_ids`` were asked to stop."""
+        ...
+
+
 class DurableStore(
     Store, ApprovalStore, SessionAdmin, SessionLocking, TryLocking, Compacting, MemoryBackend,
-    ProfileBackend, Protocol,
+    ProfileBackend, RunRecords, AuditLog, TraceStore, CheckpointStore, AbortRequests, Protocol,
 ):
     """Everything the SQLite and PostgreSQL backends provide."""
 

@@ -21,15 +21,37 @@ from asyncpg import Record
 from asyncpg.pool import PoolConnectionProxy
 
 from thinkloop.store import schema
-from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError, store_errors
+from thinkloop.store.base import (
+    MemoryRecord,
+    RunRecord,
+    SessionInfo,
+    SpanRecord,
+    StoreError,
+    store_errors,
+)
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, session_key
-from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
-from thinkloop.types import Message, PendingApproval
+from thinkloop.store.serialize import (
+    PENDING_COLS,
+    RUN_COLS,
+    SPAN_COLS,
+    dumps,
+    event_from_row,
+    event_row,
+    loads,
+    pending_from_row,
+    pending_row,
+    run_from_row,
+    run_row,
+    span_from_row,
+    span_row,
+)
+from thinkloop.types import Event, Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)::int, "
-    "s.created_at, s.updated_at, s.summary, s.compactions FROM sessions s"
+    "s.created_at, s.updated_at, s.summary, s.compactions, s.model, s.input_tokens, "
+    "s.output_tokens, s.cost_usd FROM sessions s"
 )
 log = logging.getLogger("thinkloop.store")
 _MIGRATION_LOCK = 0x7468696E6B6C6F6F  # "thinkloo": serialises migrators across processes
@@ -285,6 +307,97 @@ class PostgresStore(GatewayTables):
             "SELECT key, value FROM profile WHERE owner = $1 ORDER BY key", owner
         )
         return {r[0]: r[1] for r in rows}
+
+    # --- runs, audit log, trace, checkpoints (issue 15) ------------------------------------
+
+    async def save_run(self, run: RunRecord) -> None:
+        cols = RUN_COLS.split(", ")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in cols[1:])
+        async with self._tx() as conn:
+            old = await conn.fetchrow(
+                "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = $1 "
+                "FOR UPDATE", run.id)
+            await conn.execute(
+                f"INSERT INTO runs ({RUN_COLS}) VALUES "
+                f"({', '.join(f'${i}' for i in range(1, len(cols) + 1))}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}", *run_row(run))
+            if run.session_id is not None:
+                before = tuple(old) if old else (0, 0, 0.0)
+                await conn.execute(
+                    "UPDATE sessions SET model = $1, input_tokens = input_tokens + $2, "
+                    "output_tokens = output_tokens + $3, cost_usd = cost_usd + $4 "
+                    "WHERE id = $5",
+                    run.model, run.input_tokens - before[0], run.output_tokens - before[1],
+                    run.cost_usd - before[2], run.session_id)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = $1", run_id)
+        return run_from_row(tuple(rows[0])) if rows else None
+
+    async def list_runs(
+        self, session: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = await self._fetch(
+            f"SELECT {RUN_COLS} FROM runs WHERE ($1::text IS NULL OR session_id = $1) AND "
+            "($2::text IS NULL OR status = $2) ORDER BY started_at DESC, id LIMIT $3",
+            session, status, limit)
+        return [run_from_row(tuple(r)) for r in rows]
+
+    async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        async with self._tx() as conn:
+            await conn.executemany(
+                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT $1, "
+                "COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM run_events WHERE run_id = $1",
+                [(run_id, *event_row(e)) for e in events])
+
+    async def run_events(self, run_id: str) -> list[Event]:
+        rows = await self._fetch(
+            "SELECT type, step, ts, payload FROM run_events WHERE run_id = $1 ORDER BY seq",
+            run_id)
+        return [event_from_row(run_id, tuple(r)) for r in rows]
+
+    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None:
+        if not spans:
+            return
+        async with self._tx() as conn:
+            await conn.executemany(
+                f"INSERT INTO spans (run_id, {SPAN_COLS}) "
+                "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                [(run_id, *span_row(s)) for s in spans])
+
+    async def spans(self, run_id: str) -> list[SpanRecord]:
+        rows = await self._fetch(
+            f"SELECT {SPAN_COLS} FROM spans WHERE run_id = $1 ORDER BY start_ts, span_id",
+            run_id)
+        return [span_from_row(tuple(r)) for r in rows]
+
+    async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
+        # One statement, one round trip: this is on the run's path. A run has one writer.
+        await (await self._get_pool()).execute(
+            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT $1, "
+            "COALESCE(MAX(seq), 0) + 1, $2, $3, $4 FROM checkpoints WHERE run_id = $1",
+            run_id, kind, data, time.time())
+
+    async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
+        rows = await self._fetch(
+            "SELECT kind, data FROM checkpoints WHERE run_id = $1 ORDER BY seq", run_id)
+        return [(str(r[0]), bytes(r[1])) for r in rows]
+
+    async def request_abort(self, run_id: str) -> bool:
+        status = await (await self._get_pool()).execute(
+            "UPDATE runs SET abort_requested = $1 WHERE id = $2 AND ended_at IS NULL",
+            time.time(), run_id)
+        return bool(status != "UPDATE 0")
+
+    async def abort_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        rows = await self._fetch(
+            "SELECT id FROM runs WHERE abort_requested IS NOT NULL AND id = ANY($1::text[])",
+            list(run_ids))
+        return [str(r[0]) for r in rows]
 
 
 async def _append(

@@ -61,6 +61,40 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        4,
+        (
+            # Runs as records (issue 15): one row per run, written when it starts and when it
+            # ends; abort_requested is how another process asks the owner to stop it.
+            "CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, "
+            "agent TEXT NOT NULL, model TEXT NOT NULL, provider TEXT NOT NULL, "
+            "status TEXT NOT NULL, steps INTEGER NOT NULL DEFAULT 0, "
+            "input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0, "
+            "cost_usd {real} NOT NULL DEFAULT 0, error TEXT, task TEXT NOT NULL DEFAULT '', "
+            "parent_id TEXT, started_at {real} NOT NULL, ended_at {real}, "
+            "abort_requested {real})",
+            "CREATE INDEX runs_session ON runs (session_id, started_at)",
+            "CREATE INDEX runs_status ON runs (status, started_at)",
+            # The audit log: a run's typed events as JSON, in order.
+            "CREATE TABLE run_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "type TEXT NOT NULL, step INTEGER NOT NULL, ts {real} NOT NULL, "
+            "payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))",
+            # The stored trace: one row per finished span.
+            "CREATE TABLE spans (run_id TEXT NOT NULL, span_id TEXT NOT NULL, "
+            "parent_id TEXT, trace_id TEXT NOT NULL, name TEXT NOT NULL, "
+            "start_ts {real} NOT NULL, end_ts {real} NOT NULL, status TEXT NOT NULL, "
+            "attributes TEXT NOT NULL, PRIMARY KEY (run_id, span_id))",
+            # Checkpoints: an append-only log per run (state after each step, tool results).
+            "CREATE TABLE checkpoints (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "kind TEXT NOT NULL, data {blob} NOT NULL, created_at {real} NOT NULL, "
+            "PRIMARY KEY (run_id, seq))",
+            # What the session's runs used, kept on the session (GoClaw's session metadata).
+            "ALTER TABLE sessions ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE sessions ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE sessions ADD COLUMN cost_usd {real} NOT NULL DEFAULT 0",
+        ),
+    ),
+    (
         6,
         (
             # The gateway (issue 16): API keys, stored as hashes, and agents defined in the store.

@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from thinkloop.store.base import StoreError
+from thinkloop.store.base import RunRecord, SpanRecord, StoreError
 from thinkloop.text import valid_text
-from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
+from thinkloop.types import ContentPart, Event, Message, PendingApproval, ToolCall
 
 
 def _call(c: ToolCall) -> dict[str, Any]:
@@ -128,3 +128,53 @@ def pending_from_row(session_id: str, row: Sequence[Any]) -> PendingApproval:
     run_id, call_id, tool, args, reason, at, task, max_steps, turn = row
     return PendingApproval(run_id, session_id, call_id, tool, orjson.loads(args), reason,
                            float(at), task, int(max_steps), int(turn))
+
+
+# --- runs, events, spans (schema migration 4) -----------------------------------------------
+
+RUN_COLS = ("id, agent, model, provider, status, started_at, session_id, user_id, task, steps, "
+            "input_tokens, output_tokens, cost_usd, error, parent_id, ended_at, abort_requested")
+
+
+def run_row(r: RunRecord) -> tuple[Any, ...]:
+    return (r.id, r.agent, r.model, r.provider, r.status, r.started_at, r.session_id,
+            r.user_id, r.task, r.steps, r.input_tokens, r.output_tokens, r.cost_usd, r.error,
+            r.parent_id, r.ended_at, r.abort_requested)
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(*row)
+
+
+def to_json(value: Any) -> str:
+    """JSON text for an event payload or span attributes; what JSON cannot hold becomes str."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def event_to_dict(e: Event) -> dict[str, Any]:
+    """The one JSON form of an event (audit log and wire alike)."""
+    return {"type": e.type, "run_id": e.run_id, "step": e.step, "ts": e.ts,
+            "payload": orjson.loads(to_json(e.payload))}
+
+
+def event_row(e: Event) -> tuple[str, int, float, str]:
+    return (e.type, e.step, e.ts, to_json(e.payload))
+
+
+def event_from_row(run_id: str, row: Sequence[Any]) -> Event:
+    type_, step, ts, payload = row
+    return Event(type_, run_id, int(step), orjson.loads(payload), float(ts))
+
+
+SPAN_COLS = "span_id, parent_id, trace_id, name, start_ts, end_ts, status, attributes"
+
+
+def span_row(s: SpanRecord) -> tuple[Any, ...]:
+    return (s.span_id, s.parent_id, s.trace_id, s.name, s.start, s.end, s.status,
+            to_json(s.attributes))
+
+
+def span_from_row(row: Sequence[Any]) -> SpanRecord:
+    span_id, parent, trace, name, start, end, status, attrs = row
+    return SpanRecord(span_id, parent, trace, name, float(start), float(end), status,
+                      orjson.loads(attrs))

@@ -18,15 +18,38 @@ from typing import Any
 import aiosqlite
 
 from thinkloop.store import schema
-from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError, one_line, store_errors
+from thinkloop.store.base import (
+    MemoryRecord,
+    RunRecord,
+    SessionInfo,
+    SpanRecord,
+    StoreError,
+    one_line,
+    store_errors,
+)
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
-from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
-from thinkloop.types import Message, PendingApproval
+from thinkloop.store.serialize import (
+    PENDING_COLS,
+    RUN_COLS,
+    SPAN_COLS,
+    dumps,
+    event_from_row,
+    event_row,
+    loads,
+    pending_from_row,
+    pending_row,
+    run_from_row,
+    run_row,
+    span_from_row,
+    span_row,
+)
+from thinkloop.types import Event, Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
-    "s.created_at, s.updated_at, s.summary, s.compactions FROM sessions s"
+    "s.created_at, s.updated_at, s.summary, s.compactions, s.model, s.input_tokens, "
+    "s.output_tokens, s.cost_usd FROM sessions s"
 )
 
 
@@ -250,6 +273,99 @@ class SQLiteStore(GatewayTables):
             "SELECT key, value FROM profile WHERE owner = ? ORDER BY key", owner
         )
         return {k: v for k, v in rows}
+
+    # --- runs, audit log, trace, checkpoints (issue 15) ------------------------------------
+
+    async def save_run(self, run: RunRecord) -> None:
+        async with self._tx() as db:
+            async with db.execute(
+                "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = ?", (run.id,)
+            ) as cur:
+                old = await cur.fetchone()
+            await db.execute(
+                f"INSERT OR REPLACE INTO runs ({RUN_COLS}) VALUES ({', '.join('?' * 17)})",
+                run_row(run))
+            if run.session_id is not None:
+                before = tuple(old) if old else (0, 0, 0.0)
+                await db.execute(
+                    "UPDATE sessions SET model = ?, input_tokens = input_tokens + ?, "
+                    "output_tokens = output_tokens + ?, cost_usd = cost_usd + ? WHERE id = ?",
+                    (run.model, run.input_tokens - before[0], run.output_tokens - before[1],
+                     run.cost_usd - before[2], run.session_id))
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = ?", run_id)
+        return run_from_row(rows[0]) if rows else None
+
+    async def list_runs(
+        self, session: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = await self._fetch(
+            f"SELECT {RUN_COLS} FROM runs WHERE (? IS NULL OR session_id = ?) AND "
+            "(? IS NULL OR status = ?) ORDER BY started_at DESC, rowid DESC LIMIT ?",
+            session, session, status, status, limit)
+        return [run_from_row(r) for r in rows]
+
+    async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
+        if events:
+            await self._write(
+                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT ?, "
+                "COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM run_events WHERE run_id = ?",
+                [(run_id, *event_row(e), run_id) for e in events])
+
+    async def run_events(self, run_id: str) -> list[Event]:
+        rows = await self._fetch(
+            "SELECT type, step, ts, payload FROM run_events WHERE run_id = ? ORDER BY seq",
+            run_id)
+        return [event_from_row(run_id, r) for r in rows]
+
+    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None:
+        if not spans:
+            return
+        async with self._tx() as db:
+            await db.executemany(
+                f"INSERT OR REPLACE INTO spans (run_id, {SPAN_COLS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, *span_row(s)) for s in spans])
+
+    async def spans(self, run_id: str) -> list[SpanRecord]:
+        rows = await self._fetch(
+            f"SELECT {SPAN_COLS} FROM spans WHERE run_id = ? ORDER BY start_ts, span_id", run_id)
+        return [span_from_row(r) for r in rows]
+
+    async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
+        # One statement, so one trip to the database thread: this is on the run's path.
+        await self._write(
+            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT ?, "
+            "COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM checkpoints WHERE run_id = ?",
+            [(run_id, kind, data, time.time(), run_id)])
+
+    async def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Rows appended one statement each, in autocommit (each row is whole on its own)."""
+        db = await self._conn()
+        async with self._tx_lock:  # never inside another coroutine's open transaction
+            await db.executemany(sql, rows)
+
+    async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
+        rows = await self._fetch(
+            "SELECT kind, data FROM checkpoints WHERE run_id = ? ORDER BY seq", run_id)
+        return [(str(k), bytes(d)) for k, d in rows]
+
+    async def request_abort(self, run_id: str) -> bool:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE runs SET abort_requested = ? WHERE id = ? AND ended_at IS NULL",
+                (time.time(), run_id))
+            return cur.rowcount > 0
+
+    async def abort_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        rows = await self._fetch(
+            f"SELECT id FROM runs WHERE abort_requested IS NOT NULL AND id IN ({marks})",
+            *run_ids)
+        return [str(r[0]) for r in rows]
 
 
 async def _append(db: aiosqlite.Connection, session_id: str, messages: Sequence[Message]) -> None:

@@ -1,0 +1,301 @@
+"""``thinkloop runs`` and ``thinkloop trace``: see and steer recorded runs.
+
+``thinkloop runs [--session S] [--status S]`` lists runs, ``runs show`` prints one run's steps,
+``runs abort`` asks the process that owns a run to stop it (through the store: the owner polls
+for abort requests), ``runs resume`` continues a run whose process died from its last
+checkpoint, ``runs replay`` re-shows a finished run step by step from its audit log without
+calling any model, and ``thinkloop trace`` prints a run's span tree with timings, tokens and
+cost. The store is ``--db``, else ``THINKLOOP_DATABASE_URL``, else the SQLite file under
+``THINKLOOP_HOME``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from thinkloop.cli.render import EventPrinter
+from thinkloop.errors import ThinkloopError
+from thinkloop.loop.result import RunResult
+from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
+from thinkloop.store.open import open_store
+from thinkloop.store.serialize import event_to_dict
+from thinkloop.types import Event
+
+runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
+                       invoke_without_command=True)
+T = TypeVar("T")
+DbOption = Annotated[str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")]
+# Exit codes of a resumed run, as for ``thinkloop run``.
+EXIT_CODES = {"completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4,
+              "budget_exceeded": 5, "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130}
+
+
+def _err(message: str, code: int = 1) -> typer.Exit:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
+                                               highlight=False)
+    return typer.Exit(code)
+
+
+def _with_store(db: str | None, action: Callable[[DurableStore], Awaitable[T]]) -> T:
+    async def main() -> T:
+        store = open_store(db)
+        try:
+            return await action(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(main())
+    except (StoreError, ThinkloopError) as exc:
+        raise _err(str(exc), 2) from None
+
+
+async def _record(store: DurableStore, run_id: str) -> RunRecord:
+    rec = await store.get_run(run_id)
+    if rec is None:
+        raise ThinkloopError(f"no run {run_id!r} in this store")
+    return rec
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _took(rec: RunRecord) -> str:
+    end = rec.ended_at if rec.ended_at is not None else time.time()
+    return f"{end - rec.started_at:.1f}s" + ("" if rec.ended_at is not None else "+")
+
+
+def _json(rec: RunRecord) -> dict[str, Any]:
+    return {f: getattr(rec, f) for f in RunRecord.__dataclass_fields__}
+
+
+@runs_app.callback()
+def list_runs(
+    ctx: typer.Context,
+    session: Annotated[str | None, typer.Option(help="Only this session's runs.")] = None,
+    status: Annotated[str | None, typer.Option(
+        help="Only runs with this status (running, completed, failed, cancelled, ...).")] = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """Recorded runs, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    runs = _with_store(db, lambda s: s.list_runs(session, status, limit))
+    if as_json:
+        for r in runs:
+            sys.stdout.write(orjson.dumps(_json(r)).decode() + "\n")
+        return
+    table = Table("run", "status", "agent", "model", "session", "steps", "tokens in/out",
+                  "cost $", "started", "took")
+    for r in runs:
+        table.add_row(r.id, r.status, escape(r.agent), escape(r.model), escape(r.session_id or "-"),
+                      str(r.steps), f"{r.input_tokens}/{r.output_tokens}", f"{r.cost_usd:.4f}",
+                      _when(r.started_at), _took(r))
+    Console().print(table)
+
+
+@runs_app.command("show")
+def show_run(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
+) -> None:
+    """A run's record and its steps, from its audit log."""
+    async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
+        return await _record(store, run_id), await store.run_events(run_id)
+
+    rec, events = _with_store(db, read)
+    if as_json:
+        out = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
+        sys.stdout.write(orjson.dumps(out).decode() + "\n")
+        return
+    console = Console(soft_wrap=True, highlight=False)
+    console.print(f"[bold]run {rec.id}[/]  {rec.status}  agent {escape(rec.agent)}  "
+                  f"model {escape(rec.model)}")
+    console.print(f"session {escape(rec.session_id or '-')}  user {escape(rec.user_id or '-')}"
+                  f"  started {_when(rec.started_at)}  took {_took(rec)}")
+    console.print(f"{rec.steps} steps, {rec.input_tokens} in / {rec.output_tokens} out tokens, "
+                  f"${rec.cost_usd:.4f}")
+    console.print(f"task: {escape(rec.task)}")
+    if rec.error:
+        console.print(f"[yellow]error:[/] {escape(rec.error)}")
+    for e in events:
+        p = e.payload
+        if e.type == "llm.response":
+            console.print(f"[cyan]step {e.step + 1}[/]")
+            if p.get("thought"):
+                console.print(f"  [magenta]thought[/] {escape(str(p['thought']))}")
+            if p.get("text"):
+                console.print(f"  [bold]says[/] {escape(str(p['text']))}")
+        elif e.type == "tool.call":
+            args = orjson.dumps(p.get("arguments", {})).decode()
+            console.print(f"  [bold]{escape(p['name'])}[/]({escape(args)})")
+        elif e.type == "tool.result":
+            style = "red" if p.get("is_error") else "green"
+            console.print(f"    [{style}]->[/] {escape(str(p.get('content', '')))}")
+
+
+@runs_app.command("abort")
+def abort_run(
+    run_id: Annotated[str, typer.Argument(help="The run to stop.")],
+    db: DbOption = None,
+) -> None:
+    """Ask the process running RUN_ID to stop it: it ends cancelled, its session intact."""
+    if not _with_store(db, lambda s: s.request_abort(run_id)):
+        raise _err(f"no run {run_id!r} in progress in this store")
+    Console().print(f"abort requested for run {run_id}; its process stops it within a second")
+
+
+@runs_app.command("resume")
+def resume_run(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="provider:name (default: the run's own model)")] = None,
+    tools: Annotated[str, typer.Option(
+        help="'default', 'none', or tool names separated by commas.")] = "default",
+    approve: Annotated[str, typer.Option(help="Tools that need approval: ask|auto|deny.")] = "ask",
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult as JSON.")] = False,
+) -> None:
+    """Continue a run whose process died, from its last completed step; a tool call that
+    already has a result is not run again."""
+    try:
+        result = asyncio.run(_resume(run_id, model, tools, approve, db, quiet=as_json))
+    except (StoreError, ThinkloopError) as exc:
+        raise _err(str(exc), 2) from None
+    if as_json:
+        sys.stdout.write(orjson.dumps(result.to_dict(), default=str).decode() + "\n")
+    if result.status == "failed":
+        Console(stderr=True).print(f"[red]error:[/] {escape(result.error or 'run failed')}")
+    raise typer.Exit(EXIT_CODES.get(result.status, 1))
+
+
+async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: str | None,
+                  *, quiet: bool) -> RunResult:
+    from thinkloop.cli.build import AgentOptions, build_agent
+    from thinkloop.config import Settings
+
+    store = open_store(db)
+    try:
+        rec = await _record(store, run_id)
+        opts = AgentOptions(model or rec.model, tools, approve=approve, name=rec.agent)
+        agent = build_agent(opts, Settings(), store=store,
+                            memory=rec.session_id is not None or rec.user_id is not None)
+        if not quiet:
+            agent.subscribe(EventPrinter(Console()))
+        handle = await agent.start_resume_run(run_id, stream_model=not quiet)
+        try:
+            result = await handle.result()
+            await handle.wait_background()
+        finally:
+            close = getattr(agent.model, "aclose", None)
+            if close is not None:
+                await close()
+        return result
+    finally:
+        await store.aclose()
+
+
+@runs_app.command("replay")
+def replay_run(
+    run_id: Annotated[str, typer.Argument(help="The run to re-show.")],
+    db: DbOption = None,
+    delay: Annotated[float, typer.Option(help="Seconds to pause between steps.")] = 0.0,
+) -> None:
+    """Re-show a run step by step from its audit log; no model is called."""
+    async def read(store: DurableStore) -> list[Event]:
+        await _record(store, run_id)
+        return await store.run_events(run_id)
+
+    events = _with_store(db, read)
+    printer = ReplayPrinter(Console())
+    for e in events:
+        printer(e)
+        if delay and e.type == "step.completed":
+            time.sleep(delay)
+
+
+class ReplayPrinter(EventPrinter):
+    """The live printer, fed from the audit log: a reply's text (streamed live) is printed
+    whole, as it appeared."""
+
+    def on_llm_response(self, event: Event) -> None:
+        text = event.payload.get("text")
+        if text:
+            self.console.print(escape(text), style="dim")
+        super().on_llm_response(event)
+
+
+def trace(
+    run_id: Annotated[str, typer.Argument(help="The run whose trace to print.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the spans as JSON lines.")] = False,
+) -> None:
+    """Print a run's span tree with timings, tokens and cost."""
+    async def read(store: DurableStore) -> list[SpanRecord]:
+        await _record(store, run_id)
+        return await store.spans(run_id)
+
+    spans = _with_store(db, read)
+    if as_json:
+        for s in spans:
+            row = {f: getattr(s, f) for f in SpanRecord.__dataclass_fields__}
+            sys.stdout.write(orjson.dumps(row).decode() + "\n")
+        return
+    if not spans:
+        raise _err(f"run {run_id} has no stored trace")
+    Console(highlight=False).print(span_tree(spans))
+
+
+def span_tree(spans: list[SpanRecord]) -> Tree:
+    ids = {s.span_id for s in spans}
+    children: dict[str | None, list[SpanRecord]] = {}
+    for s in spans:
+        children.setdefault(s.parent_id if s.parent_id in ids else None, []).append(s)
+    t0 = min(s.start for s in spans)
+    roots = children.get(None, [])
+    tree = Tree(f"[bold]trace {roots[0].trace_id if roots else ''}[/]")
+
+    def add(node: Tree, span: SpanRecord) -> None:
+        child = node.add(_label(span, t0))
+        for c in sorted(children.get(span.span_id, []), key=lambda x: x.start):
+            add(child, c)
+
+    for r in sorted(roots, key=lambda x: x.start):
+        add(tree, r)
+    return tree
+
+
+def _label(s: SpanRecord, t0: float) -> str:
+    a = s.attributes
+    parts = [f"[bold]{escape(s.name)}[/]", f"{(s.end - s.start) * 1000:.1f} ms",
+             f"[dim]@+{(s.start - t0) * 1000:.1f} ms[/]"]
+    if "gen_ai.usage.input_tokens" in a:
+        parts.append(f"{a['gen_ai.usage.input_tokens']} in / "
+                     f"{a.get('gen_ai.usage.output_tokens', 0)} out tokens")
+    if a.get("thinkloop.cost_usd"):
+        parts.append(f"${float(a['thinkloop.cost_usd']):.4f}")
+    if "thinkloop.step" in a:
+        parts.append(f"step {a['thinkloop.step']}")
+    if a.get("thinkloop.side_call"):
+        parts.append("side call")
+    if "thinkloop.run.status" in a:
+        parts.append(str(a["thinkloop.run.status"]))
+    if s.status == "ERROR":
+        parts.append("[red]error[/]")
+    return "  ".join(parts)

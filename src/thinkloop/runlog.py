@@ -1,0 +1,296 @@
+"""Runs as records: each run's row, its audit log, and the abort requests it obeys.
+
+A :class:`RunRecorder` follows one run. It subscribes to the run's events (buffered in memory,
+so the loop never waits on the store for an event), writes the run's row when it starts, the
+buffered events after every completed step and at the end, and the final row (status, steps,
+tokens, cost, error) once the session has saved its turn. ``chunk`` events (stream deltas)
+are left out of the audit log: the ``llm.response`` that follows holds the whole reply.
+
+Nothing here is on the hot path of an agent without a store: the agent records runs only in a
+store it was given (``Agent(store=...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from thinkloop.checkpoints import Checkpointer
+from thinkloop.errors import RunAccessError
+from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
+from thinkloop.loop.handle import Scope
+from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.store.base import (
+    AbortRequests,
+    AuditLog,
+    CheckpointStore,
+    RunRecord,
+    RunRecords,
+    SpanRecord,
+    TraceStore,
+    TryLocking,
+)
+from thinkloop.types import Event
+
+log = logging.getLogger("thinkloop.runs")
+
+# Stream deltas: the llm.response that follows carries the whole reply.
+UNLOGGED = frozenset({"chunk"})
+
+
+@dataclass
+class RunRecorder:
+    """Writes one run's record and audit log to ``store`` (see the module docstring)."""
+
+    store: RunRecords
+    record: RunRecord
+    buffer: list[Event] = field(default_factory=list)
+    # Usage the run's record held before this part of it began (a resumed run goes on).
+    base: RunRecord | None = None
+    # Why the run was stopped from outside, for the record of a cancelled run.
+    reason: str | None = None
+    # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
+    spans: Callable[..., list[SpanRecord]] | None = None
+    checkpoints: Checkpointer | None = None
+    # False when this process may not write the run (it turned out to be someone else's).
+    owned: bool = True
+    # Continuing a run whose process died (from its checkpoints).
+    recovering: bool = False
+    _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _writer: asyncio.Task[None] | None = None
+
+    def on_event(self, event: Event) -> None:
+        if event.type not in UNLOGGED:
+            self.buffer.append(event)
+
+    async def flush(self, *, last: bool = False) -> None:
+        """Write the buffered events and finished spans (after each step, and at the end)."""
+        async with self._write_lock:
+            if self.buffer and isinstance(self.store, AuditLog):
+                events, self.buffer = self.buffer, []
+                await self.store.add_events(self.record.id, events)
+            spans = self.spans(close=last) if self.spans is not None else []
+            if spans and isinstance(self.store, TraceStore):
+                await self.store.add_spans(self.record.id, spans)
+
+    def flush_soon(self, state: RunState) -> None:
+        """Flush in the background: the loop goes on while the audit log is written."""
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(_safely(self.flush(), state))
+
+    async def started(self) -> None:
+        await self.store.save_run(self.record)
+
+    async def ended(self, state: RunState, error: BaseException | None = None) -> None:
+        """The final row; a run that never got going (its session refused it) is ``failed``."""
+        u = state.usage
+        base = self.base
+        status = state.status or ("cancelled" if isinstance(error, asyncio.CancelledError)
+                                  else "failed")
+        err = state.error_text
+        if err is None and error is not None and not isinstance(error, asyncio.CancelledError):
+            err = f"{type(error).__name__}: {error}"
+        if err is None and status == "cancelled":
+            err = self.reason
+        self.record = replace(
+            self.record, status=status, steps=len(state.steps) + (base.steps if base else 0),
+            input_tokens=u.input_tokens + (base.input_tokens if base else 0),
+            output_tokens=u.output_tokens + (base.output_tokens if base else 0),
+            cost_usd=u.cost_usd + (base.cost_usd if base else 0.0),
+            error=err, ended_at=time.time())
+        if self._writer is not None:
+            await self._writer
+        await self.flush(last=True)
+        await self.store.save_run(self.record)
+
+
+def new_record(
+    cfg: RunConfig, state: RunState, agent: str, parent_id: str | None = None
+) -> RunRecord:
+    name = cfg.model.name
+    provider = name.partition(":")[0] if ":" in name else ""
+    return RunRecord(state.run_id, agent, name, provider, "running", time.time(),
+                     cfg.session_id, cfg.user_id, state.task, parent_id=parent_id)
+
+
+def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
+    """``scope`` with the run's row written before it and its end recorded after it.
+
+    A checkpointed run holds a lock named after it while it runs, so that a resume from
+    another process can tell a live run from a dead one; a new run takes it once its session
+    is held (waiting runs keep their order of arrival), a resume before (so it fails fast).
+    A resume that finds the run alive, or ended meanwhile, is refused and writes nothing.
+    """
+
+    @contextlib.asynccontextmanager
+    async def wrapped(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+        error: BaseException | None = None
+        alive = (store.try_lock("run:" + state.run_id)
+                 if recorder.checkpoints is not None and isinstance(store, TryLocking)
+                 else contextlib.nullcontext(True))
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if recorder.recovering:  # a dead run's resume fails fast if it is alive
+                    _claim(recorder, await stack.enter_async_context(alive))
+                    await stack.enter_async_context(scope(cfg, state))
+                    await _not_ended(recorder, store)
+                else:
+                    await stack.enter_async_context(scope(cfg, state))
+                    _claim(recorder, await stack.enter_async_context(alive))
+                await _safely(recorder.started(), state)
+                yield
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            # Shielded: a cancelled run is recorded as cancelled, not left "running".
+            if recorder.owned:
+                await asyncio.shield(_safely(recorder.ended(state, error), state))
+
+    return wrapped
+
+
+def _claim(recorder: RunRecorder, free: bool) -> None:
+    if not free:
+        recorder.owned = False
+        raise RunAccessError(f"run {recorder.record.id} is still running in another process")
+
+
+async def _not_ended(recorder: RunRecorder, store: RunRecords) -> None:
+    """A resume: did another resume finish the run while this one waited for its session?"""
+    now = await store.get_run(recorder.record.id)
+    # A paused run has ended its part and goes on when its approvals are decided.
+    if now is not None and now.ended_at is not None and now.status != "paused":
+        recorder.owned = False
+        raise RunAccessError(f"run {now.id} ended ({now.status}) while resuming")
+
+
+async def _safely(write: Any, state: RunState) -> None:
+    # Observability never fails the run it observes; a store that cannot take the record
+    # is logged (the run's own session save reports a store that is really down).
+    try:
+        await write
+    except Exception:
+        log.exception("run %s: the run record could not be written", state.run_id)
+
+
+class RunBook:
+    """An agent's runs in a store: each run gets a recorder, its events a subscriber, its
+    steps hooks that write what the last step logged and (``checkpoints``) its progress, and
+    (on stores that take them) an abort watcher."""
+
+    def __init__(self, store: RunRecords, agent: str, cancel: Callable[[str], object],
+                 *, checkpoints: bool = True) -> None:
+        self.store = store
+        self.agent = agent
+        self.checkpoints = checkpoints and isinstance(store, CheckpointStore)
+        self.by_run: dict[str, RunRecorder] = {}
+        self._cancel = cancel
+        self.aborts = (AbortWatcher(store, self._abort) if isinstance(store, AbortRequests)
+                       else None)
+
+    def _abort(self, run_id: str) -> None:
+        recorder = self.by_run.get(run_id)
+        if recorder is not None:
+            recorder.reason = "aborted on request from another process"
+        self._cancel(run_id)
+
+    def hooks(self) -> list[Hook]:
+        hooks = [Hook("pre_reason", self._step_done, name="runs.record")]
+        if self.checkpoints:
+            hooks += [Hook("pre_tool", self._calls, name="runs.checkpoint"),
+                      Hook("post_tool", self._result, name="runs.checkpoint")]
+        return hooks
+
+    async def _step_done(self, ctx: ReasonContext) -> None:
+        recorder = self.by_run.get(ctx.run_id)
+        if recorder is not None:
+            if recorder.checkpoints is not None:
+                await _safely(recorder.checkpoints.step(ctx.state), ctx.state)
+            recorder.flush_soon(ctx.state)
+
+    async def _calls(self, ctx: ToolHookContext) -> None:
+        recorder = self.by_run.get(ctx.run_id)
+        if recorder is not None and recorder.checkpoints is not None:
+            await _safely(recorder.checkpoints.calls(ctx.state), ctx.state)
+
+    async def _result(self, ctx: ToolHookContext) -> None:
+        recorder = self.by_run.get(ctx.run_id)
+        if recorder is not None and recorder.checkpoints is not None and ctx.result:
+            await _safely(recorder.checkpoints.result(ctx.result), ctx.state)
+
+    def track(
+        self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
+        spans: Callable[..., list[SpanRecord]] | None = None, recovering: bool = False,
+    ) -> tuple[Scope, Callable[[Event], None]]:
+        """The run's scope wrapped to record it, and the subscriber that logs its events."""
+        record = new_record(cfg, state, self.agent)
+        if base is not None:  # a run that goes on keeps its start and its parent
+            record = replace(record, started_at=base.started_at, parent_id=base.parent_id,
+                             task=base.task or record.task)
+        checkpoints = None
+        if self.checkpoints and isinstance(self.store, CheckpointStore):
+            checkpoints = Checkpointer(self.store, state.run_id)
+        recorder = RunRecorder(self.store, record, base=base, spans=spans,
+                               checkpoints=checkpoints, recovering=recovering)
+        tracked = self._tracked(state.run_id, recorded(scope, recorder, self.store), recorder)
+        return tracked, recorder.on_event
+
+    def _tracked(self, run_id: str, inner: Scope, recorder: RunRecorder) -> Scope:
+        @contextlib.asynccontextmanager
+        async def tracked(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+            self.by_run[run_id] = recorder
+            if self.aborts is not None:
+                self.aborts.watch(run_id)
+            try:
+                async with inner(cfg, state):
+                    if state.recovered is not None and recorder.checkpoints is not None:
+                        recorder.checkpoints.saved(state)
+                    yield
+            finally:
+                self.by_run.pop(run_id, None)
+                if self.aborts is not None:
+                    self.aborts.forget(run_id)
+
+        return tracked
+
+
+class AbortWatcher:
+    """Polls the store for abort requests on this agent's runs (``thinkloop runs abort``)
+    and cancels them; it runs only while the agent has runs in progress."""
+
+    def __init__(self, store: AbortRequests, cancel: Callable[[str], object],
+                 interval_s: float = 0.25) -> None:
+        self.store = store
+        self.cancel = cancel
+        self.interval_s = interval_s
+        self.runs: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, run_id: str) -> None:
+        self.runs.add(run_id)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._poll())
+
+    def forget(self, run_id: str) -> None:
+        self.runs.discard(run_id)
+        if not self.runs and self._task is not None:
+            self._task.cancel()  # nothing left to watch: no task outlives the agent's runs
+            self._task = None
+
+    async def _poll(self) -> None:
+        while self.runs:
+            await asyncio.sleep(self.interval_s)
+            try:
+                asked = await self.store.abort_requests(sorted(self.runs))
+            except Exception:
+                log.exception("polling abort requests failed")
+                continue
+            for run_id in asked:
+                self.runs.discard(run_id)
+                self.cancel(run_id)

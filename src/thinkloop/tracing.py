@@ -1,0 +1,364 @@
+"""OpenTelemetry traces of runs, named by the GenAI semantic conventions.
+
+Each run is a root span ``invoke_agent {agent}``; each model call a ``chat {model}`` span
+(provider, model, step, input/output tokens, cost, finish reasons; its duration is the span's);
+each tool call an ``execute_tool {tool}`` span (name, error flag, arguments and result cut to
+500 characters). Model calls a run makes outside its steps (plans, classifiers, summaries)
+are ``chat`` spans of their own, marked ``thinkloop.side_call``. A sub-agent started by a tool
+inherits the tracing of its parent and its run is a child span of that tool's span.
+
+The spans are built from what a run already publishes: its events (root and tool spans, the
+step of a model call), a wrapper around its model (the model-call spans, so side calls are
+caught too) and a ``pre_tool``/``post_tool`` hook pair that makes a tool's span current while
+the tool runs (so whatever the tool starts nests under it). Nothing is added to an agent that
+does not trace.
+
+Where spans go: the :class:`SpanStore` processor keeps the spans of runs recorded in a store,
+which writes them as the run's stored trace (``thinkloop trace RUN_ID``); with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set they are also exported over OTLP/HTTP; a
+:class:`~opentelemetry.sdk.trace.TracerProvider` passed in (``Tracing(provider)``) gets them
+through its own processors (tests use the in-memory exporter). ``THINKLOOP_TRACE_VERBOSE=1``
+adds each model call's full input (``gen_ai.input.messages``), cut at 50,000 characters.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextvars import ContextVar, Token
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.trace import Span, Status, StatusCode
+
+from thinkloop.hooks import Hook, ToolHookContext
+from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.models.base import Model, ModelSettings
+from thinkloop.store.base import SpanRecord
+from thinkloop.store.serialize import message_to_dict, to_json
+from thinkloop.types import Event, Message, ModelResponse, TextDelta, ToolSpec
+
+PREVIEW_CHARS = 500
+VERBOSE_CHARS = 50_000
+TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# The trace of the run whose task this is: model calls read their step from it, and an agent
+# started inside one of its tools (a sub-agent) inherits its tracing.
+_CURRENT: ContextVar[RunTrace | None] = ContextVar("thinkloop_run_trace", default=None)
+
+
+def cut(text: str, limit: int = PREVIEW_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more]"
+
+
+class SpanStore(SpanProcessor):
+    """Collects the finished spans of the traces that a store records, until they are taken."""
+
+    def __init__(self) -> None:
+        self._by_trace: dict[int, list[SpanRecord]] = {}
+
+    def open(self, trace_id: int) -> bool:
+        if trace_id in self._by_trace:
+            return False  # a sub-agent's run: its spans go with its parent's
+        self._by_trace[trace_id] = []
+        return True
+
+    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRecord]:
+        spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
+        if not close and spans:
+            self._by_trace[trace_id] = []
+        return spans
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.context
+        spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
+        if spans is None or ctx is None:
+            return
+        parent = span.parent
+        spans.append(SpanRecord(
+            f"{ctx.span_id:016x}", f"{parent.span_id:016x}" if parent else None,
+            f"{ctx.trace_id:032x}", span.name, (span.start_time or 0) / 1e9,
+            (span.end_time or 0) / 1e9, span.status.status_code.name,
+            dict(span.attributes or {})))
+
+
+class Tracing:
+    """Where an agent's spans go. One per process is plenty: agents share it."""
+
+    def __init__(self, provider: TracerProvider | None = None, *, verbose: bool = False) -> None:
+        self.provider = provider or TracerProvider(
+            resource=Resource.create({"service.name": "thinkloop"}))
+        self.store = SpanStore()
+        self.provider.add_span_processor(self.store)
+        self.tracer = self.provider.get_tracer("thinkloop")
+        self.verbose = verbose
+        self.runs: dict[str, RunTrace] = {}
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_tool", self._enter_tool, name="tracing.tool"),
+                Hook("post_tool", self._leave_tool, name="tracing.tool")]
+
+    def wrap(self, model: Model) -> Model:
+        return model if isinstance(model, TracedModel) else TracedModel(model, self)
+
+    def follow(self, cfg: RunConfig, state: RunState, agent: str, stored: bool) -> RunTrace:
+        return RunTrace(self, cfg, state, agent, stored)
+
+    def _enter_tool(self, ctx: ToolHookContext) -> None:
+        run = self.runs.get(ctx.run_id)
+        span = run.tools.get(ctx.call.id) if run is not None and ctx.call else None
+        if run is not None and span is not None and ctx.call is not None:
+            run.tokens[ctx.call.id] = otel_context.attach(trace.set_span_in_context(span))
+
+    def _leave_tool(self, ctx: ToolHookContext) -> None:
+        run = self.runs.get(ctx.run_id)
+        token = run.tokens.pop(ctx.call.id, None) if run is not None and ctx.call else None
+        if token is not None:
+            otel_context.detach(token)
+
+
+def current_tracing() -> Tracing | None:
+    """The tracing of the run this code runs in (a tool's), if it traces."""
+    run = _CURRENT.get()
+    return run.tracing if run is not None else None
+
+
+@functools.lru_cache(maxsize=4)
+def _shared(endpoint: str | None, verbose: bool) -> Tracing:
+    # One provider (and so one OTLP export thread) per process and endpoint, however many
+    # agents are made.
+    tracing = Tracing(verbose=verbose)
+    if endpoint:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        # The exporter reads OTEL_EXPORTER_OTLP_* itself (endpoint, headers, timeout).
+        tracing.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(timeout=5)))
+    return tracing
+
+
+def otlp_endpoint(env: Mapping[str, str]) -> str | None:
+    return env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT") or None
+
+
+def default_tracing(*, stored: bool, env: Mapping[str, str] | None = None) -> Tracing | None:
+    """The tracing an agent gets by default: on when its runs are stored or an OTLP endpoint
+    is set, else that of the run it was started in (a sub-agent), else none."""
+    env = os.environ if env is None else env
+    endpoint = otlp_endpoint(env)
+    verbose = env.get("THINKLOOP_TRACE_VERBOSE", "").lower() in ("1", "true", "yes")
+    if stored or endpoint:
+        return _shared(endpoint, verbose)
+    return current_tracing()
+
+
+class RunTrace:
+    """The spans of one run, built from its events (see the module docstring)."""
+
+    def __init__(
+        self, tracing: Tracing, cfg: RunConfig, state: RunState, agent: str, stored: bool
+    ) -> None:
+        self.tracing = tracing
+        self.cfg = cfg
+        self.state = state
+        self.agent = agent
+        self.stored = stored
+        self.root: Span | None = None
+        self.trace_id = 0
+        self.owns_trace = False
+        self.tools: dict[str, Span] = {}
+        self.tokens: dict[str, Token[Context]] = {}
+        self.step = 0
+        self.calling = False
+        self._tokens: tuple[Token[Context], Token[RunTrace | None]] | None = None
+
+    def on_event(self, event: Event) -> None:
+        match event.type:
+            case "run.started":
+                self._start(event)
+            case "llm.request":
+                self.step, self.calling = event.step + 1, True
+            case "llm.response":
+                self.calling = False
+            case "tool.call":
+                self._tool_call(event.payload)
+            case "tool.result":
+                self._tool_result(event.payload)
+            case t if t in TERMINAL:
+                self._end(event)
+
+    def _start(self, event: Event) -> None:
+        cfg, name = self.cfg, self.cfg.model.name
+        attrs: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent",
+            gen_ai.GEN_AI_AGENT_NAME: self.agent,
+            gen_ai.GEN_AI_REQUEST_MODEL: name,
+            gen_ai.GEN_AI_PROVIDER_NAME: name.partition(":")[0] if ":" in name else name,
+            "thinkloop.run.id": self.state.run_id,
+            "thinkloop.task": cut(self.state.task),
+        }
+        if cfg.session_id is not None:
+            attrs[gen_ai.GEN_AI_CONVERSATION_ID] = cfg.session_id
+        if cfg.user_id is not None:
+            attrs["thinkloop.user.id"] = cfg.user_id
+        self.root = self.tracing.tracer.start_span(f"invoke_agent {self.agent}", attributes=attrs)
+        self.trace_id = self.root.get_span_context().trace_id
+        if self.stored:
+            self.owns_trace = self.tracing.store.open(self.trace_id)
+        self.tracing.runs[self.state.run_id] = self
+        # The run's task carries the root span from here on: model calls and sub-agents
+        # started in it nest under it.
+        self._tokens = (otel_context.attach(trace.set_span_in_context(self.root)),
+                        _CURRENT.set(self))
+
+    def _tool_call(self, p: dict[str, Any]) -> None:
+        if self.root is None:
+            return
+        parent = trace.set_span_in_context(self.root)
+        self.tools[p["id"]] = self.tracing.tracer.start_span(
+            f"execute_tool {p['name']}", context=parent, attributes={
+                gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
+                gen_ai.GEN_AI_TOOL_NAME: p["name"],
+                gen_ai.GEN_AI_TOOL_CALL_ID: p["id"],
+                gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: cut(to_json(p.get("arguments", {}))),
+                "thinkloop.step": self.state.step + 1,
+            })
+
+    def _tool_result(self, p: dict[str, Any]) -> None:
+        span = self.tools.pop(p["id"], None)
+        if span is None:
+            return
+        error = bool(p.get("is_error"))
+        span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_RESULT, cut(str(p.get("content", ""))))
+        span.set_attribute("thinkloop.tool.error", error)
+        if error:
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(Status(StatusCode.ERROR, cut(str(p.get("content", "")), 200)))
+        span.end()
+
+    def _end(self, event: Event) -> None:
+        root, s = self.root, self.state
+        if root is None:
+            return
+        for span in self.tools.values():  # calls the run's end cut short
+            span.set_attribute("thinkloop.tool.error", True)
+            span.set_status(Status(StatusCode.ERROR, "no result: the run ended"))
+            span.end()
+        self.tools.clear()
+        u = s.usage
+        root.set_attributes({
+            "thinkloop.run.status": s.status or "failed",
+            "thinkloop.steps": len(s.steps),
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
+            "thinkloop.cost_usd": u.cost_usd,
+        })
+        if s.status == "failed":
+            root.set_attribute("error.type", type(s.error).__name__ if s.error else "failed")
+            root.set_status(Status(StatusCode.ERROR, s.error_text or "failed"))
+        elif s.status in ("completed", "paused"):
+            root.set_status(Status(StatusCode.OK))
+        root.end()
+        self.tracing.runs.pop(s.run_id, None)
+        if self._tokens is not None:
+            otel_token, run_token = self._tokens
+            self._tokens = None
+            _CURRENT.reset(run_token)
+            otel_context.detach(otel_token)
+
+    def take_spans(self, *, close: bool = False) -> list[SpanRecord]:
+        """The finished spans not yet stored (``close`` at the run's end)."""
+        if not self.owns_trace:
+            return []
+        return self.tracing.store.take(self.trace_id, close=close)
+
+
+class TracedModel:
+    """A model whose every call is a ``chat`` span (steps and side calls alike)."""
+
+    def __init__(self, inner: Model, tracing: Tracing) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.tracing = tracing
+
+    def _start(self, messages: Sequence[Message], settings: ModelSettings, stream: bool) -> Span:
+        name = self.name
+        run = _CURRENT.get()
+        step = run.step if run is not None and run.calling else None
+        attrs: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: "chat",
+            gen_ai.GEN_AI_REQUEST_MODEL: name,
+            gen_ai.GEN_AI_PROVIDER_NAME: name.partition(":")[0] if ":" in name else name,
+            gen_ai.GEN_AI_REQUEST_STREAM: stream,
+        }
+        if step is not None:
+            attrs["thinkloop.step"] = step
+        else:
+            attrs["thinkloop.side_call"] = True
+        if settings.max_tokens is not None:
+            attrs[gen_ai.GEN_AI_REQUEST_MAX_TOKENS] = settings.max_tokens
+        if settings.temperature is not None:
+            attrs[gen_ai.GEN_AI_REQUEST_TEMPERATURE] = settings.temperature
+        if self.tracing.verbose:
+            attrs[gen_ai.GEN_AI_INPUT_MESSAGES] = cut(
+                to_json([message_to_dict(m) for m in messages]), VERBOSE_CHARS)
+        return self.tracing.tracer.start_span(f"chat {name}", attributes=attrs)
+
+    @staticmethod
+    def _finish(span: Span, response: ModelResponse) -> None:
+        u = response.usage
+        span.set_attributes({
+            gen_ai.GEN_AI_RESPONSE_MODEL: response.model,
+            gen_ai.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
+            gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
+            gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [response.finish_reason or ""],
+            "thinkloop.cost_usd": u.cost_usd,
+        })
+
+    @staticmethod
+    def _failed(span: Span, exc: BaseException) -> None:
+        span.set_attribute("error.type", type(exc).__name__)
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> ModelResponse:
+        span = self._start(messages, settings, stream=False)
+        try:
+            response = await self.inner.complete(messages, tools, settings)
+            self._finish(span, response)
+            return response
+        except BaseException as exc:
+            self._failed(span, exc)
+            raise
+        finally:
+            span.end()
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        span = self._start(messages, settings, stream=True)
+        try:
+            async for item in self.inner.stream(messages, tools, settings):
+                if isinstance(item, ModelResponse):
+                    self._finish(span, item)
+                yield item
+        except GeneratorExit:  # the caller stopped reading: not a failure of the call
+            raise
+        except BaseException as exc:
+            self._failed(span, exc)
+            raise
+        finally:
+            span.end()
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,106 @@
+"""The run-record contract (runs, audit log, trace, checkpoints, abort requests) on every
+store: the in-process one, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from thinkloop.store import PostgresStore, SQLiteStore
+from thinkloop.store.base import (
+    AbortRequests,
+    AuditLog,
+    CheckpointStore,
+    RunRecord,
+    RunRecords,
+    SpanRecord,
+    TraceStore,
+)
+from thinkloop.types import Event, Message
+
+Backend = SQLiteStore | PostgresStore
+
+
+class AnyRunStore(RunRecords, AuditLog, TraceStore, CheckpointStore, AbortRequests):
+    """What every store that keeps runs provides (the ``run_store`` fixture in conftest)."""
+
+
+def _record(run_id: str, **kw: object) -> RunRecord:
+    base = RunRecord(run_id, "helper", "openai:gpt-x", "openai", "running", 1000.0,
+                     session_id="s1", user_id="ada", task="add things")
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_run_row_is_written_then_replaced_and_listed(run_store: AnyRunStore) -> None:
+    assert await run_store.get_run("r1") is None
+    await run_store.save_run(_record("r1"))
+    await run_store.save_run(_record("r2", session_id="s2", started_at=1001.0))
+    await run_store.save_run(_record("r3", session_id=None, started_at=1002.0, status="failed",
+                                 error="ModelError: down", ended_at=1003.0))
+    done = _record("r1", status="completed", steps=3, input_tokens=30, output_tokens=12,
+                   cost_usd=0.25, ended_at=1010.5)
+    await run_store.save_run(done)
+    assert await run_store.get_run("r1") == done
+    assert [r.id for r in await run_store.list_runs()] == ["r3", "r2", "r1"]  # newest first
+    assert [r.id for r in await run_store.list_runs(session="s1")] == ["r1"]
+    assert [r.id for r in await run_store.list_runs(status="failed")] == ["r3"]
+    assert [r.id for r in await run_store.list_runs(limit=1)] == ["r3"]
+    assert await run_store.list_runs(session="s2", status="failed") == []
+
+
+async def test_events_are_kept_in_order_with_their_types_and_payloads(
+    run_store: AnyRunStore,
+) -> None:
+    first = [Event("run.started", "r1", 0, {"task": "t", "model": "m"}, 1.5),
+             Event("tool.call", "r1", 0, {"id": "c1", "name": "add",
+                                          "arguments": {"a": 2, "b": [1, "x"]}}, 1.6)]
+    await run_store.add_events("r1", first)
+    await run_store.add_events("r2", [Event("run.started", "r2", 0, {}, 9.0)])
+    later = [Event("run.completed", "r1", 1, {"status": "completed", "usage": None}, 2.0)]
+    await run_store.add_events("r1", later)
+    await run_store.add_events("r1", [])
+    assert await run_store.run_events("r1") == [*first, *later]
+    assert await run_store.run_events("nothing") == []
+
+
+async def test_spans_and_checkpoints_round_trip(run_store: AnyRunStore) -> None:
+    root = SpanRecord("a1", None, "t1", "invoke_agent helper", 10.0, 12.5, "OK",
+                      {"gen_ai.operation.name": "invoke_agent", "thinkloop.steps": 2})
+    child = SpanRecord("b2", "a1", "t1", "chat gpt-x", 10.1, 11.0, "ERROR",
+                       {"gen_ai.usage.input_tokens": 30, "error.type": "ModelError"})
+    await run_store.add_spans("r1", [child, root])
+    assert await run_store.spans("r1") == [root, child]
+    assert await run_store.spans("r2") == []
+    await run_store.add_checkpoint("r1", "step", b'{"step": 1}')
+    await run_store.add_checkpoint("r1", "result", b"\x00\xff")
+    assert await run_store.checkpoints("r1") == [("step", b'{"step": 1}'), ("result", b"\x00\xff")]
+    assert await run_store.checkpoints("r2") == []
+
+
+async def test_abort_requests_reach_only_runs_in_progress(run_store: AnyRunStore) -> None:
+    await run_store.save_run(_record("live"))
+    await run_store.save_run(_record("done", status="completed", ended_at=1001.0))
+    assert await run_store.abort_requests(["live", "done"]) == []
+    assert await run_store.request_abort("live") is True
+    assert await run_store.request_abort("done") is False
+    assert await run_store.request_abort("unknown") is False
+    assert await run_store.abort_requests(["live", "done", "unknown"]) == ["live"]
+    assert await run_store.abort_requests([]) == []
+
+
+async def test_sessions_keep_their_model_and_token_totals(store: Backend) -> None:
+    # SQLite and PostgreSQL (the conftest fixture): the in-process store keeps no metadata.
+    await store.append("s1", [Message.user("hi")])
+    await store.save_run(_record("r1"))
+    await store.save_run(_record("r1", status="completed", input_tokens=10, output_tokens=4,
+                                 cost_usd=0.5, ended_at=1001.0))
+    await store.save_run(_record("r2", model="anthropic:claude", provider="anthropic",
+                                 status="paused", input_tokens=7, output_tokens=3,
+                                 ended_at=1002.0))
+    # A paused run that goes on adds only what it used since.
+    await store.save_run(_record("r2", model="anthropic:claude", provider="anthropic",
+                                 status="completed", input_tokens=9, output_tokens=5,
+                                 ended_at=1003.0))
+    info = await store.session_info("s1")
+    assert info is not None
+    assert (info.model, info.input_tokens, info.output_tokens, info.cost_usd) == (
+        "anthropic:claude", 19, 9, 0.5)

@@ -1,0 +1,214 @@
+"""Traces of runs, span by span: the OTel in-memory exporter, the stored trace (SQLite and
+PostgreSQL), verbose inputs, and OTLP/HTTP export to a real HTTP endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.guard import GuardSettings
+from thinkloop.guard.plan import PlanSettings
+from thinkloop.models.scripted import call, reply
+from thinkloop.store import PostgresStore, SQLiteStore
+from thinkloop.tools.agents import AgentSpec, SubAgents
+from thinkloop.tracing import Tracing, default_tracing
+from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
+
+Backend = SQLiteStore | PostgresStore
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def parent_script() -> list[Any]:
+    return [
+        reply("1. add  2. delegate", usage=Usage(1, 50, 5, 0.001)),  # the plan (a side call)
+        reply("", call("add", a=2, b=3), usage=Usage(1, 100, 10, 0.01)),
+        reply("", call("add", a="two", b=3), usage=Usage(1, 110, 11, 0.01)),  # malformed
+        reply("", call("spawn_agent", tasks=["say hi"]), usage=Usage(1, 120, 12, 0.01)),
+        reply("5, and the worker said hi", usage=Usage(1, 130, 13, 0.02)),
+    ]
+
+
+def make_agent(store: Any = None, tracing: Any = None) -> Agent:
+    worker = ScriptedModel([reply("hi", usage=Usage(1, 7, 2, 0.0))], name="openai:small")
+    subs = SubAgents([AgentSpec("worker", model=worker, max_steps=2)])
+    guard = GuardSettings.off()
+    guard = GuardSettings(input=guard.input, loops=guard.loops, steps=guard.steps,
+                          review=guard.review, nudges=guard.nudges, drift=guard.drift,
+                          plan=PlanSettings(enabled=True))
+    return Agent(ScriptedModel(parent_script(), name="openai:gpt-x"), name="calc",
+                 tools=[add, subs.tool()], store=store, tracing=tracing, guard=guard,
+                 max_steps=6)
+
+
+def by_name(spans: Sequence[ReadableSpan]) -> dict[str, list[ReadableSpan]]:
+    out: dict[str, list[ReadableSpan]] = {}
+    for s in spans:
+        out.setdefault(s.name, []).append(s)
+    return out
+
+
+async def test_every_run_model_call_tool_call_and_sub_agent_is_a_span() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = make_agent(tracing=Tracing(provider))
+    result = await agent.run("add 2 and 3, then ask a worker to say hi", session="s1",
+                             user_id="ada")
+    assert result.status == "completed", result.error
+    spans = exporter.get_finished_spans()
+    named = by_name(spans)
+    assert {s.context.trace_id for s in spans} == {spans[0].context.trace_id}  # one trace
+
+    (root,) = named["invoke_agent calc"]
+    assert root.parent is None
+    a = root.attributes or {}
+    assert a["gen_ai.operation.name"] == "invoke_agent" and a["gen_ai.agent.name"] == "calc"
+    assert a["gen_ai.conversation.id"] == "s1" and a["thinkloop.user.id"] == "ada"
+    assert (a["gen_ai.request.model"], a["gen_ai.provider.name"]) == ("openai:gpt-x", "openai")
+    assert a["thinkloop.run.id"] == result.run_id and a["thinkloop.run.status"] == "completed"
+    assert (a["thinkloop.steps"], a["gen_ai.usage.input_tokens"],
+            a["gen_ai.usage.output_tokens"]) == (4, 517, 53)  # the worker's usage counts
+    assert abs(float(a["thinkloop.cost_usd"]) - 0.051) < 1e-9  # type: ignore[arg-type]
+
+    chats = named["chat openai:gpt-x"]
+    assert all(c.parent is not None and c.parent.span_id == root.context.span_id for c in chats)
+    side = [c for c in chats if (c.attributes or {}).get("thinkloop.side_call")]
+    steps = [c for c in chats if "thinkloop.step" in (c.attributes or {})]
+    assert len(side) == 1 and (side[0].attributes or {})["gen_ai.usage.input_tokens"] == 50
+    assert [(c.attributes or {})["thinkloop.step"] for c in steps] == [1, 2, 3, 4]
+    first = steps[0].attributes or {}
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"],
+            first["gen_ai.response.finish_reasons"], first["gen_ai.response.model"]) == (
+        100, 10, ("tool_calls",), "scripted")
+    assert first["thinkloop.cost_usd"] == 0.01
+    for s in spans:
+        assert s.end_time is not None and s.start_time is not None
+        assert s.end_time >= s.start_time
+
+    adds = named["execute_tool add"]
+    ok, bad = adds
+    assert (ok.attributes or {})["gen_ai.tool.call.arguments"] == '{"a":2,"b":3}'
+    assert (ok.attributes or {})["gen_ai.tool.call.result"] == "5"
+    assert (ok.attributes or {})["thinkloop.tool.error"] is False
+    assert (bad.attributes or {})["thinkloop.tool.error"] is True
+    assert bad.status.status_code.name == "ERROR"
+    assert [(s.attributes or {})["thinkloop.step"] for s in adds] == [1, 2]
+
+    (spawn,) = named["execute_tool spawn_agent"]
+    (child,) = named["invoke_agent worker"]
+    # The sub-agent's run is a child span of the tool span that started it.
+    assert child.parent is not None and child.parent.span_id == spawn.context.span_id
+    (child_chat,) = named["chat openai:small"]
+    assert child_chat.parent is not None and child_chat.parent.span_id == child.context.span_id
+
+
+async def test_the_trace_is_stored_with_the_run(store: Backend) -> None:
+    agent = make_agent(store=store)  # tracing by default: the store keeps runs
+    assert agent.tracing is not None
+    result = await agent.run("add 2 and 3, then ask a worker to say hi", session="s")
+    spans = await store.spans(result.run_id)
+    names = [s.name for s in spans]
+    assert names[0] == "invoke_agent calc"  # by start time: the root first
+    assert names.count("chat openai:gpt-x") == 5 and names.count("execute_tool add") == 2
+    assert "invoke_agent worker" in names and "chat openai:small" in names
+    ids = {s.span_id: s for s in spans}
+    root = spans[0]
+    assert root.parent_id is None and {s.trace_id for s in spans} == {root.trace_id}
+    for s in spans[1:]:
+        assert s.parent_id in ids  # every span hangs in the one tree
+    child = next(s for s in spans if s.name == "invoke_agent worker")
+    assert child.parent_id is not None and ids[child.parent_id].name == "execute_tool spawn_agent"
+    assert root.attributes["gen_ai.usage.input_tokens"] == 517
+    assert root.status == "OK" and root.end >= root.start
+    bad = [s for s in spans if s.name == "execute_tool add"][1]
+    assert bad.status == "ERROR" and bad.attributes["thinkloop.tool.error"] is True
+
+
+async def test_no_tracing_without_a_store_or_an_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    model = ScriptedModel(["hi"])
+    agent = Agent(model, guard=False)
+    assert agent.tracing is None and agent.hooks.by_stage["pre_tool"] == []
+    handle = agent.start("x", events=False)
+    assert handle.cfg.model is model  # no wrapper on the hot path
+    await handle
+
+
+def _long_task(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    return reply("done")
+
+
+async def test_verbose_mode_keeps_full_inputs_cut_at_50000_chars(store: Backend) -> None:
+    tracing = default_tracing(stored=True, env={"THINKLOOP_TRACE_VERBOSE": "1"})
+    assert tracing is not None and tracing.verbose
+    agent = Agent(ScriptedModel([_long_task]), store=store, tracing=tracing, guard=False)
+    short = await agent.run("what is 2+2?")
+    long = await agent.run("x" * 60_000)
+    (chat,) = [s for s in await store.spans(short.run_id) if s.name.startswith("chat")]
+    inputs = chat.attributes["gen_ai.input.messages"]
+    assert '"role":"user","content":"what is 2+2?"' in inputs
+    (chat,) = [s for s in await store.spans(long.run_id) if s.name.startswith("chat")]
+    inputs = chat.attributes["gen_ai.input.messages"]
+    assert inputs.startswith('[{"role":"system"') and len(inputs) < 50_100
+    assert inputs[:50_000] in inputs and "more]" in inputs[-30:]
+    # Not verbose: no inputs at all, previews only.
+    quiet = Agent(ScriptedModel(["ok"]), store=store, guard=False)
+    r = await quiet.run("hello")
+    (chat,) = [s for s in await store.spans(r.run_id) if s.name.startswith("chat")]
+    assert "gen_ai.input.messages" not in chat.attributes
+
+
+async def test_spans_are_exported_over_otlp_http_when_the_endpoint_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    received: list[ExportTraceServiceRequest] = []
+
+    async def collect(request: web.Request) -> web.Response:
+        msg = ExportTraceServiceRequest()
+        msg.ParseFromString(await request.read())
+        received.append(msg)
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app = web.Application()
+    app.router.add_post("/v1/traces", collect)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        agent = Agent(ScriptedModel([reply("", call("add", a=1, b=2)), "3"]), tools=[add],
+                      guard=False)  # no store: the endpoint alone turns tracing on
+        assert agent.tracing is not None
+        result = await agent.run("add 1 and 2")
+        assert result.status == "completed"
+        await asyncio.to_thread(agent.tracing.provider.force_flush)
+        spans = [s for req in received for rs in req.resource_spans
+                 for ss in rs.scope_spans for s in ss.spans]
+        names = sorted(s.name for s in spans)
+        assert names == ["chat scripted", "chat scripted", "execute_tool add",
+                         "invoke_agent thinkloop"]
+        root = next(s for s in spans if s.name == "invoke_agent thinkloop")
+        attrs = {kv.key: kv.value for kv in root.attributes}
+        assert attrs["thinkloop.run.id"].string_value == result.run_id
+    finally:
+        await runner.cleanup()
