@@ -215,6 +215,6 @@ async def test_agent_prompt_states_the_real_limits(tmp_path: Path) -> None:
     (tmp_path / "ws" / "bob").mkdir(parents=True)
     (tmp_path / "ws" / "bob" / "secret.txt").write_text("bob's secret")
     result = await agent.run("read bob's file", user_id="mallory")
-    observed = [m.content for m in result.messages if m.role == "tool"]
+    observed = [m.content.replace("^", " ") for m in result.messages if m.role == "tool"]
     assert len(observed) == 1 and "No such file" in observed[0]
     assert "bob's secret" not in observed[0]

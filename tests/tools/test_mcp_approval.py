@@ -56,8 +56,8 @@ async def test_destructive_and_open_world_mcp_tools_need_approval(tmp_path: Path
     guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(deny)))
     async with mcp_tools([cfg]) as tools:
         by_name = {t.name: t for t in tools}
-        assert by_name["files_wipe"].requires_approval and by_name["files_lookup"].needs_approval
-        assert not by_name["files_peek"].requires_approval
+        assert by_name["files_wipe"].needs_approval and by_name["files_lookup"].needs_approval
+        assert not by_name["files_peek"].needs_approval
         model = ScriptedModel([
             reply("", model_call("files_wipe", what="everything")),
             reply("", model_call("files_lookup", query="otters")),

@@ -184,8 +184,9 @@ def inherited(spec: AgentSpec, run: Any) -> dict[str, Any]:
     }
 
 
-# Hooks about the parent's own conversation (its history pipeline, its memory), not guards.
-_PARENTS_OWN = ("context.", "memory.")
+# The parent's own conversation and records (history, memory, trace, run log) and its step
+# budget (the child's steps are already no more than the parent's): not inherited.
+_PARENTS_OWN = ("context.", "memory.", "tracing.", "runs.", "guard.steps")
 
 
 def render_results(results: Sequence[ChildResult]) -> str:
