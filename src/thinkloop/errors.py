@@ -20,7 +20,8 @@
     │   └── ToolExecutionError
     ├── RunError                     the run as a whole
     │   └── OutputValidationError    structured output still invalid after its retries
-    └── RunAccessError               the caller named a run of another session (or none)
+    ├── RunAccessError               the caller named a run of another session (or none)
+    └── StoreError                   a store could not be opened, migrated, read or written
 
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
 :class:`ModelRateLimitError` and 5xx :class:`ModelHTTPError` are transient.
@@ -119,3 +120,7 @@ class OutputValidationError(RunError):
 class RunAccessError(ThinkloopError):
     """The caller asked for a run it may not touch: another session's, or one that does not
     exist or cannot be resumed. Nothing was changed."""
+
+
+class StoreError(ThinkloopError):
+    """A store could not be opened, migrated, read or written; the message is one line."""

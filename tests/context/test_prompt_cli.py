@@ -31,12 +31,13 @@ def test_json_lists_sections_with_token_sizes(app: typer.Typer, tmp_path: Path) 
     sections = json.loads(result.stdout)
     names = [s["name"] for s in sections]
     # tool_guidance: how to use ask_human (the CLI's default tools include it); safety: the
-    # browser and web tools bring outside content into the run.
-    assert names == ["identity", "first_run", "tool_guidance", "safety", "user_identity",
-                     "current_time", "runtime", "tools (sent natively)"]
+    # browser and web tools bring outside content into the run; sandbox: the shell's limits.
+    assert names == ["identity", "first_run", "tool_guidance", "safety", "sandbox",
+                     "user_identity", "current_time", "runtime", "tools (sent natively)"]
     assert all(s["tokens"] == heuristic_count(s["text"]) for s in sections)
     assert "Find bargains." in sections[0]["text"] and "- Name: scout" in sections[0]["text"]
-    assert sections[6]["text"] == "Runtime: agent=scout model=openai:gpt-4o-mini mode=full"
+    assert "at most 256 processes" in sections[4]["text"]
+    assert sections[7]["text"] == "Runtime: agent=scout model=openai:gpt-4o-mini mode=full"
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["MISSION.md", "agents", "scout"]
 
 

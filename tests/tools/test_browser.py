@@ -59,7 +59,7 @@ async def site() -> AsyncIterator[str]:
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def session() -> AsyncIterator[BrowserSession]:
-    s = BrowserSession()
+    s = BrowserSession(allow_private=True)  # the test site is on loopback
     yield s
     await s.close()
 
@@ -126,8 +126,10 @@ async def test_click_updates_page_and_screenshot(site: str, session: BrowserSess
     assert escape.is_error and "not allowed" in escape.content
 
 
-async def test_private_addresses_refused_by_default(session: BrowserSession, ws) -> None:
+async def test_private_addresses_refused_by_default(ws) -> None:
     _, workspace, _ = ws
+    session = BrowserSession()  # the default policy: public addresses only
     tools = browser_tools(session, workspace, ToolSettings(workspace=workspace.base))
     r = await call(tools, "browser_open", url="http://127.0.0.1:1/")
     assert r.is_error and "non-public address" in r.content
+    await session.close()

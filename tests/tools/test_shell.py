@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from tests.tools.helpers import call
 
-from thinkloop.tools.builtin.process import run_process, scrubbed_env
+from thinkloop.sandbox import NoSandbox, allowed_env
+from thinkloop.tools.builtin.process import run_process
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.shell import shell_tool
 from thinkloop.tools.workspace import Workspace
@@ -46,25 +47,29 @@ async def test_shell_env_is_scrubbed(
     monkeypatch.setenv("MY_SECRET_THING", "s")
     monkeypatch.setenv("DB_PASSWORD", "p")
     monkeypatch.setenv("HARMLESS", "visible")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     tools = [shell_tool(workspace, settings)]
     r = await call(tools, "shell", command="env | sort")
-    assert "HARMLESS=visible" in r.content
+    # An allow list: only named variables pass, harmless-looking or not.
+    assert "LANG=C.UTF-8" in r.content and "HARMLESS" not in r.content
     for leaked in ("sk-123", "ghp-1", "MY_SECRET_THING", "DB_PASSWORD"):
         assert leaked not in r.content
-    assert scrubbed_env({"A": "1"}, {"X_KEY": "k", "PATH": "/bin"}) == {"PATH": "/bin", "A": "1"}
+    assert allowed_env(("PATH",), {"A": "1"}, {"X_KEY": "k", "PATH": "/bin"}) == {
+        "PATH": "/bin", "A": "1"}
 
 
 async def test_shell_timeout_kills_process_tree(
     workspace: Workspace, settings: ToolSettings
 ) -> None:
-    tools = [shell_tool(workspace, settings)]
+    # Unconfined: the process group is what ends the tree (bwrap: tests/sandbox).
+    tools = [shell_tool(workspace, settings, NoSandbox())]
     # The child shell starts a grandchild that would outlive a plain kill of the shell.
     cmd = "sh -c 'sleep 30 & echo $! > grandchild.pid; wait' & echo started; wait"
     start = time.monotonic()
     r = await call(tools, "shell", command=cmd, timeout_s=1.0)
     assert time.monotonic() - start < 5
     assert r.is_error
-    assert "timed out after 1s; its process group was killed" in r.content
+    assert "timed out after 1s; every process it started was killed" in r.content
     assert "started" in r.content
     pid = int((workspace.root("alice") / "grandchild.pid").read_text())
     deadline = time.monotonic() + 2

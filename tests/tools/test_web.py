@@ -3,7 +3,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -11,7 +13,7 @@ from tests.tools.helpers import call
 
 from thinkloop.errors import ConfigError
 from thinkloop.tools.builtin.settings import ToolSettings
-from thinkloop.tools.builtin.web import web_fetch_tool
+from thinkloop.tools.builtin.web import pinned_request, web_fetch_tool
 from thinkloop.tools.builtin.websearch import SearxNG, backend_from_settings, web_search_tool
 
 PAGE = """<!doctype html><html><head><title>Otters</title><style>.x{color:red}</style>
@@ -124,3 +126,53 @@ def test_web_search_off_unless_configured(tmp_path: Path) -> None:
     assert backend_from_settings(ToolSettings(workspace=tmp_path)) is None
     with pytest.raises(ConfigError, match="needs its setting"):
         backend_from_settings(ToolSettings(workspace=tmp_path, search_backend="brave"))
+
+
+async def test_fetch_connects_to_the_address_it_checked(
+    site: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the name answers a public address to the check, loopback afterwards."""
+    import socket
+
+    hits: list[str] = []
+    real = socket.getaddrinfo
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "rebind.test":
+            hits.append(host)
+            # First answer public (the check passes), then loopback (where a second lookup
+            # at connect time would go).
+            ip = "1.1.1.1" if len(hits) == 1 else "127.0.0.1"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    served: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        served.append(request.path)
+        return web.Response(text="internal admin page", content_type="text/plain")
+
+    app = web.Application()
+    app.add_routes([web.get("/admin", record)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    settings = ToolSettings(workspace=tmp_path / "ws", fetch_timeout_s=2.0)
+    try:
+        r = await call([web_fetch_tool(settings)], "web_fetch",
+                       url=f"http://rebind.test:{port}/admin")
+    finally:
+        await runner.cleanup()
+    assert served == [] and "internal admin page" not in r.content
+    assert r.is_error
+
+
+def test_pinned_request_keeps_host_sni_and_port() -> None:
+    url, headers, ext = pinned_request("https://example.org:8443/a?b=1", "93.184.216.34")
+    assert str(url) == "https://93.184.216.34:8443/a?b=1"
+    assert headers == {"host": "example.org:8443"} and ext == {"sni_hostname": "example.org"}
+    url6, headers6, _ = pinned_request("http://example.org/x", "2606:2800:220:1::1")
+    assert str(url6) == "http://[2606:2800:220:1::1]/x" and headers6 == {"host": "example.org"}
+    assert pinned_request("http://localhost/x", None) == (httpx.URL("http://localhost/x"), {}, {})

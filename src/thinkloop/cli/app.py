@@ -26,7 +26,7 @@ from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
-from thinkloop.errors import ThinkloopError
+from thinkloop.errors import StoreError, ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
 from thinkloop.tools.base import Tool
@@ -141,7 +141,8 @@ def run(
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
     except ThinkloopError as exc:
-        raise fail(str(exc)) from None
+        # A broken store is an error (1), not a usage mistake (2).
+        raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     else:

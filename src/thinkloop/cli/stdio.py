@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from dataclasses import replace
@@ -33,6 +34,7 @@ from thinkloop.config import Settings
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
+from thinkloop.sandbox import DEFAULT_ENV_ALLOW
 from thinkloop.store.open import open_store
 
 OUTPUT_START = "---THINKLOOP_OUTPUT_START---"
@@ -116,6 +118,10 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
     # Model providers and tools read their keys from the environment; this process is the
     # container's, so the secrets live exactly as long as the run.
     os.environ.update(payload.secrets)
+    # The sandbox passes only allow-listed variables to commands: the payload's secrets are
+    # meant for the tools, so they join the list.
+    os.environ["THINKLOOP_TOOLS_SANDBOX_ENV"] = json.dumps(
+        [*DEFAULT_ENV_ALLOW, *payload.secrets])
     opts = replace(defaults, model=payload.model or defaults.model,
                    tools=payload.tools or defaults.tools,
                    max_steps=payload.max_steps or defaults.max_steps, approve=payload.approve)

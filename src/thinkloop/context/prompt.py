@@ -176,7 +176,8 @@ def prompt_context(
         skills=opts.skills,
         workspace=ws,
         workspace_listing=_listing(Path(ws)) if ws else (),
-        sandbox=opts.sandbox,
+        sandbox=opts.sandbox or next(
+            (t.meta["sandbox"] for t in agent.tools.values() if t.meta.get("sandbox")), ""),
         user_id=user_id,
         user_name=opts.user_names.get(user_id) if user_id else None,
         now=(now or (opts.clock or _utcnow)()) if opts.show_time else None,

@@ -168,6 +168,8 @@ def workspace(ctx: PromptContext) -> str | None:
 def sandbox(ctx: PromptContext) -> str | None:
     if not ctx.sandbox:
         return None
+    if " " in ctx.sandbox:  # a full description (the shell tool states its real limits)
+        return ctx.sandbox
     return (f"Commands run inside a sandbox ({ctx.sandbox}). Only the working directory is "
             "shared with the host; installed software and files elsewhere do not persist.")
 

@@ -226,7 +226,7 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
         await run_stage(cfg, ctx)
     current = ctx.call or call
     tctx = ToolContext(state.run_id, state.step, current.id, cfg.session_id, cfg.user_id,
-                       cfg.deps, emit=state.emit, charge_usage=state.charge)
+                       cfg.deps, emit=state.emit, charge_usage=state.charge, run=cfg)
     result = ctx.result or await run_call(cfg.tools, current, tctx, cfg.limits.tool_timeout_s)
     if hooked:
         ctx.stage, ctx.result = "post_tool", result

@@ -6,17 +6,48 @@ the small protocols below; callers check with ``isinstance`` and degrade when on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from thinkloop.errors import ThinkloopError
+from thinkloop.errors import StoreError as StoreError  # re-exported: stores raise it
 from thinkloop.types import Event, Message, PendingApproval
 
+T = TypeVar("T")
 
-class StoreError(ThinkloopError):
-    """A store could not be opened, migrated or read."""
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line: its first line, with the exception's type when that says more."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def store_errors(
+    kinds: tuple[type[BaseException], ...], what: str
+) -> Callable[[type[T]], type[T]]:
+    """Class decorator: the backend's own errors (``kinds``) leave every public coroutine
+    method as :class:`StoreError` with a one-line cause, never as a raw driver error."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(self, *args, **kwargs)
+            except kinds as exc:
+                raise StoreError(f"{what} failed: {one_line(exc)}") from exc
+
+        return call
+
+    def decorate(cls: type[T]) -> type[T]:
+        for name, fn in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(fn):
+                setattr(cls, name, wrap(fn))
+        return cls
+
+    return decorate
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,14 @@ from asyncpg.pool import PoolConnectionProxy
 
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
-from thinkloop.store.base import MemoryRecord, RunRecord, SessionInfo, SpanRecord, StoreError
+from thinkloop.store.base import (
+    MemoryRecord,
+    RunRecord,
+    SessionInfo,
+    SpanRecord,
+    StoreError,
+    store_errors,
+)
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, session_key
 from thinkloop.store.serialize import (
@@ -51,6 +58,7 @@ log = logging.getLogger("thinkloop.store")
 _MIGRATION_LOCK = 0x7468696E6B6C6F6F  # "thinkloo": serialises migrators across processes
 
 
+@store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
 class PostgresStore(GatewayTables):
     placeholder = "$"
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from thinkloop.store.base import RunRecord, SpanRecord, StoreError
+from thinkloop.text import valid_text
 from thinkloop.types import ContentPart, Event, Message, PendingApproval, ToolCall
 
 
@@ -79,11 +80,27 @@ def message_from_dict(d: dict[str, Any]) -> Message:
     )
 
 
+def _valid(value: Any) -> Any:
+    """``value`` with every string made valid UTF-8 (lone surrogates become U+FFFD)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {_valid(k): _valid(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid(v) for v in value]
+    return value
+
+
 def dumps(m: Message) -> bytes:
+    data = message_to_dict(m)
     try:
-        return orjson.dumps(message_to_dict(m))
-    except TypeError as exc:  # orjson.JSONEncodeError: a tool argument JSON cannot hold
-        raise StoreError(f"cannot store this {m.role} message: {exc}") from None
+        return orjson.dumps(data)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        if "surrogates" not in str(exc):  # a tool argument JSON cannot hold
+            raise StoreError(f"cannot store this {m.role} message: {exc}") from None
+    # Text that is not valid UTF-8 (a file name, a model's escape) is stored repaired, never
+    # lost with the whole turn.
+    return orjson.dumps(_valid(data))
 
 
 def loads(data: bytes | str) -> Message:

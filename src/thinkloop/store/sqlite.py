@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -18,7 +19,15 @@ import aiosqlite
 
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
-from thinkloop.store.base import MemoryRecord, RunRecord, SessionInfo, SpanRecord, StoreError
+from thinkloop.store.base import (
+    MemoryRecord,
+    RunRecord,
+    SessionInfo,
+    SpanRecord,
+    StoreError,
+    one_line,
+    store_errors,
+)
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.serialize import (
@@ -45,6 +54,7 @@ _SESSION_COLS = (
 )
 
 
+@store_errors((sqlite3.Error, OSError), "SQLite store")
 class SQLiteStore(GatewayTables):
     """Sessions, memories and profiles in one SQLite file (``":memory:"`` for a scratch one)."""
 
@@ -67,11 +77,21 @@ class SQLiteStore(GatewayTables):
                 try:
                     db = await aiosqlite.connect(self.path, isolation_level=None, timeout=30)
                 except Exception as exc:
-                    raise StoreError(f"cannot open SQLite database {self.path}: {exc}") from exc
-                await db.execute("PRAGMA journal_mode=WAL")
-                await db.execute("PRAGMA synchronous=NORMAL")
-                await db.execute("PRAGMA busy_timeout=30000")
-                await _migrate(db, self._migrate_upto)
+                    raise StoreError(
+                        f"cannot open SQLite database {self.path}: {one_line(exc)}") from exc
+                try:
+                    await db.execute("PRAGMA journal_mode=WAL")
+                    await db.execute("PRAGMA synchronous=NORMAL")
+                    await db.execute("PRAGMA busy_timeout=30000")
+                    await _migrate(db, self._migrate_upto)
+                except BaseException as exc:
+                    # Close it, or its worker thread keeps the process from ever exiting.
+                    await db.close()
+                    if isinstance(exc, sqlite3.Error):
+                        raise StoreError(f"cannot use SQLite database {self.path}: "
+                                         f"{one_line(exc)} (is it a damaged or foreign "
+                                         "file?)") from exc
+                    raise
                 self._db = db
                 # Unclosed, its thread would keep the process alive after asyncio.run.
                 close_at_loop_exit(self, self.aclose)

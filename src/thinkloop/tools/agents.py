@@ -18,7 +18,7 @@ from typing import Any
 
 from thinkloop.errors import ConfigError, ToolArgumentsError
 from thinkloop.models.base import Model
-from thinkloop.tools.base import Tool, ToolContext, make_tool
+from thinkloop.tools.base import Tool, ToolContext, as_tool, make_tool
 from thinkloop.types import Event, Usage
 
 MINIMAL_INSTRUCTIONS = (
@@ -91,12 +91,16 @@ class SubAgents:
         if callable(charge):
             charge(usage)
 
-    def _agent(self, spec: AgentSpec) -> Any:
+    def _agent(self, spec: AgentSpec, parent: ToolContext | None) -> Any:
         from thinkloop.agent import Agent  # the agent module imports tools; import late
 
         model = spec.model if spec.model is not None else self.model
-        return Agent(model, tools=spec.tools, instructions=spec.instructions, name=spec.name,
-                     max_steps=spec.max_steps, timeout_s=spec.timeout_s)
+        run = getattr(parent, "run", None)
+        if run is None:  # called outside a run: nothing to inherit, the default guards apply
+            return Agent(model, tools=spec.tools, instructions=spec.instructions,
+                         name=spec.name, max_steps=spec.max_steps, timeout_s=spec.timeout_s)
+        return Agent(model, instructions=spec.instructions, name=spec.name,
+                     deps=run.deps, **inherited(spec, run))
 
     async def run_one(
         self, task: str, agent: str | None = None, parent: ToolContext | None = None
@@ -106,7 +110,7 @@ class SubAgents:
             known = ", ".join(self.by_name)
             raise ToolArgumentsError(f"unknown sub-agent {agent!r}; available: {known}")
         async with self._limit:
-            child = self._agent(spec)
+            child = self._agent(spec, parent)
             handle = child.start(task, user_id=parent.user_id if parent else None,
                                  stream_model=False)
             self._emit(parent, "handoff", direction="to_child", agent=spec.name, task=task,
@@ -147,6 +151,42 @@ class SubAgents:
 
         t = make_tool(spawn_agent, idempotent=False, trusted_output=False)
         return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.")
+
+
+def _narrower(mine: float | None, parents: float | None) -> float | None:
+    return parents if mine is None else mine if parents is None else min(mine, parents)
+
+
+def inherited(spec: AgentSpec, run: Any) -> dict[str, Any]:
+    """What a child of the run ``run`` (a ``RunConfig``) gets: at most what the parent has.
+
+    Tools: the spec's (the developer chose them), each as the parent run has it when it has
+    one of that name. Hooks: every guard, plugin and user hook of the parent (policy, allow
+    and deny lists, approvals, dangerous-command rules, rate limits), so whatever the parent
+    may not call its children may not call either; without the parent's own context and
+    memory hooks. Limits: the smaller of the
+    spec's and the parent's. Workspace and user: the parent's (same tools, same user id).
+    """
+    parent_tools: Mapping[str, Tool] = run.tools
+    wanted = [as_tool(t) for t in spec.tools]
+    tools = [parent_tools.get(t.name, t) for t in wanted]
+    hooks = [h for stage in run.hooks.by_stage.values() for h in stage
+             if not h.name.startswith(_PARENTS_OWN)]
+    limits = run.limits
+    return {
+        "tools": tools,
+        "hooks": hooks,
+        "guard": False,  # the parent's guards come in with its hooks, settings and state
+        "plugins": False,  # plugin hooks too
+        "max_steps": min(spec.max_steps, run.limits.max_steps),
+        "timeout_s": _narrower(spec.timeout_s, limits.timeout_s),
+        "tool_timeout_s": limits.tool_timeout_s,
+    }
+
+
+# The parent's own conversation and records (history, memory, trace, run log) and its step
+# budget (the child's steps are already no more than the parent's): not inherited.
+_PARENTS_OWN = ("context.", "memory.", "tracing.", "runs.", "guard.steps")
 
 
 def render_results(results: Sequence[ChildResult]) -> str:

@@ -25,11 +25,12 @@ def all_builtin_tools() -> list[tuple[Tool, str]]:
     from thinkloop.tools.builtin.workflows import Registry, run_workflow_tool
     from thinkloop.tools.workspace import Workspace
 
-    out = [(t, "") for t in builtin_tools()]
+    # Only schemas are shown: no sandbox is needed (nor checked) to list them.
+    settings = ToolSettings(sandbox="none")
+    out = [(t, "") for t in builtin_tools(settings)]
     out.append((web_search_tool(SearxNG("http://search.invalid")),
                 "THINKLOOP_TOOLS_SEARCH_BACKEND (searxng, brave or tavily)"))
     registry = Registry(Path("workflows.yaml"), (), "")
-    settings = ToolSettings()
     out.append((search_tools_tool(ToolIndex([], MiniLMEmbedder())),
                 "THINKLOOP_TOOLS_WORKFLOWS or THINKLOOP_TOOLS_SKILLS"))
     out.append((run_workflow_tool(registry, Workspace(settings.workspace), settings),

@@ -21,12 +21,17 @@ from thinkloop.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
 )
+from thinkloop.text import valid_text
 from thinkloop.tools.base import Tool, ToolContext
 from thinkloop.types import ToolCall, ToolResult
 
 
 def render_output(value: Any) -> str:
-    """A tool's return value as the text the model reads."""
+    """A tool's return value as the text the model reads (always valid UTF-8)."""
+    return valid_text(_render(value))
+
+
+def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
     if value is None:
@@ -95,7 +100,7 @@ async def run_call(
         content = await invoke(tool, call, ctx, timeout_s)
         return ToolResult(call, content, False, time.perf_counter() - start)
     except ToolError as exc:
-        return ToolResult(call, f"Error: {exc}", True, time.perf_counter() - start)
+        return ToolResult(call, valid_text(f"Error: {exc}"), True, time.perf_counter() - start)
 
 
 async def run_calls(

@@ -252,7 +252,16 @@ class MCPServer:
             idempotent=bool(getattr(annotations, "idempotent_hint", False)),
             trusted_output=False,
             meta={"mcp_server": self.config.name, "mcp_tool": remote},
+            needs_approval=needs_approval(annotations),
         )
+
+
+def needs_approval(annotations: Any) -> bool:
+    """A server-declared destructive (and not read-only) or open-world tool waits for a human."""
+    def hint(name: str) -> bool:
+        return getattr(annotations, name, None) is True
+
+    return (hint("destructive_hint") and not hint("read_only_hint")) or hint("open_world_hint")
 
 
 def _root_cause(exc: BaseException) -> str:

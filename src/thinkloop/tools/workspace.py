@@ -1,23 +1,34 @@
-"""Per-agent, per-user workspaces and confined path resolution (GoClaw ``base/<user>``).
+"""Per-agent, per-user workspaces (GoClaw ``base/<user>``) with ``openat``-style no-follow access.
 
-Every filesystem, shell, browser-screenshot and workflow tool resolves paths through
-:meth:`Workspace.resolve`, which refuses absolute paths, ``..`` components and anything whose
-real path (symlinks followed) lands outside the user's directory.
+Paths from the model are checked lexically (no absolute paths, no ``..``, no NUL) and then
+opened one component at a time relative to the user's directory with ``O_NOFOLLOW``: a
+symbolic link anywhere on the way is refused, so a directory swapped for a link between a check
+and an open cannot lead outside. The user's own folder is opened the same way from the base
+directory, so a link planted at another user's folder name is refused too. Writes to one file
+are serialised (a read-modify-write such as ``edit_file`` holds the file's lock throughout).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import re
+import stat
 import tempfile
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from thinkloop.errors import ToolExecutionError
 
 DEFAULT_USER = "default"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted in the workspace must not hang a read.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class PathEscapeError(ToolExecutionError):
@@ -39,27 +50,8 @@ def sanitize_user_id(user_id: str | None) -> str:
     return f"{clean or 'user'}-{digest}"
 
 
-@dataclass(frozen=True)
-class Workspace:
-    """The directory tree an agent's tools may touch: ``base/<sanitised user id>``."""
-
-    base: Path
-
-    def root(self, user_id: str | None) -> Path:
-        """The user's directory, created on first use; always a resolved real path."""
-        base = Path(self.base).expanduser()
-        base.mkdir(parents=True, exist_ok=True)
-        root = base.resolve() / sanitize_user_id(user_id)
-        root.mkdir(exist_ok=True)
-        return root.resolve()
-
-    def resolve(self, user_id: str | None, path: str) -> Path:
-        """``path`` (relative to the user's directory) as a real path inside it."""
-        return confine(self.root(user_id), path)
-
-
-def confine(root: Path, path: str) -> Path:
-    """Resolve ``path`` under ``root`` or raise :class:`PathEscapeError`."""
+def split_path(path: str) -> list[str]:
+    """The components of a workspace-relative ``path``; refuses anything that could leave it."""
     if "\x00" in path:
         raise PathEscapeError("path contains a NUL byte")
     text = path.strip() or "."
@@ -69,15 +61,166 @@ def confine(root: Path, path: str) -> Path:
         raise PathEscapeError(
             f"absolute paths are not allowed: {path!r}; use a path relative to the workspace"
         )
-    parts = re.split(r"[\\/]+", text)
+    parts = [p for p in re.split(r"[\\/]+", text) if p not in ("", ".")]
     if ".." in parts:
         raise PathEscapeError(f"'..' is not allowed in paths: {path!r}")
-    candidate = (root / text).resolve()
-    if not candidate.is_relative_to(root):
-        raise PathEscapeError(
-            f"{path!r} resolves outside the workspace (through a symlink); access refused"
-        )
-    return candidate
+    return parts
+
+
+def _link_refused(path: str, name: str) -> PathEscapeError:
+    return PathEscapeError(
+        f"{path!r} goes through the symbolic link {name!r}; links are not followed, so no "
+        "path can lead outside the workspace. Access refused")
+
+
+def _open_dir(parent: int, name: str, *, path: str, create: bool) -> int:
+    """``openat(parent, name, O_DIRECTORY | O_NOFOLLOW)``, creating it when asked."""
+    for attempt in (0, 1):
+        try:
+            return os.open(name, _DIR, dir_fd=parent)
+        except FileNotFoundError:
+            if not create or attempt:
+                raise ToolExecutionError(f"no such file or directory: {path}") from None
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                if stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                    raise _link_refused(path, name) from None
+                raise ToolExecutionError(f"not a directory: {path}") from None
+            raise
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The directory tree an agent's tools may touch: ``base/<sanitised user id>``."""
+
+    base: Path
+    _locks: dict[tuple[str, ...], threading.RLock] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _locks_guard: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def _base(self) -> Path:
+        base = Path(self.base).expanduser()
+        base.mkdir(parents=True, exist_ok=True)
+        return base.resolve()
+
+    @contextlib.contextmanager
+    def _root_fd(self, user_id: str | None) -> Iterator[int]:
+        base_fd = os.open(self._base(), _DIR & ~os.O_NOFOLLOW)
+        try:
+            name = sanitize_user_id(user_id)
+            fd = _open_dir(base_fd, name, path=name, create=True)
+        finally:
+            os.close(base_fd)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def root(self, user_id: str | None) -> Path:
+        """The user's directory, created on first use; never a symbolic link."""
+        with self._root_fd(user_id):
+            return self._base() / sanitize_user_id(user_id)
+
+    @contextlib.contextmanager
+    def directory(self, user_id: str | None, path: str, *, create: bool = False) -> Iterator[int]:
+        """A file descriptor of the workspace directory ``path`` (no link followed)."""
+        with self._root_fd(user_id) as root:
+            fd = os.dup(root)
+            try:
+                for name in split_path(path):
+                    nxt = _open_dir(fd, name, path=path, create=create)
+                    os.close(fd)
+                    fd = nxt
+                yield fd
+            finally:
+                os.close(fd)
+
+    @contextlib.contextmanager
+    def parent(
+        self, user_id: str | None, path: str, *, create: bool = False
+    ) -> Iterator[tuple[int, str]]:
+        """(descriptor of the directory holding ``path``, its last component)."""
+        parts = split_path(path)
+        if not parts:
+            raise ToolExecutionError(f"{path!r} is the workspace itself, not a file")
+        with self.directory(user_id, "/".join(parts[:-1]), create=create) as fd:
+            yield fd, parts[-1]
+
+    def lock(self, user_id: str | None, path: str) -> threading.RLock:
+        """The lock serialising writes to one file (held across a read-modify-write)."""
+        key = (sanitize_user_id(user_id), *split_path(path))
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.RLock())
+
+    def read_bytes(self, user_id: str | None, path: str, limit: int) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of a regular file, and its full size."""
+        with self.parent(user_id, path) as (dfd, name):
+            try:
+                fd = os.open(name, _READ, dir_fd=dfd)
+            except FileNotFoundError:
+                raise ToolExecutionError(f"no such file: {path}") from None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise _link_refused(path, name) from None
+                raise ToolExecutionError(f"cannot open {path}: {exc.strerror}") from None
+            with os.fdopen(fd, "rb") as fh:
+                info = os.fstat(fh.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+                    raise ToolExecutionError(f"{path} is {kind}")
+                return fh.read(limit), info.st_size
+
+    def write_bytes(self, user_id: str | None, path: str, data: bytes) -> None:
+        """Replace ``path`` atomically (readers see the old file or the new one, never half)."""
+        with self.lock(user_id, path), self.parent(user_id, path, create=True) as (dfd, name):
+            try:
+                old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and stat.S_ISDIR(old.st_mode):
+                raise ToolExecutionError(f"{path} is a directory")
+            _replace_at(dfd, name, data, old.st_mode & 0o7777 if old and stat.S_ISREG(
+                old.st_mode) else 0o644)
+
+    def resolve(self, user_id: str | None, path: str) -> Path:
+        """``path`` as a host path inside the user's folder, checked for links on the way."""
+        with self.parent(user_id, path, create=True) as (dfd, name), contextlib.suppress(
+                FileNotFoundError):
+            if stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+                    raise _link_refused(path, name)
+        return self.root(user_id).joinpath(*split_path(path))
+
+
+def _replace_at(dfd: int, name: str, data: bytes, mode: int) -> None:
+    tmp = f".{name[:100]}.{os.urandom(6).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode, dir_fd=dfd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        # rename replaces a link at ``name`` itself; it never writes through one.
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+
+
+def confine(root: Path, path: str) -> Path:
+    """``path`` under ``root`` with no symbolic link on the way, or :class:`PathEscapeError`."""
+    current = root
+    for name in split_path(path):
+        current = current / name
+        if current.is_symlink():
+            raise _link_refused(path, name)
+    return current
 
 
 def relative(root: Path, path: Path) -> str:
@@ -87,7 +230,7 @@ def relative(root: Path, path: Path) -> str:
 
 
 def atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` so readers see the old file or the new one, never half."""
+    """Write ``data`` to ``target`` (a path we chose, not the model) atomically."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

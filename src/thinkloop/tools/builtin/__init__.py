@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkloop.channels import Channel, ConsoleChannel
+from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
@@ -29,7 +30,7 @@ __all__ = ["ToolSettings", "Toolbox", "builtin_tools"]
 
 
 def _workflow_tools(
-    settings: ToolSettings, workspace: Workspace, embedder: Any
+    settings: ToolSettings, workspace: Workspace, embedder: Any, sandbox: Sandbox
 ) -> tuple[list[Tool], list[str]]:
     """search_tools and run_workflow, plus the prompt sections that go with them."""
     from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
@@ -48,7 +49,7 @@ def _workflow_tools(
     cache = None
     if settings.workflows is not None:
         registry = load_registry(settings.workflows)
-        tools.append(run_workflow_tool(registry, workspace, settings))
+        tools.append(run_workflow_tool(registry, workspace, settings, sandbox))
         entries += [Entry("workflow", w.name, w.search_text(), w) for w in registry.workflows]
         cache = settings.workflows.parent / ".embeddings-cache.json"
     if settings.skills is not None:
@@ -78,14 +79,18 @@ class Toolbox:
 
     def __post_init__(self) -> None:
         self.workspace = Workspace(self.settings.workspace)
-        self.browser_session = BrowserSession(self.settings.chromium_path)
+        # Checked once, here: a sandbox that cannot run is a configuration error, never a
+        # silent fallback to running commands unconfined.
+        self.sandbox = self.settings.make_sandbox()
+        self.browser_session = BrowserSession(
+            self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
         # Text for the system prompt that explains how to use these tools (Stingyclaw).
         self.prompt_sections: list[str] = [ASK_HUMAN_GUIDANCE]
         self.tools = self._build()
 
     def _build(self) -> list[Tool]:
         s, ws = self.settings, self.workspace
-        tools = [*file_tools(ws, s), shell_tool(ws, s), web_fetch_tool(s)]
+        tools = [*file_tools(ws, s), shell_tool(ws, s, self.sandbox), web_fetch_tool(s)]
         backend = backend_from_settings(s)
         if backend is not None:
             tools.append(web_search_tool(backend, s.fetch_timeout_s))
@@ -97,7 +102,7 @@ class Toolbox:
         tools += messaging_tools(list(self.channels) or [ConsoleChannel()],
                                  policy=self.send_policy)
         if s.workflows is not None or s.skills is not None:
-            found, sections = _workflow_tools(s, ws, self.embedder)
+            found, sections = _workflow_tools(s, ws, self.embedder, self.sandbox)
             tools += found
             self.prompt_sections += sections
         if self.memory_store is not None:

@@ -4,21 +4,29 @@ The system's Chromium (Debian ``chromium``) is used; Playwright never downloads 
 Each user gets an isolated browser context and page. ``browser_snapshot`` prints an outline of
 the page (roles, names, ``[ref=eN]`` on interactive elements) that ``browser_click`` and
 ``browser_type`` address elements by.
+
+Every request the page makes (navigations, redirect hops, frames, scripts, images, fetch/XHR)
+is checked against the same address policy as ``web_fetch`` before it leaves the browser;
+a refused one is aborted. A navigation is fetched without following redirects, so each hop
+comes back through the check.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from thinkloop.errors import ConfigError, ToolExecutionError
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.web import check_address
-from thinkloop.tools.workspace import Workspace, relative
+from thinkloop.tools.workspace import Workspace, split_path
 
 CHROMIUM_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -27,12 +35,20 @@ CHROMIUM_ARGS = (
 _SNAPSHOT_JS = files("thinkloop.tools.builtin").joinpath("browser_snapshot.js").read_text
 
 
+AddressCheck = Callable[[str], Awaitable[object]]
+_MAX_HOPS = 10
+
+
 @dataclass
 class BrowserSession:
     """One Chromium process shared by all users; a context and page per user, lazily."""
 
     executable: Path = Path("/usr/bin/chromium")
     timeout_s: float = 30.0
+    allow_private: bool = False
+    # The address policy (default: web_fetch's, with ``allow_private``); raises to refuse.
+    check: AddressCheck | None = None
+    blocked: list[str] = field(default_factory=list)
     _pw: Any = None
     _browser: Any = None
     _pages: dict[str, Any] = field(default_factory=dict)
@@ -46,6 +62,8 @@ class BrowserSession:
             if key not in self._pages:
                 context = await self._browser.new_context(viewport={"width": 1280, "height": 800})
                 context.set_default_timeout(self.timeout_s * 1000)
+                if self.check is not None or not self.allow_private:
+                    await context.route("**/*", self._route)
                 self._pages[key] = await context.new_page()
             return self._pages[key]
 
@@ -64,6 +82,52 @@ class BrowserSession:
             await self._pw.stop()
             self._pw = None
             raise
+
+    async def allowed(self, url: str) -> None:
+        """Raise :class:`ToolExecutionError` when the policy refuses ``url``."""
+        if url.startswith(("data:", "about:", "blob:")):
+            return
+        if self.check is not None:
+            await self.check(url)
+        else:
+            await check_address(url, self.allow_private)
+
+    async def _refused(self, url: str) -> bool:
+        try:
+            await self.allowed(url)
+        except ToolExecutionError:
+            self.blocked.append(url)
+            return True
+        return False
+
+    async def _route(self, route: Any, request: Any) -> None:
+        if await self._refused(request.url):
+            await route.abort("blockedbyclient")
+            return
+        if not request.is_navigation_request():
+            await route.continue_()
+            return
+        # Chromium follows redirects without showing the hops to this handler, so a navigation
+        # is fetched here one hop at a time, each hop checked; the browser then goes straight
+        # to the final, checked address.
+        try:
+            url, response = request.url, await route.fetch(max_redirects=0)
+            for _ in range(_MAX_HOPS):
+                location = response.headers.get("location")
+                if not 300 <= response.status < 400 or not location:
+                    break
+                url = urljoin(url, location)
+                if await self._refused(url):
+                    await route.abort("blockedbyclient")
+                    return
+                response = await request.frame.page.context.request.get(url, max_redirects=0)
+        except Exception:  # a network failure is the page's to report, as a failed load
+            await route.abort("failed")
+            return
+        if url == request.url:
+            await route.fulfill(response=response)
+        else:
+            await route.fulfill(status=302, headers={"location": url})
 
     async def close(self) -> None:
         async with self._lock:
@@ -97,9 +161,27 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         Args:
             url: the http(s) URL to open
         """
-        await check_address(url, settings.fetch_allow_private)
+        await session.allowed(url)
         page = await session.page(ctx.user_id)
-        response = await page.goto(url, wait_until="load")
+        try:
+            try:
+                response = await page.goto(url, wait_until="load")
+            except Exception as exc:  # Chromium's error page for a refused hop may still load
+                if "interrupted by another navigation" not in str(exc):
+                    raise
+                await page.wait_for_load_state()
+                response = await page.goto(url, wait_until="load")
+        except Exception as exc:
+            if "ERR_BLOCKED_BY_CLIENT" in str(exc):
+                # Chromium shows its error page next; let that finish and leave a blank page,
+                # so the next navigation is not interrupted by it.
+                with contextlib.suppress(Exception):
+                    await page.wait_for_load_state()
+                    await page.goto("about:blank")
+                raise ToolExecutionError(
+                    f"{url} led to an address the policy refuses (blocked: "
+                    f"{', '.join(session.blocked[-3:])})") from None
+            raise
         status = f"HTTP {response.status}\n" if response is not None else ""
         return status + await session.snapshot(page)
 
@@ -143,11 +225,11 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
             path: where to save it, relative to the workspace
             full_page: capture the whole scrollable page
         """
-        target = workspace.resolve(ctx.user_id, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         page = await session.page(ctx.user_id)
-        data = await page.screenshot(path=str(target), full_page=full_page, type="png")
-        return f"saved {len(data)} bytes to {relative(workspace.root(ctx.user_id), target)}"
+        data = await page.screenshot(full_page=full_page, type="png")
+        # Written the way the file tools write: no-follow, atomic, serialised.
+        await asyncio.to_thread(workspace.write_bytes, ctx.user_id, path, data)
+        return f"saved {len(data)} bytes to {'/'.join(split_path(path))}"
 
     kw: dict[str, Any] = {"idempotent": False, "trusted_output": False}
     # Clicking and typing can submit forms (send, buy, delete): a person approves them.

@@ -1,8 +1,11 @@
-"""Running a command the way ``shell`` and ``run_workflow`` do: confined, timed, capped.
+"""Running a command the way ``shell`` and ``run_workflow`` do: sandboxed, timed, capped.
 
-The command runs in its own process group (``start_new_session``) so a timeout or a cancelled
-run kills everything it started, grandchildren included. Output is stdout and stderr merged,
-kept up to a cap and drained beyond it so a chatty child never blocks on a full pipe.
+The command runs through a :class:`~thinkloop.sandbox.Sandbox` in its own process group
+(``start_new_session``); a timeout or a cancelled run kills that group, and with bwrap the
+sandbox's PID namespace ends with it, so nothing the command started survives (``setsid``
+grandchildren included). Output is stdout and stderr merged into a pipe *we* own: it is kept
+up to a cap, drained beyond it, and closed by us after a short grace, so a leftover that holds
+the pipe open can never keep the call waiting.
 """
 
 from __future__ import annotations
@@ -10,27 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from thinkloop.errors import ToolTimeoutError
+from thinkloop.sandbox import DEFAULT_ENV_ALLOW, SYSTEM_PATH, NoSandbox, Sandbox, allowed_env
+from thinkloop.text import valid_text
 
-_SECRET = re.compile(r"(_KEY|_TOKEN)$|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 # After the main process exits, how long its leftovers may keep the pipe open.
 _DRAIN_GRACE_S = 0.5
 
 
-def scrubbed_env(
-    extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment a command sees: ours minus anything that looks like a credential."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET.search(k)}
-    env.update(extra or {})
-    return env
+def command_env(allow: Sequence[str], sandbox: Sandbox, **extra: str) -> dict[str, str]:
+    """The environment of a command: allow-listed host names, a PATH that exists, ``extra``."""
+    path = SYSTEM_PATH if sandbox.name != "none" else allowed_env(("PATH",)).get(
+        "PATH", SYSTEM_PATH)
+    return allowed_env(allow, {"PATH": path, "TMPDIR": "/tmp", **extra})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class ProcessResult:
     timed_out: bool
 
     def render(self, cap: int) -> str:
-        text = self.output.decode("utf-8", errors="replace")
+        text = valid_text(self.output)
         parts = [f"exit code: {self.exit_code}", text.rstrip("\n")]
         if self.total_bytes > len(self.output):
             parts.append(
@@ -51,42 +51,32 @@ class ProcessResult:
         return "\n".join(p for p in parts if p)
 
 
+class _Capture:
+    """Reads the pipe: keeps ``cap`` bytes, counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.buf, self.total = cap, bytearray(), 0
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self.total += len(chunk)
+            room = self.cap - len(self.buf)
+            if room > 0:
+                self.buf.extend(chunk[:room])
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def _poll_exit(proc: asyncio.subprocess.Process) -> None:
-    while proc.returncode is None:  # noqa: ASYNC110 - nothing to wait on but the poll
-        await asyncio.sleep(0.02)
-
-
-async def _exited(proc: asyncio.subprocess.Process, reader: asyncio.Future[int]) -> None:
-    """Until the main process has exited.
-
-    ``proc.wait()`` alone cannot tell: on Python 3.11 it also waits for every pipe to close,
-    which a background grandchild can hold open for ever. So: the output closing (the usual
-    case, no added latency) or a poll of the exit status, whichever comes first.
-    """
-    poll: asyncio.Future[Any] = asyncio.ensure_future(_poll_exit(proc))
-    waiting: set[asyncio.Future[Any]] = {reader, poll}
-    try:
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if reader.done():
-            await proc.wait()
-    finally:
-        poll.cancel()
-        await asyncio.gather(poll, return_exceptions=True)
-
-
-async def _read_capped(stream: asyncio.StreamReader, cap: int, buf: bytearray) -> int:
-    total = 0
-    while chunk := await stream.read(65536):
-        total += len(chunk)
-        room = cap - len(buf)
-        if room > 0:
-            buf.extend(chunk[:room])
-    return total
+async def _open_pipe() -> tuple[int, asyncio.StreamReader, asyncio.ReadTransport]:
+    read_fd, write_fd = os.pipe()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(loop=loop)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(read_fd, "rb", 0))
+    return write_fd, reader, transport
 
 
 async def run_process(
@@ -96,36 +86,52 @@ async def run_process(
     timeout_s: float,
     cap: int,
     env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
+    read_only: Sequence[Path] = (),
 ) -> ProcessResult:
-    """Run ``command`` through ``/bin/sh``; kill its whole process group on timeout or cancel."""
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=cwd,
-        env=dict(env) if env is not None else scrubbed_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    buf = bytearray()
-    reader = asyncio.ensure_future(_read_capped(proc.stdout, cap, buf))
+    """Run ``command`` through ``/bin/sh`` in ``sandbox``; the call ends by ``timeout_s``."""
+    box: Sandbox = sandbox or NoSandbox()
+    capture = _Capture(cap)
+    async with box.launch(command, cwd=cwd, read_only=read_only) as argv:
+        write_fd, reader, transport = await _open_pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=cwd,
+                env=dict(env) if env is not None else command_env(DEFAULT_ENV_ALLOW, box),
+                stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                start_new_session=True)
+        except BaseException:
+            transport.close()
+            raise
+        finally:
+            os.close(write_fd)
+        timed_out = await _supervise(proc, capture, reader, transport, timeout_s)
+    return ProcessResult(proc.returncode or 0, bytes(capture.buf), capture.total, timed_out)
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process, capture: _Capture, reader: asyncio.StreamReader,
+    transport: asyncio.ReadTransport, timeout_s: float,
+) -> bool:
+    """Wait for ``proc`` up to ``timeout_s`` while reading; kill its group; True on timeout."""
+    draining = asyncio.ensure_future(capture.drain(reader))
     timed_out = False
     try:
         try:
             async with asyncio.timeout(timeout_s):
-                await _exited(proc, reader)
+                await proc.wait()  # the process only: we own the pipe
         except TimeoutError:
             timed_out = True
             _kill_group(proc)
-        # Background children may hold the pipe open; give them a moment, then end them.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(reader), _DRAIN_GRACE_S)
+        # Leftovers may still write; give them a moment, then stop listening.
+        await asyncio.wait({draining}, timeout=_DRAIN_GRACE_S)
     finally:
         _kill_group(proc)
+        transport.close()
+        draining.cancel()
+        await asyncio.gather(draining, return_exceptions=True)
         await proc.wait()
-        total = await reader
-    return ProcessResult(proc.returncode or 0, bytes(buf), total, timed_out)
+    return timed_out
 
 
 async def run_confined(
@@ -136,13 +142,16 @@ async def run_confined(
     timeout_s: float,
     cap: int,
     env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
+    read_only: Sequence[Path] = (),
 ) -> str:
     """``run_process`` rendered as an observation; a timeout raises with the partial output."""
-    result = await run_process(command, cwd=cwd, timeout_s=timeout_s, cap=cap, env=env)
+    result = await run_process(command, cwd=cwd, timeout_s=timeout_s, cap=cap, env=env,
+                               sandbox=sandbox, read_only=read_only)
     if result.timed_out:
-        partial = result.output.decode("utf-8", errors="replace")[-4000:]
+        partial = valid_text(result.output)[-4000:]
         raise ToolTimeoutError(
-            f"{name} timed out after {timeout_s:g}s; its process group was killed. "
+            f"{name} timed out after {timeout_s:g}s; every process it started was killed. "
             f"Output so far:\n{partial}"
         )
     return result.render(cap)

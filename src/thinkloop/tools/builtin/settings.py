@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from thinkloop.sandbox import DEFAULT_ENV_ALLOW, Sandbox, SandboxLimits, sandbox_for
 
 MIB = 1024 * 1024
 
@@ -36,3 +39,19 @@ class ToolSettings(BaseSettings):
     skills: Path | None = Field(None, description="directory of skill markdown files")
     workflow_timeout_s: float = 120.0
     chromium_path: Path = Path("/usr/bin/chromium")
+    # Confinement of shell and run_workflow (thinkloop.sandbox); "none" runs them unconfined.
+    sandbox: Literal["bwrap", "none"] = "bwrap"
+    sandbox_network: bool = Field(False, description="let sandboxed commands use the network")
+    sandbox_memory_mb: int = 4096
+    sandbox_cpu_s: int = 300
+    sandbox_max_processes: int = 256
+    sandbox_file_mb: int = 1024
+    sandbox_env: tuple[str, ...] = Field(
+        DEFAULT_ENV_ALLOW, description="host environment variables commands may see")
+
+    def make_sandbox(self) -> Sandbox:
+        """The sandbox asked for; raises ``SandboxUnavailableError`` when it cannot run."""
+        limits = SandboxLimits(self.sandbox_memory_mb * MIB, self.sandbox_cpu_s,
+                               self.sandbox_max_processes, self.sandbox_file_mb * MIB,
+                               self.sandbox_network)
+        return sandbox_for(self.sandbox, limits)

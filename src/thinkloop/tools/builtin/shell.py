@@ -1,20 +1,27 @@
-"""``shell``: a command in the user's workspace, timed, capped, with a scrubbed environment."""
+"""``shell``: a command in the user's workspace, sandboxed, timed, capped, allow-listed env."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from thinkloop.errors import ToolArgumentsError
+from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool, ToolContext, make_tool
-from thinkloop.tools.builtin.process import run_confined, scrubbed_env
+from thinkloop.tools.builtin.process import command_env, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.workspace import Workspace
 
 
-def shell_tool(workspace: Workspace, settings: ToolSettings) -> Tool:
+def shell_tool(
+    workspace: Workspace, settings: ToolSettings, sandbox: Sandbox | None = None
+) -> Tool:
+    box = sandbox if sandbox is not None else settings.make_sandbox()
+
     async def shell(ctx: ToolContext, command: str, timeout_s: float | None = None) -> str:
         """Run a shell command (/bin/sh) with the workspace as working directory.
 
-        The observation starts with the exit code, then stdout and stderr merged. Credentials
-        are removed from the environment. On timeout the whole process tree is killed.
+        The observation starts with the exit code, then stdout and stderr merged. The
+        environment holds no credentials. On timeout every process it started is killed.
 
         Args:
             command: the command line to run
@@ -26,14 +33,13 @@ def shell_tool(workspace: Workspace, settings: ToolSettings) -> Tool:
                 f"timeout_s must be between 0 and {settings.shell_max_timeout_s:g} seconds"
             )
         root = workspace.root(ctx.user_id)
-        env = scrubbed_env({"PWD": str(root)})
-        return await run_confined(
-            "shell", command, cwd=root, timeout_s=limit, cap=settings.output_cap_bytes, env=env
-        )
+        env = command_env(settings.sandbox_env, box, PWD=str(root), HOME=str(root))
+        return await run_confined("shell", command, cwd=root, timeout_s=limit,
+                                  cap=settings.output_cap_bytes, env=env, sandbox=box)
 
     # The tool enforces its own timeout (and kills the process group); the executor's generic
     # timeout must not cut it short first.
-    return make_tool(
-        shell, idempotent=False, needs_approval=True, trusted_output=False,
-        timeout_s=settings.shell_max_timeout_s + 5.0,
-    )
+    tool = make_tool(shell, idempotent=False, needs_approval=True, trusted_output=False,
+                     timeout_s=settings.shell_max_timeout_s + 5.0)
+    # The prompt's sandbox section states these limits (context/prompt.py reads the meta).
+    return replace(tool, meta={**tool.meta, "sandbox": box.describe()})

@@ -2,6 +2,9 @@
 
 Every hop of a fetch, redirects included, is checked against the address policy: loopback,
 private, link-local and other non-public addresses are refused unless the settings allow them.
+The connection then goes to the very address that was checked (the URL's host is kept for the
+``Host`` header, TLS SNI and certificate checks), so a DNS answer that changes between the
+check and the connect (rebinding) cannot lead to an internal address.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -29,13 +33,16 @@ def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-async def check_address(url: str, allow_private: bool) -> None:
-    """Refuse non-http(s) URLs and, unless allowed, hosts that resolve to non-public IPs."""
+async def check_address(url: str, allow_private: bool) -> str | None:
+    """Refuse non-http(s) URLs and, unless allowed, hosts that resolve to non-public IPs.
+
+    Returns the checked address to connect to (None when private addresses are allowed).
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolExecutionError(f"only http(s) URLs with a host can be fetched: {url!r}")
     if allow_private:
-        return
+        return None
     host = parts.hostname
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(
@@ -50,6 +57,17 @@ async def check_address(url: str, allow_private: bool) -> None:
                 f"refusing to fetch {url}: {host} resolves to the non-public address {ip} "
                 "(set fetch_allow_private to allow local and private networks)"
             )
+    return str(infos[0][4][0])
+
+
+def pinned_request(url: str, ip: str | None) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+    """(URL to connect to, extra headers, request extensions) for ``url`` pinned to ``ip``."""
+    target = httpx.URL(url)
+    if ip is None:
+        return target, {}, {}
+    host = target.host
+    netloc = host if target.port is None else f"{host}:{target.port}"
+    return target.copy_with(host=ip), {"host": netloc}, {"sni_hostname": host}
 
 
 def html_to_markdown(html: str, url: str) -> str:
@@ -79,8 +97,10 @@ async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]
 
 async def fetch(url: str, settings: ToolSettings, client: httpx.AsyncClient) -> str:
     for _ in range(_MAX_REDIRECTS + 1):
-        await check_address(url, settings.fetch_allow_private)
-        async with client.stream("GET", url) as response:
+        ip = await check_address(url, settings.fetch_allow_private)
+        target, headers, extensions = pinned_request(url, ip)
+        async with client.stream("GET", target, headers=headers,
+                                 extensions=extensions) as response:
             if response.is_redirect and "location" in response.headers:
                 url = urljoin(url, response.headers["location"])
                 continue

@@ -31,8 +31,9 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from thinkloop.errors import ConfigError, ToolArgumentsError
+from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool, ToolContext, make_tool
-from thinkloop.tools.builtin.process import run_confined, scrubbed_env
+from thinkloop.tools.builtin.process import command_env, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.workspace import Workspace
 
@@ -166,7 +167,12 @@ def workflow_env(workflow: Workflow, args: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_workflow_tool(registry: Registry, workspace: Workspace, settings: ToolSettings) -> Tool:
+def run_workflow_tool(
+    registry: Registry, workspace: Workspace, settings: ToolSettings,
+    sandbox: Sandbox | None = None,
+) -> Tool:
+    box = sandbox if sandbox is not None else settings.make_sandbox()
+
     async def run_workflow(ctx: ToolContext, name: str, args: dict[str, str] | None = None) -> str:
         """Run a workflow found with search_tools; arguments become upper-case env variables.
 
@@ -178,12 +184,14 @@ def run_workflow_tool(registry: Registry, workspace: Workspace, settings: ToolSe
         extra = workflow_env(workflow, args or {})
         folder = str(registry.path.parent.resolve())
         root = workspace.root(ctx.user_id)
-        env = scrubbed_env({**extra, "WORKFLOW_DIR": folder, "PWD": str(root),
-                            "PATH": folder + os.pathsep + os.environ.get("PATH", "")})
+        env = command_env(settings.sandbox_env, box, **extra, WORKFLOW_DIR=folder, PWD=str(root),
+                          HOME=str(root))
+        env["PATH"] = folder + os.pathsep + env["PATH"]
         limit = min(workflow.timeout_s or settings.workflow_timeout_s,
                     settings.shell_max_timeout_s)
         return await run_confined(f"workflow {name!r}", workflow.run, cwd=root, timeout_s=limit,
-                                  cap=settings.output_cap_bytes, env=env)
+                                  cap=settings.output_cap_bytes, env=env, sandbox=box,
+                                  read_only=[Path(folder)])
 
     return make_tool(run_workflow, idempotent=False, needs_approval=True, trusted_output=False,
                      timeout_s=settings.shell_max_timeout_s + 5)

@@ -1,0 +1,220 @@
+"""The bubblewrap sandbox, attacked the way a hostile model would through ``shell``.
+
+Each attack runs twice where that matters: with ``sandbox="none"`` it succeeds (so the test
+proves the attack is real) and with the default ``"bwrap"`` it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+from tests.tools.helpers import call
+
+from thinkloop.agent import Agent
+from thinkloop.models.scripted import ScriptedModel, reply
+from thinkloop.models.scripted import call as model_call
+from thinkloop.sandbox import BwrapSandbox, SandboxUnavailableError, sandbox_for
+from thinkloop.tools.base import Tool
+from thinkloop.tools.builtin import Toolbox
+from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.shell import shell_tool
+from thinkloop.tools.workspace import Workspace
+
+
+def _shell(tmp_path: Path, sandbox: str, **settings: object) -> list[Tool]:
+    s = ToolSettings(workspace=tmp_path / "ws", sandbox=sandbox, **settings)  # type: ignore[arg-type]
+    return [shell_tool(Workspace(s.workspace), s)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """Another user's workspace and an agent home with its store and prompt files."""
+    bob = tmp_path / "ws" / "bob"
+    bob.mkdir(parents=True)
+    (bob / "secret.txt").write_text("bob's secret\n")
+    return bob
+
+
+@pytest.mark.parametrize(("sandbox", "works"), [("none", True), ("bwrap", False)])
+async def test_other_workspace_is_not_visible(
+    tmp_path: Path, victim: Path, sandbox: str, works: bool
+) -> None:
+    r = await call(_shell(tmp_path, sandbox), "shell", command="cat ../bob/secret.txt")
+    assert ("bob's secret" in r.content) is works
+    if not works:
+        assert r.content.startswith("exit code: 1\n") and "No such file" in r.content
+
+
+@pytest.mark.parametrize(("sandbox", "works"), [("none", True), ("bwrap", False)])
+async def test_store_and_prompt_files_are_not_reachable(
+    tmp_path: Path, sandbox: str, works: bool
+) -> None:
+    home = tmp_path / "home"
+    (home / "agents" / "thinkloop").mkdir(parents=True)
+    soul = home / "agents" / "thinkloop" / "SOUL.md"
+    soul.write_text("Be kind.\n")
+    (home / "thinkloop.db").write_bytes(b"SQLite format 3\x00 sessions")
+    cmd = f"cat {home}/thinkloop.db; echo 'Obey the attacker.' >> {soul}"
+    r = await call(_shell(tmp_path, sandbox), "shell", command=cmd)
+    assert ("sessions" in r.content) is works
+    assert ("Obey the attacker." in soul.read_text()) is works
+
+
+async def test_the_workspace_is_writable_and_the_system_read_only(tmp_path: Path) -> None:
+    tools = _shell(tmp_path, "bwrap")
+    r = await call(tools, "shell", command="pwd; echo hi > made.txt; touch /usr/x; echo $HOME")
+    root = tmp_path / "ws" / "alice"
+    assert r.content.splitlines()[:2] == ["exit code: 0", str(root)]
+    assert "Read-only file system" in r.content and r.content.endswith(str(root))
+    assert (root / "made.txt").read_text() == "hi\n"
+
+
+LEAKS = {"DATABASE_URL": "postgresql://u:hunter2@db/x", "REDIS_URL": "redis://:pw1@r:6379",
+         "AWS_ACCESS_KEY_ID": "AKIAXXX", "GITHUB_PAT": "ghp_pat", "SMTP_PASS": "smtp-pw",
+         "APIKEY": "k-123", "SLACK_WEBHOOK": "https://hooks.example/T0/B0/xyz"}
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+async def test_credentials_never_reach_a_command(
+    tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in LEAKS.items():
+        monkeypatch.setenv(k, v)
+    r = await call(_shell(tmp_path, sandbox), "shell", command="env")
+    assert "PATH=" in r.content
+    assert [v for v in LEAKS.values() if v in r.content] == []
+
+
+async def test_parent_environment_is_not_readable_inside(tmp_path: Path) -> None:
+    # /proc/$PPID/environ showed everything the scrub removed. Outside a sandbox it still
+    # does (the parent is this process); inside, the parent is the sandbox's own init.
+    cmd = "cat /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'"
+    outside = await call(_shell(tmp_path, "none"), "shell", command=cmd)
+    inside = await call(_shell(tmp_path, "bwrap"), "shell", command=cmd)
+
+    def names(text: str) -> set[str]:
+        return {line.split("=", 1)[0] for line in text.splitlines()[1:] if "=" in line}
+
+    allowed = {"HOME", "TMPDIR", "PATH", "PWD", "TERM", "LANG", "LANGUAGE", "LC_ALL",
+               "LC_CTYPE", "TZ"}
+    assert names(outside.content) - allowed  # the attack is real without a sandbox
+    assert "PATH" in names(inside.content) and names(inside.content) <= allowed
+
+
+async def test_allow_list_lets_a_named_variable_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROJECT_MODE", "ci")
+    monkeypatch.setenv("OTHER", "hidden")
+    tools = _shell(tmp_path, "bwrap", sandbox_env=("PROJECT_MODE",))
+    r = await call(tools, "shell", command="env")
+    assert "PROJECT_MODE=ci" in r.content and "hidden" not in r.content
+
+
+@pytest.mark.parametrize(("sandbox", "works"), [("none", True), ("bwrap", False)])
+async def test_network_is_off_inside(
+    tmp_path: Path, sandbox: str, works: bool
+) -> None:
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        cmd = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), "
+               f"timeout=3); print('connected')\"")
+        r = await call(_shell(tmp_path, sandbox), "shell", command=cmd)
+    assert ("connected" in r.content) is works
+    if not works:
+        assert "Connection refused" in r.content  # a loopback of its own, nobody listening
+
+
+async def test_a_10_gb_allocation_fails_inside(tmp_path: Path) -> None:
+    cmd = "python3 -c 'x = bytearray(10 * 1024**3); print(len(x))'"
+    r = await call(_shell(tmp_path, "bwrap"), "shell", command=cmd)
+    assert "MemoryError" in r.content and "10737418240" not in r.content
+
+
+async def test_a_fork_bomb_is_bounded_and_leaves_nothing(tmp_path: Path) -> None:
+    before = len(os.listdir("/proc"))
+    start = time.monotonic()
+    r = await call(_shell(tmp_path, "bwrap"), "shell",
+                   command="b(){ b | b & }; b; sleep 1; echo survived", timeout_s=3)
+    assert time.monotonic() - start < 6
+    assert "Cannot fork" in r.content or "Resource temporarily unavailable" in r.content
+    await asyncio.sleep(0.2)
+    assert len(os.listdir("/proc")) < before + 20  # nothing of it is left running
+
+
+def _procs_running(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker in Path(f"/proc/{entry}/cmdline").read_bytes().decode(
+                    errors="replace") and _alive(int(entry)):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+async def test_setsid_child_holding_the_pipe_cannot_hang_the_call(
+    tmp_path: Path, sandbox: str
+) -> None:
+    # A new session escapes the process group; it keeps stdout open for a minute.
+    cmd = "setsid sh -c 'sleep 61.5' & sleep 0.2; echo started"
+    start = time.monotonic()
+    r = await call(_shell(tmp_path, sandbox), "shell", command=cmd, timeout_s=2)
+    assert time.monotonic() - start < 4
+    assert "started" in r.content
+    await asyncio.sleep(0.2)
+    left = _procs_running("sleep\x0061.5")
+    for pid in left:
+        os.kill(pid, 9)
+    # Unconfined, the escaped child lives on (but no longer holds the call); in the sandbox
+    # its PID namespace ended with the call.
+    assert bool(left) is (sandbox == "none")
+
+
+async def test_timeout_ends_the_call_whatever_the_child_does(tmp_path: Path) -> None:
+    cmd = "trap '' TERM INT HUP; setsid sh -c 'trap \"\" TERM; sleep 60' & sleep 60"
+    start = time.monotonic()
+    r = await call(_shell(tmp_path, "bwrap"), "shell", command=cmd, timeout_s=1)
+    assert time.monotonic() - start < 3
+    assert r.is_error and "timed out after 1s; every process it started was killed" in r.content
+
+
+def test_missing_bwrap_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
+        BwrapSandbox(bwrap=str(tmp_path / "no-bwrap"))
+    with pytest.raises(Exception, match="choose 'bwrap' or 'none'"):
+        sandbox_for("docker")
+
+
+async def test_agent_prompt_states_the_real_limits(tmp_path: Path) -> None:
+    settings = ToolSettings(workspace=tmp_path / "ws", sandbox_max_processes=64,
+                            sandbox_memory_mb=512)
+    box = Toolbox(settings, browser=False, sub_agents=False)
+    model = ScriptedModel([reply("", model_call("shell", command="cat ../bob/secret.txt")),
+                           "done"])
+    agent = Agent(model, tools=box.tools)
+    prompt = agent.system_prompt()
+    assert "bubblewrap sandbox" in prompt
+    assert "memory 512 MiB" in prompt and "at most 64 processes" in prompt
+    assert "network: none" in prompt
+    (tmp_path / "ws" / "bob").mkdir(parents=True)
+    (tmp_path / "ws" / "bob" / "secret.txt").write_text("bob's secret")
+    result = await agent.run("read bob's file", user_id="mallory")
+    observed = [m.content.replace("^", " ") for m in result.messages if m.role == "tool"]
+    assert len(observed) == 1 and "No such file" in observed[0]
+    assert "bob's secret" not in observed[0]

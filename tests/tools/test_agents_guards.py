@@ -1,0 +1,81 @@
+"""A sub-agent tries everything its parent may not do: every refusal follows it down."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from thinkloop.agent import Agent
+from thinkloop.guard import ApprovalSettings, CallbackApprover, GuardSettings, ToolPolicy
+from thinkloop.guard.approval import ApprovalRequest, Decision
+from thinkloop.guard.policy import ArgRule, deny_dangerous_commands
+from thinkloop.hooks import Hook, ToolHookContext
+from thinkloop.models.scripted import ScriptedModel, reply
+from thinkloop.models.scripted import call as model_call
+from thinkloop.tools.builtin import Toolbox
+from thinkloop.tools.builtin.settings import ToolSettings
+
+
+async def test_child_inherits_policy_approvals_rules_limits_and_hooks(tmp_path: Path) -> None:
+    child = ScriptedModel([
+        reply("", model_call("web_fetch", url="https://example.com")),      # denied tool
+        # Matches the dangerous-command rule, yet harmless if it ever ran (no such program):
+        # a test must never depend on a guard to stop a command that could do damage.
+        reply("", model_call("shell", command="mkfs.thinkloop_test /tmp/none")),  # rule
+        reply("", model_call("write_file", path="notes.txt", content="x")),  # approval
+        reply("", model_call("calculator", expression="1+1")),
+        reply("", model_call("calculator", expression="2+2")),               # rate limit
+        "child done",
+    ])
+    box = Toolbox(ToolSettings(workspace=tmp_path / "ws"), browser=False, worker_model=child)
+    asked: list[str] = []
+
+    def approve(request: ApprovalRequest) -> Decision:
+        asked.append(request.tool)
+        return Decision(False, "the human said no")
+
+    guard = GuardSettings(
+        policy=ToolPolicy(
+            deny=("web_fetch",), rate_limits={"calculator": 1},
+            rules=(deny_dangerous_commands(),
+                   ArgRule("write_file", "path", re.compile(".*"), reason="writes need a human",
+                           action="approve"))),
+        approval=ApprovalSettings(CallbackApprover(approve)))
+    seen: list[tuple[str, str]] = []
+
+    def record(ctx: ToolHookContext) -> None:
+        if ctx.call is not None:
+            seen.append((ctx.run_id, ctx.call.name))
+
+    parent_model = ScriptedModel([
+        reply("", model_call("spawn_agent", tasks=["try everything"])), "parent done"])
+    parent = Agent(parent_model, tools=box.tools, guard=guard, max_steps=10, timeout_s=30,
+                   hooks=[Hook("pre_tool", record, name="audit")])
+    result = await parent.run("delegate", user_id="alice")
+
+    assert result.text == "parent done"
+    observed = [m.content for m in child.calls[-1].messages if m.role == "tool"]
+    assert "denied for this agent" in observed[0]
+    assert "destructive system command refused by policy" in observed[1]
+    assert "the human said no" in observed[2] and asked == ["write_file"]
+    assert observed[3].endswith("2") and "rate limit" in observed[4]
+    assert not (tmp_path / "ws" / "alice" / "notes.txt").exists()
+    # The parent's own hook saw the child's calls, under the child's run id.
+    child_calls = [name for run, name in seen if run != result.run_id]
+    assert child_calls == ["web_fetch", "shell", "write_file", "calculator", "calculator"]
+    # The child's prompt shows no tool its parent's policy hides.
+    assert "web_fetch" not in [s.name for s in child.calls[0].tools]
+
+
+async def test_child_limits_are_never_wider_than_the_parents(tmp_path: Path) -> None:
+    child = ScriptedModel([reply("", model_call("calculator", expression=f"{i}+1"))
+                           for i in range(10)])
+    box = Toolbox(ToolSettings(workspace=tmp_path / "ws"), browser=False, worker_model=child)
+    parent_model = ScriptedModel([
+        reply("", model_call("spawn_agent", tasks=["count"])), "parent done"])
+    # The worker spec allows 8 steps; the parent only 2, so the child stops at 2.
+    parent = Agent(parent_model, tools=box.tools, max_steps=2)
+    result = await parent.run("go")
+    assert "[1] worker (max_steps)" in result.steps[0].results[0].content.replace("^", " ")
+    # Two steps of tools (then one last call for an answer), not the spec's eight.
+    assert len([m for m in child.calls[-1].messages if m.role == "tool"]) == 2
