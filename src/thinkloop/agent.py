@@ -141,7 +141,8 @@ class Agent:
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
         self.registry = registry if registry is not None else RunRegistry()
         self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
-                        if store is not None and isinstance(self.store, RunRecords) else None)
+                        if store not in (None, "memory") and isinstance(self.store, RunRecords)
+                        else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)

@@ -17,8 +17,7 @@ has a result. Each row holds only what is new, so a step costs the same at step 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,9 +25,8 @@ import orjson
 
 from thinkloop.errors import RunAccessError
 from thinkloop.loop.resume import Recovered
-from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.loop.state import RunState
 from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
-from thinkloop.store.locks import session_lock
 from thinkloop.store.serialize import message_from_dict, message_to_dict
 from thinkloop.types import Message, Step, ToolCall, ToolResult, Usage
 

@@ -38,7 +38,7 @@ def test_without_a_terminal_the_call_is_refused_naming_the_flag(
     done = subprocess.run([*CLI, *TASK], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
     result = orjson.loads(done.stdout)
-    observation = result["steps"][0]["observations"][0]["content"]
+    observation = result["steps"][0]["results"][0]["content"]
     assert observation.startswith("Not approved: write_file needs approval and there is no "
                                   "terminal to ask on; run again with --approve auto")
     assert "--approve auto" in done.stderr

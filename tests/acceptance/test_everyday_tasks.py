@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from thinkloop import Agent, tool
+from thinkloop.guard.spotlight import unwrap
 from thinkloop.testing.openai_server import OpenAIServer
 from thinkloop.tools.defaults import default_tools
 
@@ -44,7 +45,7 @@ async def test_reading_six_files_one_by_one(llm: OpenAIServer, tmp_path: Path) -
             (root / n).write_text(f"note {i}: {word}\n")
         result = await agent.run("Read each of my notes files and tell me the word in each.")
     assert result.status == "completed", result.error
-    read = [s.results[0].content for s in result.steps[1:7]]
+    read = [unwrap(s.results[0].content) for s in result.steps[1:7]]
     assert all(f"note {i}:" in r for i, r in enumerate(read)), read
     assert len(llm.requests) == 8
 

@@ -54,5 +54,5 @@ def test_a_run_calls_the_plugin_tool(llm: OpenAIServer, installed_plugin: dict[s
                           timeout=120, stdin=subprocess.DEVNULL)
     result = orjson.loads(done.stdout)
     assert result["status"] == "completed", done.stderr
-    assert result["steps"][0]["observations"][0]["content"] == "Oslo: 4 C, light snow"
+    assert result["steps"][0]["results"][0]["content"] == "Oslo: 4 C, light snow"
     assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == ["weather"]

@@ -97,10 +97,15 @@ async def test_the_session_keeps_its_model_and_token_totals(store: Backend) -> N
 
 
 async def test_an_agent_without_a_store_records_nothing() -> None:
-    agent = Agent(ScriptedModel(["hi"]), guard=False)
+    agent = Agent(ScriptedModel(["hi"]), store="memory", guard=False)
     assert agent.runbook is None
     await agent.run("x")
     assert isinstance(agent.store, MemoryStore) and agent.store.runs == {}
+    # Nor does the default durable store, unless it is given: runs are not its to keep.
+    async with Agent(ScriptedModel(["hi"]), guard=False) as durable:
+        assert durable.runbook is None
+        await durable.run("x", session="s")
+        assert await durable.store.list_runs() == []  # type: ignore[attr-defined]
 
 
 def _waits(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:

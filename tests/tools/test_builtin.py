@@ -90,12 +90,12 @@ async def test_spawned_worker_shares_tools_and_workspace(tmp_path: Path) -> None
     result = await Agent(parent, tools=box.tools).run("delegate", user_id="dan")
     content = result.steps[0].results[0].content
     assert content.startswith('<untrusted_content source="spawn_agent"')  # provenance
-    assert unwrap(content) == "[1] worker (completed)
-Read it; the write was not approved"
+    assert unwrap(content) == "[1] worker (completed)\nRead it; the write was not approved"
     assert "hello worker" in unwrap(worker_model.calls[1].messages[-1].content)
-    # A worker has no approver of its own: what changes things is refused, not run.
+    # A worker has no approver of its own, and what it read may not steer a write: the
+    # write is refused (here by the provenance gate, which looks first), not run.
     assert worker_model.calls[2].messages[-1].content.startswith(
-        "Not approved: write_file needs approval")
+        ("Not approved: write_file needs approval", "Not run: write_file's path"))
     assert not (tmp_path / "ws/dan/from_worker.txt").exists()
     worker_tools = [s.name for s in worker_model.calls[0].tools]
     assert "spawn_agent" not in worker_tools and "ask_human" not in worker_tools

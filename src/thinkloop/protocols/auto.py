@@ -64,4 +64,4 @@ class AutoProtocol(TextProtocol):
     def observations(self, assistant: Message, results: Sequence[ToolResult]) -> list[Message]:
         if assistant.tool_calls:
             return [Message.tool(r.call.id, r.call.name, r.content) for r in results]
-        return [Message.user(format_observations(results))] if results else []
+        return [Message.observation(format_observations(results))] if results else []
