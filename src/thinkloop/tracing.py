@@ -182,9 +182,9 @@ class RunTrace:
         match event.type:
             case "run.started":
                 self._start(event)
-            case "llm.request":
+            case "llm.request" if "purpose" not in event.payload:
                 self.step, self.calling = event.step + 1, True
-            case "llm.response":
+            case "llm.response" if "purpose" not in event.payload:
                 self.calling = False
             case "tool.call":
                 self._tool_call(event.payload)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.tools.helpers import call
+from tests.tools.helpers import approving, call
 
 from thinkloop.agent import Agent
 from thinkloop.models.scripted import ScriptedModel, reply
@@ -207,7 +207,7 @@ async def test_agent_prompt_states_the_real_limits(tmp_path: Path) -> None:
     box = Toolbox(settings, browser=False, sub_agents=False)
     model = ScriptedModel([reply("", model_call("shell", command="cat ../bob/secret.txt")),
                            "done"])
-    agent = Agent(model, tools=box.tools)
+    agent = Agent(model, tools=box.tools, guard=approving())
     prompt = agent.system_prompt()
     assert "bubblewrap sandbox" in prompt
     assert "memory 512 MiB" in prompt and "at most 64 processes" in prompt

@@ -43,7 +43,9 @@ def parent_script() -> list[Any]:
 
 
 def make_agent(store: Any = None, tracing: Any = None) -> Agent:
-    worker = ScriptedModel([reply("hi", usage=Usage(1, 7, 2, 0.0))], name="openai:small")
+    # The worker inherits its parent's guards (plan mode too): a plan, then its answer.
+    worker = ScriptedModel([reply("1. say hi", usage=Usage(1, 5, 3, 0.0)),
+                            reply("hi", usage=Usage(1, 7, 2, 0.0))], name="openai:small")
     subs = SubAgents([AgentSpec("worker", model=worker, max_steps=2)])
     guard = GuardSettings.off()
     guard = GuardSettings(input=guard.input, loops=guard.loops, steps=guard.steps,
@@ -81,7 +83,7 @@ async def test_every_run_model_call_tool_call_and_sub_agent_is_a_span() -> None:
     assert (a["gen_ai.request.model"], a["gen_ai.provider.name"]) == ("openai:gpt-x", "openai")
     assert a["thinkloop.run.id"] == result.run_id and a["thinkloop.run.status"] == "completed"
     assert (a["thinkloop.steps"], a["gen_ai.usage.input_tokens"],
-            a["gen_ai.usage.output_tokens"]) == (4, 517, 53)  # the worker's usage counts
+            a["gen_ai.usage.output_tokens"]) == (4, 522, 56)  # the worker's usage counts
     assert abs(float(a["thinkloop.cost_usd"]) - 0.051) < 1e-9  # type: ignore[arg-type]
 
     chats = named["chat openai:gpt-x"]
@@ -112,8 +114,11 @@ async def test_every_run_model_call_tool_call_and_sub_agent_is_a_span() -> None:
     (child,) = named["invoke_agent worker"]
     # The sub-agent's run is a child span of the tool span that started it.
     assert child.parent is not None and child.parent.span_id == spawn.context.span_id
-    (child_chat,) = named["chat openai:small"]
-    assert child_chat.parent is not None and child_chat.parent.span_id == child.context.span_id
+    child_plan, child_chat = named["chat openai:small"]
+    assert (child_plan.attributes or {}).get("thinkloop.side_call") is True
+    assert (child_chat.attributes or {}).get("thinkloop.step") == 1
+    for c in (child_plan, child_chat):
+        assert c.parent is not None and c.parent.span_id == child.context.span_id
 
 
 async def test_the_trace_is_stored_with_the_run(store: Backend) -> None:
@@ -132,7 +137,7 @@ async def test_the_trace_is_stored_with_the_run(store: Backend) -> None:
         assert s.parent_id in ids  # every span hangs in the one tree
     child = next(s for s in spans if s.name == "invoke_agent worker")
     assert child.parent_id is not None and ids[child.parent_id].name == "execute_tool spawn_agent"
-    assert root.attributes["gen_ai.usage.input_tokens"] == 517
+    assert root.attributes["gen_ai.usage.input_tokens"] == 522
     assert root.status == "OK" and root.end >= root.start
     bad = [s for s in spans if s.name == "execute_tool add"][1]
     assert bad.status == "ERROR" and bad.attributes["thinkloop.tool.error"] is True

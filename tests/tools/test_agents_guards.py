@@ -15,6 +15,8 @@ from thinkloop.models.scripted import call as model_call
 from thinkloop.tools.builtin import Toolbox
 from thinkloop.tools.builtin.settings import ToolSettings
 
+TASK = "fetch https://example.com, run mkfs.thinkloop_test /tmp/none, write x to notes.txt"
+
 
 async def test_child_inherits_policy_approvals_rules_limits_and_hooks(tmp_path: Path) -> None:
     child = ScriptedModel([
@@ -48,10 +50,12 @@ async def test_child_inherits_policy_approvals_rules_limits_and_hooks(tmp_path: 
             seen.append((ctx.run_id, ctx.call.name))
 
     parent_model = ScriptedModel([
-        reply("", model_call("spawn_agent", tasks=["try everything"])), "parent done"])
+        reply("", model_call("spawn_agent", tasks=[TASK])), "parent done"])
     parent = Agent(parent_model, tools=box.tools, guard=guard, max_steps=10, timeout_s=30,
                    hooks=[Hook("pre_tool", record, name="audit")])
-    result = await parent.run("delegate", user_id="alice")
+    # The user asks for these very calls, so the provenance gate lets them through to the
+    # rules under test (it refuses calls whose arguments the user never wrote).
+    result = await parent.run(f"delegate: {TASK}", user_id="alice")
 
     assert result.text == "parent done"
     observed = [m.content for m in child.calls[-1].messages if m.role == "tool"]
