@@ -95,6 +95,15 @@ class Agent:
         self.store: Store = _open(store)
         self.memory = Memory(self.store) if memory is True else (memory or None)
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
+        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
+        # Its supervisor stands in front of the guards' approver.
+        j = Judgement() if judgement is True else (judgement or None)
+        gs = guard or GuardSettings()
+        self.judgement = build_judgement(j, store=self.store, approval=gs.approval,
+                                         tool_names=list(self.tools)) if j is not None else None
+        if self.judgement is not None:
+            gs = replace(gs, approval=self.judgement.approval)
+            self.tools = _tool_map([*self.tools.values(), *self.judgement.tools])
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -106,14 +115,6 @@ class Agent:
         # Guards first (on by default, as the seeds have them), then memory or the plain
         # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
         # the agent's own.
-        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
-        # Its supervisor stands in front of the guards' approver.
-        j = Judgement() if judgement is True else (judgement or None)
-        gs = guard or GuardSettings()
-        self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
-            if j is not None else None
-        if self.judgement is not None:
-            gs = replace(gs, approval=self.judgement.approval)
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         context = self.memory.hooks() if self.memory else [pipeline_hook()]
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
