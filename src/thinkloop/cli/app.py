@@ -19,6 +19,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
@@ -43,7 +44,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 @app.command()
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    task: Annotated[str | None, typer.Argument(help="What the agent should do.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
@@ -69,10 +70,19 @@ def run(
     context_url: Annotated[
         str | None, typer.Option("--context-url", help="Page to read as context.")
     ] = None,
+    stdio: Annotated[bool, typer.Option(
+        "--stdio", help="Container mode: a JSON payload on stdin, results between markers.")
+    ] = False,
 ) -> None:
     """Run TASK with an agent and show its steps live."""
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
                         judgement=judgement, model_pool=model_pool)
+    if stdio:
+        from thinkloop.cli.stdio import main_stdio
+
+        raise typer.Exit(main_stdio(opts))
+    if task is None:
+        raise fail("missing TASK (or use --stdio to read a JSON payload)")
     inputs = RunInputs(task, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
         result = asyncio.run(_run(opts, inputs, quiet=as_json))
@@ -167,6 +177,8 @@ def list_tools(
 app.command("prompt")(prompt)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
+app.command("serve")(serve)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

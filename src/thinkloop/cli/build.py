@@ -34,6 +34,7 @@ def build_agent(
     model: Model | None = None,
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
+    memory: bool = True,
 ) -> Agent:
     """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
 
@@ -67,7 +68,7 @@ def build_agent(
         prompt=builder,
         guard=guard,
         store=store,
-        memory=store is not None,
+        memory=memory and store is not None,
         judgement=Judgement.parse(
             opts.judgement if opts.judgement is not None else settings.judgement,
             opts.model_pool if opts.model_pool is not None else settings.model_pool),

@@ -22,6 +22,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError
+from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, session_key
 from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
 from thinkloop.types import Message, PendingApproval
@@ -34,7 +35,9 @@ log = logging.getLogger("thinkloop.store")
 _MIGRATION_LOCK = 0x7468696E6B6C6F6F  # "thinkloo": serialises migrators across processes
 
 
-class PostgresStore:
+class PostgresStore(GatewayTables):
+    placeholder = "$"
+
     def __init__(
         self, dsn: str, *, schema: str | None = None, migrate_upto: int | None = None,
         max_pool: int = 10,

@@ -73,6 +73,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "PRIMARY KEY (owner, src, dst, relation))",
         ),
     ),
+    (
+        6,
+        (
+            # The gateway (issue 16): API keys, stored as hashes, and agents defined in the store.
+            "CREATE TABLE api_keys (id TEXT PRIMARY KEY, key_hash TEXT NOT NULL UNIQUE, "
+            "user_id TEXT NOT NULL, roles TEXT NOT NULL, created_at {real} NOT NULL, "
+            "revoked_at {real})",
+            "CREATE TABLE agent_definitions (name TEXT PRIMARY KEY, definition TEXT NOT NULL, "
+            "updated_at {real} NOT NULL)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -18,6 +18,7 @@ import aiosqlite
 
 from thinkloop.store import schema
 from thinkloop.store.base import MemoryRecord, SessionInfo, StoreError
+from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
 from thinkloop.types import Message, PendingApproval
@@ -28,7 +29,7 @@ _SESSION_COLS = (
 )
 
 
-class SQLiteStore:
+class SQLiteStore(GatewayTables):
     """Sessions, memories and profiles in one SQLite file (``":memory:"`` for a scratch one)."""
 
     def __init__(self, path: str | Path, *, migrate_upto: int | None = None) -> None:

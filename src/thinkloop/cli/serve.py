@@ -1,0 +1,92 @@
+"""``thinkloop serve`` (the gateway) and ``thinkloop keys`` (its API keys)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from thinkloop.errors import ConfigError
+
+T = TypeVar("T")
+keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8080,
+    agents: Annotated[Path | None, typer.Option(
+        help="YAML file of agents (default: agents in the store, else 'default').")] = None,
+    no_auth: Annotated[bool, typer.Option(
+        "--no-auth", help="No API keys, for local development; loopback only.")] = False,
+    per_user_runs: Annotated[int, typer.Option(help="Runs in progress per user.")] = 3,
+    max_runs: Annotated[int, typer.Option(help="Runs in progress in all.")] = 64,
+) -> None:
+    """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page."""
+    try:
+        import uvicorn
+
+        from thinkloop.server import GatewayConfig, create_app
+    except ImportError:
+        raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
+            from None
+    if agents is not None and not agents.is_file():
+        raise ConfigError(f"agents file not found: {agents}")
+    config = GatewayConfig(host=host, port=port, no_auth=no_auth, agents_file=agents,
+                           per_user_runs=per_user_runs, max_runs=max_runs)
+    Console(stderr=True).print(
+        f"thinkloop gateway on http://{host}:{port}/"
+        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
+                timeout_graceful_shutdown=10)
+
+
+@keys_app.command("create")
+def create(
+    user: Annotated[str, typer.Option(help="The user the key acts as.")],
+    admin: Annotated[bool, typer.Option("--admin", help="May define agents.")] = False,
+) -> None:
+    """Create a key for USER and print it (it is shown only this once)."""
+    from thinkloop.server.auth import create_key
+
+    roles = ("user", "admin") if admin else ("user",)
+    key = asyncio.run(_with_store(lambda s: create_key(s, user, roles)))
+    sys.stdout.write(key + "\n")
+
+
+@keys_app.command("list")
+def list_keys(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List keys: id, user, roles, created, revoked (never the keys)."""
+    rows = asyncio.run(_with_store(lambda s: s.list_api_keys()))
+    if as_json:
+        sys.stdout.write(json.dumps([{"id": k.id, "user": k.user_id, "roles": list(k.roles),
+                                      "created_at": k.created_at, "revoked_at": k.revoked_at}
+                                     for k in rows]) + "\n")
+        return
+    for k in rows:
+        state = "revoked" if k.revoked_at else "active"
+        sys.stdout.write(f"{k.id}  {k.user_id}  {','.join(k.roles)}  {state}\n")
+
+
+@keys_app.command("revoke")
+def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (from 'keys list').")]) -> None:
+    """Revoke a key: requests with it are refused from now on."""
+    if not asyncio.run(_with_store(lambda s: s.revoke_api_key(key_id))):
+        raise ConfigError(f"no active key with id {key_id!r}")
+    sys.stdout.write(f"revoked {key_id}\n")
+
+
+async def _with_store(fn: Callable[[Any], Awaitable[T]]) -> T:
+    from thinkloop.store.open import open_store
+
+    store = open_store()
+    try:
+        return await fn(store)
+    finally:
+        await store.aclose()

@@ -1,0 +1,117 @@
+"""``create_app``: the FastAPI application behind ``thinkloop serve``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from thinkloop.config import Settings
+from thinkloop.errors import ConfigError
+from thinkloop.server.agents import UnknownAgentError
+from thinkloop.server.config import GatewayConfig
+from thinkloop.server.gateway import Conflict, Gateway, NotFound
+from thinkloop.server.live import LimitExceeded
+from thinkloop.tools.base import Tool
+
+PAGE = Path(__file__).with_name("static") / "index.html"
+
+
+def error(status: int, message: str, kind: str = "invalid_request_error",
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    """One error shape for every endpoint (OpenAI's, so its clients show the message)."""
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}},
+                        status_code=status, headers=headers)
+
+
+def validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e["loc"] if p != "body") or "body"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def create_app(config: GatewayConfig | None = None, *, store: Any = None,
+               settings: Settings | None = None, tools: Sequence[Tool] = ()) -> FastAPI:
+    """The gateway app. ``store``: an open durable store (default: ``open_store(url)``,
+    opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
+    gets besides the built-in ones its definition names."""
+    from thinkloop.server.openai_api import router as openai_router
+    from thinkloop.server.routes import router as rest_router
+    from thinkloop.server.streams import router as stream_router
+
+    cfg = config or GatewayConfig()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = store is None
+        if owned:
+            from thinkloop.store.open import open_store
+
+            db: Any = open_store(cfg.store_url)
+        else:
+            db = store
+        gateway = Gateway(cfg, db, settings, tools)
+        app.state.gateway = gateway
+        try:
+            yield
+        finally:
+            await gateway.aclose()
+            if owned:
+                await db.aclose()
+
+    app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
+                  redoc_url=None)
+    app.include_router(rest_router)
+    app.include_router(stream_router)
+    app.include_router(openai_router)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(422, validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "authentication_error" if exc.status_code == 401 else "invalid_request_error"
+        return error(exc.status_code, str(exc.detail), kind, dict(exc.headers or {}))
+
+    @app.exception_handler(NotFound)
+    @app.exception_handler(UnknownAgentError)
+    async def _not_found(_: Request, exc: Exception) -> JSONResponse:
+        return error(404, str(exc), "not_found_error")
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Exception) -> JSONResponse:
+        return error(409, str(exc), "conflict_error")
+
+    @app.exception_handler(LimitExceeded)
+    async def _limited(_: Request, exc: Exception) -> JSONResponse:
+        return error(429, str(exc), "rate_limit_error", {"Retry-After": "1"})
+
+    @app.exception_handler(ConfigError)
+    async def _bad(_: Request, exc: Exception) -> JSONResponse:
+        return error(400, str(exc))
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> dict[str, Any]:
+        gw: Gateway = request.app.state.gateway
+        return {"status": "ok", "active_runs": gw.live.active_count}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        gw: Gateway = request.app.state.gateway
+        return Response(gw.metrics.render(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app

@@ -1,0 +1,40 @@
+"""Request plumbing shared by the routers: the gateway and the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import HTTPException, Request
+
+from thinkloop.server.auth import LOCAL_USER, Principal, authenticate, key_from_headers
+from thinkloop.server.gateway import Gateway
+
+LOCAL = Principal(LOCAL_USER, ("user", "admin"))
+
+
+def gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+async def identify(gw: Gateway, headers: Mapping[str, str]) -> Principal | None:
+    if gw.config.no_auth:
+        return LOCAL
+    key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))
+    return await authenticate(gw.store, key)
+
+
+async def caller(request: Request) -> Principal:
+    who = await identify(gateway(request), request.headers)
+    if who is None:
+        missing = not (request.headers.get("authorization") or request.headers.get("x-api-key"))
+        raise HTTPException(401, "an API key is required (Authorization: Bearer KEY)" if missing
+                            else "invalid API key", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+async def admin(request: Request) -> Principal:
+    who = await caller(request)
+    if not who.admin:
+        raise HTTPException(403, "this needs the admin role")
+    return who

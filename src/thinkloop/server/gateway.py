@@ -1,0 +1,195 @@
+"""The gateway's core, shared by REST, SSE, WebSocket and the OpenAI-compatible endpoint.
+
+It holds no run logic of its own: runs are ``Agent.start`` handles; this module starts them
+for a user (within the limits), numbers their events, and stops or answers them on request.
+Sessions are the store's, under a key namespaced per user, so one user's session id can
+never name another user's history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from thinkloop.config import Settings
+from thinkloop.errors import ConfigError
+from thinkloop.loop.result import RunResult
+from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
+from thinkloop.server.auth import Principal
+from thinkloop.server.config import GatewayConfig
+from thinkloop.server.inputs import Answer, InputHub
+from thinkloop.server.live import LiveRun, LiveRuns
+from thinkloop.server.metrics import Metrics
+from thinkloop.store.base import SessionAdmin, Store
+from thinkloop.store.gateway import GatewayStore
+from thinkloop.tools.base import Tool
+from thinkloop.types import Event
+
+log = logging.getLogger("thinkloop.server")
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class NotFound(Exception):
+    """No such thing for this user (another user's is reported the same way)."""
+
+
+class Conflict(Exception):
+    """The thing exists but cannot do that now (an ended run, an answered input)."""
+
+
+class Backend(Store, SessionAdmin, GatewayStore, Protocol):
+    """What the gateway needs of its store (the SQLite and PostgreSQL stores have it all)."""
+
+
+def session_key(user: str, session: str) -> str:
+    return f"{user}:{session}"
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, store: Backend, settings: Settings | None = None,
+                 tools: Sequence[Tool] = ()) -> None:
+        self.config = config
+        self.store = store
+        self.settings = settings or Settings()
+        self.live = LiveRuns(config.per_user_runs, config.max_runs, config.keep_finished_s,
+                             config.keep_runs)
+        self.hub = InputHub(self._publish_external)
+        self.metrics = Metrics(lambda: self.live.active_count)
+        # ``tools``: the host application's own tools, given to every agent it serves.
+        wiring = Wiring(self.settings, store, self.hub.approver, self.hub.channel(),
+                        config.approval_timeout_s, tuple(tools))
+        self.router = AgentRouter(Definitions(store, config.agents_file),
+                                  lambda name, spec: build_agent(name, spec, wiring),
+                                  config.agent_ttl_s)
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def start_run(self, who: Principal, agent_name: str, task: str,
+                        session: str | None = None, stream: bool = True) -> LiveRun:
+        """Start ``task`` on ``agent_name`` for ``who``; returns at once (the run goes on)."""
+        if session is not None and not SESSION_ID.fullmatch(session):
+            raise ConfigError("session ids are 1-128 letters, digits and ._- (starting with a "
+                              "letter or digit)")
+        agent = await self.router.get(agent_name)
+        self.live.reserve(who.user)
+        try:
+            key = session_key(who.user, session) if session else None
+            handle = agent.start(task, session=key, user_id=who.user, stream_model=stream)
+        except BaseException:
+            self.live.release(who.user)
+            raise
+        run = LiveRun(handle.run_id, who.user, agent_name, session, handle)
+        self.live.add(run)
+        pump = asyncio.get_running_loop().create_task(self._pump(run))
+        self._pumps.add(pump)
+        pump.add_done_callback(self._pumps.discard)
+        return run
+
+    async def _pump(self, run: LiveRun) -> None:
+        """Number and keep the run's events; record how it ended; free its slot."""
+        result: RunResult | None = None
+        error: str | None = None
+        ended = "failed"
+        try:
+            async for event in run.handle:
+                run.publish(event)
+                self.metrics.observe(event)
+            result = await run.handle.result()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the gateway is stopping
+            # Aborted before its loop began (waiting for its session): nothing ran.
+            error, ended = "aborted before it started", "cancelled"
+        except Exception as exc:  # the run never started (its store failed, ...)
+            log.exception("run %s failed outside its loop", run.id)
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            run.finish(result, error, ended)
+            self.live.release(run.user)
+            self.metrics.finished(run.status)
+
+    def _publish_external(self, run_id: str, event: Event) -> bool:
+        """Events made outside the loop (questions, messages) join the run's numbered stream."""
+        for run in self.live.active():
+            if run.id == run_id:
+                stamped = Event(event.type, event.run_id, run.handle.state.step, event.payload)
+                run.publish(stamped)
+                return True
+        return False
+
+    def run(self, who: Principal, run_id: str) -> LiveRun:
+        run = self.live.get(run_id, who.user)
+        if run is None:
+            raise NotFound(f"no run {run_id}")
+        return run
+
+    def abort(self, who: Principal, run_id: str) -> LiveRun:
+        run = self.run(who, run_id)
+        if run.done:
+            raise Conflict(f"run {run_id} has ended ({run.status})")
+        run.handle.cancel()
+        return run
+
+    def abort_session(self, who: Principal, session: str) -> list[str]:
+        runs = [r for r in self.live.of_session(who.user, session) if not r.done]
+        for r in runs:
+            r.handle.cancel()
+        return [r.id for r in runs]
+
+    def answer(self, who: Principal, run_id: str, input_id: str, answer: Answer) -> str:
+        run = self.run(who, run_id)
+        kind = self.hub.kind(run.id, input_id)
+        if kind is None:
+            raise Conflict(f"run {run_id} is not waiting for input {input_id!r}")
+        if (kind == "approval") != (answer.approved is not None):
+            field = "approved" if kind == "approval" else "answer"
+            raise ConfigError(f"input {input_id!r} is {'an' if kind == 'approval' else 'a'} "
+                              f"{kind}: answer it with {field!r}")
+        self.hub.answer(run.id, input_id, answer)
+        return kind
+
+    async def trace(self, run: LiveRun) -> dict[str, Any]:
+        """The run's stored spans (``tracing.py``), oldest first."""
+        spans = getattr(self.store, "spans", None)
+        if spans is None:
+            raise NotFound("this store keeps no traces")
+        rows = await spans(run.id)
+        return {"run_id": run.id, "status": run.status,
+                "spans": [dataclasses.asdict(s) for s in rows]}
+
+    # --- sessions --------------------------------------------------------------------------
+
+    async def session(self, who: Principal, session: str) -> dict[str, Any]:
+        if not SESSION_ID.fullmatch(session):
+            raise NotFound(f"no session {session}")
+        key = session_key(who.user, session)
+        info = await self.store.session_info(key)
+        runs = self.live.of_session(who.user, session)
+        if info is None and not runs:
+            raise NotFound(f"no session {session}")
+        messages = await self.store.load(key)
+        return {
+            "id": session,
+            "created_at": info.created_at if info else None,
+            "updated_at": info.updated_at if info else None,
+            "messages": [{"role": m.role, "content": m.content,
+                          "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                         for c in m.tool_calls]} for m in messages],
+            "runs": [{"id": r.id, "status": r.status, "agent": r.agent} for r in runs],
+        }
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop every run still going (they end cancelled, sessions intact)."""
+        for run in self.live.active():
+            run.handle.cancel()
+        if self._pumps:
+            await asyncio.wait(list(self._pumps), timeout=10)
+        await self.router.aclose()

@@ -1,0 +1,158 @@
+"""Runs the gateway started: who owns each, its numbered events, and the run limits.
+
+Every event of a run gets a number (1, 2, ...) and is kept until the run is forgotten, so a
+client that reconnects with ``Last-Event-ID: N`` (SSE) or ``after: N`` (WebSocket) gets
+exactly the events after N. Finished runs stay readable for a while (``keep_finished_s``, at
+most ``keep_runs`` of them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.result import RunResult
+from thinkloop.types import Event
+
+
+class LimitExceeded(Exception):
+    """Too many runs at once (per user or in all); the client should retry later."""
+
+
+@dataclass(eq=False)
+class LiveRun:
+    id: str
+    user: str
+    agent: str
+    session: str | None  # the user's name for it (the store key is namespaced per user)
+    handle: RunHandle
+    created_at: float = field(default_factory=time.time)
+    events: list[bytes] = field(default_factory=list)  # the JSON of event N at index N-1
+    result: RunResult | None = None
+    error: str | None = None
+    ended: str | None = None  # the status of a run that ended without a result
+    finished_at: float | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+    @property
+    def status(self) -> str:
+        if self.result is not None:
+            return self.result.status
+        return self.ended or "running"
+
+    def publish(self, event: Event) -> int:
+        seq = len(self.events) + 1
+        self.events.append(event_json(seq, event))
+        self._wake()
+        return seq
+
+    def finish(self, result: RunResult | None, error: str | None = None,
+               ended: str = "failed") -> None:
+        self.result, self.error, self.finished_at = result, error, time.time()
+        self.ended = None if result is not None else ended
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        """Events numbered above ``after``, as they come, until the run has finished."""
+        seq = max(0, after)
+        while True:
+            changed = self._changed
+            while seq < len(self.events):
+                seq += 1
+                yield seq, self.events[seq - 1]
+            if self.done:
+                return
+            await changed.wait()
+
+
+def event_json(seq: int, event: Event) -> bytes:
+    """The one wire form of an event (SSE data, WebSocket frames, the web page)."""
+    return orjson.dumps({"id": seq, "type": event.type, "run_id": event.run_id,
+                         "step": event.step, "ts": event.ts, "payload": event.payload},
+                        default=str)
+
+
+class LiveRuns:
+    """The gateway's runs by id, with per-user and global limits on the active ones."""
+
+    def __init__(self, per_user: int, total: int, keep_finished_s: float = 3600.0,
+                 keep_runs: int = 2000) -> None:
+        self.per_user = per_user
+        self.total = total
+        self.keep_finished_s = keep_finished_s
+        self.keep_runs = keep_runs
+        self._runs: OrderedDict[str, LiveRun] = OrderedDict()
+        self._active: dict[str, int] = {}  # user -> active runs
+
+    @property
+    def active_count(self) -> int:
+        return sum(self._active.values())
+
+    def reserve(self, user: str) -> None:
+        """Take one run slot for ``user`` or raise :class:`LimitExceeded`."""
+        if self._active.get(user, 0) >= self.per_user:
+            raise LimitExceeded(f"you already have {self.per_user} runs in progress")
+        if self.active_count >= self.total:
+            raise LimitExceeded(f"the gateway is running {self.total} runs, its limit")
+        self._active[user] = self._active.get(user, 0) + 1
+
+    def release(self, user: str) -> None:
+        left = self._active.get(user, 0) - 1
+        if left > 0:
+            self._active[user] = left
+        else:
+            self._active.pop(user, None)
+
+    def add(self, run: LiveRun) -> None:
+        self._runs[run.id] = run
+        self._evict()
+
+    def get(self, run_id: str, user: str) -> LiveRun | None:
+        """The run if ``user`` owns it; another user's run is as good as absent."""
+        run = self._runs.get(run_id)
+        return run if run is not None and run.user == user else None
+
+    def of_session(self, user: str, session: str) -> list[LiveRun]:
+        return [r for r in self._runs.values() if r.user == user and r.session == session]
+
+    def active(self) -> list[LiveRun]:
+        return [r for r in self._runs.values() if not r.done]
+
+    def _evict(self) -> None:
+        cutoff = time.time() - self.keep_finished_s
+        finished = [r for r in self._runs.values() if r.done]
+        excess = len(self._runs) - self.keep_runs
+        for r in finished:
+            if excess > 0 or (r.finished_at or 0) < cutoff:
+                del self._runs[r.id]
+                excess -= 1
+
+
+def run_view(run: LiveRun) -> dict[str, Any]:
+    """A run as the API shows it (never the namespaced store session id)."""
+    view: dict[str, Any] = {"id": run.id, "agent": run.agent, "session": run.session,
+                            "status": run.status, "created_at": run.created_at,
+                            "finished_at": run.finished_at, "events": len(run.events)}
+    if run.result is not None:
+        data = run.result.to_dict()
+        data["session_id"] = run.session
+        view.update({k: data[k] for k in ("output", "text", "error", "usage", "steps",
+                                           "pending", "silent")})
+    elif run.error is not None:
+        view["error"] = run.error
+    return view

@@ -1,0 +1,157 @@
+"""``POST /v1/chat/completions``: an agent behind the OpenAI Chat Completions API, so any
+OpenAI client can call it as if it were a model (``model`` names the agent).
+
+The last message is the task. Earlier user/assistant turns become the run's history through a
+transient session (deleted afterwards); with ``session`` in the body (``extra_body`` in the
+openai client) the named session is continued instead and earlier turns are not resent.
+Streaming sends the model's text as it comes, step after step.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from thinkloop.errors import ConfigError
+from thinkloop.server.auth import Principal
+from thinkloop.server.deps import caller, gateway
+from thinkloop.server.gateway import Gateway, session_key
+from thinkloop.server.live import LiveRun
+from thinkloop.types import Message
+
+router = APIRouter(prefix="/v1")
+_FAILED = frozenset({"failed", "timeout", "cancelled"})
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content
+                           if p.get("type") == "text")
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    # Sampling parameters (temperature, ...) are the agent's to choose: accepted, unused.
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=64)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    session: str | None = Field(None, min_length=1, max_length=128)
+    stream_options: dict[str, Any] | None = None
+
+
+def _history(messages: list[ChatMessage]) -> tuple[list[Message], str]:
+    last = messages[-1]
+    if last.role != "user" or not last.text().strip():
+        raise ConfigError("the last message must be a user message with text")
+    earlier = [Message.user(m.text()) if m.role == "user" else Message.assistant(m.text())
+               for m in messages[:-1] if m.role in ("user", "assistant") and m.text()]
+    return earlier, last.text()
+
+
+@router.get("/models")
+async def models(_: Annotated[Principal, Depends(caller)],
+                 gw: Annotated[Gateway, Depends(gateway)]) -> dict[str, Any]:
+    return {"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "thinkloop"}
+        for name, _spec in await gw.router.names()]}
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatRequest, who: Annotated[Principal, Depends(caller)],
+    gw: Annotated[Gateway, Depends(gateway)],
+) -> JSONResponse | EventSourceResponse:
+    earlier, task = _history(body.messages)
+    session, transient = body.session, None
+    if session is None and earlier:
+        transient = session = f"oai-{uuid.uuid4().hex}"
+        await gw.router.get(body.model)  # an unknown agent fails before anything is written
+        await gw.store.append(session_key(who.user, session), earlier)
+    try:
+        run = await gw.start_run(who, body.model, task, session, stream=body.stream)
+    except BaseException:
+        await _drop(gw, who, transient)
+        raise
+    cid = f"chatcmpl-{run.id}"
+    if body.stream:
+        usage = bool((body.stream_options or {}).get("include_usage"))
+        return EventSourceResponse(_chunks(gw, who, run, cid, body.model, usage, transient),
+                                   ping=15)
+    async for _ in run.follow():
+        pass
+    await _drop(gw, who, transient)
+    result = run.result
+    if result is None or result.status in _FAILED:
+        message = (result.error if result else run.error) or f"the run ended {run.status}"
+        return JSONResponse({"error": {"message": message, "type": "agent_error",
+                                       "code": run.status}}, status_code=502)
+    return JSONResponse({
+        "id": cid, "object": "chat.completion", "created": int(run.created_at),
+        "model": body.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                     "finish_reason": "stop"}],
+        "usage": _usage(run),
+        "thinkloop": {"run_id": run.id, "status": result.status, "steps": len(result.steps)},
+    })
+
+
+def _usage(run: LiveRun) -> dict[str, int]:
+    u = run.result.usage if run.result else None
+    i, o = (u.input_tokens, u.output_tokens) if u else (0, 0)
+    return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+
+
+async def _chunks(gw: Gateway, who: Principal, run: LiveRun, cid: str, model: str,
+                  include_usage: bool, transient: str | None) -> AsyncIterator[str]:
+    created = int(run.created_at)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return orjson.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                             "model": model, "choices": [{"index": 0, "delta": delta,
+                                                          "finish_reason": finish}]}).decode()
+
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        step_with_text = -1
+        async for _, data in run.follow():
+            event = orjson.loads(data)
+            if event["type"] != "chunk" or event["payload"].get("kind") != "text":
+                continue
+            text = event["payload"].get("content") or ""
+            if step_with_text not in (-1, event["step"]):
+                text = "\n\n" + text  # a new step's text starts a new paragraph
+            step_with_text = event["step"]
+            yield chunk({"content": text})
+        if run.result is None or run.result.status in _FAILED:
+            message = (run.result.error if run.result else run.error) or run.status
+            yield orjson.dumps({"error": {"message": message, "type": "agent_error",
+                                          "code": run.status}}).decode()
+            return
+        yield chunk({}, "stop")
+        if include_usage:
+            yield orjson.dumps({"id": cid, "object": "chat.completion.chunk",
+                                "created": created, "model": model, "choices": [],
+                                "usage": _usage(run)}).decode()
+        yield "[DONE]"
+    finally:
+        await _drop(gw, who, transient)
+
+
+async def _drop(gw: Gateway, who: Principal, transient: str | None) -> None:
+    if transient is not None:
+        await gw.store.delete_session(session_key(who.user, transient))

@@ -1,0 +1,117 @@
+"""REST endpoints under ``/v1``: runs, sessions, inputs and agents."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from thinkloop.server.agents import DEFAULT_AGENT, parse_definition
+from thinkloop.server.auth import Principal
+from thinkloop.server.deps import admin, caller, gateway
+from thinkloop.server.gateway import Gateway, NotFound
+from thinkloop.server.inputs import Answer
+from thinkloop.server.live import run_view
+
+router = APIRouter(prefix="/v1")
+Caller = Annotated[Principal, Depends(caller)]
+Admin = Annotated[Principal, Depends(admin)]
+GW = Annotated[Gateway, Depends(gateway)]
+
+
+class RunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=200_000)
+    agent: str = Field(DEFAULT_AGENT, min_length=1, max_length=64)
+    session: str | None = Field(None, min_length=1, max_length=128)
+    # Stream the model's text as ``chunk`` events (off: one event per model reply).
+    stream: bool = True
+
+
+class InputRequest(BaseModel):
+    """An answer to what a run waits on: ``approved`` for an approval (the event
+    ``approval.requested`` names its ``id``), ``answer`` for a question (``input.requested``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=100)
+    approved: bool | None = None
+    answer: str | None = Field(None, max_length=100_000)
+    reason: str = Field("", max_length=2000)
+
+    @model_validator(mode="after")
+    def _one(self) -> InputRequest:
+        if (self.approved is None) == (self.answer is None):
+            raise ValueError("give exactly one of 'approved' (an approval) or 'answer' "
+                             "(a question)")
+        return self
+
+
+@router.post("/runs", status_code=202)
+async def start_run(body: RunRequest, who: Caller, gw: GW) -> dict[str, Any]:
+    run = await gw.start_run(who, body.agent, body.task, body.session, body.stream)
+    return {"id": run.id, "status": "running", "agent": run.agent, "session": run.session,
+            "events": f"/v1/runs/{run.id}/events"}
+
+
+@router.get("/runs/{run_id}")
+async def get_run(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    run = gw.run(who, run_id)
+    view = run_view(run)
+    view["waiting_for"] = [{"id": i, "kind": k} for i, k in gw.hub.pending(run.id)]
+    return view
+
+
+@router.post("/runs/{run_id}/abort", status_code=202)
+async def abort_run(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    run = gw.abort(who, run_id)
+    return {"id": run.id, "status": "cancelling"}
+
+
+@router.post("/runs/{run_id}/input")
+async def answer_run(run_id: str, body: InputRequest, who: Caller, gw: GW) -> dict[str, Any]:
+    kind = gw.answer(who, run_id, body.id,
+                     Answer(body.approved, body.answer, body.reason))
+    return {"id": body.id, "kind": kind, "accepted": True}
+
+
+@router.get("/runs/{run_id}/trace")
+async def run_trace(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    run = gw.run(who, run_id)
+    return await gw.trace(run)
+
+
+@router.post("/sessions/{session_id}/abort", status_code=202)
+async def abort_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    return {"session": session_id, "aborted": gw.abort_session(who, session_id)}
+
+
+@router.get("/sessions/{session_id}")
+async def get_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    return await gw.session(who, session_id)
+
+
+@router.get("/agents")
+async def list_agents(_: Caller, gw: GW) -> dict[str, Any]:
+    return {"agents": [{"name": n, "description": s.description, "model": s.model,
+                        "tools": s.tools, "approve": s.approve}
+                       for n, s in await gw.router.names()]}
+
+
+@router.put("/agents/{name}")
+async def put_agent(name: str, body: dict[str, Any], _: Admin, gw: GW) -> dict[str, Any]:
+    spec = parse_definition(name, body)
+    await gw.store.put_agent(name, spec.model_dump_json(exclude_defaults=True))
+    gw.router.invalidate(name)
+    return {"name": name, "definition": orjson.loads(spec.model_dump_json())}
+
+
+@router.delete("/agents/{name}")
+async def delete_agent(name: str, _: Admin, gw: GW) -> dict[str, Any]:
+    if not await gw.store.delete_agent(name):
+        raise NotFound(f"no agent {name!r} in the store")
+    gw.router.invalidate(name)
+    return {"name": name, "deleted": True}

@@ -1,0 +1,163 @@
+"""Live events: SSE per run (resumable with ``Last-Event-ID``) and a WebSocket for many.
+
+WebSocket frames, client to server (JSON objects)::
+
+    {"type": "run", "task": "...", "agent": "default", "session": null}   start and follow
+    {"type": "subscribe", "run_id": "...", "after": 0}                    follow (resume)
+    {"type": "abort", "run_id": "..."}
+    {"type": "input", "run_id": "...", "id": "...", "approved": true}     or "answer": "..."
+
+and server to client: ``{"type": "run.accepted", "run_id"}``, ``{"type": "event", "event":
+{...}}`` (the same event objects as SSE data), ``{"type": "run.end", "run_id", "status"}``,
+``{"type": "error", "status": 4xx, "message"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from thinkloop.errors import ConfigError
+from thinkloop.server.agents import DEFAULT_AGENT, UnknownAgentError
+from thinkloop.server.auth import Principal
+from thinkloop.server.deps import caller, gateway, identify
+from thinkloop.server.gateway import Conflict, Gateway, NotFound
+from thinkloop.server.inputs import Answer
+from thinkloop.server.live import LimitExceeded, LiveRun
+from thinkloop.server.routes import InputRequest, RunRequest
+
+router = APIRouter(prefix="/v1")
+
+
+@router.get("/runs/{run_id}/events")
+async def run_events(
+    run_id: str, request: Request, who: Annotated[Principal, Depends(caller)],
+    gw: Annotated[Gateway, Depends(gateway)],
+    last_event_id: Annotated[str | None, Header()] = None, after: int | None = None,
+) -> EventSourceResponse:
+    """The run's events as SSE: ``id`` is the event's number; reconnect with
+    ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
+    run = gw.run(who, run_id)
+    start = after if after is not None else _int(last_event_id)
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        async for seq, data in run.follow(start):
+            yield ServerSentEvent(data=data.decode(), id=str(seq), event="event")
+        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": run.status})
+                              .decode(), event="end")
+
+    return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
+
+
+class Socket:
+    """One WebSocket connection: its caller, a send lock, and the runs it follows."""
+
+    def __init__(self, ws: WebSocket, gw: Gateway, who: Principal) -> None:
+        self.ws, self.gw, self.who = ws, gw, who
+        self._lock = asyncio.Lock()
+        self.follows: dict[str, asyncio.Task[None]] = {}
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        async with self._lock:
+            await self.ws.send_text(orjson.dumps(frame, default=str).decode())
+
+    async def error(self, status: int, message: str) -> None:
+        await self.send({"type": "error", "status": status, "message": message})
+
+    def follow(self, run: LiveRun, after: int = 0) -> None:
+        old = self.follows.pop(run.id, None)
+        if old is not None:
+            old.cancel()
+        self.follows[run.id] = asyncio.get_running_loop().create_task(self._forward(run, after))
+
+    async def _forward(self, run: LiveRun, after: int) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            async for _, data in run.follow(after):
+                async with self._lock:
+                    await self.ws.send_text('{"type":"event","event":' + data.decode() + "}")
+            await self.send({"type": "run.end", "run_id": run.id, "status": run.status})
+
+    async def handle(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "run":
+            body = RunRequest.model_validate({k: v for k, v in frame.items() if k != "type"})
+            run = await self.gw.start_run(self.who, body.agent or DEFAULT_AGENT, body.task,
+                                          body.session, body.stream)
+            await self.send({"type": "run.accepted", "run_id": run.id})
+            self.follow(run)
+        elif kind == "subscribe":
+            run = self.gw.run(self.who, str(frame.get("run_id")))
+            self.follow(run, _int(str(frame.get("after") or 0)))
+        elif kind == "abort":
+            run = self.gw.abort(self.who, str(frame.get("run_id")))
+            await self.send({"type": "abort.accepted", "run_id": run.id})
+        elif kind == "input":
+            run_id = str(frame.get("run_id"))
+            given = InputRequest.model_validate(
+                {k: v for k, v in frame.items() if k not in ("type", "run_id")})
+            self.gw.answer(self.who, run_id, given.id,
+                           Answer(given.approved, given.answer, given.reason))
+            await self.send({"type": "input.accepted", "run_id": run_id, "id": given.id})
+        else:
+            await self.error(400, "frame type must be run, subscribe, abort or input")
+
+    async def close(self) -> None:
+        for task in self.follows.values():
+            task.cancel()
+        if self.follows:
+            await asyncio.gather(*self.follows.values(), return_exceptions=True)
+
+
+@router.websocket("/ws")
+async def websocket(ws: WebSocket) -> None:
+    gw: Gateway = ws.app.state.gateway
+    await ws.accept()
+    who = await identify(gw, ws.headers)
+    if who is None:
+        await ws.send_text(orjson.dumps({"type": "error", "status": 401,
+                                         "message": "an API key is required"}).decode())
+        await ws.close(code=4401)
+        return
+    sock = Socket(ws, gw, who)
+    try:
+        while True:
+            raw = await ws.receive_text()
+            try:
+                frame = orjson.loads(raw)
+                if not isinstance(frame, dict):
+                    raise ValueError("a frame is a JSON object")
+                await sock.handle(frame)
+            except (ValueError, ValidationError, ConfigError) as exc:
+                await sock.error(400 if not isinstance(exc, UnknownAgentError) else 404,
+                                 _message(exc))
+            except NotFound as exc:
+                await sock.error(404, str(exc))
+            except Conflict as exc:
+                await sock.error(409, str(exc))
+            except LimitExceeded as exc:
+                await sock.error(429, str(exc))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await sock.close()
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'frame'}: {e['msg']}"
+                         for e in exc.errors())
+    return str(exc)

@@ -1,0 +1,120 @@
+"""The gateway's tables (migration 6): API keys and agent definitions.
+
+Both durable backends mix :class:`GatewayTables` in; every method is one statement through the
+backend's own ``_fetch`` (autocommitted), written once with ``{0}``-style placeholders that
+each backend spells its way (``?`` or ``$1``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A key as stored: never the key itself, only its hash."""
+
+    id: str
+    user_id: str
+    roles: tuple[str, ...]
+    created_at: float
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    name: str
+    definition: str  # JSON text of the agent's settings
+    updated_at: float
+
+
+@runtime_checkable
+class GatewayStore(Protocol):
+    async def add_api_key(self, key_id: str, key_hash: str, user_id: str,
+                          roles: Sequence[str]) -> None: ...
+
+    async def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        """The live (not revoked) key with this hash."""
+        ...
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]: ...
+
+    async def revoke_api_key(self, key_id: str) -> bool: ...
+
+    async def put_agent(self, name: str, definition: str) -> None: ...
+
+    async def agent_definition(self, name: str) -> AgentDefinition | None: ...
+
+    async def agent_definitions(self) -> list[AgentDefinition]: ...
+
+    async def delete_agent(self, name: str) -> bool: ...
+
+
+_KEY_COLS = "id, user_id, roles, created_at, revoked_at"
+
+
+def _key(row: Any) -> ApiKeyRecord:
+    roles = tuple(r for r in str(row[2]).split(",") if r)
+    return ApiKeyRecord(str(row[0]), str(row[1]), roles, float(row[3]),
+                        None if row[4] is None else float(row[4]))
+
+
+class GatewayTables:
+    """Mixed into SQLiteStore and PostgresStore."""
+
+    placeholder = "?"  # "$" for PostgreSQL: $1, $2, ...
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        n = sql.count("{")
+        marks = [f"${i + 1}" if self.placeholder == "$" else "?" for i in range(n)]
+        return sql.format(*marks)
+
+    async def add_api_key(self, key_id: str, key_hash: str, user_id: str,
+                          roles: Sequence[str]) -> None:
+        await self._fetch(self._sql(
+            "INSERT INTO api_keys (id, key_hash, user_id, roles, created_at) "
+            "VALUES ({}, {}, {}, {}, {})"), key_id, key_hash, user_id, ",".join(roles), time.time())
+
+    async def api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        rows = await self._fetch(self._sql(
+            f"SELECT {_KEY_COLS} FROM api_keys WHERE key_hash = {{}} AND revoked_at IS NULL"),
+            key_hash)
+        return _key(rows[0]) if rows else None
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        rows = await self._fetch(f"SELECT {_KEY_COLS} FROM api_keys ORDER BY created_at")
+        return [_key(r) for r in rows]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        rows = await self._fetch(self._sql(
+            "UPDATE api_keys SET revoked_at = {} WHERE id = {} AND revoked_at IS NULL "
+            "RETURNING id"), time.time(), key_id)
+        return bool(rows)
+
+    async def put_agent(self, name: str, definition: str) -> None:
+        await self._fetch(self._sql(
+            "INSERT INTO agent_definitions (name, definition, updated_at) VALUES ({}, {}, {}) "
+            "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, "
+            "updated_at = excluded.updated_at"), name, definition, time.time())
+
+    async def agent_definition(self, name: str) -> AgentDefinition | None:
+        rows = await self._fetch(self._sql(
+            "SELECT name, definition, updated_at FROM agent_definitions WHERE name = {}"), name)
+        return AgentDefinition(str(rows[0][0]), str(rows[0][1]), float(rows[0][2])) if rows \
+            else None
+
+    async def agent_definitions(self) -> list[AgentDefinition]:
+        rows = await self._fetch(
+            "SELECT name, definition, updated_at FROM agent_definitions ORDER BY name")
+        return [AgentDefinition(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+    async def delete_agent(self, name: str) -> bool:
+        rows = await self._fetch(self._sql(
+            "DELETE FROM agent_definitions WHERE name = {} RETURNING name"), name)
+        return bool(rows)

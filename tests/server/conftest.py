@@ -1,0 +1,163 @@
+"""A real gateway for the tests: uvicorn on 127.0.0.1 in a thread of its own, a SQLite store,
+agents from a YAML file, and the loopback OpenAI-compatible server as every agent's model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+import uvicorn
+
+from thinkloop.server import GatewayConfig, create_app
+from thinkloop.server.auth import create_key
+from thinkloop.store.sqlite import SQLiteStore
+from thinkloop.testing.openai_server import OpenAIServer
+
+AGENTS = """
+agents:
+  helper:
+    description: Arithmetic and notes
+    model: openai:fake
+    tools: [calculator]
+    memory: false
+    max_steps: 6
+  worker:
+    description: Runs shell commands, asking first
+    model: openai:fake
+    tools: [shell, calculator]
+    memory: false
+    approve: ask
+    ask_before: [calculator]
+    max_steps: 6
+  asker:
+    model: openai:fake
+    tools: [ask_human, send_message]
+    memory: false
+  bench:
+    model: openai:steps-3
+    tools: none
+    memory: false
+    guards: false
+"""
+
+
+class Gateway:
+    """uvicorn serving ``create_app`` on a free loopback port, in a background thread."""
+
+    def __init__(self, config: GatewayConfig, store_path: Path) -> None:
+        self.config = config
+        self.store_path = store_path
+        self.store = SQLiteStore(store_path)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+        app = create_app(replace(config, port=self.port), store=self.store)
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                                    timeout_graceful_shutdown=5))
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        async def main() -> None:
+            try:
+                await self.server.serve(sockets=[self._sock])
+            finally:
+                await self.store.aclose()
+
+        asyncio.run(main())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Gateway:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+    def key(self, user: str, *roles: str) -> str:
+        """A real API key, made the way `thinkloop keys create` makes one."""
+        async def make() -> str:
+            store = SQLiteStore(self.store_path)
+            try:
+                return await create_key(store, user, roles or ("user",))
+            finally:
+                await store.aclose()
+
+        # A thread of its own: async tests call this from inside their event loop.
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(lambda: asyncio.run(make())).result()
+
+
+@dataclass
+class Stack:
+    gateway: Gateway
+    model: OpenAIServer
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    def client(self, key: str | None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+        os.environ["OPENAI_BASE_URL"] = srv.base_url
+        os.environ["OPENAI_API_KEY"] = "sk-test"
+        try:
+            yield srv
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def start_stack(tmp: Path, model: OpenAIServer, **config: Any) -> Iterator[Stack]:
+    agents = tmp / "agents.yaml"
+    agents.write_text(AGENTS)
+    cfg = GatewayConfig(agents_file=agents, approval_timeout_s=20, **config)
+    with Gateway(cfg, tmp / "gateway.db") as gw:
+        yield Stack(gw, model)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, model_server: OpenAIServer
+          ) -> Iterator[Stack]:
+    yield from start_stack(tmp_path_factory.mktemp("gw"), model_server)
+
+
+def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)

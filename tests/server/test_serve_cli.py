@@ -1,0 +1,73 @@
+"""``thinkloop serve`` as a new user starts it: a real process, the default agent, no keys on
+loopback, and the openai client calling it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_no_auth_default_agent_page_and_openai_client(tmp_path: Path) -> None:
+    port = free_port()
+    with OpenAIServer() as model:
+        model.enqueue(Reply(body=completion(tool_calls=[("calculator", {"expression": "12*7"})])),
+                      Reply(body=completion("12*7 = 84")))
+        env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)}
+        env.update({"THINKLOOP_HOME": str(tmp_path), "THINKLOOP_MODEL": "openai:fake",
+                    "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "sk-test"})
+        env.pop("THINKLOOP_DATABASE_URL", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "serve",
+             "--no-auth", "--port", str(port)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(base + "/healthz", timeout=1).json()["status"] == "ok":
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "serve did not come up"
+                time.sleep(0.2)
+            page = httpx.get(base + "/")
+            assert page.status_code == 200 and "<title>thinkloop</title>" in page.text
+            agents = httpx.get(base + "/v1/agents").json()["agents"]
+            assert [a["name"] for a in agents] == ["default"]
+            oai = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0,
+                                timeout=120)
+            reply = oai.chat.completions.create(
+                model="default", messages=[{"role": "user", "content": "What is 12*7?"}])
+            assert reply.choices[0].message.content == "12*7 = 84"
+            # The default agent is `thinkloop run`'s: its built-in tools were offered.
+            offered = {t["function"]["name"] for t in model.requests[0]["tools"]}
+            assert {"calculator", "shell", "read_file", "web_fetch"} <= offered
+        finally:
+            # Ctrl-C: the server stops; the run's post-turn memory jobs (the default agent has
+            # memory) finish first, which may take a while on a loaded machine.
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
