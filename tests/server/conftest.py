@@ -4,6 +4,7 @@ agents from a YAML file, and the loopback OpenAI-compatible server as every agen
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import socket
 import threading
@@ -17,15 +18,16 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-
-import uvicorn
-
 from thinkloop.server import GatewayConfig, create_app
 from thinkloop.server.auth import create_key
 from thinkloop.store.sqlite import SQLiteStore
 from thinkloop.testing.openai_server import OpenAIServer
+
+# The `server` extra (CI installs it with `all`): an environment without it collects none of
+# the gateway's tests rather than failing them.
+MISSING = [m for m in ("fastapi", "uvicorn", "sse_starlette", "prometheus_client", "websockets")
+           if importlib.util.find_spec(m) is None]
+collect_ignore_glob = ["test_*.py"] if MISSING else []
 
 AGENTS = """
 agents:
@@ -67,6 +69,8 @@ class Gateway:
         self.port = sock.getsockname()[1]
         self._sock = sock
         app = create_app(replace(config, port=self.port), store=self.store)
+        import uvicorn
+
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                                     timeout_graceful_shutdown=5))
         self.thread = threading.Thread(target=self._serve, daemon=True)
