@@ -204,8 +204,8 @@ class Learner:
     async def after_turn(self, ctx: OutputContext) -> None:
         cfg, state = ctx.cfg, ctx.state
         owner = owner_of(cfg.user_id, cfg.session_id)
-        if owner is None or ctx.status not in _SAVED:
-            return
+        if owner is None or ctx.status not in _SAVED or not state.steps:
+            return  # no steps: answered before any model call (ask_first), nothing to learn
         turn = Turn(self.store, cfg.session_id, cfg.user_id, owner, state.task, ctx.text,
                     tuple(state.new_messages), model=self.settings.model or cfg.model)
         turn = replace(turn, run_id=state.run_id)
