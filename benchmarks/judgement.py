@@ -165,7 +165,8 @@ async def _run_all(rows: list[tuple[str, str]], select: bool) -> dict[str, objec
     cheap, strong = Worker("cheap"), Worker("strong")
     pool = ModelPool([PoolModel(cheap, 1, *PRICES["cheap"]),
                       PoolModel(strong, 3, *PRICES["strong"])])
-    judgement = Judgement(assess=AssessSettings(ask=False), select=pool if select else None)
+    judgement = Judgement(assess=AssessSettings(ask=False), select=pool if select else None,
+                          sensitive=None, learn=None)
     agent = Agent(strong, tools=[echo], judgement=judgement, max_steps=10)
     misrouted = 0
     for label, task in rows:

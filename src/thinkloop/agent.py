@@ -109,6 +109,18 @@ class Agent:
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
         if plugins:
             _add_plugin_tools(self.tools)
+        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
+        # Its supervisor stands in front of the guards' approver.
+        j = Judgement() if judgement is True else (judgement or None)
+        if guard is False and isolation != "off":
+            raise ConfigError("isolation='plan' works through the guards; guard=False "
+                              "turns them off")
+        gs = _isolated(guard or GuardSettings(), isolation)
+        self.judgement = build_judgement(j, store=self.store, approval=gs.approval,
+                                         tool_names=list(self.tools)) if j is not None else None
+        if self.judgement is not None:
+            gs = replace(gs, approval=self.judgement.approval)
+            self.tools = _tool_map([*self.tools.values(), *self.judgement.tools])
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -120,17 +132,6 @@ class Agent:
         # Guards first (on by default, as the seeds have them), then memory or the plain
         # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
         # the agent's own.
-        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
-        # Its supervisor stands in front of the guards' approver.
-        j = Judgement() if judgement is True else (judgement or None)
-        gs = _isolated(guard or GuardSettings(), isolation)
-        self.judgement = build_judgement(j, store=self.store, approval=gs.approval) \
-            if j is not None else None
-        if self.judgement is not None:
-            gs = replace(gs, approval=self.judgement.approval)
-        if guard is False and isolation != "off":
-            raise ConfigError("isolation='plan' works through the guards; guard=False "
-                              "turns them off")
         guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
         self._policy = None if guard is False else gs.policy
         context = self.memory.hooks() if self.memory else [pipeline_hook()]

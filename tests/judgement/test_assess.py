@@ -167,7 +167,8 @@ async def test_lean_mode_skips_recall_planning_and_the_model_assessment(
     events = Recorder()
     agent = Agent(model, store=store, memory=Memory(store, embedder=None), guard=guard,
                   on_event=events,
-                  judgement=Judgement(assess=AssessSettings(use_model=True, model_below=1.0)))
+                  judgement=Judgement(assess=AssessSettings(use_model=True, model_below=1.0),
+                                      learn=None))
     await run_through(agent, "capital of France?", user_id="u")
     assert len(model.calls) == 1  # no plan call, no assessment call
     assert "says the atlas" not in model.calls[0].messages[0].content

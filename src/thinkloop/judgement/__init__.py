@@ -12,12 +12,14 @@ Each part is a hook plugin, switched on through :class:`Judgement`:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from thinkloop.errors import ConfigError
 from thinkloop.guard.approval import ApprovalSettings
 from thinkloop.hooks import Hook
 from thinkloop.judgement.assess import Assessor, AssessSettings
+from thinkloop.judgement.learn import Learner, LearningSettings, run_observations
 from thinkloop.judgement.select import ModelPool, ModelSelector, PoolModel, parse_pool
 from thinkloop.judgement.sensitive import (
     Rule,
@@ -29,8 +31,9 @@ from thinkloop.judgement.sensitive import (
 from thinkloop.judgement.sidecall import UsageMeter, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
 from thinkloop.tools.agents import SubAgents
+from thinkloop.tools.base import Tool
 
-PARTS = ("assess", "select", "sensitive")
+PARTS = ("assess", "select", "sensitive", "learn")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Judgement:
     subagents: SubAgents | None = None  # parallelize / delegate fan out to these
     select: ModelPool | None = None  # model selection per turn (needs a pool)
     sensitive: SensitivitySettings | None = field(default_factory=SensitivitySettings)
+    learn: LearningSettings | None = field(default_factory=LearningSettings)
 
     @staticmethod
     def parse(spec: str, pool: str = "") -> Judgement | None:
@@ -58,7 +62,8 @@ class Judgement:
         j = Judgement()
         return replace(j, assess=j.assess if "assess" in names else None,
                        select=parse_pool(pool) if "select" in names else None,
-                       sensitive=j.sensitive if "sensitive" in names else None)
+                       sensitive=j.sensitive if "sensitive" in names else None,
+                       learn=j.learn if "learn" in names else None)
 
 
 @dataclass
@@ -68,6 +73,8 @@ class JudgementPlugins:
     assessor: Assessor | None
     selector: ModelSelector | None
     sensitive: SensitivityGuard | None
+    learner: Learner | None
+    tools: list[Tool]  # tools the plugins offer (search_tools over learned skills)
     approval: ApprovalSettings  # the agent's, with the supervisor in front of its approver
     meter: UsageMeter
 
@@ -82,6 +89,8 @@ class JudgementPlugins:
             out += self.assessor.hooks()
         if self.selector is not None:  # after the assessor: it reads the assessment
             out += self.selector.hooks()
+        if self.learner is not None:
+            out += self.learner.hooks()
         return early, out
 
     def hide_task(self, run_id: str, task: str) -> str:
@@ -95,9 +104,10 @@ class JudgementPlugins:
                 await close()
 
 
-def build(j: Judgement, *, store: object,
-          approval: ApprovalSettings | None = None) -> JudgementPlugins:
-    """The plugins of one agent; ``approval`` is its guards' approval settings."""
+def build(j: Judgement, *, store: object, approval: ApprovalSettings | None = None,
+          tool_names: Sequence[str] = ()) -> JudgementPlugins:
+    """The plugins of one agent; ``approval`` is its guards' approval settings,
+    ``tool_names`` the tools it has already."""
     meter = UsageMeter()
     assessor = Assessor(j.assess, store=store, subagents=j.subagents) if j.assess else None
     selector = ModelSelector(j.select, assessor) if j.select is not None else None
@@ -109,7 +119,9 @@ def build(j: Judgement, *, store: object,
             supervisor = replace(supervisor, fallback=approval.approver, meter=meter)
             approval = replace(approval, approver=supervisor)
         sensitive = SensitivityGuard(j.sensitive, approval)
-    return JudgementPlugins(assessor, selector, sensitive, approval, meter)
+    learner = Learner(j.learn, store, meter) if j.learn is not None else None
+    tools = learner.tools(tool_names) if learner is not None else []
+    return JudgementPlugins(assessor, selector, sensitive, learner, tools, approval, meter)
 
 
 __all__ = [
@@ -121,6 +133,8 @@ __all__ = [
     "Decision",
     "Judgement",
     "JudgementPlugins",
+    "Learner",
+    "LearningSettings",
     "ModelPool",
     "ModelSelector",
     "PoolModel",
@@ -132,6 +146,7 @@ __all__ = [
     "build",
     "classify_call",
     "heuristic",
+    "run_observations",
     "side_call",
     "signals",
 ]

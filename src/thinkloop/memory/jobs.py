@@ -35,6 +35,7 @@ class Turn:
     model: Model | None = None  # for jobs that need one (summaries, LLM profile extraction)
     embedder: Embedder | None = None
     extractor: FactExtractor | None = extract_facts
+    run_id: str = ""  # the run this turn was (observations are keyed by it)
 
 
 PostTurnJob = Callable[[Turn], Awaitable[None]]

@@ -265,9 +265,32 @@ class AbortRequests(Protocol):
         ...
 
 
+@runtime_checkable
+class GraphBackend(Protocol):
+    """The entity graph (judgement/learn.py): nodes with mention counts, weighted edges."""
+
+    async def add_graph(
+        self, owner: str, nodes: Sequence[str], edges: Sequence[tuple[str, str, str]]
+    ) -> None:
+        """Count one more mention of each node and each ``(src, relation, dst)`` edge."""
+        ...
+
+    async def graph_nodes(self, owner: str, limit: int = 500) -> list[tuple[str, int]]:
+        """``(label, mentions)``, most mentioned first."""
+        ...
+
+    async def graph_edges(
+        self, owner: str, names: Sequence[str], limit: int = 20
+    ) -> list[tuple[str, str, str, int]]:
+        """Edges touching any of ``names`` as ``(src, relation, dst, weight)``, heaviest
+        first (labels as first seen)."""
+        ...
+
+
 class DurableStore(
     Store, ApprovalStore, SessionAdmin, SessionLocking, TryLocking, Compacting, MemoryBackend,
-    ProfileBackend, RunRecords, AuditLog, TraceStore, CheckpointStore, AbortRequests, Protocol,
+    ProfileBackend, GraphBackend, RunRecords, AuditLog, TraceStore, CheckpointStore,
+    AbortRequests, Protocol,
 ):
     """Everything the SQLite and PostgreSQL backends provide."""
 

@@ -253,6 +253,44 @@ class PostgresStore(GatewayTables):
             )
             return int(ident)
 
+    # --- entity graph (migration 5) ----------------------------------------------------------
+
+    async def add_graph(
+        self, owner: str, nodes: Sequence[str], edges: Sequence[tuple[str, str, str]]
+    ) -> None:
+        now = time.time()
+        async with self._tx() as conn:
+            await conn.executemany(
+                "INSERT INTO graph_nodes (owner, name, label, mentions, updated_at) "
+                "VALUES ($1, $2, $3, 1, $4) ON CONFLICT (owner, name) DO UPDATE SET "
+                "mentions = graph_nodes.mentions + 1, updated_at = excluded.updated_at",
+                [(owner, n.lower(), n, now) for n in dict.fromkeys(nodes)])
+            await conn.executemany(
+                "INSERT INTO graph_edges (owner, src, dst, relation, weight) "
+                "VALUES ($1, $2, $3, $4, 1) ON CONFLICT (owner, src, dst, relation) DO UPDATE "
+                "SET weight = graph_edges.weight + 1",
+                [(owner, s.lower(), d.lower(), r) for s, r, d in dict.fromkeys(edges)])
+
+    async def graph_nodes(self, owner: str, limit: int = 500) -> list[tuple[str, int]]:
+        rows = await self._fetch(
+            "SELECT label, mentions FROM graph_nodes WHERE owner = $1 "
+            "ORDER BY mentions DESC, name LIMIT $2", owner, limit)
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    async def graph_edges(
+        self, owner: str, names: Sequence[str], limit: int = 20
+    ) -> list[tuple[str, str, str, int]]:
+        keys = [n.lower() for n in names]
+        if not keys:
+            return []
+        rows = await self._fetch(
+            "SELECT s.label, e.relation, d.label, e.weight FROM graph_edges e "
+            "JOIN graph_nodes s ON s.owner = e.owner AND s.name = e.src "
+            "JOIN graph_nodes d ON d.owner = e.owner AND d.name = e.dst "
+            "WHERE e.owner = $1 AND (e.src = ANY($2::text[]) OR e.dst = ANY($2::text[])) "
+            "ORDER BY e.weight DESC, e.src, e.dst LIMIT $3", owner, keys, limit)
+        return [(str(a), str(b), str(c), int(w)) for a, b, c, w in rows]
+
     async def add_memories(
         self, owner: str, rows: Sequence[tuple[str, str, str, bytes | None]]
     ) -> None:

@@ -95,6 +95,19 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        5,
+        (
+            # The entity graph learned after each turn (judgement/learn.py): names keyed
+            # lower-case, with the label as first seen, and co-mention edges.
+            "CREATE TABLE graph_nodes (owner TEXT NOT NULL, name TEXT NOT NULL, "
+            "label TEXT NOT NULL, mentions INTEGER NOT NULL, updated_at {real} NOT NULL, "
+            "PRIMARY KEY (owner, name))",
+            "CREATE TABLE graph_edges (owner TEXT NOT NULL, src TEXT NOT NULL, "
+            "dst TEXT NOT NULL, relation TEXT NOT NULL, weight INTEGER NOT NULL, "
+            "PRIMARY KEY (owner, src, dst, relation))",
+        ),
+    ),
+    (
         6,
         (
             # The gateway (issue 16): API keys, stored as hashes, and agents defined in the store.

@@ -222,6 +222,45 @@ class SQLiteStore(GatewayTables):
             assert cur.lastrowid is not None
             return cur.lastrowid
 
+    # --- entity graph (migration 5) ----------------------------------------------------------
+
+    async def add_graph(
+        self, owner: str, nodes: Sequence[str], edges: Sequence[tuple[str, str, str]]
+    ) -> None:
+        now = time.time()
+        async with self._tx() as db:
+            await db.executemany(
+                "INSERT INTO graph_nodes (owner, name, label, mentions, updated_at) "
+                "VALUES (?, ?, ?, 1, ?) ON CONFLICT (owner, name) DO UPDATE SET "
+                "mentions = graph_nodes.mentions + 1, updated_at = excluded.updated_at",
+                [(owner, n.lower(), n, now) for n in dict.fromkeys(nodes)])
+            await db.executemany(
+                "INSERT INTO graph_edges (owner, src, dst, relation, weight) "
+                "VALUES (?, ?, ?, ?, 1) ON CONFLICT (owner, src, dst, relation) DO UPDATE "
+                "SET weight = graph_edges.weight + 1",
+                [(owner, s.lower(), d.lower(), r) for s, r, d in dict.fromkeys(edges)])
+
+    async def graph_nodes(self, owner: str, limit: int = 500) -> list[tuple[str, int]]:
+        rows = await self._fetch(
+            "SELECT label, mentions FROM graph_nodes WHERE owner = ? "
+            "ORDER BY mentions DESC, name LIMIT ?", owner, limit)
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    async def graph_edges(
+        self, owner: str, names: Sequence[str], limit: int = 20
+    ) -> list[tuple[str, str, str, int]]:
+        keys = [n.lower() for n in names]
+        if not keys:
+            return []
+        marks = ", ".join("?" * len(keys))
+        rows = await self._fetch(
+            "SELECT s.label, e.relation, d.label, e.weight FROM graph_edges e "
+            "JOIN graph_nodes s ON s.owner = e.owner AND s.name = e.src "
+            "JOIN graph_nodes d ON d.owner = e.owner AND d.name = e.dst "
+            f"WHERE e.owner = ? AND (e.src IN ({marks}) OR e.dst IN ({marks})) "
+            "ORDER BY e.weight DESC, e.src, e.dst LIMIT ?", owner, *keys, *keys, limit)
+        return [(str(a), str(b), str(c), int(w)) for a, b, c, w in rows]
+
     async def add_memories(
         self, owner: str, rows: Sequence[tuple[str, str, str, bytes | None]]
     ) -> None:

@@ -69,6 +69,12 @@ class ToolIndex:
         self.embedded_now = 0  # how many texts the last build had to embed (cache misses)
         self._lock = threading.Lock()
 
+    def add(self, entries: Sequence[Entry]) -> None:
+        """More entries (skills learned while running); the next search re-indexes."""
+        with self._lock:
+            self.entries.extend(entries)
+            self._vectors = None
+
     def _cached(self) -> dict[str, list[float]]:
         if self.cache_path is None or not self.cache_path.exists():
             return {}
