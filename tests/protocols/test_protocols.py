@@ -200,4 +200,4 @@ def test_auto_reads_native_calls_natively_and_text_calls_by_parsing() -> None:
     assert auto.observations(Message.assistant("", (native,)), result) == [
         Message.tool(native.id, "lookup_price", "142.5")]
     assert auto.observations(Message.assistant("<tool_call>..."), result) == [
-        Message.user("[Tool lookup_price]: 142.5")]
+        Message.observation("[Tool lookup_price]: 142.5")]
