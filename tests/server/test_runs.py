@@ -60,6 +60,23 @@ def test_start_returns_at_once_then_events_stream_and_the_run_is_readable(stack:
         assert session["messages"][0]["content"] == "What is 12*7?"
         assert session["runs"] == [{"id": run_id, "status": "completed", "agent": "helper"}]
 
+        # The run's trace, as the store keeps it (tracing.py): one tree under the run's span.
+        wait_for(lambda: c.get(f"/v1/runs/{run_id}/trace").status_code == 200
+                 and len(c.get(f"/v1/runs/{run_id}/trace").json()["spans"]) >= 4)
+        spans = c.get(f"/v1/runs/{run_id}/trace").json()["spans"]
+        names = [sp["name"] for sp in spans]
+        assert names[0] == "invoke_agent helper"
+        assert names.count("chat openai:fake") == 2 and names.count("execute_tool calculator") == 1
+        root = spans[0]
+        assert root["parent_id"] is None
+        assert root["attributes"]["thinkloop.run.id"] == run_id
+        assert all(sp["parent_id"] == root["span_id"] for sp in spans[1:])
+        tool_span = next(sp for sp in spans if sp["name"] == "execute_tool calculator")
+        assert tool_span["attributes"]["gen_ai.tool.call.result"] == "84"
+        # Another user may not read it.
+        with stack.client(stack.gateway.key("bob")) as other:
+            assert other.get(f"/v1/runs/{run_id}/trace").status_code in (403, 404)
+
         metrics = c.get("/metrics").text
         assert 'thinkloop_runs_total{status="completed"}' in metrics
         assert "thinkloop_step_seconds_count" in metrics
