@@ -17,11 +17,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 
 import httpx
 
-from thinkloop.errors import ToolExecutionError
-
-
-class ChannelError(ToolExecutionError):
-    """A message could not be delivered or no answer came back."""
+from thinkloop.errors import ChannelError
 
 
 @dataclass(frozen=True, slots=True)

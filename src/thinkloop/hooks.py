@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from thinkloop.errors import HookFailed
 from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -265,10 +266,6 @@ def _callable(fn: Any) -> HookFn:
     if not callable(fn):
         raise TypeError(f"{fn!r} is not callable")
     return fn  # type: ignore[no-any-return]
-
-
-class HookFailed(Exception):
-    """A critical hook raised; the run fails with this error."""
 
 
 class Hooks:

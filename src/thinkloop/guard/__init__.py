@@ -1,10 +1,14 @@
-"""Guardrails, policy and loop control, each a hook (see :mod:`thinkloop.hooks`).
+"""Guardrails, policy and loop control (see :mod:`thinkloop.hooks`).
 
-``default_hooks(GuardSettings())`` returns the guards the seeds turn on by default;
-``Agent(..., guard=GuardSettings(...))`` installs them ahead of the agent's own hooks.
+Each guard is a :class:`Guard`: one concern whose ``hooks()`` join the loop.
+``default_guards(GuardSettings())`` returns the guards the seeds turn on by default,
+``default_hooks`` their hooks in order; ``Agent(..., guard=GuardSettings(...))`` installs them
+ahead of the agent's own hooks.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from thinkloop.guard.approval import (
     ApprovalGate,
@@ -19,6 +23,7 @@ from thinkloop.guard.approval import (
     DeferAll,
     approver_for,
 )
+from thinkloop.guard.base import Guard
 from thinkloop.guard.budget import StepBudget, StepBudgetSettings, classify
 from thinkloop.guard.drift import DriftSettings, GoalDrift
 from thinkloop.guard.gate import ToolGate
@@ -46,43 +51,44 @@ from thinkloop.guard.usage import UsageGuard, UsageLimits
 from thinkloop.hooks import Hook
 
 
-def default_hooks(
+def default_guards(
     settings: GuardSettings | None = None, *, fixed_steps: bool = False
-) -> list[Hook]:
-    """The guard hooks for ``settings``, in the order they must run.
+) -> list[Guard]:
+    """The guards ``settings`` turn on, in the order their hooks must run.
 
     ``fixed_steps``: the agent was given ``max_steps`` explicitly, so the step budget does not
     classify the task (time-capsule mode still applies to admins).
     """
     s = settings or GuardSettings()
-    hooks: list[Hook] = []
-    # The input guard first: a blocked message costs nothing else (not even a classifier call).
-    hooks += InputGuard(s.input).hooks()  # truncation applies even when scanning is off
-    if s.steps.enabled or s.steps.time_capsule:
-        hooks += StepBudget(s.steps, fixed_steps=fixed_steps).hooks()
-    if s.drift.enabled:
-        hooks += GoalDrift(s.drift).hooks()
-    if s.plan.enabled:
-        hooks += PreTaskPlan(s.plan).hooks()
-    if s.limits.any:
-        hooks += UsageGuard(s.limits).hooks()
-    if s.nudges.urgency or s.nudges.channel_tools != ():
-        hooks += Nudges(s.nudges, s.steps).hooks()
-    if s.loops.dedup or s.loops.detect_loops:
-        # Before the gate: a duplicate or a loop is answered without asking a human.
-        hooks += LoopGuard(s.loops).hooks()
-    if s.messages.max_per_run > 0:
-        hooks += MessageLimit(s.messages, s.steps).hooks()  # a message past it asks nobody
     # One approval gate for both: a person who approves a gated call is not asked twice.
     approvals = ApprovalGate(s.approval)
-    if s.isolation.enabled:
-        hooks += PlanIsolation(s.isolation).hooks()
-    if s.provenance.enabled:
-        hooks += ProvenanceGate(s.provenance, approvals).hooks()
-    hooks += ToolGate(s.policy, approvals).hooks()
-    if s.review.enabled:
-        hooks += TerminationReview(s.review).hooks()
-    return hooks
+    wanted: list[tuple[bool, Callable[[], Guard]]] = [
+        # The input guard first: a blocked message costs nothing else (not even a classifier
+        # call). Always on: truncation applies even when scanning is off.
+        (True, lambda: InputGuard(s.input)),
+        (s.steps.enabled or s.steps.time_capsule,
+         lambda: StepBudget(s.steps, fixed_steps=fixed_steps)),
+        (s.drift.enabled, lambda: GoalDrift(s.drift)),
+        (s.plan.enabled, lambda: PreTaskPlan(s.plan)),
+        (s.limits.any, lambda: UsageGuard(s.limits)),
+        (s.nudges.urgency or s.nudges.channel_tools != (), lambda: Nudges(s.nudges, s.steps)),
+        # Before the gate: a duplicate or a loop is answered without asking a human.
+        (s.loops.dedup or s.loops.detect_loops, lambda: LoopGuard(s.loops)),
+        # A message past the limit asks nobody.
+        (s.messages.max_per_run > 0, lambda: MessageLimit(s.messages, s.steps)),
+        (s.isolation.enabled, lambda: PlanIsolation(s.isolation)),
+        (s.provenance.enabled, lambda: ProvenanceGate(s.provenance, approvals)),
+        (True, lambda: ToolGate(s.policy, approvals)),  # needs_approval tools: always gated
+        (s.review.enabled, lambda: TerminationReview(s.review)),
+    ]
+    return [make() for on, make in wanted if on]
+
+
+def default_hooks(
+    settings: GuardSettings | None = None, *, fixed_steps: bool = False
+) -> list[Hook]:
+    """The hooks of :func:`default_guards`, guard by guard."""
+    return [h for g in default_guards(settings, fixed_steps=fixed_steps) for h in g.hooks()]
 
 
 __all__ = [
@@ -101,6 +107,7 @@ __all__ = [
     "DriftSettings",
     "Finding",
     "GoalDrift",
+    "Guard",
     "GuardSettings",
     "InjectionPattern",
     "InputGuard",
@@ -132,6 +139,7 @@ __all__ = [
     "approver_for",
     "classify",
     "confine_paths",
+    "default_guards",
     "default_hooks",
     "deny_dangerous_commands",
     "scan_input",

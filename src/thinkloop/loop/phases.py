@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from thinkloop.errors import OutputValidationError
+from thinkloop.errors import InternalError, OutputValidationError
 from thinkloop.hooks import (
     HookContext,
     ReasonContext,
@@ -142,7 +142,7 @@ async def decide(
             ctx.stage = "post_reflect"
             await run_stage(cfg, ctx)
             return Finish(assistant, ctx.text, ctx.output)
-    raise AssertionError(f"unhandled reading {reading!r}")
+    raise InternalError(f"unhandled reading {reading!r}")
 
 
 class _Invalid:

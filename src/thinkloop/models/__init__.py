@@ -4,12 +4,13 @@
 thinkloop does not load the Anthropic SDK or llama.cpp.
 """
 
+from thinkloop.errors import MissingCredentialsError, RetriesExhaustedError
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
-from thinkloop.models.presets import PRESETS, MissingCredentialsError, Preset
+from thinkloop.models.presets import PRESETS, Preset
 from thinkloop.models.registry import ModelRegistry, default_registry, resolve_model
-from thinkloop.models.retry import RetriesExhaustedError, RetryPolicy
+from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
 

@@ -207,7 +207,7 @@ def build_anthropic(name: str, env: Mapping[str, str]) -> AnthropicModel:
     key = env.get("ANTHROPIC_API_KEY")
     base_url = env.get("ANTHROPIC_BASE_URL") or None
     if not key and not base_url:
-        from thinkloop.models.presets import MissingCredentialsError
+        from thinkloop.errors import MissingCredentialsError
 
         raise MissingCredentialsError(
             f"model 'anthropic:{name}' needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, MissingCredentialsError
 from thinkloop.models.base import Model
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
@@ -21,10 +21,6 @@ COMPAT = WireQuirks(tool_call_content="empty")
 # Gemini behind OpenRouter rejects content "" with tool calls (Stingyclaw's sanitizer).
 STRICT = WireQuirks(tool_call_content="omit")
 GEMINI = WireQuirks(tool_call_content="omit", merge_consecutive_roles=True, send_stream_usage=False)
-
-
-class MissingCredentialsError(ConfigError):
-    """A provider's key or endpoint is not configured; a fallback list may skip it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,11 @@
 Providers register a factory per prefix. The default registry is built on demand, so importing
 thinkloop creates no clients, reads no environment and imports no optional SDK: the
 ``anthropic`` and ``local`` factories import their provider module when called.
+
+The registry is open: ``register(prefix, factory)`` adds a provider to a registry made in code,
+and an installed package adds one for every registry with an entry point in group
+``thinkloop.providers`` (its name the prefix, its object a ``factory(name, env) -> Model``), so
+``Agent("prefix:name")`` finds it. Packages are looked up only for a prefix no factory claims.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from importlib.metadata import EntryPoint, entry_points
 
-from thinkloop.errors import ConfigError, UnknownModelError
+from thinkloop.errors import ConfigError, MissingCredentialsError, UnknownModelError
 from thinkloop.models.base import Model
-from thinkloop.models.presets import PRESETS, MissingCredentialsError, build_preset
+from thinkloop.models.presets import PRESETS, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
 
 Factory = Callable[[str, Mapping[str, str]], Model]
 ModelSpec = str | Model
+GROUP = "thinkloop.providers"
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +53,32 @@ class ModelRegistry:
     def resolve(self, spec: str, env: Mapping[str, str] | None = None) -> Model:
         env = os.environ if env is None else env
         prefix, sep, name = spec.strip().partition(":")
-        if prefix not in self.factories:
-            known = ", ".join(sorted(self.factories))
+        factory = self.factories.get(prefix) or _installed(prefix)
+        if factory is None:
+            installed = {ep.name for ep in entry_points(group=GROUP)}
+            known = ", ".join(sorted({*self.factories, *installed}))
             hint = "" if sep else " (model strings look like 'provider:name')"
             raise UnknownModelError(
                 f"unknown model provider {prefix!r} in {spec!r}{hint}; known: {known}"
             )
-        return self.factories[prefix](name.strip(), env)
+        return factory(name.strip(), env)
+
+
+def _installed(prefix: str) -> Factory | None:
+    """The factory an installed package registers for ``prefix``, loaded now."""
+    found = entry_points(group=GROUP, name=prefix)
+    return _loaded(next(iter(found))) if found else None
+
+
+def _loaded(ep: EntryPoint) -> Factory:
+    try:
+        factory = ep.load()
+    except Exception as exc:
+        raise ConfigError(f"model provider {ep.name!r} ({ep.value}, entry point group {GROUP}) "
+                          f"could not load: {type(exc).__name__}: {exc}") from exc
+    if not callable(factory):
+        raise ConfigError(f"model provider {ep.name!r} ({ep.value}) is not a factory")
+    return factory  # type: ignore[no-any-return]
 
 
 def default_registry() -> ModelRegistry:

@@ -9,22 +9,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from thinkloop.errors import ConfigError, ModelError, ModelHTTPError
+from thinkloop.errors import ConfigError, ModelError, ModelHTTPError, RetriesExhaustedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 ATTEMPTS_ENV = "THINKLOOP_MODEL_MAX_ATTEMPTS"
-
-
-class RetriesExhaustedError(ModelError):
-    """A transient failure that outlived every attempt; ``last_error`` is the final one."""
-
-    def __init__(self, attempts: int, last_error: ModelError) -> None:
-        self.attempts = attempts
-        self.last_error = last_error
-        plural = "s" if attempts != 1 else ""
-        super().__init__(f"gave up after {attempts} attempt{plural}: {last_error}")
 
 
 @dataclass(frozen=True, slots=True)

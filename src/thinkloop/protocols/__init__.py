@@ -4,30 +4,21 @@ from thinkloop.protocols.auto import AutoProtocol
 from thinkloop.protocols.base import Act, Answer, Malformed, Reading, ToolCallProtocol
 from thinkloop.protocols.native import NativeProtocol
 from thinkloop.protocols.parse import Parsed, parse_tool_calls
+from thinkloop.protocols.registry import ProtocolFactory, ProtocolRegistry
 from thinkloop.protocols.sanitize import is_silent, sanitize_output
 from thinkloop.protocols.text import JsonProtocol, TagsProtocol, TextProtocol, XmlProtocol
 
 __all__ = ["Act", "Answer", "AutoProtocol", "JsonProtocol", "Malformed", "NativeProtocol",
-           "Parsed", "Reading", "TagsProtocol", "TextProtocol", "ToolCallProtocol",
-           "XmlProtocol", "get_protocol", "is_silent", "parse_tool_calls", "sanitize_output"]
-
-_PROTOCOLS: dict[str, type[ToolCallProtocol]] = {
-    "native": NativeProtocol,
-    "auto": AutoProtocol,
-    "json": JsonProtocol,
-    "tags": TagsProtocol,
-    "xml": XmlProtocol,
-}
+           "Parsed", "ProtocolFactory", "ProtocolRegistry", "Reading", "TagsProtocol",
+           "TextProtocol", "ToolCallProtocol", "XmlProtocol", "get_protocol", "is_silent",
+           "parse_tool_calls", "sanitize_output"]
 
 
-def get_protocol(name: str | ToolCallProtocol) -> ToolCallProtocol:
-    """A fresh protocol for ``name`` (an instance is passed through unchanged)."""
+def get_protocol(
+    name: str | ToolCallProtocol, registry: ProtocolRegistry | None = None
+) -> ToolCallProtocol:
+    """A fresh protocol for ``name`` (an instance is passed through unchanged): from
+    ``registry``, else the built-ins and the installed packages' (``thinkloop.protocols``)."""
     if not isinstance(name, str):
         return name
-    factory = _PROTOCOLS.get(name)
-    if factory is None:
-        from thinkloop.errors import ConfigError
-
-        raise ConfigError(
-            f"unknown tool-call protocol {name!r}; known: {', '.join(_PROTOCOLS)}")
-    return factory()
+    return (registry or ProtocolRegistry()).create(name)

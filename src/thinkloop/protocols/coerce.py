@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
+from thinkloop.errors import JsonRepairError
+from thinkloop.protocols.jsonfix import loads_lenient
 from thinkloop.types import ToolSpec
 
 _BOOLS = {"true": True, "false": False, "yes": True, "no": False}

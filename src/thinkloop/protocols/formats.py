@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
+from thinkloop.errors import JsonRepairError
+from thinkloop.protocols.jsonfix import loads_lenient
 
 # The argument a plain ``<<TOOL:NAME:text>>`` parameter is filed under until the protocol maps
 # it onto the tool's single required argument.

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from thinkloop.errors import JsonRepairError
+
 _LITERALS = {"true": "true", "false": "false", "null": "null", "True": "true",
              "False": "false", "None": "null"}
 _WORD = re.compile(r"[A-Za-z_$][\w$.-]*")
@@ -30,10 +32,6 @@ _CLOSER = {"{": "}", "[": "]"}
 _SPECIAL = re.compile(r"""[{}\[\]"'\\]""")
 _OPENER = re.compile(r"[{\[]")
 _STRING_CAN_START = frozenset("{[,:")
-
-
-class JsonRepairError(ValueError):
-    """The text is not JSON even after repair."""
 
 
 def loads_lenient(text: str) -> Any:

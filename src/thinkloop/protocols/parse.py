@@ -15,11 +15,12 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkloop.errors import JsonRepairError
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols import table
 from thinkloop.protocols.coerce import coerce_arguments, find_spec, tool_specs
 from thinkloop.protocols.formats import PLAIN_PARAM
-from thinkloop.protocols.jsonfix import JsonRepairError, loads_lenient
+from thinkloop.protocols.jsonfix import loads_lenient
 from thinkloop.protocols.prompts import single_argument
 from thinkloop.protocols.scanbase import SPACE, Unsettled
 from thinkloop.protocols.tokens import TokenHandlers

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from thinkloop.errors import InternalError
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols.coerce import tool_specs
 from thinkloop.protocols.jsonfix import BracketMatcher
@@ -205,7 +206,7 @@ class ChunkFilter:
                 call = self.fit(call) if self.fit is not None else call
                 payload = {"name": call.name, "arguments": call.arguments}
                 return TextDelta(json.dumps(payload, ensure_ascii=False), "tool_call")
-        raise AssertionError(f"unknown stream event {event!r}")
+        raise InternalError(f"unknown stream event {event!r}")
 
 
 def chunk_filter(protocol: object) -> ChunkFilter:

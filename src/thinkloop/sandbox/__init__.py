@@ -7,7 +7,7 @@ what is missing; thinkloop never silently falls back to running unconfined.
 
 from __future__ import annotations
 
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, SandboxUnavailableError
 from thinkloop.sandbox.base import (
     DEFAULT_ENV_ALLOW,
     SYSTEM_PATH,
@@ -16,7 +16,7 @@ from thinkloop.sandbox.base import (
     SandboxLimits,
     allowed_env,
 )
-from thinkloop.sandbox.bwrap import BwrapSandbox, SandboxUnavailableError
+from thinkloop.sandbox.bwrap import BwrapSandbox
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from thinkloop.errors import ConfigError
+from thinkloop.errors import SandboxUnavailableError
 from thinkloop.sandbox.base import SandboxLimits
 
 _SYSTEM_DIRS = ("/usr",)
@@ -41,10 +41,6 @@ _ETC = ("passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf",
         "python3", "python3.11", "python3.12", "python3.13", "magic", "mailcap")
 MISSING_HELP = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or choose "
                 "sandbox='none' (THINKLOOP_TOOLS_SANDBOX=none) to run commands unconfined")
-
-
-class SandboxUnavailableError(ConfigError):
-    """The sandbox asked for cannot run on this machine; the message names what is missing."""
 
 
 @functools.lru_cache(maxsize=4)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
 from thinkloop.channels import Channel
 from thinkloop.config import Settings, default_model_spec
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, UnknownAgentError
 from thinkloop.guard.approval import Approver
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
@@ -53,10 +53,6 @@ class AgentSpec(BaseModel):
 
     def fingerprint(self) -> str:
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
-
-
-class UnknownAgentError(ConfigError):
-    pass
 
 
 def parse_definition(name: str, data: Any) -> AgentSpec:

@@ -13,11 +13,16 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thinkloop.config import Settings
-from thinkloop.errors import ConfigError
-from thinkloop.server.agents import UnknownAgentError
+from thinkloop.errors import (
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    RequestError,
+    RunLimitError,
+    UnknownAgentError,
+)
 from thinkloop.server.config import GatewayConfig
-from thinkloop.server.gateway import Conflict, Gateway, NotFound
-from thinkloop.server.live import LimitExceeded
+from thinkloop.server.gateway import Gateway
 from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -82,16 +87,17 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         kind = "authentication_error" if exc.status_code == 401 else "invalid_request_error"
         return error(exc.status_code, str(exc.detail), kind, dict(exc.headers or {}))
 
-    @app.exception_handler(NotFound)
+    @app.exception_handler(NotFoundError)
     @app.exception_handler(UnknownAgentError)
     async def _not_found(_: Request, exc: Exception) -> JSONResponse:
         return error(404, str(exc), "not_found_error")
 
-    @app.exception_handler(Conflict)
+    @app.exception_handler(ConflictError)
+    @app.exception_handler(RequestError)  # the rest of the caller's (a paused session, ...)
     async def _conflict(_: Request, exc: Exception) -> JSONResponse:
         return error(409, str(exc), "conflict_error")
 
-    @app.exception_handler(LimitExceeded)
+    @app.exception_handler(RunLimitError)
     async def _limited(_: Request, exc: Exception) -> JSONResponse:
         return error(429, str(exc), "rate_limit_error", {"Retry-After": "1"})
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from thinkloop.config import Settings
-from thinkloop.errors import ConfigError
+from thinkloop.errors import ConfigError, ConflictError, NotFoundError
 from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.server.auth import Principal
@@ -31,14 +31,6 @@ from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-class NotFound(Exception):
-    """No such thing for this user (another user's is reported the same way)."""
-
-
-class Conflict(Exception):
-    """The thing exists but cannot do that now (an ended run, an answered input)."""
 
 
 class Backend(Store, SessionAdmin, GatewayStore, Protocol):
@@ -126,13 +118,13 @@ class Gateway:
     def run(self, who: Principal, run_id: str) -> LiveRun:
         run = self.live.get(run_id, who.user)
         if run is None:
-            raise NotFound(f"no run {run_id}")
+            raise NotFoundError(f"no run {run_id}")
         return run
 
     def abort(self, who: Principal, run_id: str) -> LiveRun:
         run = self.run(who, run_id)
         if run.done:
-            raise Conflict(f"run {run_id} has ended ({run.status})")
+            raise ConflictError(f"run {run_id} has ended ({run.status})")
         run.handle.cancel()
         return run
 
@@ -146,7 +138,7 @@ class Gateway:
         run = self.run(who, run_id)
         kind = self.hub.kind(run.id, input_id)
         if kind is None:
-            raise Conflict(f"run {run_id} is not waiting for input {input_id!r}")
+            raise ConflictError(f"run {run_id} is not waiting for input {input_id!r}")
         if (kind == "approval") != (answer.approved is not None):
             field = "approved" if kind == "approval" else "answer"
             raise ConfigError(f"input {input_id!r} is {'an' if kind == 'approval' else 'a'} "
@@ -158,7 +150,7 @@ class Gateway:
         """The run's stored spans (``tracing.py``), oldest first."""
         spans = getattr(self.store, "spans", None)
         if spans is None:
-            raise NotFound("this store keeps no traces")
+            raise NotFoundError("this store keeps no traces")
         rows = await spans(run.id)
         return {"run_id": run.id, "status": run.status,
                 "spans": [dataclasses.asdict(s) for s in rows]}
@@ -167,12 +159,12 @@ class Gateway:
 
     async def session(self, who: Principal, session: str) -> dict[str, Any]:
         if not SESSION_ID.fullmatch(session):
-            raise NotFound(f"no session {session}")
+            raise NotFoundError(f"no session {session}")
         key = session_key(who.user, session)
         info = await self.store.session_info(key)
         runs = self.live.of_session(who.user, session)
         if info is None and not runs:
-            raise NotFound(f"no session {session}")
+            raise NotFoundError(f"no session {session}")
         messages = await self.store.load(key)
         return {
             "id": session,

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thinkloop.channels import CallbackChannel, Channel, ChannelError, Outgoing
+from thinkloop.channels import CallbackChannel, Channel, Outgoing
+from thinkloop.errors import ChannelError
 from thinkloop.guard.approval import ApprovalRequest, CallbackApprover, Decision
 from thinkloop.types import Event
 

@@ -17,13 +17,10 @@ from typing import Any
 
 import orjson
 
+from thinkloop.errors import RunLimitError
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.types import Event
-
-
-class LimitExceeded(Exception):
-    """Too many runs at once (per user or in all); the client should retry later."""
 
 
 @dataclass(eq=False)
@@ -104,11 +101,11 @@ class LiveRuns:
         return sum(self._active.values())
 
     def reserve(self, user: str) -> None:
-        """Take one run slot for ``user`` or raise :class:`LimitExceeded`."""
+        """Take one run slot for ``user`` or raise :class:`RunLimitError`."""
         if self._active.get(user, 0) >= self.per_user:
-            raise LimitExceeded(f"you already have {self.per_user} runs in progress")
+            raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if self.active_count >= self.total:
-            raise LimitExceeded(f"the gateway is running {self.total} runs, its limit")
+            raise RunLimitError(f"the gateway is running {self.total} runs, its limit")
         self._active[user] = self._active.get(user, 0) + 1
 
     def release(self, user: str) -> None:

@@ -8,10 +8,11 @@ import orjson
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from thinkloop.errors import NotFoundError
 from thinkloop.server.agents import DEFAULT_AGENT, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
-from thinkloop.server.gateway import Gateway, NotFound
+from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
 from thinkloop.server.live import run_view
 
@@ -112,6 +113,6 @@ async def put_agent(name: str, body: dict[str, Any], _: Admin, gw: GW) -> dict[s
 @router.delete("/agents/{name}")
 async def delete_agent(name: str, _: Admin, gw: GW) -> dict[str, Any]:
     if not await gw.store.delete_agent(name):
-        raise NotFound(f"no agent {name!r} in the store")
+        raise NotFoundError(f"no agent {name!r} in the store")
     gw.router.invalidate(name)
     return {"name": name, "deleted": True}

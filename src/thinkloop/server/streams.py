@@ -24,13 +24,19 @@ from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDis
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from thinkloop.errors import ConfigError
-from thinkloop.server.agents import DEFAULT_AGENT, UnknownAgentError
+from thinkloop.errors import (
+    ConfigError,
+    NotFoundError,
+    RequestError,
+    RunLimitError,
+    UnknownAgentError,
+)
+from thinkloop.server.agents import DEFAULT_AGENT
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway, identify
-from thinkloop.server.gateway import Conflict, Gateway, NotFound
+from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
-from thinkloop.server.live import LimitExceeded, LiveRun
+from thinkloop.server.live import LiveRun
 from thinkloop.server.routes import InputRequest, RunRequest
 
 router = APIRouter(prefix="/v1")
@@ -144,12 +150,12 @@ async def websocket(ws: WebSocket) -> None:
             except (ValueError, ValidationError, ConfigError) as exc:
                 await sock.error(400 if not isinstance(exc, UnknownAgentError) else 404,
                                  _message(exc))
-            except NotFound as exc:
+            except NotFoundError as exc:
                 await sock.error(404, str(exc))
-            except Conflict as exc:
-                await sock.error(409, str(exc))
-            except LimitExceeded as exc:
+            except RunLimitError as exc:
                 await sock.error(429, str(exc))
+            except RequestError as exc:  # ConflictError, a paused session, ...
+                await sock.error(409, str(exc))
     except WebSocketDisconnect:
         pass
     finally:

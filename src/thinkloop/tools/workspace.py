@@ -22,17 +22,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from thinkloop.errors import ToolExecutionError
+from thinkloop.errors import PathEscapeError, ToolExecutionError
 
 DEFAULT_USER = "default"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO planted in the workspace must not hang a read.
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-
-
-class PathEscapeError(ToolExecutionError):
-    """A path that would leave the workspace."""
 
 
 def sanitize_user_id(user_id: str | None) -> str:

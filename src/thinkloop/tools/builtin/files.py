@@ -15,11 +15,11 @@ import time
 
 import regex
 
-from thinkloop.errors import ToolExecutionError
+from thinkloop.errors import PathEscapeError, ToolExecutionError
 from thinkloop.text import valid_text
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
-from thinkloop.tools.workspace import PathEscapeError, Workspace, split_path
+from thinkloop.tools.workspace import Workspace, split_path
 
 _LIST_LIMIT = 500
 # CPU seconds all of one grep's matching may take (a backtracking pattern hits this; the
