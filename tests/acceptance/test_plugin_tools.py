@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from tests.distributions import install
 
 from thinkloop.testing.openai_server import OpenAIServer
 
@@ -29,13 +30,8 @@ def weather(city: str) -> str:
 @pytest.fixture
 def installed_plugin(tmp_path: Path) -> dict[str, str]:
     """A distribution on the import path, as pip would leave it."""
-    site = tmp_path / "site"
-    (site / "weatherplug").mkdir(parents=True)
-    (site / "weatherplug" / "__init__.py").write_text(PLUGIN)
-    info = site / "weatherplug-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: weatherplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[thinkloop.tools]\nweather = weatherplug:weather\n")
+    site = install(tmp_path / "site", "weatherplug", PLUGIN,
+                   "[thinkloop.tools]\nweather = weatherplug:weather\n")
     return {**os.environ, "PYTHONPATH": str(site)}
 
 

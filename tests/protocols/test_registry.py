@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.distributions import install
 
 from thinkloop import Agent
 from thinkloop.errors import ConfigError, UnknownModelError
@@ -69,15 +70,9 @@ def broken():
 @pytest.fixture
 def lineplug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """An installed distribution (as pip leaves it) with one protocol and one provider."""
-    site = tmp_path / "site"
-    (site / "lineplug").mkdir(parents=True)
-    (site / "lineplug" / "__init__.py").write_text(PLUGIN)
-    info = site / "lineplug-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lineplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[thinkloop.protocols]\nline = lineplug:LineProtocol\nbroken = lineplug:broken\n"
-        "[thinkloop.providers]\nline = lineplug:provider\n")
+    site = install(tmp_path / "site", "lineplug", PLUGIN,
+                   "[thinkloop.protocols]\nline = lineplug:LineProtocol\nbroken = lineplug:broken\n"
+                   "[thinkloop.providers]\nline = lineplug:provider\n")
     monkeypatch.syspath_prepend(str(site))
     yield importlib.import_module("lineplug")
     sys.modules.pop("lineplug", None)
