@@ -7,7 +7,6 @@ from thinkloop.context.pipeline import (
     CLEARED_RESULT,
     MISSING_RESULT,
     ContextSettings,
-    apply_pipeline,
     limit_turns,
     prune_context,
     run_pipeline,
@@ -153,15 +152,12 @@ def test_ten_steps_are_not_compacted() -> None:
     assert compact_steps(msgs, ContextSettings()) is msgs
 
 
-def test_run_pipeline_in_order_and_apply_in_place() -> None:
+def test_run_pipeline_in_order_leaves_its_input_alone() -> None:
     c = ToolCall("c9", "t", {})
     msgs = [S, Message.user("u1"), Message.assistant("", (c,)), Message.user("u2")]
     expected = [S, Message.user("u1"), Message.assistant("", (c,)),
                 Message.tool("c9", "t", MISSING_RESULT), Message.user("u2")]
     assert run_pipeline(msgs, ContextSettings()) == expected
-    request = list(msgs)
-    apply_pipeline(request, ContextSettings())
-    assert request == expected
     assert msgs[3] == Message.user("u2")  # the input list is not touched
 
 

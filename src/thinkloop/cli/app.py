@@ -20,7 +20,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
-from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
+from thinkloop.cli.render import EXIT_CODES, EventPrinter, first_sentence, print_answer
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
@@ -40,11 +40,6 @@ app = typer.Typer(
 )
 
 
-# How ``thinkloop run`` exits, by the run's status (documented in the README and --help).
-EXIT_CODES: dict[str, int] = {
-    "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
-    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
-}
 USAGE_ERROR = 2
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "

@@ -17,6 +17,14 @@ from thinkloop.types import Event
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
+# How ``thinkloop run`` (and ``runs resume``) exits, by the run's status (documented in the
+# README and --help).
+EXIT_CODES: dict[str, int] = {
+    "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
+    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
+}
+
+
 def first_sentence(text: str) -> str:
     """The first sentence of a description, whole even when the docstring wraps it."""
     paragraph = " ".join(text.strip().split("\n\n", 1)[0].split())

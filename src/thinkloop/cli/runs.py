@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from thinkloop.cli.render import EventPrinter
+from thinkloop.cli.render import EXIT_CODES, EventPrinter
 from thinkloop.cli.sessions import with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
@@ -36,9 +36,6 @@ from thinkloop.types import Event
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True)
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")]
-# Exit codes of a resumed run, as for ``thinkloop run``.
-EXIT_CODES = {"completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4,
-              "budget_exceeded": 5, "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130}
 
 
 def _err(message: str, code: int = 1) -> typer.Exit:

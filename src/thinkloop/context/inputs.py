@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.context.tokens import model_window
 from thinkloop.errors import ConfigError
+from thinkloop.models.base import input_kinds
+from thinkloop.text import validation_summary
 from thinkloop.types import ContentPart, Message
 
 DEFAULT_BUDGET_CHARS = 60_000
@@ -81,32 +83,18 @@ def parse_context(value: ContextArg) -> RunContext | None:
     try:
         ctx = value if isinstance(value, RunContext) else RunContext.model_validate(value)
     except ValidationError as exc:
-        raise ConfigError(f"invalid run context: {_summary(exc)}") from None
+        raise ConfigError(f"invalid run context: {validation_summary(exc)}") from None
     missing = [str(f) for f in ctx.files if isinstance(f, Path) and not f.is_file()]
     if missing:
         raise ConfigError(f"context file not found: {', '.join(missing)}")
     return None if ctx.is_empty else ctx
 
 
-def _summary(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-                     for e in exc.errors(include_url=False))
 
 
 def accepts(model: Any, kind: Literal["image", "document"]) -> bool:
-    """Whether ``model`` reads ``kind`` content parts.
-
-    A model may declare ``input_kinds`` (e.g. ``frozenset({"image", "document"})``); else an
-    OpenAI-wire model takes images when its quirks say so, and documents are sent as text.
-    """
-    while (kinds := getattr(model, "input_kinds", None)) is None and hasattr(model, "inner"):
-        model = model.inner
-    if kinds is not None:
-        return kind in kinds
-    if kind == "document":
-        return False
-    quirks = getattr(model, "quirks", None)
-    return bool(getattr(quirks, "images", True))
+    """Whether ``model`` reads ``kind`` content parts (see ``models.base.input_kinds``)."""
+    return kind in input_kinds(model)
 
 
 @dataclass(frozen=True, slots=True)

@@ -213,11 +213,3 @@ def run_pipeline(
         out = stage(out, settings)
     return out
 
-
-def apply_pipeline(
-    messages: list[Message],
-    settings: ContextSettings,
-    stages: Sequence[Stage] = DEFAULT_STAGES,
-) -> None:
-    """The ``pre_reason`` hook form: rewrite the request's message list in place."""
-    messages[:] = run_pipeline(messages, settings, stages)

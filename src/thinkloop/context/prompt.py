@@ -8,7 +8,7 @@ the sections marked for it. An agent owns a :class:`PromptBuilder`; ``add``, ``r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,7 +208,3 @@ def _listing(root: Path) -> tuple[str, ...]:
         shown = [*shown[:LISTING_MAX], f"... and {len(shown) - LISTING_MAX} more"]
     return tuple(shown)
 
-
-def with_memory(ctx: PromptContext, recalled: str) -> PromptContext:
-    """The same context with the memory-recall slot filled (for the memory subsystem)."""
-    return replace(ctx, memory_recall=recalled)

@@ -62,8 +62,6 @@ class PromptContext:
     first_run: str = ""  # shown only on a user's first contact
     untrusted_input: bool = False  # external tools, context files or context inputs
     skills: tuple[Skill, ...] = ()
-    # Slot for the memory subsystem: recalled snippets for this run, already formatted.
-    memory_recall: str = ""
     workspace: str = ""
     workspace_listing: tuple[str, ...] = ()
     sandbox: str = ""
@@ -147,13 +145,6 @@ def skills(ctx: PromptContext) -> str | None:
     for s in ctx.skills:
         lines.append(f"## {s.name}\n{s.description}" + (f"\n{s.body.strip()}" if s.body else ""))
     return "\n\n".join(lines)
-
-
-def memory_recall(ctx: PromptContext) -> str | None:
-    if not ctx.memory_recall.strip():
-        return None
-    return ("Things you remember that may be relevant (recalled from memory; verify before "
-            f"relying on them):\n{ctx.memory_recall.strip()}")
 
 
 def workspace(ctx: PromptContext) -> str | None:
@@ -279,7 +270,6 @@ DEFAULT_SECTIONS: tuple[Section, ...] = (
     Section("output_format", output_format),
     Section("safety", safety),
     Section("skills", skills, FULL),
-    Section("memory_recall", memory_recall, FULL),
     Section("workspace", workspace),
     Section("sandbox", sandbox),
     Section("user_identity", user_identity, FULL),

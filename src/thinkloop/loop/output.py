@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from thinkloop.text import validation_summary
+
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -39,8 +41,4 @@ def parse_output(output_type: type[Any], text: str) -> Any:
     try:
         return adapter.validate_json(_json_candidate(text))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise ValueError(problems) from None
+        raise ValueError(validation_summary(exc)) from None

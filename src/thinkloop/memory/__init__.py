@@ -15,13 +15,12 @@ from thinkloop.memory.manager import Memory
 from thinkloop.memory.profile import extract_facts, llm_facts
 from thinkloop.memory.recall import (
     BM25Retriever,
-    Embedder,
-    MiniLMEmbedder,
     Retriever,
     VectorRetriever,
     default_embedder,
     make_retriever,
 )
+from thinkloop.models.embedding import Embedder, MiniLMEmbedder
 
 __all__ = [
     "DEFAULT_JOBS",

@@ -17,8 +17,8 @@ import orjson
 
 from thinkloop.context.tokens import estimate_tokens
 from thinkloop.memory.layers import MemorySettings
-from thinkloop.memory.recall import Embedder
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
 from thinkloop.types import Message
 

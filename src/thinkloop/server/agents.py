@@ -23,6 +23,7 @@ from thinkloop.errors import ConfigError
 from thinkloop.guard.approval import Approver
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
+from thinkloop.text import validation_summary
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_AGENT = "default"
@@ -65,9 +66,7 @@ def parse_definition(name: str, data: Any) -> AgentSpec:
     try:
         return AgentSpec.model_validate(data or {})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}"
-                             for e in exc.errors())
-        raise ConfigError(f"agent {name!r}: {problems}") from None
+        raise ConfigError(f"agent {name!r}: {validation_summary(exc, root=name)}") from None
 
 
 def load_agents_file(path: Path) -> dict[str, AgentSpec]:

@@ -16,7 +16,7 @@ def all_builtin_tools() -> list[tuple[Tool, str]]:
     """
     from pathlib import Path
 
-    from thinkloop.memory.recall import MiniLMEmbedder
+    from thinkloop.models.embedding import MiniLMEmbedder
     from thinkloop.store.sqlite import SQLiteStore
     from thinkloop.tools.builtin import ToolSettings, builtin_tools
     from thinkloop.tools.builtin.memory import memory_tools
