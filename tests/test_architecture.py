@@ -57,8 +57,18 @@ def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
         base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
         return [".".join([*base, node.module] if node.module else base)]
     if node.module == "thinkloop":  # from thinkloop import Agent: the unit that defines it
-        return [f"thinkloop.{a.name.lower()}" for a in node.names]
+        return [_PUBLIC.get(a.name, f"thinkloop.{a.name}") for a in node.names]
     return [node.module or ""]
+
+
+def _public_names() -> dict[str, str]:
+    """What ``thinkloop/__init__.py`` re-exports, by the module it takes each name from."""
+    tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
+    return {a.asname or a.name: node.module for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module for a in node.names}
+
+
+_PUBLIC = _public_names()
 
 
 def import_edges() -> dict[tuple[str, str], list[str]]:

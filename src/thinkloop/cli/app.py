@@ -25,11 +25,11 @@ from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.config import Settings
-from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import StoreError, ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
 from thinkloop.tools.base import Tool
+from thinkloop.tools.builtin.web import context_from_cli
 
 app = typer.Typer(
     name="thinkloop",
@@ -217,7 +217,7 @@ def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
-    from thinkloop.tools.defaults import all_builtin_tools
+    from thinkloop.cli.build import all_builtin_tools
     from thinkloop.tools.plugins import load_plugin_tools
 
     found, failed = load_plugin_tools()

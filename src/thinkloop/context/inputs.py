@@ -274,36 +274,3 @@ def _size(n: int) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KB"
     return f"{n / (1024 * 1024):.1f} MB"
-
-
-async def context_from_cli(
-    files: Sequence[str | Path] = (), url: str | None = None, *, settings: Any = None
-) -> RunContext | None:
-    """The ``--file PATH`` (repeatable) and ``--context-url URL`` flags of ``thinkloop run``.
-
-    The URL's page is fetched (public addresses only, unless ``settings`` allow private ones)
-    and its readable text becomes the page context; a page that cannot be fetched is one
-    clear error, before the run starts.
-    """
-    page = None
-    if url:
-        page = {"url": url, "text": await _fetch_page(url, settings)}
-    return parse_context({"files": [Path(f) for f in files], "page": page})
-
-
-async def _fetch_page(url: str, settings: Any) -> str:
-    import httpx
-
-    from thinkloop.errors import ToolError
-    from thinkloop.tools.builtin.settings import ToolSettings
-    from thinkloop.tools.builtin.web import USER_AGENT, fetch
-
-    settings = settings or ToolSettings()
-    headers = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
-    async with httpx.AsyncClient(timeout=settings.fetch_timeout_s, headers=headers) as client:
-        try:
-            text: str = await fetch(url, settings, client)
-        except (ToolError, httpx.HTTPError) as exc:
-            raise ConfigError(f"cannot fetch --context-url {url}: {exc}") from None
-    # fetch() heads its text with "# <url>"; the page block already carries the URL.
-    return text.removeprefix(f"# {url}").lstrip("\n")

@@ -13,6 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+from pydantic import TypeAdapter
+
 from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap, BootstrapFiles
 from thinkloop.context.sections import (
     BOTH,
@@ -149,8 +152,6 @@ def prompt_context(
     With ``seed=True`` this is the user's first contact if USER.md did not exist yet, and the
     bootstrap files are created; ``seed=False`` previews without writing anything.
     """
-    from thinkloop.loop.output import output_instructions
-
     opts = agent.prompt.options
     # Only the tools this user may use: a denied tool is neither described nor offered.
     specs = tuple(t.spec for t in agent.visible_tools(user_id).values())
@@ -208,3 +209,10 @@ def _listing(root: Path) -> tuple[str, ...]:
         shown = [*shown[:LISTING_MAX], f"... and {len(shown) - LISTING_MAX} more"]
     return tuple(shown)
 
+
+def output_instructions(output_type: type[Any]) -> str:
+    schema = orjson.dumps(TypeAdapter(output_type).json_schema()).decode()
+    return (
+        "When you give your final answer, reply with only a JSON value (no prose, no code "
+        f"fence) that matches this JSON schema:\n{schema}"
+    )

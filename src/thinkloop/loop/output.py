@@ -5,20 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 from pydantic import TypeAdapter, ValidationError
 
 from thinkloop.text import validation_summary
 
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def output_instructions(output_type: type[Any]) -> str:
-    schema = orjson.dumps(TypeAdapter(output_type).json_schema()).decode()
-    return (
-        "When you give your final answer, reply with only a JSON value (no prose, no code "
-        f"fence) that matches this JSON schema:\n{schema}"
-    )
 
 
 def _json_candidate(text: str) -> str:

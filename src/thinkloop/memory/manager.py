@@ -64,8 +64,8 @@ class Memory:
         self.compactor = Compactor(self.settings)
 
     def tools(self) -> list[Tool]:
+        from thinkloop.memory.tools import memory_tools
         from thinkloop.store.base import MemoryBackend
-        from thinkloop.tools.builtin.memory import memory_tools
 
         if not isinstance(self.store, MemoryBackend):
             return []
