@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -91,14 +91,17 @@ class HookContext:
     def emit(self, type_: str, **payload: Any) -> None:
         self.state.emit(type_, **payload)
 
-    async def ask_model(self, messages: list[Message], *, purpose: str,
-                        settings: ModelSettings | None = None) -> ModelResponse:
-        """A side model call made on the run's behalf (a plan, a classification): it goes
-        out as the run's ``llm.request``/``llm.response`` events (with ``purpose``) and its
-        usage counts in the run's, where the usage limits see it."""
+    async def ask_model(self, messages: Sequence[Message], *, purpose: str,
+                        settings: ModelSettings | None = None,
+                        model: Model | None = None) -> ModelResponse:
+        """A side model call made on the run's behalf (a plan, a classification), by the
+        run's model unless ``model`` is given: it goes out as the run's ``llm.request`` /
+        ``llm.response`` events (with ``purpose``) and its usage counts in the run's, where
+        the usage limits see it. Every side call in a run comes through here."""
         state = self.state
         state.emit("llm.request", messages=len(messages), tools=[], purpose=purpose)
-        response = await self.cfg.model.complete(messages, [], settings or self.cfg.settings)
+        response = await (model or self.cfg.model).complete(
+            messages, [], settings or self.cfg.settings)
         state.charge(response.usage)
         state.emit("llm.response", **response_payload(response), purpose=purpose)
         return response

@@ -5,7 +5,6 @@ from __future__ import annotations
 from thinkloop.context.compaction import compact_steps
 from thinkloop.context.pipeline import (
     CLEARED_RESULT,
-    MISSING_RESULT,
     ContextSettings,
     limit_turns,
     prune_context,
@@ -14,6 +13,7 @@ from thinkloop.context.pipeline import (
     settings_for,
 )
 from thinkloop.context.tokens import context_window, estimate_tokens, heuristic_count
+from thinkloop.models.sanitize import MISSING_RESULT
 from thinkloop.types import Message, ToolCall
 
 S = Message.system("sys")

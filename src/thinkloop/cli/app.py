@@ -13,14 +13,20 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
-from thinkloop.cli.render import EXIT_CODES, EventPrinter, first_sentence, print_answer
+from thinkloop.cli.render import (
+    EXIT_CODES,
+    USAGE_ERROR,
+    EventPrinter,
+    fail,
+    first_sentence,
+    print_answer,
+)
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
@@ -40,17 +46,10 @@ app = typer.Typer(
 )
 
 
-USAGE_ERROR = 2
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
     "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 130 cancelled."
 )
-
-
-def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
-                                               highlight=False)
-    return typer.Exit(code)
 
 
 def _version(value: bool) -> None:
@@ -260,8 +259,8 @@ def main() -> None:
     try:
         app()
     except ThinkloopError as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {exc}", highlight=False)
-        sys.exit(2)
+        fail(str(exc))
+        sys.exit(USAGE_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
 
