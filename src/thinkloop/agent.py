@@ -399,10 +399,10 @@ def _open(store: Store | str | None) -> Store:
 
 def _add_plugin_tools(tools: dict[str, Tool]) -> None:
     """Tools installed packages register (entry point group ``thinkloop.tools``); the agent's
-    own tool of the same name wins. A plugin that cannot load is a ConfigError naming it."""
+    own tool of the same name wins. A plugin that cannot load is logged and skipped."""
     from thinkloop.tools.plugins import load_plugin_tools
 
-    for t in load_plugin_tools(strict=True)[0]:
+    for t in load_plugin_tools()[0]:
         tools.setdefault(t.name, t)
 
 

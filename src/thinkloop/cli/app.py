@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.guard import guard_app
@@ -169,7 +168,7 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         stack.push_async_callback(store.aclose)
         agent = build_agent(opts, Settings(), extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
-        stack.push_async_callback(_close_model, agent)
+        stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
         if not quiet:
             progress = Console(stderr=True)
@@ -203,27 +202,21 @@ async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> lis
     return tools
 
 
-async def _close_model(agent: Agent) -> None:
-    close = getattr(agent.model, "aclose", None)
-    if close is not None:
-        await close()
-    if agent.judgement is not None:
-        await agent.judgement.aclose()
-
-
 @app.command("tools")
 def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
     from thinkloop.cli.build import all_builtin_tools
+    from thinkloop.hooks import load_plugin_hooks
     from thinkloop.tools.plugins import load_plugin_tools
 
     found, failed = load_plugin_tools()
     tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]
-    for f in failed:
-        Console(stderr=True).print(f"[yellow]plugin {f.entry_point} failed to load:[/] "
-                                   f"{f.error}", highlight=False)
+    for f in [*failed, *load_plugin_hooks()[1]]:
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]plugin {f.entry_point} ({f.group}) failed to load and is skipped:[/] "
+            f"{f.error}", highlight=False)
     if as_json:
         out = [{"name": t.name, "description": t.description, "parameters": t.parameters,
                 "needs": needs or None} for t, needs in tools]

@@ -96,9 +96,7 @@ async def _decide(
         # Calls needing approval later in the continued run pause it again.
         opts = AgentOptions(model=model, tools=tools, approve="pause")
         agent = build_agent(opts, Settings(), store=store)
-        close = getattr(agent.model, "aclose", None)
-        if close is not None:
-            stack.push_async_callback(close)
+        stack.push_async_callback(agent.aclose)
         if not quiet:
             agent.subscribe(EventPrinter(Console()))
         handle = await agent.start_resume(session, Decision(approve, reason),

@@ -178,9 +178,7 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
             result = await handle.result()
             await handle.wait_background()
         finally:
-            close = getattr(agent.model, "aclose", None)
-            if close is not None:
-                await close()
+            await agent.aclose()
         return result
     finally:
         await store.aclose()

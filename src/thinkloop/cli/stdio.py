@@ -156,9 +156,7 @@ async def _run(payload: StdioPayload, opts: AgentOptions, output: Output) -> Run
         if store is not None:
             stack.push_async_callback(store.aclose)
         agent = build_agent(opts, Settings(), store=store, memory=payload.memory)
-        close = getattr(agent.model, "aclose", None)
-        if close is not None:
-            stack.push_async_callback(close)
+        stack.push_async_callback(agent.aclose)
         handle = agent.start(payload.task, session=payload.session, user_id=payload.user,
                              stream_model=False)
         await _stream_progress(handle, payload.session, output)
