@@ -214,3 +214,17 @@ class Event:
     step: int
     payload: dict[str, Any] = field(default_factory=dict)
     ts: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """A saved procedure: its name, when to use it, and its steps (a skills/*.md file or a
+    lesson the agent learned)."""
+
+    name: str
+    description: str
+    body: str = ""
+
+    def search_text(self) -> str:
+        return f"{self.name.replace('-', ' ').replace('_', ' ')}: {self.description}\n" \
+               f"{self.body[:500]}"

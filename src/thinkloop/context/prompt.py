@@ -26,9 +26,9 @@ from thinkloop.context.sections import (
     PromptMode,
     Section,
     SectionFn,
-    Skill,
 )
 from thinkloop.errors import ConfigError
+from thinkloop.types import Skill
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent

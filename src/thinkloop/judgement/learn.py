@@ -34,9 +34,9 @@ from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, Prof
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.embeddings import Embedder
 from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
-from thinkloop.tools.builtin.workflows import Skill, load_skills
+from thinkloop.tools.builtin.workflows import load_skills
 from thinkloop.tools.workspace import atomic_write
-from thinkloop.types import ANSWERED, Message
+from thinkloop.types import ANSWERED, Message, Skill
 
 SKILLS_OWNER = "skills"
 REFLECT_PROMPT = (

@@ -21,6 +21,7 @@ from thinkloop.channels import Channel
 from thinkloop.config import Settings, default_model_spec
 from thinkloop.errors import ConfigError
 from thinkloop.guard.approval import Approver
+from thinkloop.runs import RunRegistry
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.text import validation_summary
@@ -174,6 +175,7 @@ class Wiring:
     channel: Channel
     approval_timeout_s: float = 300.0
     extra: Sequence[Any] = ()
+    runs: RunRegistry | None = None  # the gateway's one registry of runs in progress
 
 
 def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
@@ -203,7 +205,7 @@ def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
         max_steps=spec.max_steps or s.max_steps, timeout_s=spec.timeout_s or s.timeout_s,
         tool_timeout_s=spec.tool_timeout_s or s.tool_timeout_s,
         protocol=spec.protocol or s.protocol, prompt=builder, guard=guard,
-        store=wiring.store, memory=spec.memory,
+        store=wiring.store, memory=spec.memory, registry=wiring.runs,
     )
 
 
