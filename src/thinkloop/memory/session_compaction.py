@@ -20,7 +20,7 @@ from thinkloop.memory.layers import MemorySettings
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
-from thinkloop.tools.agents import AgentSpec, SubAgents
+from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Message
 
 log = logging.getLogger("thinkloop.memory")
