@@ -105,7 +105,7 @@ def test_an_installed_protocol_that_cannot_load_is_a_config_error_naming_it(
 
 def test_unknown_names_list_the_installed_ones(lineplug: Any) -> None:
     with pytest.raises(ConfigError, match="unknown tool-call protocol 'morse'; known: native, "
-                                          "auto, json, tags, xml, line, broken"):
+                                          "auto, json, tags, xml, broken, line"):
         get_protocol("morse")
     with pytest.raises(UnknownModelError, match=r"'morse'.*known: .*line"):
         default_registry().resolve("morse:x")

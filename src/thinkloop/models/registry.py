@@ -17,12 +17,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 
 from thinkloop.errors import ConfigError, MissingCredentialsError, UnknownModelError
 from thinkloop.models.base import Model
 from thinkloop.models.presets import PRESETS, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
+from thinkloop.plugins import discover
 
 Factory = Callable[[str, Mapping[str, str]], Model]
 ModelSpec = str | Model
@@ -55,7 +56,7 @@ class ModelRegistry:
         prefix, sep, name = spec.strip().partition(":")
         factory = self.factories.get(prefix) or _installed(prefix)
         if factory is None:
-            installed = {ep.name for ep in entry_points(group=GROUP)}
+            installed = {ep.name for ep in discover(GROUP)}
             known = ", ".join(sorted({*self.factories, *installed}))
             hint = "" if sep else " (model strings look like 'provider:name')"
             raise UnknownModelError(
@@ -66,8 +67,8 @@ class ModelRegistry:
 
 def _installed(prefix: str) -> Factory | None:
     """The factory an installed package registers for ``prefix``, loaded now."""
-    found = entry_points(group=GROUP, name=prefix)
-    return _loaded(next(iter(found))) if found else None
+    found = [ep for ep in discover(GROUP) if ep.name == prefix]
+    return _loaded(found[0]) if found else None
 
 
 def _loaded(ep: EntryPoint) -> Factory:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 
 from thinkloop.errors import ConfigError
+from thinkloop.plugins import discover
 from thinkloop.protocols.auto import AutoProtocol
 from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.protocols.native import NativeProtocol
@@ -63,10 +64,10 @@ class ProtocolRegistry:
 
     def names(self) -> list[str]:
         """Registered names, then those installed packages add."""
-        installed = [ep.name for ep in entry_points(group=GROUP)]
+        installed = [ep.name for ep in discover(GROUP)]
         return [*self.factories, *(n for n in installed if n not in self.factories)]
 
     @staticmethod
     def _installed(name: str) -> ProtocolFactory | None:
-        found = entry_points(group=GROUP, name=name)
-        return _from_entry_point(next(iter(found))) if found else None
+        found = [ep for ep in discover(GROUP) if ep.name == name]
+        return _from_entry_point(found[0]) if found else None

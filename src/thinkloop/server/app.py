@@ -23,6 +23,7 @@ from thinkloop.errors import (
 )
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Gateway
+from thinkloop.text import validation_summary
 from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -36,11 +37,7 @@ def error(status: int, message: str, kind: str = "invalid_request_error",
 
 
 def validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for e in exc.errors():
-        loc = ".".join(str(p) for p in e["loc"] if p != "body") or "body"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
+    return validation_summary(exc, root="body", skip=("body",))
 
 
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
