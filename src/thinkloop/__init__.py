@@ -12,10 +12,11 @@
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ThinkloopError
+from thinkloop.events import Event
 from thinkloop.loop import RunHandle, RunResult
 from thinkloop.models import Model, ModelSettings, ScriptedModel
 from thinkloop.tools import Tool, ToolContext, tool
-from thinkloop.types import Event, Message, ModelResponse, Step, ToolCall, ToolResult, Usage
+from thinkloop.types import Message, ModelResponse, Step, ToolCall, ToolResult, Usage
 
 __version__ = "0.1.0"
 

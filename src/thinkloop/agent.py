@@ -17,6 +17,7 @@ from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError, RunAccessError
+from thinkloop.events import Event
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
 from thinkloop.hooks import (
@@ -46,7 +47,7 @@ from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
-from thinkloop.types import Event, PendingApproval
+from thinkloop.types import PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 

@@ -11,13 +11,14 @@ import pytest
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
+from thinkloop.events import Event
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.tools.agents import AgentSpec, SubAgents
 from thinkloop.tools.base import ToolContext, tool
 from thinkloop.tools.plugins import load_plugin_tools
-from thinkloop.types import Event, Message, ModelResponse, ToolSpec, Usage
+from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
 
 
 class EchoModel:

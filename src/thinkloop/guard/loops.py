@@ -21,10 +21,11 @@ A step's signature is the set of calls it made, so parallel calls in one step co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
+from thinkloop.events import GuardBlocked
 from thinkloop.guard.runs import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunState
@@ -161,7 +162,7 @@ class LoopGuard:
         run.strikes += 1
         if run.strikes > 1:
             reason = f"loop detected twice: {pattern}"
-            ctx.emit("guard.blocked", guard="loop", tool=call.name, id=call.id, reason=reason,
+            ctx.emit(GuardBlocked, guard="loop", tool=call.name, id=call.id, reason=reason,
                      final=True)
             ctx.stop(reason, "loop_detected")
             return True
@@ -170,8 +171,7 @@ class LoopGuard:
 
     def _answer(self, ctx: ToolHookContext, call: ToolCall, text: str, guard: str) -> None:
         # Not an error: nothing failed, the model is told what it already has.
-        payload: dict[str, Any] = {"guard": guard, "tool": call.name, "id": call.id}
-        ctx.emit("guard.blocked", **payload, reason=text.strip())
+        ctx.emit(GuardBlocked, guard=guard, tool=call.name, id=call.id, reason=text.strip())
         ctx.result = ToolResult(call, text)
 
 

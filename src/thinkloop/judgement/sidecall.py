@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from thinkloop.events import LlmRequest, LlmResponse
 from thinkloop.hooks import HookContext
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.types import Message, ModelResponse, Usage
@@ -44,15 +45,11 @@ async def side_call(
 ) -> ModelResponse:
     """One tool-less model call on the run's behalf, visible in its events and usage."""
     if ctx is not None:
-        ctx.emit("llm.request", purpose=purpose, messages=len(messages), tools=[])
+        ctx.emit(LlmRequest, purpose=purpose, messages=len(messages), tools=[])
     response = await model.complete(messages, (), settings)
     if ctx is not None:
         ctx.state.charge(response.usage)
-        ctx.emit("llm.response", purpose=purpose, text=response.message.content,
-                 thought=None, tool_calls=[], finish_reason=response.finish_reason,
-                 usage={"input_tokens": response.usage.input_tokens,
-                        "output_tokens": response.usage.output_tokens},
-                 model=response.model)
+        ctx.emit(LlmResponse.of, response, purpose)
     if meter is not None:
         meter.add(purpose, response.usage)
     return response

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Seque
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
+from thinkloop.events import Event
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop")
 

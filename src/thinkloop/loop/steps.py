@@ -11,12 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
+from thinkloop.events import Chunk, LlmRequest, LlmResponse, StepCompleted, ToolCalled, ToolReturned
 from thinkloop.hooks import (
     HookContext,
     ReasonContext,
     ReflectContext,
     ToolHookContext,
-    response_payload,
 )
 from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
@@ -89,7 +89,7 @@ async def think(
     settings = base if shape is None else replace(base, constraint=shape)
     ctx.tools = list(cfg.protocol.model_tools(visible))
     model = ctx.model or cfg.model
-    state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
+    state.emit(LlmRequest, messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
     if cfg.stream_model:
         response = None
         # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
@@ -97,16 +97,16 @@ async def think(
         async for item in model.stream(ctx.messages, ctx.tools, settings):
             if isinstance(item, TextDelta):
                 for delta in chunks.feed(item):
-                    state.emit("chunk", content=delta.text, kind=delta.kind)
+                    state.emit(Chunk, content=delta.text, kind=delta.kind)
             else:
                 response = item
         for delta in chunks.close():
-            state.emit("chunk", content=delta.text, kind=delta.kind)
+            state.emit(Chunk, content=delta.text, kind=delta.kind)
         assert response is not None
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
-    state.emit("llm.response", **response_payload(response))
+    state.emit(LlmResponse.of, response)
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response
@@ -175,7 +175,7 @@ async def act(
     """
     state.append(assistant)
     for c in calls:
-        state.emit("tool.call", **call_payload(c))
+        state.emit(ToolCalled.of, c)
     todo = tuple(c for c in calls if c.id not in answered) if answered else calls
     if len(todo) == 1:
         ran = [await run_tool(cfg, state, todo[0])]
@@ -188,8 +188,7 @@ async def act(
     if waiting:
         results = [r for r in results if all(r.call.id != p.call_id for p in waiting)]
     for r in results:
-        state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
-                   content=r.content, duration_s=round(r.duration_s, 6))
+        state.emit(ToolReturned.of, r)
     if results:
         state.append(*cfg.protocol.observations(assistant, results))
     record_step(state, assistant, response.usage, calls, tuple(results))
@@ -251,11 +250,9 @@ def known_result(state: RunState, calls: tuple[ToolCall, ...]) -> str:
 def record_step(
     state: RunState, assistant: Message, usage: Usage, calls: Any, results: Any
 ) -> None:
-    state.emit("step.completed", tool_calls=len(calls))
+    state.emit(StepCompleted, tool_calls=len(calls))
     state.steps.append(
         Step(len(state.steps) + 1, assistant.thought, assistant.content, calls, results, usage)
     )
 
 
-def call_payload(c: ToolCall) -> dict[str, Any]:
-    return {"id": c.id, "name": c.name, "arguments": c.arguments}
