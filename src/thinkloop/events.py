@@ -13,11 +13,12 @@ the class is called only when someone listens, so a run nobody observes builds n
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 if TYPE_CHECKING:
-    from thinkloop.types import ModelResponse, ToolCall, ToolResult, Usage
+    from thinkloop.types import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
 
 Json = dict[str, Any]
 
@@ -92,6 +93,11 @@ class LlmRequest(_Envelope):
     messages: int
     tools: list[str]
     purpose: str | None = None  # set on side calls (plans, classifiers), absent on steps
+
+    @classmethod
+    def of(cls, run_id: str, step: int, messages: Sized, tools: Iterable[ToolSpec] = (),
+           purpose: str | None = None) -> LlmRequest:
+        return cls(run_id, step, len(messages), [t.name for t in tools], purpose)
 
 
 @dataclass(frozen=True, slots=True)

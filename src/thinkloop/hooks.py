@@ -102,7 +102,7 @@ class HookContext:
         out as the run's ``llm.request``/``llm.response`` events (with ``purpose``) and its
         usage counts in the run's, where the usage limits see it."""
         state = self.state
-        state.emit(LlmRequest, messages=len(messages), tools=[], purpose=purpose)
+        state.emit(LlmRequest.of, messages, (), purpose)
         response = await self.cfg.model.complete(messages, [], settings or self.cfg.settings)
         state.charge(response.usage)
         state.emit(LlmResponse.of, response, purpose)

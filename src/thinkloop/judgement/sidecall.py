@@ -45,7 +45,7 @@ async def side_call(
 ) -> ModelResponse:
     """One tool-less model call on the run's behalf, visible in its events and usage."""
     if ctx is not None:
-        ctx.emit(LlmRequest, purpose=purpose, messages=len(messages), tools=[])
+        ctx.emit(LlmRequest.of, messages, (), purpose)
     response = await model.complete(messages, (), settings)
     if ctx is not None:
         ctx.state.charge(response.usage)

@@ -89,7 +89,7 @@ async def think(
     settings = base if shape is None else replace(base, constraint=shape)
     ctx.tools = list(cfg.protocol.model_tools(visible))
     model = ctx.model or cfg.model
-    state.emit(LlmRequest, messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
+    state.emit(LlmRequest.of, ctx.messages, ctx.tools)
     if cfg.stream_model:
         response = None
         # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
