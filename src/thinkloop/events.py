@@ -85,7 +85,7 @@ class StepCompleted(_Envelope):
     tool_calls: int
 
 
-# --- model calls (loop/steps.py; side calls through hooks.py and judgement/sidecall.py) -----
+# --- model calls (loop/phases.py; side calls through hooks.py and judgement/sidecall.py) -----
 
 @dataclass(frozen=True, slots=True)
 class LlmRequest(_Envelope):
@@ -162,7 +162,7 @@ class ToolReturned(_Envelope):
 
 @dataclass(frozen=True, slots=True)
 class Handoff(_Envelope):
-    """A sub-agent run starting (``to_child``) or ending (``to_parent``): tools/agents.py."""
+    """A sub-agent run starting (``to_child``) or ending (``to_parent``): tools/subagents.py."""
 
     type: ClassVar[str] = "handoff"
     direction: str

@@ -25,7 +25,7 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from thinkloop.events import IsolationPlanned, IsolationQuarantined, IsolationRefused
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import is_spotlit, spotlight, unwrap
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.models.base import ModelSettings

@@ -26,7 +26,7 @@ from typing import Literal
 import orjson
 
 from thinkloop.events import GuardBlocked
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunState
 from thinkloop.types import Step, ToolCall, ToolResult

@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 
 from thinkloop.events import PolicyDenied
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ToolHookContext
 from thinkloop.types import ToolResult
 
