@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.status import Status
 
-from thinkloop.loop.result import RunResult
 from thinkloop.types import Event
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from thinkloop.errors import ConfigError, ToolExecutionError
 from thinkloop.tools.base import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
+
+if TYPE_CHECKING:
+    import httpx  # ~100 ms to import: loaded when a page is fetched
 
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml",
                "application/rss+xml", "application/atom+xml", "application/ld+json")
@@ -62,6 +63,8 @@ async def check_address(url: str, allow_private: bool) -> str | None:
 
 def pinned_request(url: str, ip: str | None) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
     """(URL to connect to, extra headers, request extensions) for ``url`` pinned to ``ip``."""
+    import httpx
+
     target = httpx.URL(url)
     if ip is None:
         return target, {}, {}
@@ -134,6 +137,8 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
         Args:
             url: the http(s) URL to fetch
         """
+        import httpx
+
         timeout = httpx.Timeout(settings.fetch_timeout_s)
         headers = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
         async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
