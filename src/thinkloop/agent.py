@@ -44,7 +44,7 @@ from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Event, PendingApproval
