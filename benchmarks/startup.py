@@ -10,7 +10,10 @@ a ratio rather than hiding in the absolute time:
   import Agent         (information; the public names load on first use)
 * thinkloop --help     wall time of the whole process (goal 300 ms)
 
-Usage: python benchmarks/startup.py [--runs 15]
+``--against PYTHON`` measures another install (e.g. an interpreter with the previous release)
+in the same run, interleaved, for a before/after ratio robust to load.
+
+Usage: python benchmarks/startup.py [--runs 15] [--against /path/to/python]
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ def wall_ms(argv: list[str]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def import_ms(statement: str, module: str) -> float:
+def import_ms(python: str, statement: str, module: str) -> float:
     """Cumulative import time of ``module`` reported by ``-X importtime``, in ms."""
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", statement], env=_env(),
+    out = subprocess.run([python, "-X", "importtime", "-c", statement], env=_env(),
                          check=True, capture_output=True, text=True).stderr
     for line in out.splitlines():
         m = _IMPORTTIME.match(line.strip())
@@ -52,55 +55,68 @@ def import_ms(statement: str, module: str) -> float:
     raise RuntimeError(f"{module} not in the -X importtime output of {statement!r}")
 
 
-def timed_ms(statement: str) -> float:
+def timed_ms(python: str, statement: str) -> float:
     """``statement`` timed inside a fresh interpreter (-X importtime misses the imports a
     module ``__getattr__`` makes through importlib)."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    out = subprocess.run([sys.executable, "-c", code], env=_env(), check=True,
+    out = subprocess.run([python, "-c", code], env=_env(), check=True,
                          capture_output=True, text=True).stdout
     return float(out.strip()) * 1000
 
 
-def module_count(what: str) -> int:
-    out = subprocess.run([sys.executable, "-c", _COUNT.format(what=what)], env=_env(),
+def module_count(python: str, what: str) -> int:
+    out = subprocess.run([python, "-c", _COUNT.format(what=what)], env=_env(),
                          check=True, capture_output=True, text=True).stdout
     return int(out.strip())
 
 
-def measure(runs: int) -> dict[str, float]:
-    help_cmd = [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "--help"]
-    samples: dict[str, list[float]] = {k: [] for k in ("bare", "import", "agent", "help")}
+def measure(pythons: list[str], runs: int) -> list[dict[str, float]]:
+    samples: list[dict[str, list[float]]] = [
+        {k: [] for k in ("bare", "import", "agent", "help")} for _ in pythons]
     for _ in range(runs):  # interleaved, so every row sees the same load
-        samples["bare"].append(wall_ms([sys.executable, "-c", "pass"]))
-        samples["import"].append(import_ms("import thinkloop", "thinkloop"))
-        samples["agent"].append(timed_ms("from thinkloop import Agent"))
-        samples["help"].append(wall_ms(help_cmd))
-    return {k: statistics.median(v) for k, v in samples.items()}
+        for python, s in zip(pythons, samples, strict=True):
+            s["bare"].append(wall_ms([python, "-c", "pass"]))
+            s["import"].append(import_ms(python, "import thinkloop", "thinkloop"))
+            s["agent"].append(timed_ms(python, "from thinkloop import Agent"))
+            s["help"].append(wall_ms(
+                [python, "-c", "from thinkloop.cli.app import main; main()", "--help"]))
+    return [{k: statistics.median(v) for k, v in s.items()} for s in samples]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=15)
-    args = parser.parse_args()
-    r = measure(args.runs)
-    base = module_count("os")
-    load = os.getloadavg()[0]
-    print(f"\nstart-up, median of {args.runs} fresh processes (load average {load:.2f})\n")
+def table(python: str, r: dict[str, float], title: str) -> None:
+    print(f"\n{title}\n")
     print(f"{'what':<28} {'median ms':>10} {'goal ms':>8} {'holds':>6} {'modules':>8}")
     rows = [
-        ("python -c pass (baseline)", r["bare"], None, base),
-        ("import thinkloop", r["import"], GOAL_IMPORT_MS, module_count("thinkloop")),
+        ("python -c pass (baseline)", r["bare"], None, module_count(python, "os")),
+        ("import thinkloop", r["import"], GOAL_IMPORT_MS, module_count(python, "thinkloop")),
         ("from thinkloop import Agent", r["agent"], None,
-         module_count("thinkloop; from thinkloop import Agent")),
+         module_count(python, "thinkloop; from thinkloop import Agent")),
         ("thinkloop --help (wall)", r["help"], GOAL_HELP_MS, None),
     ]
     for name, ms, goal, mods in rows:
         holds = "-" if goal is None else ("yes" if ms < goal else "no")
         print(f"{name:<28} {ms:>10.1f} {goal or 0:>8.0f} {holds:>6} "
               f"{mods if mods is not None else '-':>8}")
-    print(f"\n--help over the bare interpreter: {r['help'] - r['bare']:.1f} ms "
+    print(f"--help over the bare interpreter: {r['help'] - r['bare']:.1f} ms "
           f"({r['help'] / r['bare']:.1f}x its start-up)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--against", help="another interpreter to measure in the same run")
+    args = parser.parse_args()
+    pythons = [sys.executable, *([args.against] if args.against else [])]
+    results = measure(pythons, args.runs)
+    print(f"start-up, median of {args.runs} fresh processes, load average "
+          f"{os.getloadavg()[0]:.2f}")
+    for python, r in zip(pythons, results, strict=True):
+        table(python, r, python)
+    if args.against:
+        this, other = results
+        print("\nthis install / the other: " + ", ".join(
+            f"{k} {this[k] / other[k]:.2f}x" for k in ("import", "agent", "help")))
 
 
 if __name__ == "__main__":
