@@ -36,6 +36,7 @@ from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.sandbox import DEFAULT_ENV_ALLOW
 from thinkloop.store.open import open_store
+from thinkloop.text import validation_summary
 
 OUTPUT_START = "---THINKLOOP_OUTPUT_START---"
 OUTPUT_END = "---THINKLOOP_OUTPUT_END---"
@@ -155,9 +156,7 @@ async def _run(payload: StdioPayload, opts: AgentOptions, output: Output) -> Run
         if store is not None:
             stack.push_async_callback(store.aclose)
         agent = build_agent(opts, Settings(), store=store, memory=payload.memory)
-        close = getattr(agent.model, "aclose", None)
-        if close is not None:
-            stack.push_async_callback(close)
+        stack.push_async_callback(agent.aclose)
         handle = agent.start(payload.task, session=payload.session, user_id=payload.user,
                              stream_model=False)
         await _stream_progress(handle, payload.session, output)
@@ -181,8 +180,7 @@ async def _stream_progress(handle: RunHandle, session: str | None, output: Outpu
 
 def _brief(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}"
-                         for e in exc.errors())
+        return validation_summary(exc, root="payload")
     return str(exc)
 
 

@@ -42,17 +42,13 @@ async def side_call(
     ctx: HookContext | None = None, meter: UsageMeter | None = None,
     settings: ModelSettings = SIDE_SETTINGS,
 ) -> ModelResponse:
-    """One tool-less model call on the run's behalf, visible in its events and usage."""
+    """One tool-less model call on the run's behalf, visible in its events and usage (in a
+    run, through :meth:`HookContext.ask_model`, the one side-call path)."""
     if ctx is not None:
-        ctx.emit("llm.request", purpose=purpose, messages=len(messages), tools=[])
-    response = await model.complete(messages, (), settings)
-    if ctx is not None:
-        ctx.state.charge(response.usage)
-        ctx.emit("llm.response", purpose=purpose, text=response.message.content,
-                 thought=None, tool_calls=[], finish_reason=response.finish_reason,
-                 usage={"input_tokens": response.usage.input_tokens,
-                        "output_tokens": response.usage.output_tokens},
-                 model=response.model)
+        response = await ctx.ask_model(messages, purpose=purpose, settings=settings,
+                                       model=model)
+    else:  # a post-turn job: no run to report to; the meter counts it
+        response = await model.complete(messages, (), settings)
     if meter is not None:
         meter.add(purpose, response.usage)
     return response

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
@@ -51,9 +50,6 @@ class RunConfig:
     user_id: str | None = None
     deps: Any = None
     hooks: Hooks = field(default_factory=Hooks)
-    # What system_prompt was built from; a pre_assess hook (memory recall) rebuilds it with
-    # ``agent.prompt.build(with_memory(cfg.prompt_context, recalled))``.
-    prompt_context: PromptContext | None = None
 
     @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
-from thinkloop.memory.recall import Embedder, embed_one
+from thinkloop.memory.recall import embed_one
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import MemoryBackend, ProfileBackend
 from thinkloop.types import Message
 
