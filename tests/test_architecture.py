@@ -22,7 +22,7 @@ BOUNDARY = "# plugin boundary"
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
     "types errors text lifetime events plugins tuning",
     "config settings",
-    "models store protocols sandbox channels runs hooks",
+    "models store protocols sandbox channels runs hooks side_calls",
     "context",
     "tools",
     "guard",

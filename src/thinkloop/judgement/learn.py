@@ -26,10 +26,10 @@ from pathlib import Path
 import orjson
 
 from thinkloop.hooks import AssessContext, Hook, OutputContext
-from thinkloop.judgement.sidecall import UsageMeter, json_object, side_call
 from thinkloop.memory.jobs import PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import owner_of
 from thinkloop.models.base import Model
+from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, ProfileBackend
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.embeddings import Embedder

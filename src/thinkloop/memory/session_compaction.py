@@ -19,6 +19,7 @@ from thinkloop.context.tokens import estimate_tokens
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.embedding import Embedder
+from thinkloop.side_calls import side_call
 from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
 from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Message
@@ -74,10 +75,10 @@ async def summarize(
     text = ""
     for _ in range(2):  # one rewrite if the first summary overflows the layer
         response = await asyncio.wait_for(
-            model.complete(
-                [Message.system(SUMMARY_PROMPT.format(limit=limit)), Message.user(body)], (),
-                ModelSettings(temperature=0.3, max_tokens=1024),
-            ),
+            side_call(
+                model, [Message.system(SUMMARY_PROMPT.format(limit=limit)), Message.user(body)],
+                purpose="memory.compaction",
+                settings=ModelSettings(temperature=0.3, max_tokens=1024)),
             settings.summary_timeout_s,
         )
         text = response.message.content.strip()

@@ -1,21 +1,26 @@
-"""Side model calls (assessment, supervisor, reflection): one helper that emits and counts.
+"""Side model calls (assessment, supervisor, reflection, memory summaries and facts): one
+helper that emits and counts.
 
-Every call the judgement plugins make outside the loop's own think step goes through
-:func:`side_call`: it emits ``llm.request`` / ``llm.response`` with ``purpose`` (so a trace
-shows what each extra call was for) and charges the usage to the run when there is one, or to
-the ``Usage`` meter the caller keeps (post-turn jobs run after the run reported its usage).
+Every model call outside the loop's own think step goes through :func:`side_call`: in a run
+it is :meth:`HookContext.ask_model`, which emits ``llm.request`` / ``llm.response`` with
+``purpose`` (so a trace shows what each extra call was for) and charges the usage to the run;
+outside one (post-turn jobs run after the run reported its usage) the caller's ``Usage``
+meter counts it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
-from thinkloop.hooks import HookContext
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.types import Message, ModelResponse, Usage
+
+if TYPE_CHECKING:
+    from thinkloop.hooks import HookContext
 
 SIDE_SETTINGS = ModelSettings(temperature=0.0, max_tokens=400)
 
