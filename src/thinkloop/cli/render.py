@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -24,7 +24,9 @@ from thinkloop.events import (
     ToolCalled,
     ToolReturned,
 )
-from thinkloop.loop.result import RunResult
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 

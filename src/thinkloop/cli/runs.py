@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import sys
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -28,10 +28,12 @@ from thinkloop.cli.render import EXIT_CODES, EventPrinter, fail
 from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.events import Event, LlmResponse, StepCompleted, ToolCalled, ToolReturned
-from thinkloop.loop.result import RunResult
 from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
 from thinkloop.store.open import open_store
 from thinkloop.store.serialize import event_to_dict
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True)

@@ -6,7 +6,7 @@ Each phase runs its hook stages; a hook that stops the run raises :class:`StopRu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer, Malformed
-from thinkloop.protocols.stream import chunk_filter
+from thinkloop.protocols.stream import ChunkFilter, chunk_filter
 from thinkloop.tools.base import ToolContext
 from thinkloop.tools.execute import run_call
 from thinkloop.types import (
@@ -64,6 +64,27 @@ async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
             raise StopRun(ctx.stop_status, ctx.stop_reason, ctx.stop_answer)
 
 
+async def streamed(cfg: RunConfig, state: RunState,
+                   stream: AsyncIterator[TextDelta | ModelResponse]) -> ModelResponse:
+    """The streamed reply's response, its text emitted as ``chunk`` events on the way."""
+    response = None
+    # Text protocols parse the stream: only prose goes out as text, calls as tool_call. The
+    # filter is made with the first text, so a run waiting on its model holds none.
+    chunks: ChunkFilter | None = None
+    async for item in stream:
+        if isinstance(item, TextDelta):
+            if chunks is None:
+                chunks = chunk_filter(cfg.protocol)
+            for delta in chunks.feed(item):
+                state.emit(Chunk, content=delta.text, kind=delta.kind)
+        else:
+            response = item
+    for delta in chunks.close() if chunks is not None else ():
+        state.emit(Chunk, content=delta.text, kind=delta.kind)
+    assert response is not None
+    return response
+
+
 async def think(
     cfg: RunConfig, state: RunState, *, with_tools: bool, extra: Sequence[Message] = ()
 ) -> ModelResponse:
@@ -91,18 +112,7 @@ async def think(
     model = ctx.model or cfg.model
     state.emit(LlmRequest.of, ctx.messages, ctx.tools)
     if cfg.stream_model:
-        response = None
-        # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
-        chunks = chunk_filter(cfg.protocol)
-        async for item in model.stream(ctx.messages, ctx.tools, settings):
-            if isinstance(item, TextDelta):
-                for delta in chunks.feed(item):
-                    state.emit(Chunk, content=delta.text, kind=delta.kind)
-            else:
-                response = item
-        for delta in chunks.close():
-            state.emit(Chunk, content=delta.text, kind=delta.kind)
-        assert response is not None
+        response = await streamed(cfg, state, model.stream(ctx.messages, ctx.tools, settings))
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage

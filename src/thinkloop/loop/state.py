@@ -53,7 +53,7 @@ class RunConfig:
         return tuple(t.spec for t in self.tools.values())
 
 
-@dataclass
+@dataclass(slots=True)  # one per run: slots keep a waiting run small (issue 19)
 class RunState:
     run_id: str
     task: str
