@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
-from thinkloop.config import default_model_spec
 from thinkloop.context.focus import focus_hook, is_small
 from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
@@ -42,6 +41,7 @@ from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
+from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.memory import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
@@ -63,6 +63,9 @@ class Agent:
     opened (that store, a model it resolved from a name) and closes it in :meth:`aclose`
     (``async with Agent(...) as agent:``), after the post-turn jobs in flight have finished.
     Nothing leaks without it: whatever is still open closes when the event loop ends.
+
+    ``config``: the :class:`~thinkloop.settings.Settings` the default model, the providers'
+    keys, the default store and tracing come from (default: ``load_settings()``, read here).
     """
 
     def __init__(
@@ -73,8 +76,8 @@ class Agent:
         *,
         name: str = "thinkloop",
         max_steps: int | None = None,
-        timeout_s: float | None = 600.0,
-        tool_timeout_s: float | None = 60.0,
+        timeout_s: float | None = RUN_TIMEOUT_S,
+        tool_timeout_s: float | None = TOOL_TIMEOUT_S,
         output_type: type[Any] | None = None,
         output_retries: int = 2,
         protocol: str | ToolCallProtocol = "auto",
@@ -92,13 +95,18 @@ class Agent:
         registry: RunRegistry | None = None,
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
+        config: Settings | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
-        self.model: Model = resolve_model(model if model is not None else default_model_spec())
+        # Read once here (environment, thinkloop.toml) unless given; passed down from here.
+        self.config = config if config is not None else load_settings()
+        self.model: Model = resolve_model(model if model is not None
+                                          else self.config.model_spec(),
+                                          self.config.provider_env())
         self._owns_model = not isinstance(model, Model)
-        self.store: Store = _open(store)
+        self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
         self.sessions = Sessions(self.store)
         if memory is True and not isinstance(self.store, MemoryBackend):
@@ -147,7 +155,8 @@ class Agent:
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
-                        else default_tracing(stored=tracing or self.runbook is not None))
+                        else default_tracing(stored=tracing or self.runbook is not None,
+                                             settings=self.config))
         self.hooks = Hooks([*early, *guards, *context, *judged,
                             *(entry_point_hooks() if plugins else ()), *normalise(hooks),
                             *(self.runbook.hooks() if self.runbook else ()),
@@ -382,7 +391,7 @@ def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
     return replace(guard, isolation=IsolationSettings(enabled=True))
 
 
-def _open(store: Store | str | None) -> Store:
+def _open(store: Store | str | None, config: Settings) -> Store:
     """A Store as given, ``"memory"`` for an in-process one, a durable one from a URL or a
     path, or (None) the default durable store: it connects on first use, so runs without a
     session never touch it."""
@@ -391,7 +400,7 @@ def _open(store: Store | str | None) -> Store:
     if store is None or isinstance(store, str):
         from thinkloop.store.open import open_store
 
-        return open_store(store)
+        return open_store(store, settings=config)
     return store
 
 

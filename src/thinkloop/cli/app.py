@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +17,17 @@ from rich.markup import escape
 from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
-from thinkloop.config import Settings
 from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import StoreError, ThinkloopError
 from thinkloop.loop.result import RunResult
+from thinkloop.settings import load_settings, quiet_model_loaders
 from thinkloop.store.open import open_store
 from thinkloop.tools.base import Tool
 
@@ -171,9 +171,10 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         # Sessions, memory and run records live in the durable store (SQLite under
         # THINKLOOP_HOME, or THINKLOOP_DATABASE_URL); memory only when a session or user
         # needs it. Every run is recorded (``thinkloop runs``).
-        store = open_store()
+        settings = load_settings()
+        store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), extra_tools=extra, store=store,
+        agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(_close_model, agent)
         printer = None
@@ -184,7 +185,8 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
             agent.subscribe(printer)
         context = None
         if inputs.files or inputs.context_url:
-            context = await context_from_cli(inputs.files, inputs.context_url)
+            context = await context_from_cli(inputs.files, inputs.context_url,
+                                             settings=settings.tools)
         handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
                              stream_model=not quiet, context=context)
         try:
@@ -248,6 +250,7 @@ def list_tools(
 
 
 app.command("prompt")(prompt)
+app.command("config")(config)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
@@ -259,9 +262,7 @@ app.add_typer(guard_app, name="guard")
 
 def main() -> None:
     # The CLI draws its own progress; keep model loaders' progress bars off the terminal.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_TQDM", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    quiet_model_loaders()
     try:
         app()
     except ThinkloopError as exc:

@@ -12,6 +12,7 @@ from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
+from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S
 from thinkloop.tools.base import Tool
 from thinkloop.types import (
     Event,
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_steps: int = 12
-    timeout_s: float | None = 600.0
-    tool_timeout_s: float | None = 60.0
+    timeout_s: float | None = RUN_TIMEOUT_S
+    tool_timeout_s: float | None = TOOL_TIMEOUT_S
     output_retries: int = 2
 
 

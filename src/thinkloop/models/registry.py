@@ -8,7 +8,6 @@ thinkloop creates no clients, reads no environment and imports no optional SDK: 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -17,6 +16,7 @@ from thinkloop.errors import ConfigError, UnknownModelError
 from thinkloop.models.base import Model
 from thinkloop.models.presets import PRESETS, MissingCredentialsError, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
+from thinkloop.settings import load_settings
 
 Factory = Callable[[str, Mapping[str, str]], Model]
 ModelSpec = str | Model
@@ -44,7 +44,9 @@ class ModelRegistry:
         self.factories[prefix] = factory
 
     def resolve(self, spec: str, env: Mapping[str, str] | None = None) -> Model:
-        env = os.environ if env is None else env
+        """``env``: the provider settings by variable name (``Settings.provider_env()``);
+        unset, they are loaded here."""
+        env = load_settings().provider_env() if env is None else env
         prefix, sep, name = spec.strip().partition(":")
         if prefix not in self.factories:
             known = ", ".join(sorted(self.factories))

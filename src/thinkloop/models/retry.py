@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from thinkloop.errors import ConfigError, ModelError, ModelHTTPError
+from thinkloop.settings import MODEL_MAX_ATTEMPTS
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class RetriesExhaustedError(ModelError):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    max_attempts: int = 3
+    max_attempts: int = MODEL_MAX_ATTEMPTS
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
 

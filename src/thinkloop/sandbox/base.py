@@ -7,7 +7,6 @@ itself (pipes, timeout, killing) belongs to :mod:`thinkloop.tools.builtin.proces
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -40,17 +39,17 @@ class SandboxLimits:
 
 
 def allowed_env(
-    allow: Sequence[str] = DEFAULT_ENV_ALLOW,
-    extra: Mapping[str, str] | None = None,
-    base: Mapping[str, str] | None = None,
+    allow: Sequence[str],
+    extra: Mapping[str, str] | None,
+    base: Mapping[str, str],
 ) -> dict[str, str]:
     """The environment a command sees: only the ``allow``-listed host names, plus ``extra``.
 
     An allow list rather than a deny pattern: a credential under a name nobody thought of
     (``DATABASE_URL`` with a password, ``AWS_ACCESS_KEY_ID``, ``*_PAT``) never gets through.
+    ``base`` is the host environment (``thinkloop.settings.host_environment()``).
     """
-    host = os.environ if base is None else base
-    env = {k: host[k] for k in allow if k in host}
+    env = {k: base[k] for k in allow if k in base}
     env.update(extra or {})
     return env
 

@@ -12,12 +12,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from thinkloop.config import Settings
 from thinkloop.errors import ConfigError
 from thinkloop.server.agents import UnknownAgentError
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Conflict, Gateway, NotFound
 from thinkloop.server.live import LimitExceeded
+from thinkloop.settings import Settings, load_settings
 from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -48,6 +48,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     from thinkloop.server.streams import router as stream_router
 
     cfg = config or GatewayConfig()
+    settings = settings or load_settings()  # read once, when the app is made
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -55,7 +56,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         if owned:
             from thinkloop.store.open import open_store
 
-            db: Any = open_store(cfg.store_url)
+            db: Any = open_store(cfg.store_url, settings=settings)
         else:
             db = store
         gateway = Gateway(cfg, db, settings, tools)

@@ -15,7 +15,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from thinkloop.config import Settings
 from thinkloop.errors import ConfigError
 from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
@@ -24,6 +23,7 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
+from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SessionAdmin, Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.tools.base import Tool
@@ -54,7 +54,7 @@ class Gateway:
                  tools: Sequence[Tool] = ()) -> None:
         self.config = config
         self.store = store
-        self.settings = settings or Settings()
+        self.settings = settings or load_settings()
         self.live = LiveRuns(config.per_user_runs, config.max_runs, config.keep_finished_s,
                              config.keep_runs)
         self.hub = InputHub(self._publish_external)

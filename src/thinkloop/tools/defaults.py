@@ -26,7 +26,7 @@ def all_builtin_tools() -> list[tuple[Tool, str]]:
     from thinkloop.tools.workspace import Workspace
 
     # Only schemas are shown: no sandbox is needed (nor checked) to list them.
-    settings = ToolSettings(sandbox="none")
+    settings = ToolSettings(sandbox="none")  # defaults only: nothing here is run
     out = [(t, "") for t in builtin_tools(settings)]
     out.append((web_search_tool(SearxNG("http://search.invalid")),
                 "THINKLOOP_TOOLS_SEARCH_BACKEND (searxng, brave or tavily)"))

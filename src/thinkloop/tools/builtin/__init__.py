@@ -16,6 +16,7 @@ from typing import Any
 
 from thinkloop.channels import Channel, ConsoleChannel
 from thinkloop.sandbox import Sandbox
+from thinkloop.settings import load_settings
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
@@ -65,7 +66,8 @@ def _workflow_tools(
 class Toolbox:
     """The built-in tools for one agent, and the resources (browser) they hold."""
 
-    settings: ToolSettings = field(default_factory=ToolSettings)
+    # Unset: the loaded settings' (environment, thinkloop.toml), as an Agent's are.
+    settings: ToolSettings = field(default_factory=lambda: load_settings().tools)
     channels: Sequence[Channel] = ()
     send_policy: SendPolicy | None = None
     memory_store: Any = None
@@ -143,4 +145,4 @@ def builtin_tools(settings: ToolSettings | None = None, **options: Any) -> list[
     ask_human); for other kinds of children build it with
     :meth:`thinkloop.tools.agents.SubAgents.tool`.
     """
-    return Toolbox(settings or ToolSettings(), **options).tools
+    return Toolbox(settings or load_settings().tools, **options).tools
