@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from tests.tools.helpers import approving
+
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
 from thinkloop.guard.spotlight import unwrap
@@ -115,7 +115,7 @@ def test_bad_values_and_unknown_names_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="shel_timeout_s"):
         load_settings(env={}, cwd=tmp_path)
     (tmp_path / "thinkloop.toml").write_text("model = \n")
-    with pytest.raises(ConfigError, match="thinkloop.toml"):
+    with pytest.raises(ConfigError, match=r"thinkloop\.toml"):
         load_settings(env={}, cwd=tmp_path)
 
 
