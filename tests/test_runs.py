@@ -90,9 +90,11 @@ async def test_abort_by_run_refuses_another_sessions_run_and_keeps_sessions_inta
 async def test_abort_session_and_abort_all() -> None:
     registry = RunRegistry()
     model = ScriptedModel([waits] * 6)
-    # Two agents share one registry: it sees the runs of both.
-    one = Agent(model, tools=[wait_here], registry=registry, guard=False)
-    two = Agent(model, tools=[wait_here], registry=registry, guard=False)
+    # Two agents share one registry: it sees the runs of both. Each keeps its sessions in
+    # its own process store, so both runs on session A are in flight at once (on one durable
+    # store the second would wait for the session's lock).
+    one = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
+    two = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
     handles = [one.start("a1", session="A"), two.start("a2", session="A"),
                one.start("b1", session="B"), two.start("free")]
     await _until_tools_run(4)
