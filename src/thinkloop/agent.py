@@ -234,6 +234,7 @@ class Agent:
             user_id=user_id,
             deps=self.deps,
             hooks=self.hooks,
+            config=self.config,
         )
 
     def start(

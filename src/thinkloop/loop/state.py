@@ -12,7 +12,7 @@ from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
-from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S
+from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
 from thinkloop.tools.base import Tool
 from thinkloop.types import (
     Event,
@@ -55,6 +55,8 @@ class RunConfig:
     # What system_prompt was built from; a pre_assess hook (memory recall) rebuilds it with
     # ``agent.prompt.build(with_memory(cfg.prompt_context, recalled))``.
     prompt_context: PromptContext | None = None
+    # The settings the agent was built with: a sub-agent started in this run uses them too.
+    config: Settings | None = None
 
     @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:
