@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from thinkloop.errors import ConfigError
@@ -233,10 +240,19 @@ def load_settings(
         origins.update(dict.fromkeys(flat, origin))
     try:
         settings = Settings(**nest(merged))
-    except ValueError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(_invalid(exc, origins)) from None
     settings._origins.update(origins)
     return settings
+
+
+def _invalid(exc: ValidationError, origins: Mapping[str, Origin]) -> str:
+    """One line per bad setting, naming where it came from (so the user knows what to fix)."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        lines.append(f"{key} ({origins.get(key, 'default')}): {err['msg']}")
+    return "invalid settings: " + "; ".join(lines)
 
 
 def env_names() -> dict[str, tuple[str, ...]]:
