@@ -43,7 +43,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
 from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Event, PendingApproval

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from thinkloop.context.compaction import compact_steps
 from thinkloop.context.pipeline import (
     CLEARED_RESULT,
     MISSING_RESULT,
@@ -14,6 +13,7 @@ from thinkloop.context.pipeline import (
     sanitize_tool_pairs,
     settings_for,
 )
+from thinkloop.context.run_compaction import compact_steps
 from thinkloop.context.tokens import context_window, estimate_tokens, heuristic_count
 from thinkloop.types import Message, ToolCall
 

@@ -16,7 +16,7 @@ from thinkloop.guard import (
 )
 from thinkloop.guard.approval import ApprovalRequest
 from thinkloop.models.scripted import call, reply
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import Tool, tool
 
 from .helpers import run_agent

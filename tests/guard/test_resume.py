@@ -20,7 +20,7 @@ from thinkloop.errors import PendingApprovalError
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import PostgresStore, SQLiteStore, open_store
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import tool
 from thinkloop.types import Event, Message, PendingApproval, ToolCall
 

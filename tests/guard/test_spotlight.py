@@ -15,10 +15,10 @@ from thinkloop.guard import InputGuardSettings
 from thinkloop.guard.spotlight import MARK, neutralise, nonce, spotlight
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.protocols import get_protocol
-from thinkloop.tools.agents import AgentSpec, SubAgents
 from thinkloop.tools.base import tool
 from thinkloop.tools.builtin import builtin_tools
 from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Message
 
 from .helpers import run_agent

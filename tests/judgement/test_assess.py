@@ -16,7 +16,7 @@ from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import SQLiteStore
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
-from thinkloop.tools.agents import AgentSpec, SubAgents
+from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Event
 
 from .helpers import Recorder, run_through, thinkloop_cli

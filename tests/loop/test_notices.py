@@ -6,7 +6,7 @@ from __future__ import annotations
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.loop.notices import CAP_NOTICE, ECHO_NOTICE, is_internal_echo
 from thinkloop.models.scripted import call, reply
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 
 
 @tool

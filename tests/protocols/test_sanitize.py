@@ -68,7 +68,7 @@ def test_strip_leading_blank_lines_keeps_indentation() -> None:
 
 
 def test_steps_are_the_seven_in_goclaw_order() -> None:
-    assert [f.__name__ for f in s.STEPS] == [
+    assert [f.__name__ for f in s.CLEANERS] == [
         "strip_garbled_tool_xml", "strip_downgraded_tool_call_text", "strip_thinking_tags",
         "strip_final_tags", "strip_echoed_system_messages",
         "collapse_consecutive_duplicate_blocks", "strip_leading_blank_lines",

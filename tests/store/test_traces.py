@@ -19,7 +19,7 @@ from thinkloop.guard import GuardSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.models.scripted import call, reply
 from thinkloop.store import PostgresStore, SQLiteStore
-from thinkloop.tools.agents import AgentSpec, SubAgents
+from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
 

@@ -1,8 +1,8 @@
 """The history pipeline run before every model call (GoClaw sections 5-6).
 
-Each stage is a plain function ``(messages, settings) -> messages``; none mutates its input
+Each transform is a plain function ``(messages, settings) -> messages``; none mutates its input
 and none touches the store, so what the model sees is bounded while the session keeps every
-message. Stages, in order: limit to the last N user turns, compact a long run's middle steps,
+message. Transforms, in order: limit to the last N user turns, compact a long run's middle steps,
 two-pass pruning of old tool results, and repair of tool-call/tool-result pairing.
 """
 
@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from thinkloop.context.compaction import compact_steps, is_task, run_steps
+from thinkloop.context.run_compaction import compact_steps, is_task, run_steps
 from thinkloop.context.tokens import (
     DEFAULT_WINDOW,
     TokenCounter,
@@ -49,7 +49,7 @@ class ContextSettings:
     counter: TokenCounter = heuristic_count
 
 
-Stage = Callable[[list[Message], ContextSettings], list[Message]]
+Transform = Callable[[list[Message], ContextSettings], list[Message]]
 
 
 def settings_for(model_name: str, **overrides: object) -> ContextSettings:
@@ -194,7 +194,7 @@ def sanitize_tool_pairs(messages: list[Message], settings: ContextSettings) -> l
     return out
 
 
-DEFAULT_STAGES: tuple[Stage, ...] = (
+DEFAULT_TRANSFORMS: tuple[Transform, ...] = (
     limit_turns,
     keep_recent,
     compact_steps,
@@ -206,18 +206,18 @@ DEFAULT_STAGES: tuple[Stage, ...] = (
 def run_pipeline(
     messages: Sequence[Message],
     settings: ContextSettings,
-    stages: Sequence[Stage] = DEFAULT_STAGES,
+    transforms: Sequence[Transform] = DEFAULT_TRANSFORMS,
 ) -> list[Message]:
     out = list(messages)
-    for stage in stages:
-        out = stage(out, settings)
+    for transform in transforms:
+        out = transform(out, settings)
     return out
 
 
 def apply_pipeline(
     messages: list[Message],
     settings: ContextSettings,
-    stages: Sequence[Stage] = DEFAULT_STAGES,
+    transforms: Sequence[Transform] = DEFAULT_TRANSFORMS,
 ) -> None:
     """The ``pre_reason`` hook form: rewrite the request's message list in place."""
-    messages[:] = run_pipeline(messages, settings, stages)
+    messages[:] = run_pipeline(messages, settings, transforms)

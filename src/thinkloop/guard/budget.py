@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
 from thinkloop.types import Message, Step
 

@@ -11,7 +11,7 @@ from collections import Counter
 
 from thinkloop.guard.approval import ApprovalGate, ApprovalSettings
 from thinkloop.guard.policy import ToolPolicy, Verdict
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
 from thinkloop.types import ToolCall, ToolResult
 
@@ -60,7 +60,7 @@ class ToolGate:
     async def _approve(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> None:
         decision = await self.approval.decide(ctx, call, reason)
         if decision.deferred:
-            # Not run and not answered: the run pauses after this step (loop/steps.py act).
+            # Not run and not answered: the run pauses after this step (loop/phases.py act).
             ctx.result = ToolResult(call, AWAITING, is_error=True)
             return
         if not decision.approved:

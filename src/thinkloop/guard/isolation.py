@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import is_spotlit, spotlight, unwrap
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.models.base import ModelSettings

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import orjson
 
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunState
 from thinkloop.types import Step, ToolCall, ToolResult

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ToolHookContext
 from thinkloop.types import ToolResult
 

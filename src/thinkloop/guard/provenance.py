@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import is_spotlit
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.types import ToolCall, ToolResult
@@ -198,7 +198,7 @@ class ProvenanceGate:
         gate = self.gate
         decision = await gate.decide(ctx, call, reason) if gate is not None else None
         if decision is not None and (decision.approved or decision.deferred):
-            if decision.deferred:  # the run pauses after this step (loop/steps.py act)
+            if decision.deferred:  # the run pauses after this step (loop/phases.py act)
                 ctx.result = ToolResult(call, AWAITING, is_error=True)
             return
         why = reason if decision is None else f"{reason}; {decision.reason or 'denied'}"

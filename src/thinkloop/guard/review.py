@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from thinkloop.guard.messages import run_channel_tools
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import unwrap
 from thinkloop.hooks import Hook, ReflectContext
 from thinkloop.types import ToolResult

@@ -30,8 +30,8 @@ from thinkloop.judgement.sensitive import (
 )
 from thinkloop.judgement.sidecall import UsageMeter, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
-from thinkloop.tools.agents import SubAgents
 from thinkloop.tools.base import Tool
+from thinkloop.tools.subagents import SubAgents
 
 PARTS = ("assess", "select", "sensitive", "learn")
 

@@ -7,7 +7,7 @@ acts on it:
 - ``ask_first``: the run ends at once with a clarifying question as its answer (``ask=True``)
   or the model is told to confirm its assumptions (``ask=False``);
 - ``plan_with_rollback``: the model is told to plan and keep a way back before changing things;
-- ``parallelize`` / ``delegate``: with :class:`~thinkloop.tools.agents.SubAgents`, the
+- ``parallelize`` / ``delegate``: with :class:`~thinkloop.tools.subagents.SubAgents`, the
   subtasks fan out to child agents before step 1 and their results join the system prompt.
 
 Lean runs (trivial tasks, see the step budget) get the heuristic only and no fan-out.
@@ -26,8 +26,8 @@ from thinkloop.judgement.signals import DECISIONS, Assessment, heuristic
 from thinkloop.memory.layers import owner_of
 from thinkloop.models.base import Model
 from thinkloop.store.base import MemoryBackend
-from thinkloop.tools.agents import SubAgents, render_results
 from thinkloop.tools.base import ToolContext
+from thinkloop.tools.subagents import SubAgents, render_results
 from thinkloop.types import Message
 
 ASSESS_PROMPT = (

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from thinkloop.errors import ConfigError
 from thinkloop.guard.budget import classify
-from thinkloop.guard.runs import RunMemory
+from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, ReasonContext
 from thinkloop.judgement.assess import Assessor
 from thinkloop.judgement.signals import Assessment, heuristic

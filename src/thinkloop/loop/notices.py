@@ -31,9 +31,9 @@ def _runs() -> frozenset[tuple[str, ...]]:
     """Every run of ``_RUN`` words in the fixed stretches (no ``{fields}``) of the engine's
     templates."""
     from thinkloop.guard import loops, nudges
-    from thinkloop.loop import steps
+    from thinkloop.loop import phases
 
-    templates = [CAP_NOTICE, ECHO_NOTICE, steps.MALFORMED_NOTICE, steps.OUTPUT_NOTICE,
+    templates = [CAP_NOTICE, ECHO_NOTICE, phases.MALFORMED_NOTICE, phases.OUTPUT_NOTICE,
                  loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE,
                  nudges.URGENCY, nudges.TRANSPARENCY]
     out: set[tuple[str, ...]] = set()

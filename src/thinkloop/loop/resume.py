@@ -1,6 +1,6 @@
 """Continuing a paused run: answer the calls it waits on, then the one loop goes on.
 
-A run pauses when the approval gate defers a call (``loop/steps.py`` ``act``); the session
+A run pauses when the approval gate defers a call (``loop/phases.py`` ``act``); the session
 store keeps its turn and the pending calls. ``agent.resume`` restores that state and
 ``execute`` runs :func:`continue_paused` in place of ``assess``, then ``drive`` as usual, so
 the step count, the limits and the guards carry on from where the run stopped.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from thinkloop.loop.phases import act, call_payload, run_tool
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.loop.steps import act, call_payload, run_tool
 from thinkloop.types import (
     Message,
     ModelResponse,

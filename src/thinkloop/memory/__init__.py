@@ -1,6 +1,5 @@
 """Memory: five layers injected into the prompt, recall, post-turn jobs, auto-compaction."""
 
-from thinkloop.memory.compact import Compactor, memory_flush, needs_compaction, summarize
 from thinkloop.memory.jobs import (
     DEFAULT_JOBS,
     PostTurnJob,
@@ -22,6 +21,7 @@ from thinkloop.memory.recall import (
     default_embedder,
     make_retriever,
 )
+from thinkloop.memory.session_compaction import Compactor, memory_flush, needs_compaction, summarize
 
 __all__ = [
     "DEFAULT_JOBS",

@@ -19,11 +19,11 @@ from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_f
 from thinkloop.context.tokens import context_window
 from thinkloop.errors import ConfigError
 from thinkloop.hooks import AssessContext, Hook, OutputContext, ReasonContext
-from thinkloop.memory.compact import Compactor
 from thinkloop.memory.jobs import DEFAULT_JOBS, PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
 from thinkloop.memory.profile import FactExtractor, extract_facts
 from thinkloop.memory.recall import Embedder, Retriever, default_embedder, make_retriever
+from thinkloop.memory.session_compaction import Compactor
 from thinkloop.models.base import Model
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool

@@ -1,8 +1,8 @@
-"""Cleaning a final answer before anyone sees it (GoClaw's seven-step output sanitizer).
+"""Cleaning a final answer before anyone sees it (GoClaw's seven-pass output sanitizer).
 
-``STEPS`` is the pipeline: plain ``str -> str`` functions applied in order. Each removes one
+``CLEANERS`` is the pipeline: plain ``str -> str`` functions applied in order. Each removes one
 kind of debris models leave in answers. Paired tags are matched by walking the tag positions
-with a stack (never a lazy ``.*?`` regex), so every step is linear in the answer's length.
+with a stack (never a lazy ``.*?`` regex), so every cleaner is linear in the answer's length.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-Step = Callable[[str], str]
+Cleaner = Callable[[str], str]
 
 _GARBLED = re.compile(
     r"</?(?:tool_call|tool_calls|function_call|function_calls|tool_use|minimax:tool_call"
@@ -145,7 +145,7 @@ def strip_leading_blank_lines(text: str) -> str:
     return "\n".join(lines[i:])
 
 
-STEPS: tuple[Step, ...] = (
+CLEANERS: tuple[Cleaner, ...] = (
     strip_garbled_tool_xml,
     strip_downgraded_tool_call_text,
     strip_thinking_tags,
@@ -156,10 +156,10 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def sanitize_output(text: str, steps: Sequence[Step] = STEPS) -> str:
-    """Run ``steps`` over a final answer, then drop trailing whitespace."""
-    for step in steps:
-        text = step(text)
+def sanitize_output(text: str, cleaners: Sequence[Cleaner] = CLEANERS) -> str:
+    """Run ``cleaners`` over a final answer, then drop trailing whitespace."""
+    for clean in cleaners:
+        text = clean(text)
     return text.rstrip()
 
 

@@ -13,7 +13,7 @@ from thinkloop.store.base import (
     Store,
     StoreError,
 )
-from thinkloop.store.memory import MemoryStore
+from thinkloop.store.inprocess import MemoryStore
 from thinkloop.store.open import default_location, open_store
 from thinkloop.store.sqlite import SQLiteStore
 

@@ -3,7 +3,7 @@
 One module per family: ``files`` (read/write/edit/list/glob/grep), ``shell``, ``web``
 (web_fetch), ``websearch``, ``browser``, ``messaging`` (send_message, ask_human), ``workflows``
 and ``toolsearch`` (run_workflow, search_tools), ``memory`` (remember/recall/forget),
-``calculator``. Sub-agents (``spawn_agent``) live in :mod:`thinkloop.tools.agents`, MCP in
+``calculator``. Sub-agents (``spawn_agent``) live in :mod:`thinkloop.tools.subagents`, MCP in
 :mod:`thinkloop.tools.mcp`, entry point plugins in :mod:`thinkloop.tools.plugins`.
 """
 
@@ -119,7 +119,7 @@ class Toolbox:
         return tools
 
     def _spawn_tool(self, tools: list[Tool]) -> Tool:
-        from thinkloop.tools.agents import AgentSpec, SubAgents
+        from thinkloop.tools.subagents import AgentSpec, SubAgents
 
         private = {"send_message", "ask_human"}
         worker = AgentSpec("worker", "a general-purpose worker with the same tools as you",
@@ -143,6 +143,6 @@ def builtin_tools(settings: ToolSettings | None = None, **options: Any) -> list[
 
     ``spawn_agent`` hands tasks to "worker" children with the same tools (less send_message and
     ask_human); for other kinds of children build it with
-    :meth:`thinkloop.tools.agents.SubAgents.tool`.
+    :meth:`thinkloop.tools.subagents.SubAgents.tool`.
     """
     return Toolbox(settings or load_settings().tools, **options).tools
