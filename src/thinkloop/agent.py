@@ -36,7 +36,7 @@ from thinkloop.loop.resume import Resumption
 from thinkloop.loop.state import Limits, RunConfig, RunState
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
-from thinkloop.models.registry import resolve_model
+from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
@@ -96,15 +96,17 @@ class Agent:
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
         config: Settings | None = None,
+        model_registry: ModelRegistry | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
         self.config = config if config is not None else load_settings()
+        # model_registry: the provider prefixes model strings may name (register your own).
         self.model: Model = resolve_model(model if model is not None
                                           else self.config.model_spec(),
-                                          self.config.provider_env())
+                                          self.config.provider_env(), registry=model_registry)
         self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
@@ -225,7 +227,6 @@ class Agent:
             tools=self.visible_tools(user_id),
             protocol=self.protocol,
             system_prompt=self.prompt.build(pctx),
-            prompt_context=pctx,
             limits=self.limits,
             settings=self.settings,
             output_type=self.output_type,
@@ -407,10 +408,10 @@ def _open(store: Store | str | None, config: Settings) -> Store:
 
 def _add_plugin_tools(tools: dict[str, Tool]) -> None:
     """Tools installed packages register (entry point group ``thinkloop.tools``); the agent's
-    own tool of the same name wins. A plugin that cannot load is a ConfigError naming it."""
+    own tool of the same name wins. A plugin that cannot load is logged and skipped."""
     from thinkloop.tools.plugins import load_plugin_tools
 
-    for t in load_plugin_tools(strict=True)[0]:
+    for t in load_plugin_tools()[0]:
         tools.setdefault(t.name, t)
 
 

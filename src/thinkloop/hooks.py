@@ -31,11 +31,9 @@ Installed packages register hooks for every agent through the entry point group
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
@@ -43,6 +41,7 @@ from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolRes
 if TYPE_CHECKING:
     from thinkloop.loop.state import RunConfig, RunState
     from thinkloop.models.base import Model, ModelSettings
+    from thinkloop.plugins import PluginFailure
     from thinkloop.tools.base import Tool
 
 Stage = Literal[
@@ -91,14 +90,17 @@ class HookContext:
     def emit(self, type_: str, **payload: Any) -> None:
         self.state.emit(type_, **payload)
 
-    async def ask_model(self, messages: list[Message], *, purpose: str,
-                        settings: ModelSettings | None = None) -> ModelResponse:
-        """A side model call made on the run's behalf (a plan, a classification): it goes
-        out as the run's ``llm.request``/``llm.response`` events (with ``purpose``) and its
-        usage counts in the run's, where the usage limits see it."""
+    async def ask_model(self, messages: Sequence[Message], *, purpose: str,
+                        settings: ModelSettings | None = None,
+                        model: Model | None = None) -> ModelResponse:
+        """A side model call made on the run's behalf (a plan, a classification), by the
+        run's model unless ``model`` is given: it goes out as the run's ``llm.request`` /
+        ``llm.response`` events (with ``purpose``) and its usage counts in the run's, where
+        the usage limits see it. Every side call in a run comes through here."""
         state = self.state
         state.emit("llm.request", messages=len(messages), tools=[], purpose=purpose)
-        response = await self.cfg.model.complete(messages, [], settings or self.cfg.settings)
+        response = await (model or self.cfg.model).complete(
+            messages, [], settings or self.cfg.settings)
         state.charge(response.usage)
         state.emit("llm.response", **response_payload(response), purpose=purpose)
         return response
@@ -218,32 +220,20 @@ def entry_point_hooks(group: str = ENTRY_POINT_GROUP) -> list[Hook]:
 
     An entry point named after a stage points at a hook function (or a list of them), e.g.
     ``pre_tool = "my_plugin:audit"``; any other name points at a :class:`Hook`, a list of
-    them, or a ``{stage: [fn, ...]}`` mapping. A plugin that cannot load is a ConfigError
-    naming it, rather than a guard that silently is not there.
+    them, or a ``{stage: [fn, ...]}`` mapping. A plugin that cannot load is logged and
+    skipped, as plugin tools are (``thinkloop tools`` names it).
     """
-    import sys
-
-    from thinkloop.errors import ConfigError
-
-    out: list[Hook] = []
-    for ep in _discover(group, tuple(sys.path)):
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            raise ConfigError(f"hook plugin {ep.name!r} ({ep.value}) failed to load: "
-                              f"{type(exc).__name__}: {exc}") from exc
-        try:
-            out.extend(_plugin_hooks(ep.name, ep.value, obj))
-        except (TypeError, ConfigError) as exc:
-            raise ConfigError(f"hook plugin {ep.name!r} ({ep.value}): {exc}") from None
-    return out
+    return load_plugin_hooks(group)[0]
 
 
-@functools.lru_cache(maxsize=8)
-def _discover(group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
-    # Scanning every installed distribution costs ~10 ms; agents are made far more often than
-    # packages are installed, so the scan is memoised per import path.
-    return tuple(sorted(entry_points(group=group), key=lambda e: e.name))
+def load_plugin_hooks(
+    group: str = ENTRY_POINT_GROUP, *, strict: bool = False
+) -> tuple[list[Hook], list[PluginFailure]]:
+    """The plugin hooks and the plugins that failed (raised instead if ``strict``)."""
+    from thinkloop.plugins import load_plugins
+
+    return load_plugins(group, lambda ep, obj: _plugin_hooks(ep.name, ep.value, obj),
+                        strict=strict)
 
 
 def _plugin_hooks(name: str, value: str, obj: Any) -> list[Hook]:

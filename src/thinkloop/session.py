@@ -28,13 +28,9 @@ from thinkloop.loop.resume import Resumption, rebuild_steps
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.store.base import ApprovalStore, Store, StoreError
 from thinkloop.store.locks import LocalLocks, session_lock
-from thinkloop.types import Message, PendingApproval
+from thinkloop.types import UNSAVED, Message, PendingApproval
 
 log = logging.getLogger("thinkloop")
-
-# Runs that end in these states leave the session (and its pending calls) as they were.
-UNSAVED = frozenset({"failed", "cancelled", "timeout"})
-
 
 class Sessions:
     """The sessions of one agent's store, and the runs and post-turn jobs in flight on it."""

@@ -23,6 +23,14 @@ RunStatus = Literal[
     "budget_exceeded",
     "paused",  # waiting for an approval; ``agent.resume`` continues it from the store
 ]
+# Which ends keep what (one place; the session, memory and learning read these).
+# Runs that end in these states leave the session (and its pending calls) as they were.
+UNSAVED: frozenset[str] = frozenset({"failed", "cancelled", "timeout"})
+# A saved turn that is over (not paused): memory's post-turn jobs run on it.
+ENDED_SAVED: frozenset[str] = frozenset(
+    {"completed", "max_steps", "blocked", "loop_detected", "budget_exceeded"})
+# The model gave its answer (or ran out of steps on the way): lessons are learned from these.
+ANSWERED: frozenset[str] = frozenset({"completed", "max_steps"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,3 +214,17 @@ class Event:
     step: int
     payload: dict[str, Any] = field(default_factory=dict)
     ts: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """A saved procedure: its name, when to use it, and its steps (a skills/*.md file or a
+    lesson the agent learned)."""
+
+    name: str
+    description: str
+    body: str = ""
+
+    def search_text(self) -> str:
+        return f"{self.name.replace('-', ' ').replace('_', ' ')}: {self.description}\n" \
+               f"{self.body[:500]}"

@@ -56,3 +56,18 @@ def test_a_run_calls_the_plugin_tool(llm: OpenAIServer, installed_plugin: dict[s
     assert result["status"] == "completed", done.stderr
     assert result["steps"][0]["results"][0]["content"] == "Oslo: 4 C, light snow"
     assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == ["weather"]
+
+
+def test_a_broken_plugin_is_skipped_and_thinkloop_tools_names_it(
+    installed_plugin: dict[str, str],
+) -> None:
+    site = Path(installed_plugin["PYTHONPATH"])
+    (site / "weatherplug-0.1.dist-info" / "entry_points.txt").write_text(
+        "[thinkloop.tools]\nweather = weatherplug:weather\ngone = weatherplug:missing\n"
+        "[thinkloop.hooks]\naudit = weatherplug:nothing_here\n")
+    done = subprocess.run([*CLI, "tools", "--json"], capture_output=True, text=True,
+                          env=installed_plugin, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "weather" in {t["name"] for t in orjson.loads(done.stdout)}
+    assert "plugin gone (thinkloop.tools) failed to load and is skipped" in done.stderr
+    assert "plugin audit (thinkloop.hooks) failed to load and is skipped" in done.stderr

@@ -133,7 +133,7 @@ def test_tools_table_shows_whole_first_sentences() -> None:
     assert first_sentence("Read a file\n  from the workspace. Then more.\n\nArgs: x") == (
         "Read a file from the workspace.")
     assert first_sentence("No full stop here") == "No full stop here"
-    from thinkloop.tools.defaults import all_builtin_tools
+    from thinkloop.cli.build import all_builtin_tools
 
     out = " ".join(CliRunner().invoke(app, ["tools"], env={"COLUMNS": "400"}).output.split())
     wrapped = [t for t, _ in all_builtin_tools()

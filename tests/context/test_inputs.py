@@ -302,8 +302,8 @@ def test_allot_is_fair_and_spends_the_budget(
 async def test_cli_flags_fetch_the_page_and_read_files(tmp_path: Path) -> None:
     from aiohttp import web
 
-    from thinkloop.context.inputs import context_from_cli
     from thinkloop.tools.builtin.settings import ToolSettings
+    from thinkloop.tools.builtin.web import context_from_cli
 
     async def page(request: web.Request) -> web.Response:
         return web.Response(text="Opening hours: 9-17", content_type="text/plain")

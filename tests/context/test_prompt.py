@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap
-from thinkloop.context.prompt import PromptBuilder, PromptOptions, prompt_context, with_memory
+from thinkloop.context.prompt import PromptBuilder, PromptOptions, prompt_context
 from thinkloop.context.sections import (
     DEFAULT_SECTIONS,
     INLINE_MAX,
@@ -22,7 +22,6 @@ from thinkloop.context.sections import (
     Skill,
 )
 from thinkloop.errors import ConfigError
-from thinkloop.hooks import AssessContext
 from thinkloop.protocols import NativeProtocol
 from thinkloop.types import ToolSpec
 
@@ -135,23 +134,13 @@ def test_snapshot_custom_sections() -> None:
 
 def test_sections_in_the_fixed_order_with_all_inputs(tmp_path: Path) -> None:
     agent = full_agent(tmp_path)
-    ctx = with_memory(prompt_context(agent, user_id="u-42", session_id="s-1"),
-                      "- Ada prefers window seats")
+    ctx = prompt_context(agent, user_id="u-42", session_id="s-1")
     names = [r.name for r in agent.prompt.render(ctx)]
     assert names == [s.name for s in DEFAULT_SECTIONS]
     minimal = [r.name for r in agent.prompt.render(
         prompt_context(agent, "minimal", user_id="u-42"))]
     assert minimal == ["identity", "tooling", "output_format", "safety", "workspace", "sandbox",
                        "current_time", "extra_context", "project_context", "runtime"]
-
-
-def test_memory_recall_slot_renders_between_skills_and_workspace() -> None:
-    ctx = PromptContext("a", memory_recall="- likes tea", skills=(Skill("s", "d"),),
-                        workspace="/w")
-    text = PromptBuilder().build(ctx)
-    assert text.index("likes tea") > text.index("## s") and text.index("/w") > text.index("tea")
-    assert "likes tea" not in PromptBuilder().build(
-        PromptContext("a", mode="minimal", memory_recall="- likes tea"))
 
 
 def test_many_skills_and_delegates_switch_to_search() -> None:
@@ -202,23 +191,3 @@ def test_builders_are_per_agent() -> None:
     a, b = plain_agent(), plain_agent()
     a.prompt.remove("runtime")
     assert "Runtime:" in b.system_prompt() and "Runtime:" not in a.system_prompt()
-
-
-async def test_a_pre_assess_hook_fills_the_memory_slot() -> None:
-    model = ScriptedModel(["ok"])
-    agent = Agent(model, plugins=False,
-                  prompt=PromptBuilder(options=PromptOptions(clock=clock)))
-
-    def recall(ctx: AssessContext) -> None:
-        assert ctx.cfg.prompt_context is not None
-        ctx.system_prompt = agent.prompt.build(
-            with_memory(ctx.cfg.prompt_context, f"- about {ctx.task}: Ada likes tea"))
-
-    agent.hook("pre_assess")(recall)
-    await agent.run("drinks")
-    assert model.calls[0].messages[0].content == (
-        "You are a helpful assistant. Use the tools when they help.\n\n"
-        "Things you remember that may be relevant (recalled from memory; verify before "
-        "relying on them):\n- about drinks: Ada likes tea\n\n"
-        "Today is Saturday, 2026-03-14 (UTC).\n\n"
-        "Runtime: agent=thinkloop model=scripted mode=full")

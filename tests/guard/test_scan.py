@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from thinkloop.guard import DEFAULT_PATTERNS, InjectionPattern, scan_input
-from thinkloop.guard.scan import Finding, max_severity
+from thinkloop.guard.scan import Finding
 
 CORPUS = Path(__file__).parent / "data" / "injection_corpus.jsonl"
 
@@ -61,8 +61,6 @@ def test_patterns_are_data_and_extensible() -> None:
     assert scan_input("open sesame") == []
     assert scan_input("Open Sesame", (*DEFAULT_PATTERNS, extra)) == [
         Finding("canary", (0, 11), "low", "text", "patterns", "open sesame")]
-    assert max_severity([Finding("a", (0, 1), "low"), Finding("b", (0, 1), "high")]) == "high"
-    assert max_severity([]) is None
 
 
 def _rates(split: str) -> tuple[float, float]:

@@ -134,3 +134,23 @@ def test_fallback_list_with_nothing_usable_says_why() -> None:
 )
 def test_default_model_selection_order(env: dict[str, str], spec: str) -> None:
     assert load_settings(env=env).model_spec() == spec
+
+
+async def test_an_agent_resolves_a_registered_provider_prefix() -> None:
+    from thinkloop import Agent
+
+    registry = default_registry()
+    seen: list[tuple[str, object]] = []
+
+    def house(name: str, env: object) -> ScriptedModel:
+        seen.append((name, env))
+        return ScriptedModel(["from the house model"])
+
+    registry.register("house", house)
+    agent = Agent("house:tiny", model_registry=registry, plugins=False, store="memory")
+    result = await agent.run("hi")
+    await agent.aclose()
+    assert result.text == "from the house model"
+    assert [name for name, _ in seen] == ["tiny"]
+    with pytest.raises(UnknownModelError, match="house"):
+        Agent("house:tiny", plugins=False, store="memory")

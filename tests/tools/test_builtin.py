@@ -72,7 +72,7 @@ def test_prompt_sections_inline_few_skills(tmp_path: Path) -> None:
     text = "\n\n".join(box.prompt_sections)
     assert "call ask_human instead of guessing" in text
     assert "call search_tools" in text
-    assert "### tea\n# Brewing tea\nUse water at 80 degrees." in text
+    assert "## tea\nBrewing tea\n# Brewing tea\nUse water at 80 degrees." in text
 
 
 async def test_spawned_worker_shares_tools_and_workspace(tmp_path: Path) -> None:

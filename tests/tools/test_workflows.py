@@ -183,7 +183,8 @@ def test_skills_inline_when_few_and_searchable_when_many(
         ("code-review", "How to review a pull request"),
         ("incident", "Handling a production outage")]
     inline = skills_prompt_section(skills)
-    assert "### code-review\n# Code review\nRead the diff twice." in inline
+    assert "## code-review\nHow to review a pull request\n# Code review\nRead the diff twice." \
+        in inline
     assert "search_tools" in skills_prompt_section(skills, max_inline=1)
     entries = _entries(registry_path) + [Entry("skill", s.name, s.search_text(), s)
                                          for s in skills]

@@ -18,7 +18,7 @@ from thinkloop.tools.builtin import files
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.shell import shell_tool
-from thinkloop.tools.execute import run_call, run_calls
+from thinkloop.tools.execute import run_call
 from thinkloop.tools.workspace import Workspace
 from thinkloop.types import ToolCall
 
@@ -87,7 +87,7 @@ async def test_parallel_edits_of_one_file_all_land(
         calls = [ToolCall(f"c{k}", "edit_file", {"path": "list.txt", "old_string": f"{k}=0",
                                                  "new_string": f"{k}={trial + 1}"})
                  for k in "abc"]
-        results = await run_calls(by_name, calls, [ctx()] * 3, 10.0)
+        results = await asyncio.gather(*(run_call(by_name, c, ctx(), 10.0) for c in calls))
         assert [r.is_error for r in results] == [False] * 3
         n = trial + 1
         assert path.read_text() == f"a={n}\nb={n}\nc={n}\n", trial

@@ -12,24 +12,29 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from thinkloop.agent import Agent
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
-from thinkloop.cli.render import EventPrinter, first_sentence, print_answer
+from thinkloop.cli.render import (
+    EXIT_CODES,
+    USAGE_ERROR,
+    EventPrinter,
+    fail,
+    first_sentence,
+    print_answer,
+)
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
-from thinkloop.context.inputs import context_from_cli
 from thinkloop.errors import StoreError, ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.settings import load_settings, quiet_model_loaders
 from thinkloop.store.open import open_store
 from thinkloop.tools.base import Tool
+from thinkloop.tools.builtin.web import context_from_cli
 
 app = typer.Typer(
     name="thinkloop",
@@ -40,22 +45,10 @@ app = typer.Typer(
 )
 
 
-# How ``thinkloop run`` exits, by the run's status (documented in the README and --help).
-EXIT_CODES: dict[str, int] = {
-    "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
-    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
-}
-USAGE_ERROR = 2
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
     "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 130 cancelled."
 )
-
-
-def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
-                                               highlight=False)
-    return typer.Exit(code)
 
 
 def _version(value: bool) -> None:
@@ -176,7 +169,7 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         stack.push_async_callback(store.aclose)
         agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
-        stack.push_async_callback(_close_model, agent)
+        stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
         if not quiet:
             progress = Console(stderr=True)
@@ -211,27 +204,21 @@ async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> lis
     return tools
 
 
-async def _close_model(agent: Agent) -> None:
-    close = getattr(agent.model, "aclose", None)
-    if close is not None:
-        await close()
-    if agent.judgement is not None:
-        await agent.judgement.aclose()
-
-
 @app.command("tools")
 def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
-    from thinkloop.tools.defaults import all_builtin_tools
+    from thinkloop.cli.build import all_builtin_tools
+    from thinkloop.hooks import load_plugin_hooks
     from thinkloop.tools.plugins import load_plugin_tools
 
     found, failed = load_plugin_tools()
     tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]
-    for f in failed:
-        Console(stderr=True).print(f"[yellow]plugin {f.entry_point} failed to load:[/] "
-                                   f"{f.error}", highlight=False)
+    for f in [*failed, *load_plugin_hooks()[1]]:
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]plugin {f.entry_point} ({f.group}) failed to load and is skipped:[/] "
+            f"{f.error}", highlight=False)
     if as_json:
         out = [{"name": t.name, "description": t.description, "parameters": t.parameters,
                 "needs": needs or None} for t, needs in tools]
@@ -266,8 +253,8 @@ def main() -> None:
     try:
         app()
     except ThinkloopError as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {exc}", highlight=False)
-        sys.exit(2)
+        fail(str(exc))
+        sys.exit(USAGE_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
 

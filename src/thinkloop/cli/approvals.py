@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from thinkloop.cli.render import fail
 from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
@@ -31,12 +32,6 @@ approvals_app = typer.Typer(help="List and decide tool calls that paused runs wa
                             no_args_is_help=True)
 SessionOption = Annotated[str, typer.Option("--session", help="The paused session.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
-                                               highlight=False)
-    return typer.Exit(code)
 
 
 @approvals_app.command("list")
@@ -75,15 +70,15 @@ def decide(
 ) -> None:
     """Approve or deny what the paused run waits on, then let it continue."""
     if approve == deny:
-        raise _fail("give exactly one of --approve or --deny")
+        raise fail("give exactly one of --approve or --deny")
     try:
         result = asyncio.run(_decide(session, approve, reason, db, model, tools, as_json))
     except ThinkloopError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     if result.status == "failed":
-        raise _fail(result.error or "run failed", 1)
+        raise fail(result.error or "run failed", 1)
 
 
 async def _decide(
@@ -102,9 +97,7 @@ async def _decide(
         # Calls needing approval later in the continued run pause it again.
         opts = AgentOptions(model=model, tools=tools, approve="pause")
         agent = build_agent(opts, settings, store=store)
-        close = getattr(agent.model, "aclose", None)
-        if close is not None:
-            stack.push_async_callback(close)
+        stack.push_async_callback(agent.aclose)
         if not quiet:
             agent.subscribe(EventPrinter(Console()))
         handle = await agent.start_resume(session, Decision(approve, reason),

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -15,6 +16,22 @@ from thinkloop.loop.result import RunResult
 from thinkloop.types import Event
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+# How ``thinkloop run`` (and ``runs resume``) exits, by the run's status (documented in the
+# README and --help).
+EXIT_CODES: dict[str, int] = {
+    "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
+    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
+}
+USAGE_ERROR = 2
+
+
+def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
+    """Print ``error: message`` on stderr; the exit to raise (every command's one error form)."""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
+                                               highlight=False)
+    return typer.Exit(code)
 
 
 def first_sentence(text: str) -> str:

@@ -24,8 +24,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from thinkloop.cli.render import EventPrinter
-from thinkloop.cli.sessions import with_store
+from thinkloop.cli.render import EXIT_CODES, EventPrinter, fail
+from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.loop.result import RunResult
 from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
@@ -35,16 +35,6 @@ from thinkloop.types import Event
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True)
-DbOption = Annotated[str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")]
-# Exit codes of a resumed run, as for ``thinkloop run``.
-EXIT_CODES = {"completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4,
-              "budget_exceeded": 5, "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130}
-
-
-def _err(message: str, code: int = 1) -> typer.Exit:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
-                                               highlight=False)
-    return typer.Exit(code)
 
 
 async def _record(store: DurableStore, run_id: str) -> RunRecord:
@@ -142,7 +132,7 @@ def abort_run(
 ) -> None:
     """Ask the process running RUN_ID to stop it: it ends cancelled, its session intact."""
     if not with_store(db, lambda s: s.request_abort(run_id)):
-        raise _err(f"no run {run_id!r} in progress in this store")
+        raise fail(f"no run {run_id!r} in progress in this store", 1)
     Console().print(f"abort requested for run {run_id}; its process stops it within a second")
 
 
@@ -162,7 +152,7 @@ def resume_run(
     try:
         result = asyncio.run(_resume(run_id, model, tools, approve, db, quiet=as_json))
     except (StoreError, ThinkloopError) as exc:
-        raise _err(str(exc), 2) from None
+        raise fail(str(exc), 2) from None
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_dict(), default=str).decode() + "\n")
     if result.status == "failed":
@@ -189,9 +179,7 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
             result = await handle.result()
             await handle.wait_background()
         finally:
-            close = getattr(agent.model, "aclose", None)
-            if close is not None:
-                await close()
+            await agent.aclose()
         return result
     finally:
         await store.aclose()
@@ -244,7 +232,7 @@ def trace(
             sys.stdout.write(orjson.dumps(row).decode() + "\n")
         return
     if not spans:
-        raise _err(f"run {run_id} has no stored trace")
+        raise fail(f"run {run_id} has no stored trace", 1)
     Console(highlight=False).print(span_tree(spans))
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from thinkloop.cli.sessions import with_store
 from thinkloop.errors import ConfigError
 
-T = TypeVar("T")
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True)
 
 
@@ -56,14 +54,14 @@ def create(
     from thinkloop.server.auth import create_key
 
     roles = ("user", "admin") if admin else ("user",)
-    key = asyncio.run(_with_store(lambda s: create_key(s, user, roles)))
+    key = with_store(None, lambda s: create_key(s, user, roles))
     sys.stdout.write(key + "\n")
 
 
 @keys_app.command("list")
 def list_keys(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List keys: id, user, roles, created, revoked (never the keys)."""
-    rows = asyncio.run(_with_store(lambda s: s.list_api_keys()))
+    rows = with_store(None, lambda s: s.list_api_keys())
     if as_json:
         sys.stdout.write(json.dumps([{"id": k.id, "user": k.user_id, "roles": list(k.roles),
                                       "created_at": k.created_at, "revoked_at": k.revoked_at}
@@ -77,16 +75,7 @@ def list_keys(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="The key's id (from 'keys list').")]) -> None:
     """Revoke a key: requests with it are refused from now on."""
-    if not asyncio.run(_with_store(lambda s: s.revoke_api_key(key_id))):
+    if not with_store(None, lambda s: s.revoke_api_key(key_id)):
         raise ConfigError(f"no active key with id {key_id!r}")
     sys.stdout.write(f"revoked {key_id}\n")
 
-
-async def _with_store(fn: Callable[[Any], Awaitable[T]]) -> T:
-    from thinkloop.store.open import open_store
-
-    store = open_store()
-    try:
-        return await fn(store)
-    finally:
-        await store.aclose()

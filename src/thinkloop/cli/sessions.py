@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from thinkloop.cli.render import fail
 from thinkloop.errors import ThinkloopError
 from thinkloop.store.base import SessionInfo
 from thinkloop.store.open import open_store
@@ -52,9 +53,7 @@ def with_store(
     try:
         return asyncio.run(main())
     except ThinkloopError as exc:  # StoreError is one
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(str(exc))}",
-                                                   highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
 
 
 def _when(ts: float) -> str:

@@ -33,6 +33,7 @@ from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.settings import Settings, export_environment, load_settings
 from thinkloop.store.open import open_store
+from thinkloop.text import validation_summary
 
 OUTPUT_START = "---THINKLOOP_OUTPUT_START---"
 OUTPUT_END = "---THINKLOOP_OUTPUT_END---"
@@ -156,9 +157,7 @@ async def _run(payload: StdioPayload, opts: AgentOptions, output: Output,
         if store is not None:
             stack.push_async_callback(store.aclose)
         agent = build_agent(opts, settings, store=store, memory=payload.memory)
-        close = getattr(agent.model, "aclose", None)
-        if close is not None:
-            stack.push_async_callback(close)
+        stack.push_async_callback(agent.aclose)
         handle = agent.start(payload.task, session=payload.session, user_id=payload.user,
                              stream_model=False)
         await _stream_progress(handle, payload.session, output)
@@ -182,8 +181,7 @@ async def _stream_progress(handle: RunHandle, session: str | None, output: Outpu
 
 def _brief(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}"
-                         for e in exc.errors())
+        return validation_summary(exc, root="payload")
     return str(exc)
 
 

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.context.tokens import model_window
 from thinkloop.errors import ConfigError
+from thinkloop.models.base import input_kinds
+from thinkloop.text import validation_summary
 from thinkloop.types import ContentPart, Message
 
 DEFAULT_BUDGET_CHARS = 60_000
@@ -81,32 +83,18 @@ def parse_context(value: ContextArg) -> RunContext | None:
     try:
         ctx = value if isinstance(value, RunContext) else RunContext.model_validate(value)
     except ValidationError as exc:
-        raise ConfigError(f"invalid run context: {_summary(exc)}") from None
+        raise ConfigError(f"invalid run context: {validation_summary(exc)}") from None
     missing = [str(f) for f in ctx.files if isinstance(f, Path) and not f.is_file()]
     if missing:
         raise ConfigError(f"context file not found: {', '.join(missing)}")
     return None if ctx.is_empty else ctx
 
 
-def _summary(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-                     for e in exc.errors(include_url=False))
 
 
 def accepts(model: Any, kind: Literal["image", "document"]) -> bool:
-    """Whether ``model`` reads ``kind`` content parts.
-
-    A model may declare ``input_kinds`` (e.g. ``frozenset({"image", "document"})``); else an
-    OpenAI-wire model takes images when its quirks say so, and documents are sent as text.
-    """
-    while (kinds := getattr(model, "input_kinds", None)) is None and hasattr(model, "inner"):
-        model = model.inner
-    if kinds is not None:
-        return kind in kinds
-    if kind == "document":
-        return False
-    quirks = getattr(model, "quirks", None)
-    return bool(getattr(quirks, "images", True))
+    """Whether ``model`` reads ``kind`` content parts (see ``models.base.input_kinds``)."""
+    return kind in input_kinds(model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,36 +274,3 @@ def _size(n: int) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KB"
     return f"{n / (1024 * 1024):.1f} MB"
-
-
-async def context_from_cli(
-    files: Sequence[str | Path] = (), url: str | None = None, *, settings: Any = None
-) -> RunContext | None:
-    """The ``--file PATH`` (repeatable) and ``--context-url URL`` flags of ``thinkloop run``.
-
-    The URL's page is fetched (public addresses only, unless ``settings`` allow private ones)
-    and its readable text becomes the page context; a page that cannot be fetched is one
-    clear error, before the run starts.
-    """
-    page = None
-    if url:
-        page = {"url": url, "text": await _fetch_page(url, settings)}
-    return parse_context({"files": [Path(f) for f in files], "page": page})
-
-
-async def _fetch_page(url: str, settings: Any) -> str:
-    import httpx
-
-    from thinkloop.errors import ToolError
-    from thinkloop.tools.builtin.settings import ToolSettings
-    from thinkloop.tools.builtin.web import USER_AGENT, fetch
-
-    settings = settings or ToolSettings()
-    headers = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
-    async with httpx.AsyncClient(timeout=settings.fetch_timeout_s, headers=headers) as client:
-        try:
-            text: str = await fetch(url, settings, client)
-        except (ToolError, httpx.HTTPError) as exc:
-            raise ConfigError(f"cannot fetch --context-url {url}: {exc}") from None
-    # fetch() heads its text with "# <url>"; the page block already carries the URL.
-    return text.removeprefix(f"# {url}").lstrip("\n")

@@ -21,9 +21,9 @@ from thinkloop.context.tokens import (
     heuristic_count,
     message_tokens,
 )
+from thinkloop.models.sanitize import repair_tool_pairs
 from thinkloop.types import OBSERVATION, Message
 
-MISSING_RESULT = "[Tool result missing -- session was compacted]"
 CLEARED_RESULT = "[Old tool result content cleared]"
 
 
@@ -148,50 +148,11 @@ def _delta(out: list[Message], i: int, content: str, counter: TokenCounter) -> i
     return message_tokens(out[i], counter) - before
 
 
-def _pairs_ok(messages: Sequence[Message]) -> bool:
-    """True when every call is answered exactly once right after it and no result is orphan."""
-    pending: list[str] = []
-    for m in messages:
-        if m.role == "tool":
-            if not pending or m.tool_call_id != pending[0]:
-                return False
-            pending.pop(0)
-        elif pending:
-            return False
-        elif m.role == "assistant" and m.tool_calls:
-            pending = [c.id for c in m.tool_calls]
-    return not pending
-
-
 def sanitize_tool_pairs(messages: list[Message], settings: ContextSettings) -> list[Message]:
-    """Every tool call answered exactly once, right after it; orphan results dropped."""
-    if _pairs_ok(messages):
-        # The common case before every model call: nothing to repair, nothing to allocate.
-        return messages
-    out: list[Message] = []
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        i += 1
-        if m.role == "tool":
-            continue  # an orphan: no assistant call right before it
-        out.append(m)
-        if m.role != "assistant" or not m.tool_calls:
-            continue
-        expected = {c.id: c for c in m.tool_calls}
-        answered: set[str] = set()
-        while i < len(messages) and messages[i].role == "tool":
-            r = messages[i]
-            i += 1
-            if r.tool_call_id in expected and r.tool_call_id not in answered:
-                answered.add(r.tool_call_id)
-                out.append(r)
-        out.extend(
-            Message.tool(c.id, c.name, MISSING_RESULT)
-            for c in m.tool_calls
-            if c.id not in answered
-        )
-    return out
+    """Every tool call answered exactly once, right after it; orphan results dropped (the one
+    repair, :func:`thinkloop.models.sanitize.repair_tool_pairs`, as a pipeline stage)."""
+    repaired = repair_tool_pairs(messages)
+    return messages if repaired is messages else list(repaired)
 
 
 DEFAULT_TRANSFORMS: tuple[Transform, ...] = (
@@ -213,11 +174,3 @@ def run_pipeline(
         out = transform(out, settings)
     return out
 
-
-def apply_pipeline(
-    messages: list[Message],
-    settings: ContextSettings,
-    transforms: Sequence[Transform] = DEFAULT_TRANSFORMS,
-) -> None:
-    """The ``pre_reason`` hook form: rewrite the request's message list in place."""
-    messages[:] = run_pipeline(messages, settings, transforms)

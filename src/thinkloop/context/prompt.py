@@ -8,10 +8,13 @@ the sections marked for it. An agent owns a :class:`PromptBuilder`; ``add``, ``r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import TypeAdapter
 
 from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap, BootstrapFiles
 from thinkloop.context.sections import (
@@ -23,9 +26,9 @@ from thinkloop.context.sections import (
     PromptMode,
     Section,
     SectionFn,
-    Skill,
 )
 from thinkloop.errors import ConfigError
+from thinkloop.types import Skill
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
@@ -149,8 +152,6 @@ def prompt_context(
     With ``seed=True`` this is the user's first contact if USER.md did not exist yet, and the
     bootstrap files are created; ``seed=False`` previews without writing anything.
     """
-    from thinkloop.loop.output import output_instructions
-
     opts = agent.prompt.options
     # Only the tools this user may use: a denied tool is neither described nor offered.
     specs = tuple(t.spec for t in agent.visible_tools(user_id).values())
@@ -209,6 +210,9 @@ def _listing(root: Path) -> tuple[str, ...]:
     return tuple(shown)
 
 
-def with_memory(ctx: PromptContext, recalled: str) -> PromptContext:
-    """The same context with the memory-recall slot filled (for the memory subsystem)."""
-    return replace(ctx, memory_recall=recalled)
+def output_instructions(output_type: type[Any]) -> str:
+    schema = orjson.dumps(TypeAdapter(output_type).json_schema()).decode()
+    return (
+        "When you give your final answer, reply with only a JSON value (no prose, no code "
+        f"fence) that matches this JSON schema:\n{schema}"
+    )

@@ -7,12 +7,12 @@ first so a provider's prompt cache keeps hitting while later, per-run sections c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from thinkloop.types import ToolSpec
+from thinkloop.types import Skill, ToolSpec
 
 PromptMode = Literal["full", "minimal"]
 BOTH: frozenset[PromptMode] = frozenset({"full", "minimal"})
@@ -20,13 +20,6 @@ FULL: frozenset[PromptMode] = frozenset({"full"})
 # Above this many skills (or delegates) the prompt names a search tool instead of listing all.
 INLINE_MAX = 15
 NO_REPLY = "NO_REPLY"
-
-
-@dataclass(frozen=True, slots=True)
-class Skill:
-    name: str
-    description: str
-    body: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +55,6 @@ class PromptContext:
     first_run: str = ""  # shown only on a user's first contact
     untrusted_input: bool = False  # external tools, context files or context inputs
     skills: tuple[Skill, ...] = ()
-    # Slot for the memory subsystem: recalled snippets for this run, already formatted.
-    memory_recall: str = ""
     workspace: str = ""
     workspace_listing: tuple[str, ...] = ()
     sandbox: str = ""
@@ -133,27 +124,26 @@ def _has_tool(ctx: PromptContext, name: str) -> bool:
 
 
 def skills(ctx: PromptContext) -> str | None:
-    if not ctx.skills:
+    return render_skills(ctx.skills, searchable=_has_tool(ctx, SEARCH_TOOL))
+
+
+def render_skills(skills: Sequence[Skill], *, searchable: bool,
+                  inline_max: int = INLINE_MAX) -> str | None:
+    """Skills for the system prompt: whole when few, else announced for ``search_tools``
+    (or, with no tool to search them, named without their bodies)."""
+    if not skills:
         return None
-    if len(ctx.skills) > INLINE_MAX:
-        if _has_tool(ctx, SEARCH_TOOL):
-            return (f"You have {len(ctx.skills)} skills (saved procedures). Before a task that "
+    if len(skills) > inline_max:
+        if searchable:
+            return (f"You have {len(skills)} skills (saved procedures). Before a task that "
                     f"may match one, search them with the {SEARCH_TOOL} tool and follow the "
                     "best match.")
-        # No tool to search them with: name them all, without their bodies.
-        names = "\n".join(f"- {s.name}: {s.description}" for s in ctx.skills)
+        names = "\n".join(f"- {s.name}: {s.description}" for s in skills)
         return f"Skills (saved procedures) you know:\n{names}"
     lines = ["Skills (saved procedures); follow one when the task matches it:"]
-    for s in ctx.skills:
+    for s in skills:
         lines.append(f"## {s.name}\n{s.description}" + (f"\n{s.body.strip()}" if s.body else ""))
     return "\n\n".join(lines)
-
-
-def memory_recall(ctx: PromptContext) -> str | None:
-    if not ctx.memory_recall.strip():
-        return None
-    return ("Things you remember that may be relevant (recalled from memory; verify before "
-            f"relying on them):\n{ctx.memory_recall.strip()}")
 
 
 def workspace(ctx: PromptContext) -> str | None:
@@ -279,7 +269,6 @@ DEFAULT_SECTIONS: tuple[Section, ...] = (
     Section("output_format", output_format),
     Section("safety", safety),
     Section("skills", skills, FULL),
-    Section("memory_recall", memory_recall, FULL),
     Section("workspace", workspace),
     Section("sandbox", sandbox),
     Section("user_identity", user_identity, FULL),

@@ -67,16 +67,15 @@ class PlanIsolation:
                      name="guard.isolation.quarantine"),
                 self.plans.drop_hook("guard.isolation")]
 
-    async def _side_call(self, ctx: HookContext, system: str, text: str) -> str:
-        response = await ctx.cfg.model.complete(
-            [Message.system(system), Message.user(text)], [], ModelSettings())
-        ctx.state.usage = ctx.state.usage + response.usage
+    async def _side_call(self, ctx: HookContext, purpose: str, system: str, text: str) -> str:
+        response = await ctx.ask_model([Message.system(system), Message.user(text)],
+                                       purpose=purpose, settings=ModelSettings())
         return response.message.content.strip()
 
     async def plan(self, ctx: AssessContext) -> None:
         names = sorted(ctx.cfg.tools)
-        reply = await self._side_call(ctx, PLANNER.format(tools=", ".join(names) or "none"),
-                                      ctx.task)
+        planner = PLANNER.format(tools=", ".join(names) or "none")
+        reply = await self._side_call(ctx, "isolation.plan", planner, ctx.task)
         try:
             wanted = orjson.loads(reply).get("tools", [])
         except (orjson.JSONDecodeError, AttributeError):
@@ -103,7 +102,7 @@ class PlanIsolation:
         schema = self.settings.schema
         system = QUARANTINE.format(schema=orjson.dumps(schema.model_json_schema()).decode(),
                                    task=ctx.state.task)
-        reply = await self._side_call(ctx, system, unwrap(result.content))
+        reply = await self._side_call(ctx, "isolation.quarantine", system, unwrap(result.content))
         data = self._validated(reply)
         ctx.emit("isolation.quarantined", tool=tool.name, id=result.call.id,
                  valid=data is not None)

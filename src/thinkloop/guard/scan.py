@@ -229,8 +229,3 @@ def scan_input(
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))
     return sorted(found.values(), key=lambda f: (f.span[0], -SEVERITY_RANK[f.severity]))
-
-
-def max_severity(findings: Iterable[Finding]) -> Severity | None:
-    ranked = sorted(findings, key=lambda f: SEVERITY_RANK[f.severity])
-    return ranked[-1].severity if ranked else None

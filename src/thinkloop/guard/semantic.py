@@ -5,8 +5,8 @@ Regexes catch known phrasings; paraphrases slip through. This detector embeds th
 labelled attack and ordinary examples. A window is flagged when its nearest attack example is
 at least ``threshold`` similar and closer than the nearest ordinary one by ``margin``.
 
-Any :class:`Embedder` works; the local all-MiniLM-L6-v2 (``thinkloop.tools.builtin.embeddings.
-MiniLMEmbedder``, extra ``workflows``) runs on the CPU with nothing downloaded. The shipped
+Any :class:`Embedder` works; the local all-MiniLM-L6-v2 (``thinkloop.models.embedding.
+MiniLMEmbedder``, extra ``recall``) runs on the CPU with nothing downloaded. The shipped
 examples (``guard/data/exemplars.jsonl``) are the corpus's ``dev`` and ``holdout`` splits; the
 defaults (threshold 0.45, margin 0.05) were chosen on ``holdout`` and measured on ``holdout2``
 (``benchmarks/guard.py --semantic``): more recall than the patterns, more false positives too,
@@ -18,14 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
-
-
-class Embedder(Protocol):
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+from thinkloop.models.embedding import Embedder
 
 
 def shipped_exemplars() -> tuple[list[str], list[str]]:

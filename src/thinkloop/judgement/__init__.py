@@ -28,8 +28,8 @@ from thinkloop.judgement.sensitive import (
     Supervisor,
     classify_call,
 )
-from thinkloop.judgement.sidecall import UsageMeter, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
+from thinkloop.side_calls import UsageMeter, side_call
 from thinkloop.tools.base import Tool
 from thinkloop.tools.subagents import SubAgents
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 import orjson
 
 from thinkloop.hooks import AssessContext, Hook
-from thinkloop.judgement.sidecall import json_object, side_call
 from thinkloop.judgement.signals import DECISIONS, Assessment, heuristic
 from thinkloop.memory.layers import owner_of
 from thinkloop.models.base import Model
+from thinkloop.side_calls import json_object, side_call
 from thinkloop.store.base import MemoryBackend
 from thinkloop.tools.base import ToolContext
 from thinkloop.tools.subagents import SubAgents, render_results

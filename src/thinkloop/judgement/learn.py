@@ -26,20 +26,19 @@ from pathlib import Path
 import orjson
 
 from thinkloop.hooks import AssessContext, Hook, OutputContext
-from thinkloop.judgement.sidecall import UsageMeter, json_object, side_call
 from thinkloop.memory.jobs import PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import owner_of
 from thinkloop.models.base import Model
+from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, ProfileBackend
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.embeddings import Embedder
 from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
-from thinkloop.tools.builtin.workflows import Skill, load_skills
+from thinkloop.tools.builtin.workflows import load_skills
 from thinkloop.tools.workspace import atomic_write
-from thinkloop.types import Message
+from thinkloop.types import ANSWERED, Message, Skill
 
 SKILLS_OWNER = "skills"
-_SAVED = frozenset({"completed", "max_steps"})
 REFLECT_PROMPT = (
     "Review this finished agent turn. Name at most three short, reusable lessons about how "
     "the agent should behave next time (what worked, what to avoid). Reply with only JSON: "
@@ -204,7 +203,7 @@ class Learner:
     async def after_turn(self, ctx: OutputContext) -> None:
         cfg, state = ctx.cfg, ctx.state
         owner = owner_of(cfg.user_id, cfg.session_id)
-        if owner is None or ctx.status not in _SAVED or not state.steps:
+        if owner is None or ctx.status not in ANSWERED or not state.steps:
             return  # no steps: answered before any model call (ask_first), nothing to learn
         turn = Turn(self.store, cfg.session_id, cfg.user_id, owner, state.task, ctx.text,
                     tuple(state.new_messages), model=self.settings.model or cfg.model)

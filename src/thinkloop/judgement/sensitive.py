@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from thinkloop.guard.approval import ApprovalGate, ApprovalRequest, ApprovalSettings, Approver
 from thinkloop.guard.approval import Decision as Approval
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
-from thinkloop.judgement.sidecall import UsageMeter, json_object, side_call
 from thinkloop.models.base import Model
+from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.types import Message, ToolCall, ToolResult
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]

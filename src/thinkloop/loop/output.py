@@ -5,18 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from thinkloop.text import validation_summary
+
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def output_instructions(output_type: type[Any]) -> str:
-    schema = orjson.dumps(TypeAdapter(output_type).json_schema()).decode()
-    return (
-        "When you give your final answer, reply with only a JSON value (no prose, no code "
-        f"fence) that matches this JSON schema:\n{schema}"
-    )
 
 
 def _json_candidate(text: str) -> str:
@@ -39,8 +32,4 @@ def parse_output(output_type: type[Any], text: str) -> Any:
     try:
         return adapter.validate_json(_json_candidate(text))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
-        raise ValueError(problems) from None
+        raise ValueError(validation_summary(exc)) from None

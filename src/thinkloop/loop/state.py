@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from thinkloop.context.sections import PromptContext
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
@@ -52,9 +51,6 @@ class RunConfig:
     user_id: str | None = None
     deps: Any = None
     hooks: Hooks = field(default_factory=Hooks)
-    # What system_prompt was built from; a pre_assess hook (memory recall) rebuilds it with
-    # ``agent.prompt.build(with_memory(cfg.prompt_context, recalled))``.
-    prompt_context: PromptContext | None = None
     # The settings the agent was built with: a sub-agent started in this run uses them too.
     config: Settings | None = None
 

@@ -14,14 +14,13 @@ from thinkloop.memory.manager import Memory
 from thinkloop.memory.profile import extract_facts, llm_facts
 from thinkloop.memory.recall import (
     BM25Retriever,
-    Embedder,
-    MiniLMEmbedder,
     Retriever,
     VectorRetriever,
     default_embedder,
     make_retriever,
 )
 from thinkloop.memory.session_compaction import Compactor, memory_flush, needs_compaction, summarize
+from thinkloop.models.embedding import Embedder, MiniLMEmbedder
 
 __all__ = [
     "DEFAULT_JOBS",

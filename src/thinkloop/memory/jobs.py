@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
-from thinkloop.memory.recall import Embedder, embed_one
+from thinkloop.memory.recall import embed_one
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.embedding import Embedder
+from thinkloop.side_calls import side_call
 from thinkloop.store.base import MemoryBackend, ProfileBackend
 from thinkloop.types import Message
 
@@ -81,10 +83,9 @@ async def summarize_session(turn: Turn) -> None:
     previous = [m for m in await turn.store.memories(turn.owner, "summary") if m.key == key]
     lines = [f"Previous summary:\n{previous[-1].content}"] if previous else []
     lines += [f"{m.role}: {m.content}" for m in turn.messages if m.content]
-    response = await turn.model.complete(
-        [Message.system(SESSION_SUMMARY_PROMPT), Message.user("\n".join(lines))], (),
-        ModelSettings(temperature=0.3, max_tokens=400),
-    )
+    response = await side_call(
+        turn.model, [Message.system(SESSION_SUMMARY_PROMPT), Message.user("\n".join(lines))],
+        purpose="memory.session_summary", settings=ModelSettings(temperature=0.3, max_tokens=400))
     text = response.message.content.strip()[: turn.settings.summary_chars]
     if text:
         await turn.store.delete_memory(turn.owner, key)

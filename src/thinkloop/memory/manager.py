@@ -22,14 +22,15 @@ from thinkloop.hooks import AssessContext, Hook, OutputContext, ReasonContext
 from thinkloop.memory.jobs import DEFAULT_JOBS, PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
 from thinkloop.memory.profile import FactExtractor, extract_facts
-from thinkloop.memory.recall import Embedder, Retriever, default_embedder, make_retriever
+from thinkloop.memory.recall import Retriever, default_embedder, make_retriever
 from thinkloop.memory.session_compaction import Compactor
 from thinkloop.models.base import Model
+from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
+from thinkloop.types import ENDED_SAVED
 
 log = logging.getLogger("thinkloop.memory")
-_SAVED = frozenset({"completed", "max_steps", "blocked", "loop_detected", "budget_exceeded"})
 
 
 class Memory:
@@ -63,8 +64,8 @@ class Memory:
         self.compactor = Compactor(self.settings)
 
     def tools(self) -> list[Tool]:
+        from thinkloop.memory.tools import memory_tools
         from thinkloop.store.base import MemoryBackend
-        from thinkloop.tools.builtin.memory import memory_tools
 
         if not isinstance(self.store, MemoryBackend):
             return []
@@ -109,7 +110,7 @@ class Memory:
     async def after_turn(self, ctx: OutputContext) -> None:
         cfg, state = ctx.cfg, ctx.state
         owner = owner_of(cfg.user_id, cfg.session_id)
-        if owner is None or ctx.status not in _SAVED:
+        if owner is None or ctx.status not in ENDED_SAVED:
             return
         turn = Turn(
             self.store, cfg.session_id, cfg.user_id, owner, state.task, ctx.text,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import orjson
 
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.side_calls import side_call
 from thinkloop.types import Message
 
 FactExtractor = Callable[[str], dict[str, str]]
@@ -51,10 +52,9 @@ PROFILE_PROMPT = (
 
 
 async def llm_facts(model: Model, text: str) -> dict[str, str]:
-    response = await model.complete(
-        [Message.system(PROFILE_PROMPT), Message.user(text)], (),
-        ModelSettings(temperature=0.0, max_tokens=300),
-    )
+    response = await side_call(
+        model, [Message.system(PROFILE_PROMPT), Message.user(text)], purpose="memory.facts",
+        settings=ModelSettings(temperature=0.0, max_tokens=300))
     raw = response.message.content.strip().removeprefix("```json").strip("`\n ")
     try:
         data = orjson.loads(raw)

@@ -17,9 +17,11 @@ import orjson
 
 from thinkloop.context.tokens import estimate_tokens
 from thinkloop.memory.layers import MemorySettings
-from thinkloop.memory.recall import Embedder
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.embedding import Embedder
+from thinkloop.side_calls import side_call
 from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
+from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Message
 
 log = logging.getLogger("thinkloop.memory")
@@ -52,16 +54,15 @@ async def memory_flush(
     model: Model, store: MemoryBackend, owner: str, recent: Sequence[Message],
     settings: MemorySettings, embedder: Embedder | None = None,
 ) -> str:
-    """An agent turn that may call remember/forget; returns its answer (NO_REPLY if idle)."""
-    from thinkloop.agent import Agent  # the agent wires memory in; import it late
-    from thinkloop.tools.builtin.memory import memory_tools
+    """A sub-agent turn that may call remember/forget; returns its answer (NO_REPLY if idle)."""
+    from thinkloop.memory.tools import memory_tools
 
-    agent = Agent(
-        model, tools=memory_tools(store, embedder=embedder, owner=owner),
-        instructions="You maintain long-term memory for an assistant.",
-        max_steps=settings.flush_steps, timeout_s=settings.flush_timeout_s, plugins=False,
-    )
-    result = await agent.run(f"{FLUSH_PROMPT}\n\nRecent conversation:\n{transcript(recent)}")
+    flusher = AgentSpec(
+        "memory.flush", instructions="You maintain long-term memory for an assistant.",
+        tools=memory_tools(store, embedder=embedder, owner=owner), model=model,
+        max_steps=settings.flush_steps, timeout_s=settings.flush_timeout_s, plugins=False)
+    result = await SubAgents([flusher]).run_one(
+        f"{FLUSH_PROMPT}\n\nRecent conversation:\n{transcript(recent)}")
     return result.text
 
 
@@ -74,10 +75,10 @@ async def summarize(
     text = ""
     for _ in range(2):  # one rewrite if the first summary overflows the layer
         response = await asyncio.wait_for(
-            model.complete(
-                [Message.system(SUMMARY_PROMPT.format(limit=limit)), Message.user(body)], (),
-                ModelSettings(temperature=0.3, max_tokens=1024),
-            ),
+            side_call(
+                model, [Message.system(SUMMARY_PROMPT.format(limit=limit)), Message.user(body)],
+                purpose="memory.compaction",
+                settings=ModelSettings(temperature=0.3, max_tokens=1024)),
             settings.summary_timeout_s,
         )
         text = response.message.content.strip()

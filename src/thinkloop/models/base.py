@@ -63,16 +63,15 @@ class Model(Protocol):
     ) -> AsyncIterator[TextDelta | ModelResponse]: ...
 
 
-async def complete_via_stream(
-    model: Model, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
-) -> ModelResponse:
-    """For providers that only stream: drain the stream and return its final response."""
-    final: ModelResponse | None = None
-    async for item in model.stream(messages, tools, settings):
-        if isinstance(item, ModelResponse):
-            final = item
-    if final is None:
-        from thinkloop.errors import ModelResponseError
+def input_kinds(model: object) -> frozenset[str]:
+    """The content parts ``model`` reads besides text (``"image"``, ``"document"``).
 
-        raise ModelResponseError(f"{model.name}: stream ended without a response")
-    return final
+    A model (or the model a wrapper's ``inner`` holds) may declare ``input_kinds``; else an
+    OpenAI-wire model takes images when its quirks say so, and documents are sent as text.
+    """
+    while (kinds := getattr(model, "input_kinds", None)) is None and hasattr(model, "inner"):
+        model = model.inner
+    if kinds is not None:
+        return frozenset(kinds)
+    images = getattr(getattr(model, "quirks", None), "images", True)
+    return frozenset({"image"}) if images else frozenset()

@@ -38,12 +38,6 @@ class CallStats:
     def processed_tokens(self) -> int:
         return self.prompt_tokens - self.reused_tokens
 
-    @property
-    def decode_tok_s(self) -> float:
-        decode = self.total_s - self.first_token_s
-        return (self.completion_tokens - 1) / decode if decode > 0 and self.completion_tokens > 1 \
-            else 0.0
-
 
 def common_prefix(a: Any, b: Any) -> int:
     n = 0

@@ -20,6 +20,9 @@ MISSING_RESULT = "[tool result missing: the history was trimmed]"
 
 def repair_tool_pairs(messages: Sequence[Message]) -> Sequence[Message]:
     """Drop tool results with no matching call; add a placeholder for calls with no result."""
+    if _pairs_ok(messages):
+        # The common case before every model call: nothing to repair, nothing to allocate.
+        return messages
     out: list[Message] = []
     expected: dict[str, ToolCall] = {}
     changed = False
@@ -40,6 +43,21 @@ def repair_tool_pairs(messages: Sequence[Message]) -> Sequence[Message]:
         out.extend(_placeholders(expected))
         changed = True
     return out if changed else messages
+
+
+def _pairs_ok(messages: Sequence[Message]) -> bool:
+    """True when every call is answered exactly once right after it and no result is orphan."""
+    pending: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            if not pending or m.tool_call_id != pending[0]:
+                return False
+            pending.pop(0)
+        elif pending:
+            return False
+        elif m.role == "assistant" and m.tool_calls:
+            pending = [c.id for c in m.tool_calls]
+    return not pending
 
 
 def _placeholders(expected: dict[str, ToolCall]) -> list[Message]:

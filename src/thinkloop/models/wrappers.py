@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from thinkloop.errors import ContextOverflowError, ModelError
-from thinkloop.models.base import Model, ModelSettings
+from thinkloop.models.base import Model, ModelSettings, input_kinds
 from thinkloop.models.sanitize import trim_history
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
@@ -133,22 +133,12 @@ class FallbackModel:
     @property
     def input_kinds(self) -> frozenset[str]:
         """Only what every model in the list reads, since any of them may answer."""
-        kinds = [_input_kinds(m) for m in self.models]
+        kinds = [input_kinds(m) for m in self.models]
         return frozenset.intersection(*kinds)
 
     async def aclose(self) -> None:
         for m in self.models:
             await _aclose(m)
-
-
-def _input_kinds(model: Model) -> frozenset[str]:
-    inner: object = model
-    while (kinds := getattr(inner, "input_kinds", None)) is None and hasattr(inner, "inner"):
-        inner = inner.inner
-    if kinds is not None:
-        return frozenset(kinds)
-    images = getattr(getattr(inner, "quirks", None), "images", True)
-    return frozenset({"image"}) if images else frozenset()
 
 
 async def _aclose(model: Model) -> None:

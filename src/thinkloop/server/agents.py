@@ -20,9 +20,11 @@ from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
 from thinkloop.channels import Channel
 from thinkloop.errors import ConfigError
 from thinkloop.guard.approval import Approver
+from thinkloop.runs import RunRegistry
 from thinkloop.settings import Settings
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
+from thinkloop.text import validation_summary
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_AGENT = "default"
@@ -65,9 +67,7 @@ def parse_definition(name: str, data: Any) -> AgentSpec:
     try:
         return AgentSpec.model_validate(data or {})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or name}: {e['msg']}"
-                             for e in exc.errors())
-        raise ConfigError(f"agent {name!r}: {problems}") from None
+        raise ConfigError(f"agent {name!r}: {validation_summary(exc, root=name)}") from None
 
 
 def load_agents_file(path: Path) -> dict[str, AgentSpec]:
@@ -175,6 +175,7 @@ class Wiring:
     channel: Channel
     approval_timeout_s: float = 300.0
     extra: Sequence[Any] = ()
+    runs: RunRegistry | None = None  # the gateway's one registry of runs in progress
 
 
 def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
@@ -204,7 +205,7 @@ def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
         max_steps=spec.max_steps or s.max_steps, timeout_s=spec.timeout_s or s.timeout_s,
         tool_timeout_s=spec.tool_timeout_s or s.tool_timeout_s,
         protocol=spec.protocol or s.protocol, prompt=builder, guard=guard,
-        store=wiring.store, memory=spec.memory, config=s,
+        store=wiring.store, memory=spec.memory, registry=wiring.runs, config=s,
     )
 
 

@@ -18,6 +18,7 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Conflict, Gateway, NotFound
 from thinkloop.server.live import LimitExceeded
 from thinkloop.settings import Settings, load_settings
+from thinkloop.text import validation_summary
 from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -31,11 +32,7 @@ def error(status: int, message: str, kind: str = "invalid_request_error",
 
 
 def validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for e in exc.errors():
-        loc = ".".join(str(p) for p in e["loc"] if p != "body") or "body"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
+    return validation_summary(exc, root="body", skip=("body",))
 
 
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,

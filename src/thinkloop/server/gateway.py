@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from thinkloop.errors import ConfigError
 from thinkloop.loop.result import RunResult
+from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.server.auth import Principal
 from thinkloop.server.config import GatewayConfig
@@ -55,13 +56,16 @@ class Gateway:
         self.config = config
         self.store = store
         self.settings = settings or load_settings()
+        # Every agent the gateway builds registers its runs here (abort by run, session, all);
+        # ``live`` keeps only what the gateway adds: owners, numbered events, slot limits.
+        self.runs = RunRegistry()
         self.live = LiveRuns(config.per_user_runs, config.max_runs, config.keep_finished_s,
                              config.keep_runs)
         self.hub = InputHub(self._publish_external)
         self.metrics = Metrics(lambda: self.live.active_count)
         # ``tools``: the host application's own tools, given to every agent it serves.
         wiring = Wiring(self.settings, store, self.hub.approver, self.hub.channel(),
-                        config.approval_timeout_s, tuple(tools))
+                        config.approval_timeout_s, tuple(tools), self.runs)
         self.router = AgentRouter(Definitions(store, config.agents_file),
                                   lambda name, spec: build_agent(name, spec, wiring),
                                   config.agent_ttl_s)
@@ -131,16 +135,15 @@ class Gateway:
 
     def abort(self, who: Principal, run_id: str) -> LiveRun:
         run = self.run(who, run_id)
-        if run.done:
+        if run.done or not self.runs.abort(run.id):
             raise Conflict(f"run {run_id} has ended ({run.status})")
-        run.handle.cancel()
         return run
 
     def abort_session(self, who: Principal, session: str) -> list[str]:
-        runs = [r for r in self.live.of_session(who.user, session) if not r.done]
-        for r in runs:
-            r.handle.cancel()
-        return [r.id for r in runs]
+        key = session_key(who.user, session)
+        ids = [h.run_id for h in self.runs.active(key)]
+        self.runs.abort_session(key)
+        return ids
 
     def answer(self, who: Principal, run_id: str, input_id: str, answer: Answer) -> str:
         run = self.run(who, run_id)
@@ -188,8 +191,7 @@ class Gateway:
 
     async def aclose(self) -> None:
         """Stop every run still going (they end cancelled, sessions intact)."""
-        for run in self.live.active():
-            run.handle.cancel()
+        self.runs.abort_all()
         if self._pumps:
             await asyncio.wait(list(self._pumps), timeout=10)
         await self.router.aclose()

@@ -24,10 +24,12 @@ from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
 from thinkloop.server.gateway import Gateway, session_key
 from thinkloop.server.live import LiveRun
-from thinkloop.types import Message
+from thinkloop.types import (
+    UNSAVED,  # ended with no answer: the API reports a failure
+    Message,
+)
 
 router = APIRouter(prefix="/v1")
-_FAILED = frozenset({"failed", "timeout", "cancelled"})
 
 
 class ChatMessage(BaseModel):
@@ -96,7 +98,7 @@ async def chat_completions(
         pass
     await _drop(gw, who, transient)
     result = run.result
-    if result is None or result.status in _FAILED:
+    if result is None or result.status in UNSAVED:
         message = (result.error if result else run.error) or f"the run ended {run.status}"
         return JSONResponse({"error": {"message": message, "type": "agent_error",
                                        "code": run.status}}, status_code=502)
@@ -137,7 +139,7 @@ async def _chunks(gw: Gateway, who: Principal, run: LiveRun, cid: str, model: st
                 text = "\n\n" + text  # a new step's text starts a new paragraph
             step_with_text = event["step"]
             yield chunk({"content": text})
-        if run.result is None or run.result.status in _FAILED:
+        if run.result is None or run.result.status in UNSAVED:
             message = (run.result.error if run.result else run.error) or run.status
             yield orjson.dumps({"error": {"message": message, "type": "agent_error",
                                           "code": run.status}}).decode()

@@ -32,6 +32,7 @@ from thinkloop.server.gateway import Conflict, Gateway, NotFound
 from thinkloop.server.inputs import Answer
 from thinkloop.server.live import LimitExceeded, LiveRun
 from thinkloop.server.routes import InputRequest, RunRequest
+from thinkloop.text import validation_summary
 
 router = APIRouter(prefix="/v1")
 
@@ -158,6 +159,5 @@ async def websocket(ws: WebSocket) -> None:
 
 def _message(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'frame'}: {e['msg']}"
-                         for e in exc.errors())
+        return validation_summary(exc, root="frame")
     return str(exc)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -21,7 +21,7 @@ from thinkloop.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
 )
-from thinkloop.text import valid_text
+from thinkloop.text import valid_text, validation_summary
 from thinkloop.tools.base import Tool, ToolContext
 from thinkloop.types import ToolCall, ToolResult
 
@@ -44,14 +44,6 @@ def _render(value: Any) -> str:
         return str(value)
 
 
-def _validation_summary(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def _bind(tool: Tool, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
     if call.parse_error:
         raise ToolArgumentsError(call.parse_error)
@@ -59,7 +51,7 @@ def _bind(tool: Tool, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
         validated = tool.args_model.model_validate(call.arguments)
     except ValidationError as exc:
         raise ToolArgumentsError(
-            f"invalid arguments for {tool.name}: {_validation_summary(exc)}. "
+            f"invalid arguments for {tool.name}: {validation_summary(exc, root='(arguments)')}. "
             f"Expected schema: {orjson.dumps(tool.parameters).decode()}"
         ) from None
     kwargs = {name: getattr(validated, name) for name in type(validated).model_fields}
@@ -102,18 +94,3 @@ async def run_call(
     except ToolError as exc:
         return ToolResult(call, valid_text(f"Error: {exc}"), True, time.perf_counter() - start)
 
-
-async def run_calls(
-    tools: Mapping[str, Tool],
-    calls: Sequence[ToolCall],
-    contexts: Sequence[ToolContext],
-    timeout_s: float | None,
-) -> list[ToolResult]:
-    """Run a step's calls concurrently; results keep the order the model asked for."""
-    if len(calls) == 1:
-        return [await run_call(tools, calls[0], contexts[0], timeout_s)]
-    return list(
-        await asyncio.gather(
-            *(run_call(tools, c, ctx, timeout_s) for c, ctx in zip(calls, contexts, strict=True))
-        )
-    )

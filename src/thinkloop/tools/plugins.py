@@ -12,26 +12,16 @@ signature takes no parameters and which is not already a tool is called as a fac
 
 from __future__ import annotations
 
-import functools
 import inspect
-import logging
-import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from typing import Any
 
-from thinkloop.errors import ConfigError
+from thinkloop.plugins import PluginFailure, load_plugins
 from thinkloop.tools.base import Tool, make_tool
 
 GROUP = "thinkloop.tools"
-log = logging.getLogger("thinkloop.plugins")
-
-
-@dataclass(frozen=True, slots=True)
-class PluginFailure:
-    entry_point: str
-    error: str
+__all__ = ["GROUP", "PluginFailure", "load_plugin_tools"]
 
 
 def _as_tools(obj: Any, source: str) -> list[Tool]:
@@ -47,17 +37,6 @@ def _as_tools(obj: Any, source: str) -> list[Tool]:
     raise TypeError(f"{source} gave {type(obj).__name__}, not a tool, function or list of them")
 
 
-def _discover(group: str) -> tuple[EntryPoint, ...]:
-    return _discover_on(group, tuple(sys.path))
-
-
-@functools.lru_cache(maxsize=8)
-def _discover_on(group: str, path: tuple[str, ...]) -> tuple[EntryPoint, ...]:
-    # Scanning every installed distribution costs ~10 ms and agents are made far more often
-    # than packages are installed: memoised per import path.
-    return tuple(entry_points(group=group))
-
-
 def load_plugin_tools(
     group: str = GROUP,
     *,
@@ -65,16 +44,6 @@ def load_plugin_tools(
     loader: Callable[[str], Iterable[EntryPoint]] | None = None,
 ) -> tuple[list[Tool], list[PluginFailure]]:
     """Every plugin tool, and the plugins that failed to load (raised instead if ``strict``)."""
-    found = (loader or _discover)(group)
-    tools: list[Tool] = []
-    failures: list[PluginFailure] = []
-    for ep in sorted(found, key=lambda e: e.name):
-        source = f"plugin {ep.name!r} ({ep.value})"
-        try:
-            tools.extend(_as_tools(ep.load(), source))
-        except Exception as exc:
-            if strict:
-                raise ConfigError(f"{source} failed to load: {exc}") from exc
-            log.warning("%s failed to load: %s", source, exc)
-            failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
-    return tools, failures
+    return load_plugins(
+        group, lambda ep, obj: _as_tools(obj, f"plugin {ep.name!r} ({ep.value})"),
+        strict=strict, loader=loader)

@@ -39,6 +39,7 @@ class AgentSpec:
     model: str | Model | None = None
     max_steps: int = 8
     timeout_s: float | None = 300.0
+    plugins: bool = True  # outside a run: also the installed plugin tools and hooks
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +93,15 @@ class SubAgents:
             charge(usage)
 
     def _agent(self, spec: AgentSpec, parent: ToolContext | None) -> Any:
-        from thinkloop.agent import Agent  # the agent module imports tools; import late
+        # The one place below agent.py that builds an Agent: a child run is a whole agent.
+        from thinkloop.agent import Agent  # plugin boundary
 
         model = spec.model if spec.model is not None else self.model
         run = getattr(parent, "run", None)
         if run is None:  # called outside a run: nothing to inherit, the default guards apply
             return Agent(model, tools=spec.tools, instructions=spec.instructions,
-                         name=spec.name, max_steps=spec.max_steps, timeout_s=spec.timeout_s)
+                         name=spec.name, max_steps=spec.max_steps, timeout_s=spec.timeout_s,
+                         plugins=spec.plugins)
         return Agent(model, instructions=spec.instructions, name=spec.name,
                      deps=run.deps, **inherited(spec, run))
 

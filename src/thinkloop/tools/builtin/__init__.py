@@ -70,7 +70,6 @@ class Toolbox:
     settings: ToolSettings = field(default_factory=lambda: load_settings().tools)
     channels: Sequence[Channel] = ()
     send_policy: SendPolicy | None = None
-    memory_store: Any = None
     embedder: Any = None
     browser: bool | None = None  # None: when the playwright package is installed
     # spawn_agent's "worker" children get these tools minus the ones that talk to the user;
@@ -107,10 +106,6 @@ class Toolbox:
             found, sections = _workflow_tools(s, ws, self.embedder, self.sandbox)
             tools += found
             self.prompt_sections += sections
-        if self.memory_store is not None:
-            from thinkloop.tools.builtin.memory import memory_tools
-
-            tools += memory_tools(self.memory_store)
         from thinkloop.tools.builtin.calculator import calculator
 
         tools.append(calculator)

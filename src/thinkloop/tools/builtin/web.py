@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from thinkloop.errors import ConfigError, ToolExecutionError
+from thinkloop.context.inputs import RunContext, parse_context
+from thinkloop.errors import ConfigError, ToolError, ToolExecutionError
 from thinkloop.tools.base import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 
@@ -25,6 +28,7 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtm
                "application/rss+xml", "application/atom+xml", "application/ld+json")
 _MAX_REDIRECTS = 5
 USER_AGENT = "thinkloop/0.1 (+web_fetch)"
+HEADERS = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
 
 
 def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -135,8 +139,7 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
             url: the http(s) URL to fetch
         """
         timeout = httpx.Timeout(settings.fetch_timeout_s)
-        headers = {"user-agent": USER_AGENT, "accept": "text/html,text/plain,*/*;q=0.5"}
-        async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+        async with httpx.AsyncClient(timeout=timeout, headers=HEADERS) as client:
             try:
                 return await fetch(url, settings, client)
             except httpx.TimeoutException:
@@ -147,3 +150,29 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
                 raise ToolExecutionError(f"fetching {url} failed: {exc}") from None
 
     return make_tool(web_fetch, trusted_output=False, idempotent=True)
+
+
+async def context_from_cli(
+    files: Sequence[str | Path] = (), url: str | None = None, *, settings: Any = None
+) -> RunContext | None:
+    """The ``--file PATH`` (repeatable) and ``--context-url URL`` flags of ``thinkloop run``.
+
+    The URL's page is fetched (public addresses only, unless ``settings`` allow private ones)
+    and its readable text becomes the page context; a page that cannot be fetched is one
+    clear error, before the run starts.
+    """
+    page = None
+    if url:
+        page = {"url": url, "text": await _fetch_page(url, settings)}
+    return parse_context({"files": [Path(f) for f in files], "page": page})
+
+
+async def _fetch_page(url: str, settings: Any) -> str:
+    settings = settings or ToolSettings()
+    async with httpx.AsyncClient(timeout=settings.fetch_timeout_s, headers=HEADERS) as client:
+        try:
+            text: str = await fetch(url, settings, client)
+        except (ToolError, httpx.HTTPError) as exc:
+            raise ConfigError(f"cannot fetch --context-url {url}: {exc}") from None
+    # fetch() heads its text with "# <url>"; the page block already carries the URL.
+    return text.removeprefix(f"# {url}").lstrip("\n")

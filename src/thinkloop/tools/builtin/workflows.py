@@ -30,12 +30,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from thinkloop.context.sections import render_skills
 from thinkloop.errors import ConfigError, ToolArgumentsError
 from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.workspace import Workspace
+from thinkloop.types import Skill
 
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
 INLINE_SKILLS_MAX = 5
@@ -114,17 +116,6 @@ def load_registry(path: Path) -> Registry:
     return Registry(path, workflows, text)
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
-    name: str
-    description: str
-    body: str
-
-    def search_text(self) -> str:
-        return f"{self.name.replace('-', ' ').replace('_', ' ')}: {self.description}\n" \
-               f"{self.body[:500]}"
-
-
 def load_skills(directory: Path) -> list[Skill]:
     """Every ``*.md`` in ``directory`` (sorted); front matter supplies name and description."""
     skills = []
@@ -144,12 +135,7 @@ def load_skills(directory: Path) -> list[Skill]:
 
 def skills_prompt_section(skills: Sequence[Skill], max_inline: int = INLINE_SKILLS_MAX) -> str:
     """A few skills go into the prompt whole; many are only announced, to be searched."""
-    if not skills:
-        return ""
-    if len(skills) <= max_inline:
-        return "## Skills\n\n" + "\n\n".join(f"### {s.name}\n{s.body}" for s in skills)
-    return (f"## Skills\n\n{len(skills)} skills (written instructions for specific jobs) are "
-            "available. Before a non-trivial task, call search_tools to find the relevant one.")
+    return render_skills(skills, searchable=True, inline_max=max_inline) or ""
 
 
 def workflow_env(workflow: Workflow, args: dict[str, str]) -> dict[str, str]:

@@ -8,7 +8,8 @@ Problems (no session, nothing found) come back to the model as plain observation
 from __future__ import annotations
 
 from thinkloop.memory.layers import owner_of
-from thinkloop.memory.recall import Embedder, Retriever, embed_one, make_retriever
+from thinkloop.memory.recall import Retriever, embed_one, make_retriever
+from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import MemoryBackend
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 

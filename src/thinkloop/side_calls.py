@@ -1,21 +1,26 @@
-"""Side model calls (assessment, supervisor, reflection): one helper that emits and counts.
+"""Side model calls (assessment, supervisor, reflection, memory summaries and facts): one
+helper that emits and counts.
 
-Every call the judgement plugins make outside the loop's own think step goes through
-:func:`side_call`: it emits ``llm.request`` / ``llm.response`` with ``purpose`` (so a trace
-shows what each extra call was for) and charges the usage to the run when there is one, or to
-the ``Usage`` meter the caller keeps (post-turn jobs run after the run reported its usage).
+Every model call outside the loop's own think step goes through :func:`side_call`: in a run
+it is :meth:`HookContext.ask_model`, which emits ``llm.request`` / ``llm.response`` with
+``purpose`` (so a trace shows what each extra call was for) and charges the usage to the run;
+outside one (post-turn jobs run after the run reported its usage) the caller's ``Usage``
+meter counts it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
-from thinkloop.hooks import HookContext
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.types import Message, ModelResponse, Usage
+
+if TYPE_CHECKING:
+    from thinkloop.hooks import HookContext
 
 SIDE_SETTINGS = ModelSettings(temperature=0.0, max_tokens=400)
 
@@ -42,17 +47,13 @@ async def side_call(
     ctx: HookContext | None = None, meter: UsageMeter | None = None,
     settings: ModelSettings = SIDE_SETTINGS,
 ) -> ModelResponse:
-    """One tool-less model call on the run's behalf, visible in its events and usage."""
+    """One tool-less model call on the run's behalf, visible in its events and usage (in a
+    run, through :meth:`HookContext.ask_model`, the one side-call path)."""
     if ctx is not None:
-        ctx.emit("llm.request", purpose=purpose, messages=len(messages), tools=[])
-    response = await model.complete(messages, (), settings)
-    if ctx is not None:
-        ctx.state.charge(response.usage)
-        ctx.emit("llm.response", purpose=purpose, text=response.message.content,
-                 thought=None, tool_calls=[], finish_reason=response.finish_reason,
-                 usage={"input_tokens": response.usage.input_tokens,
-                        "output_tokens": response.usage.output_tokens},
-                 model=response.model)
+        response = await ctx.ask_model(messages, purpose=purpose, settings=settings,
+                                       model=model)
+    else:  # a post-turn job: no run to report to; the meter counts it
+        response = await model.complete(messages, (), settings)
     if meter is not None:
         meter.add(purpose, response.usage)
     return response

@@ -1,0 +1,153 @@
+"""The import graph between thinkloop's packages: no cycles, and lower layers never import
+higher ones (the layers of /work/shared/design.md, as the code has them).
+
+Every import counts, at the top of a module or inside a function, except those under
+``if TYPE_CHECKING:`` (they never run) and those marked ``# plugin boundary`` on the import
+line: a deliberate reach upwards where a lower part hands work to a whole agent (a sub-agent
+tool), which the caller opts into.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import thinkloop
+
+ROOT = Path(thinkloop.__file__).parent
+BOUNDARY = "# plugin boundary"
+
+# Lowest first. A unit is a top-level module or package of thinkloop.
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
+    "types errors text lifetime events plugins",
+    "config settings",
+    "models store protocols sandbox channels runs hooks side_calls",
+    "context",
+    "tools",
+    "guard",
+    "memory judgement",
+    "loop",
+    "tracing checkpoints runlog",
+    "session",
+    "agent",
+    "server cli testing tui workers",
+))
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        return [".".join([*base, node.module] if node.module else base)]
+    if node.module == "thinkloop":  # from thinkloop import Agent: the unit that defines it
+        return [_PUBLIC.get(a.name, f"thinkloop.{a.name}") for a in node.names]
+    return [node.module or ""]
+
+
+def _public_names() -> dict[str, str]:
+    """What ``thinkloop/__init__.py`` re-exports, by the module it takes each name from."""
+    tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
+    return {a.asname or a.name: node.module for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module for a in node.names}
+
+
+_PUBLIC = _public_names()
+
+
+def import_edges() -> dict[tuple[str, str], list[str]]:
+    """(importer unit, imported unit) -> where, for every counted import between units."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        module = ".".join(rel.parts)
+        package = module.removesuffix(".__init__") if path.name == "__init__.py" else \
+            module.rpartition(".")[0]
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        tree = ast.parse(source)
+        skipped = _type_checking_lines(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or node.lineno in skipped:
+                continue
+            if BOUNDARY in lines[node.lineno - 1]:
+                continue
+            for target in _targets(node, package):
+                src, dst = _unit(module), _unit(target)
+                if target.startswith("thinkloop") and "__init__" not in (src, dst) \
+                        and src != dst:
+                    edges[(src, dst)].append(f"{rel}.py:{node.lineno}")
+    return edges
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one unit (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            component.append(v)
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
+             if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem != "__init__"}
+    assert units - set(RANK) == set()
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst in import_edges():
+        graph[src].add(dst)
+    assert _cycles(graph) == []
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    upward = {f"{src} -> {dst}": where for (src, dst), where in import_edges().items()
+              if RANK[dst] > RANK[src]}
+    assert upward == {}
+
+
+def test_the_checker_sees_lazy_imports_and_cycles() -> None:
+    tree = ast.parse("def f():\n    from thinkloop.agent import Agent\n")
+    node = tree.body[0].body[0]  # type: ignore[attr-defined]
+    assert _targets(node, "thinkloop.memory") == ["thinkloop.agent"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
