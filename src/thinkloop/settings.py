@@ -30,7 +30,6 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from thinkloop.errors import ConfigError
-from thinkloop.sandbox import DEFAULT_ENV_ALLOW, Sandbox, SandboxLimits, sandbox_for
 
 MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
@@ -41,6 +40,9 @@ DB_FILE = "thinkloop.db"
 TOML_FILE = "thinkloop.toml"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
+# The host variables a sandboxed command sees unless configured (thinkloop.sandbox): nothing
+# that can hold a credential.
+DEFAULT_ENV_ALLOW = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 Origin = Literal["default", "thinkloop.toml", "environment", "argument"]
 
 
@@ -89,13 +91,6 @@ class ToolSettings(BaseModel):
     sandbox_file_mb: int = 1024
     sandbox_env: tuple[str, ...] = Field(
         DEFAULT_ENV_ALLOW, description="host environment variables commands may see")
-
-    def make_sandbox(self) -> Sandbox:
-        """The sandbox asked for; raises ``SandboxUnavailableError`` when it cannot run."""
-        limits = SandboxLimits(self.sandbox_memory_mb * MIB, self.sandbox_cpu_s,
-                               self.sandbox_max_processes, self.sandbox_file_mb * MIB,
-                               self.sandbox_network)
-        return sandbox_for(self.sandbox, limits)
 
 
 class ProviderSettings(BaseModel):

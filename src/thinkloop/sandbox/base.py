@@ -15,8 +15,6 @@ from typing import Protocol
 
 MIB = 1024 * 1024
 
-# Names copied from the host environment by default: nothing that can hold a credential.
-DEFAULT_ENV_ALLOW = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 # Inside a sandbox the host's PATH may name folders that are not mounted.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

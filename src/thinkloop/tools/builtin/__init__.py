@@ -21,7 +21,7 @@ from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.messaging import ASK_HUMAN_GUIDANCE, SendPolicy, messaging_tools
-from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.builtin.shell import shell_tool
 from thinkloop.tools.builtin.web import web_fetch_tool
 from thinkloop.tools.builtin.websearch import backend_from_settings, web_search_tool
@@ -82,7 +82,7 @@ class Toolbox:
         self.workspace = Workspace(self.settings.workspace)
         # Checked once, here: a sandbox that cannot run is a configuration error, never a
         # silent fallback to running commands unconfined.
-        self.sandbox = self.settings.make_sandbox()
+        self.sandbox = make_sandbox(self.settings)
         self.browser_session = BrowserSession(
             self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
         # Text for the system prompt that explains how to use these tools (Stingyclaw).

@@ -1,7 +1,17 @@
-"""The built-in tools' settings: the ``tools`` group of :class:`thinkloop.settings.Settings`."""
+"""The built-in tools' settings: the ``tools`` group of :class:`thinkloop.settings.Settings`,
+and the sandbox they ask for."""
 
 from __future__ import annotations
 
+from thinkloop.sandbox import Sandbox, SandboxLimits, sandbox_for
 from thinkloop.settings import MIB, ToolSettings
 
-__all__ = ["MIB", "ToolSettings"]
+__all__ = ["MIB", "ToolSettings", "make_sandbox"]
+
+
+def make_sandbox(settings: ToolSettings) -> Sandbox:
+    """The sandbox asked for; raises ``SandboxUnavailableError`` when it cannot run."""
+    limits = SandboxLimits(settings.sandbox_memory_mb * MIB, settings.sandbox_cpu_s,
+                           settings.sandbox_max_processes, settings.sandbox_file_mb * MIB,
+                           settings.sandbox_network)
+    return sandbox_for(settings.sandbox, limits)
