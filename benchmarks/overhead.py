@@ -18,13 +18,17 @@ Runs as records (issue 15), each the lean loop plus a SQLite store, compared wit
 * +checkpoints   the same with checkpoints after every step and tool result (the default
                  for an agent with a store)
 
-Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5]
+``--tuned-gc`` calls :func:`thinkloop.tuning.tune_gc` once the loops are built (every loop
+in the process, the bare ones too, runs under the tuned collector).
+
+Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5] [--tuned-gc]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -43,6 +47,7 @@ from thinkloop import Agent, tool
 from thinkloop.guard import GuardSettings, LoopSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.store import open_store
+from thinkloop.tuning import tune_gc
 
 STEPS = 10
 MODEL = f"steps-{STEPS}"
@@ -191,6 +196,8 @@ async def measure(base_url: str, args: argparse.Namespace) -> dict[str, dict[str
                loops.openai_sdk, *(loops.recorded_loop(n) for n in loops.recorded)]
         for fn in fns:  # warm up connections, imports and caches
             await timed(fn, 3, 3)
+        if args.tuned_gc:
+            tune_gc()
         seq: dict[str, list[float]] = {n: [] for n in names}
         conc: dict[str, list[float]] = {n: [] for n in names}
         for _ in range(args.repeat):  # interleave the loops so drift hits all alike
@@ -213,6 +220,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="samples (median reported)")
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--tuned-gc", action="store_true",
+                        help="thinkloop.tuning.tune_gc() after warm-up (all loops)")
     args = parser.parse_args()
     server = start_server(args.port)
     try:
@@ -222,7 +231,8 @@ def main() -> None:
         server.wait()
     base = res["bare aiohttp"]
     print(f"\n{STEPS}-step runs (+1 final call), zero-latency loopback server, "
-          f"median of {args.repeat}\n")
+          f"median of {args.repeat}, gc {'tuned' if args.tuned_gc else 'default'}, "
+          f"load average {os.getloadavg()[0]:.2f}\n")
     print(f"{'loop':<15} {'ms/call (seq)':>14} {'x bare':>7} "
           f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7}")
     recorded = ("+records", "+trace", "+checkpoints")

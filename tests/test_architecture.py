@@ -20,7 +20,7 @@ BOUNDARY = "# plugin boundary"
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "types errors text lifetime events plugins",
+    "types errors text lifetime events plugins tuning",
     "config settings",
     "models store protocols sandbox channels runs hooks side_calls",
     "context",
@@ -62,10 +62,12 @@ def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
 
 
 def _public_names() -> dict[str, str]:
-    """What ``thinkloop/__init__.py`` re-exports, by the module it takes each name from."""
+    """What ``thinkloop/__init__.py`` re-exports, by the module it takes each name from (its
+    imports sit under ``if TYPE_CHECKING:``; the names load on first use)."""
     tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
-    return {a.asname or a.name: node.module for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module for a in node.names}
+    return {a.asname or a.name: node.module for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.startswith("thinkloop") for a in node.names}
 
 
 _PUBLIC = _public_names()

@@ -12,6 +12,7 @@ import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.errors import ConfigError
+from thinkloop.events import Event
 from thinkloop.hooks import (
     STAGES,
     Hook,
@@ -23,7 +24,7 @@ from thinkloop.hooks import (
     load_plugin_hooks,
 )
 from thinkloop.models.scripted import call, reply
-from thinkloop.types import Event, Message
+from thinkloop.types import Message
 
 RAN: list[tuple[Any, ...]] = []
 

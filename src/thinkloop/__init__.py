@@ -10,14 +10,43 @@
     result = Agent("openai:gpt-4o-mini", tools=[add]).run_sync("What is 2 + 3?")
 """
 
-from thinkloop.agent import Agent
-from thinkloop.errors import ThinkloopError
-from thinkloop.loop import RunHandle, RunResult
-from thinkloop.models import Model, ModelSettings, ScriptedModel
-from thinkloop.tools import Tool, ToolContext, tool
-from thinkloop.types import Event, Message, ModelResponse, Step, ToolCall, ToolResult, Usage
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from thinkloop.agent import Agent
+    from thinkloop.errors import ThinkloopError
+    from thinkloop.events import Event
+    from thinkloop.loop import RunHandle, RunResult
+    from thinkloop.models import Model, ModelSettings, ScriptedModel
+    from thinkloop.tools import Tool, ToolContext, tool
+    from thinkloop.types import Message, ModelResponse, Step, ToolCall, ToolResult, Usage
 
 __version__ = "0.1.0"
+
+# Where each public name lives. They load on first use (PEP 562), so ``import thinkloop`` and
+# the ``thinkloop`` command's start-up do not pay for the engine, pydantic and the HTTP stack.
+_EXPORTS: dict[str, str] = {
+    "Agent": "thinkloop.agent",
+    "Event": "thinkloop.events",
+    "Message": "thinkloop.types",
+    "Model": "thinkloop.models",
+    "ModelResponse": "thinkloop.types",
+    "ModelSettings": "thinkloop.models",
+    "RunHandle": "thinkloop.loop",
+    "RunResult": "thinkloop.loop",
+    "ScriptedModel": "thinkloop.models",
+    "Step": "thinkloop.types",
+    "ThinkloopError": "thinkloop.errors",
+    "Tool": "thinkloop.tools",
+    "ToolCall": "thinkloop.types",
+    "ToolContext": "thinkloop.tools",
+    "ToolResult": "thinkloop.types",
+    "Usage": "thinkloop.types",
+    "tool": "thinkloop.tools",
+}
 
 __all__ = [
     "Agent",
@@ -38,3 +67,16 @@ __all__ = [
     "Usage",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thinkloop' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

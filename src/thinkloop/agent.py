@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -16,6 +16,7 @@ from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
 from thinkloop.errors import ConfigError, RunAccessError
+from thinkloop.events import Event
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
 from thinkloop.hooks import (
@@ -30,6 +31,7 @@ from thinkloop.hooks import (
 )
 from thinkloop.judgement import Judgement
 from thinkloop.judgement import build as build_judgement
+from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.resume import Resumption
@@ -46,7 +48,7 @@ from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
-from thinkloop.types import Event, PendingApproval
+from thinkloop.types import PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 
@@ -264,8 +266,16 @@ class Agent:
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
-        scope = functools.partial(self.sessions.turn, context=inputs)
+        scope = (self.sessions.turn if inputs is None
+                 else functools.partial(self.sessions.turn, context=inputs))
         return self._launch(cfg, state, scope, events)
+
+    async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 20.0,
+                         **options: Any) -> list[RunHandle]:
+        """:meth:`start` a run per task (with ``options``, start's keywords), in slices that
+        yield to the event loop so that it never stalls for much more than ``slice_ms``
+        (10,000 runs started in one go hold it for seconds). The handles, in task order."""
+        return await admit(functools.partial(self.start, **options), tasks, slice_ms=slice_ms)
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:

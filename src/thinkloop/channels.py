@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO, runtime_checkable
 
-import httpx
-
 from thinkloop.errors import ToolExecutionError
 
 
@@ -86,6 +84,8 @@ class WebhookChannel:
     _pending: dict[str, asyncio.Future[str]] = field(default_factory=dict)
 
     async def _post(self, payload: dict[str, Any]) -> Any:
+        import httpx  # only webhook channels need it; importing it costs ~100 ms
+
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
                 r = await client.post(self.url, json=payload, headers=dict(self.headers))

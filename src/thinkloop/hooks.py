@@ -34,8 +34,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, get_args
 
+from thinkloop.events import Event, HookErrored, LlmRequest, LlmResponse
 from thinkloop.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from thinkloop.models.base import Model, ModelSettings
     from thinkloop.plugins import PluginFailure
     from thinkloop.tools.base import Tool
+
+P = ParamSpec("P")
 
 Stage = Literal[
     "pre_assess",
@@ -87,8 +90,10 @@ class HookContext:
         self.stop_status = status
         self.stop_answer = answer
 
-    def emit(self, type_: str, **payload: Any) -> None:
-        self.state.emit(type_, **payload)
+    def emit(self, kind: Callable[Concatenate[str, int, P], Event], /,
+             *args: P.args, **fields: P.kwargs) -> None:
+        """Emit an event into the run (built only when someone listens)."""
+        self.state.emit(kind, *args, **fields)
 
     async def ask_model(self, messages: Sequence[Message], *, purpose: str,
                         settings: ModelSettings | None = None,
@@ -98,27 +103,12 @@ class HookContext:
         ``llm.response`` events (with ``purpose``) and its usage counts in the run's, where
         the usage limits see it. Every side call in a run comes through here."""
         state = self.state
-        state.emit("llm.request", messages=len(messages), tools=[], purpose=purpose)
+        state.emit(LlmRequest.of, messages, (), purpose)
         response = await (model or self.cfg.model).complete(
             messages, [], settings or self.cfg.settings)
         state.charge(response.usage)
-        state.emit("llm.response", **response_payload(response), purpose=purpose)
+        state.emit(LlmResponse.of, response, purpose)
         return response
-
-
-def response_payload(response: ModelResponse) -> dict[str, Any]:
-    """The ``llm.response`` event's payload (one shape for step and side calls)."""
-    msg = response.message
-    return {
-        "text": msg.content,
-        "thought": msg.thought,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                       for c in msg.tool_calls],
-        "usage": {"input_tokens": response.usage.input_tokens,
-                  "output_tokens": response.usage.output_tokens},
-        "finish_reason": response.finish_reason,
-        "model": response.model,
-    }
 
 
 @dataclass
@@ -282,7 +272,7 @@ class Hooks:
                 if inspect.isawaitable(value):
                     await value
             except Exception as exc:
-                ctx.emit("hook.failed", stage=ctx.stage, hook=hook.label,
+                ctx.emit(HookErrored, stage=ctx.stage, hook=hook.label,
                          error=f"{type(exc).__name__}: {exc}")
                 if hook.critical:
                     raise HookFailed(f"critical hook {hook.label} failed: {exc}") from exc

@@ -22,6 +22,7 @@ from typing import Any
 
 from thinkloop.checkpoints import Checkpointer
 from thinkloop.errors import RunAccessError
+from thinkloop.events import Chunk, Event
 from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.loop.state import RunConfig, RunState
@@ -35,12 +36,9 @@ from thinkloop.store.base import (
     TraceStore,
     TryLocking,
 )
-from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop.runs")
 
-# Stream deltas: the llm.response that follows carries the whole reply.
-UNLOGGED = frozenset({"chunk"})
 
 
 @dataclass
@@ -65,7 +63,7 @@ class RunRecorder:
     _writer: asyncio.Task[None] | None = None
 
     def on_event(self, event: Event) -> None:
-        if event.type not in UNLOGGED:
+        if not isinstance(event, Chunk):  # the llm.response that follows has the whole reply
             self.buffer.append(event)
 
     async def flush(self, *, last: bool = False) -> None:

@@ -39,6 +39,7 @@ class Sessions:
         self.store = store
         self._locks = LocalLocks()
         self._runs: set[asyncio.Task[None]] = set()
+        self._forget = self._runs.discard  # one bound method, not one per run
 
     @asynccontextmanager
     async def turn(
@@ -151,7 +152,7 @@ class Sessions:
     def track(self, handle: RunHandle) -> RunHandle:
         task = handle.background
         self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
+        task.add_done_callback(self._forget)
         return handle
 
     @property

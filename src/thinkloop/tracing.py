@@ -36,17 +36,27 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.trace import Span, Status, StatusCode
 
+from thinkloop.events import (
+    Event,
+    LlmRequest,
+    LlmResponse,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    ToolCalled,
+    ToolReturned,
+)
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SpanRecord
 from thinkloop.store.serialize import message_to_dict, to_json
-from thinkloop.types import Event, Message, ModelResponse, TextDelta, ToolSpec
+from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 PREVIEW_CHARS = 500
 VERBOSE_CHARS = 50_000
-TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # The trace of the run whose task this is: model calls read their step from it, and an agent
 # started inside one of its tools (a sub-agent) inherits its tracing.
 _CURRENT: ContextVar[RunTrace | None] = ContextVar("thinkloop_run_trace", default=None)
@@ -173,21 +183,21 @@ class RunTrace:
         self._tokens: tuple[Token[Context], Token[RunTrace | None]] | None = None
 
     def on_event(self, event: Event) -> None:
-        match event.type:
-            case "run.started":
-                self._start(event)
-            case "llm.request" if "purpose" not in event.payload:
+        match event:
+            case RunStarted():
+                self._start()
+            case LlmRequest(purpose=None):  # side calls (purpose set) are not steps
                 self.step, self.calling = event.step + 1, True
-            case "llm.response" if "purpose" not in event.payload:
+            case LlmResponse(purpose=None):
                 self.calling = False
-            case "tool.call":
-                self._tool_call(event.payload)
-            case "tool.result":
-                self._tool_result(event.payload)
-            case t if t in TERMINAL:
-                self._end(event)
+            case ToolCalled():
+                self._tool_call(event)
+            case ToolReturned():
+                self._tool_result(event)
+            case RunCompleted() | RunFailed() | RunCancelled():
+                self._end()
 
-    def _start(self, event: Event) -> None:
+    def _start(self) -> None:
         cfg, name = self.cfg, self.cfg.model.name
         attrs: dict[str, Any] = {
             gen_ai.GEN_AI_OPERATION_NAME: "invoke_agent",
@@ -211,32 +221,32 @@ class RunTrace:
         self._tokens = (otel_context.attach(trace.set_span_in_context(self.root)),
                         _CURRENT.set(self))
 
-    def _tool_call(self, p: dict[str, Any]) -> None:
+    def _tool_call(self, call: ToolCalled) -> None:
         if self.root is None:
             return
         parent = trace.set_span_in_context(self.root)
-        self.tools[p["id"]] = self.tracing.tracer.start_span(
-            f"execute_tool {p['name']}", context=parent, attributes={
+        self.tools[call.id] = self.tracing.tracer.start_span(
+            f"execute_tool {call.name}", context=parent, attributes={
                 gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
-                gen_ai.GEN_AI_TOOL_NAME: p["name"],
-                gen_ai.GEN_AI_TOOL_CALL_ID: p["id"],
-                gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: cut(to_json(p.get("arguments", {}))),
+                gen_ai.GEN_AI_TOOL_NAME: call.name,
+                gen_ai.GEN_AI_TOOL_CALL_ID: call.id,
+                gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: cut(to_json(call.arguments)),
                 "thinkloop.step": self.state.step + 1,
             })
 
-    def _tool_result(self, p: dict[str, Any]) -> None:
-        span = self.tools.pop(p["id"], None)
+    def _tool_result(self, result: ToolReturned) -> None:
+        span = self.tools.pop(result.id, None)
         if span is None:
             return
-        error = bool(p.get("is_error"))
-        span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_RESULT, cut(str(p.get("content", ""))))
+        error = result.is_error
+        span.set_attribute(gen_ai.GEN_AI_TOOL_CALL_RESULT, cut(result.content))
         span.set_attribute("thinkloop.tool.error", error)
         if error:
             span.set_attribute("error.type", "tool_error")
-            span.set_status(Status(StatusCode.ERROR, cut(str(p.get("content", "")), 200)))
+            span.set_status(Status(StatusCode.ERROR, cut(result.content, 200)))
         span.end()
 
-    def _end(self, event: Event) -> None:
+    def _end(self) -> None:
         root, s = self.root, self.state
         if root is None:
             return

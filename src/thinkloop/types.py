@@ -7,7 +7,6 @@ encoding there so a step never re-serialises the whole history.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -189,31 +188,6 @@ class PendingApproval:
     task: str = ""
     max_steps: int = 0
     turn_messages: int = 0
-
-
-EventType = Literal[
-    "run.started",
-    "llm.request",
-    "chunk",
-    "llm.response",
-    "tool.call",
-    "tool.result",
-    "step.completed",
-    "run.completed",
-    "run.failed",
-    "run.cancelled",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Something that happened in a run. ``type`` is open so later stages add their own."""
-
-    type: str
-    run_id: str
-    step: int
-    payload: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkloop import Agent
+from thinkloop.events import Event
 from thinkloop.guard import GuardSettings
 from thinkloop.loop.result import RunResult
 from thinkloop.models.scripted import ScriptedModel
 from thinkloop.tools.base import Tool
-from thinkloop.types import Event
 
 GUARD_EVENTS = ("guard.", "policy.", "approval.", "review.", "nudge", "budget.", "plan.")
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from thinkloop import Agent
+from thinkloop.events import Event
 from thinkloop.guard import DriftSettings, GuardSettings
 from thinkloop.guard.drift import drift_score
 from thinkloop.models.scripted import ScriptedModel
-from thinkloop.types import Event
 
 
 def test_scores() -> None:

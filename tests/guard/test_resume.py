@@ -17,12 +17,13 @@ import pytest
 
 from thinkloop import Agent
 from thinkloop.errors import PendingApprovalError
+from thinkloop.events import Event
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import PostgresStore, SQLiteStore, open_store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import tool
-from thinkloop.types import Event, Message, PendingApproval, ToolCall
+from thinkloop.types import Message, PendingApproval, ToolCall
 
 _path = Path(__file__).resolve().parent.parent / "store" / "conftest.py"
 _spec = importlib.util.spec_from_file_location("_thinkloop_store_backends", _path)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from thinkloop.types import Event
+from thinkloop.events import Event
 
 
 class Recorder:

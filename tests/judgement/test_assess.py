@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from thinkloop import Agent
+from thinkloop.events import Assessed
 from thinkloop.guard import GuardSettings, PlanSettings
 from thinkloop.judgement import AssessSettings, Judgement, heuristic
 from thinkloop.memory.manager import Memory
@@ -17,7 +18,6 @@ from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import SQLiteStore
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 from thinkloop.tools.subagents import AgentSpec, SubAgents
-from thinkloop.types import Event
 
 from .helpers import Recorder, run_through, thinkloop_cli
 
@@ -217,5 +217,5 @@ def test_parse_off(spec: str) -> None:
 
 def test_events_are_json() -> None:
     found = heuristic("Research the prices of Tesla and also summarize news about BYD")
-    e = Event("assessment", "r", 0, found.to_dict())
+    e = Assessed("r", 0, **found.to_dict())
     assert json.loads(json.dumps(e.payload))["decision"] == "parallelize"

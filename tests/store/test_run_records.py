@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from thinkloop.events import Event, RunCompleted, RunStarted, ToolCalled
 from thinkloop.store import PostgresStore, SQLiteStore
 from thinkloop.store.base import (
     AbortRequests,
@@ -15,7 +16,7 @@ from thinkloop.store.base import (
     SpanRecord,
     TraceStore,
 )
-from thinkloop.types import Event, Message
+from thinkloop.types import Message
 
 Backend = SQLiteStore | PostgresStore
 
@@ -50,12 +51,13 @@ async def test_a_run_row_is_written_then_replaced_and_listed(run_store: AnyRunSt
 async def test_events_are_kept_in_order_with_their_types_and_payloads(
     run_store: AnyRunStore,
 ) -> None:
-    first = [Event("run.started", "r1", 0, {"task": "t", "model": "m"}, 1.5),
-             Event("tool.call", "r1", 0, {"id": "c1", "name": "add",
-                                          "arguments": {"a": 2, "b": [1, "x"]}}, 1.6)]
+    first: list[Event] = [
+        RunStarted("r1", 0, "t", "m", ts=1.5),
+        ToolCalled("r1", 0, "c1", "add", {"a": 2, "b": [1, "x"]}, ts=1.6)]
     await run_store.add_events("r1", first)
-    await run_store.add_events("r2", [Event("run.started", "r2", 0, {}, 9.0)])
-    later = [Event("run.completed", "r1", 1, {"status": "completed", "usage": None}, 2.0)]
+    await run_store.add_events("r2", [RunStarted("r2", 0, "other", "m", ts=9.0)])
+    later: list[Event] = [
+        RunCompleted("r1", 1, "completed", "3", None, False, {"requests": 1}, ts=2.0)]
     await run_store.add_events("r1", later)
     await run_store.add_events("r1", [])
     assert await run_store.run_events("r1") == [*first, *later]

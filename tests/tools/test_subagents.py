@@ -11,13 +11,14 @@ import pytest
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
+from thinkloop.events import Event, Handoff
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.tools.base import ToolContext, tool
 from thinkloop.tools.plugins import load_plugin_tools
 from thinkloop.tools.subagents import AgentSpec, SubAgents
-from thinkloop.types import Event, Message, ModelResponse, ToolSpec, Usage
+from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
 
 
 class EchoModel:
@@ -149,14 +150,14 @@ def test_entry_point_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 async def test_loop_hooks_on_the_context_receive_handoffs_and_usage() -> None:
     """When the loop puts ``emit``/``charge_usage`` on ToolContext, children report there."""
-    emitted: list[tuple[str, dict[str, object]]] = []
+    emitted: list[tuple[object, dict[str, object]]] = []
     charged: list[Usage] = []
     parent = SimpleNamespace(run_id="p", step=1, user_id=None,
-                             emit=lambda t, **p: emitted.append((t, p)),
+                             emit=lambda kind, **p: emitted.append((kind, p)),
                              charge_usage=charged.append)
     subs = SubAgents([AgentSpec("worker")], model=EchoModel())
     [res] = await subs.fan_out(["hi"], parent)  # type: ignore[arg-type]
     assert charged == [Usage(1, 100, 7)]
-    assert [(t, p["direction"]) for t, p in emitted] == [("handoff", "to_child"),
-                                                         ("handoff", "to_parent")]
+    assert [(t, p["direction"]) for t, p in emitted] == [(Handoff, "to_child"),
+                                                         (Handoff, "to_parent")]
     assert emitted[1][1]["child_run_id"] == res.run_id

@@ -8,13 +8,12 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from thinkloop.cli.approvals import approvals_app
-from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
@@ -30,11 +29,15 @@ from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.errors import StoreError, ThinkloopError
-from thinkloop.loop.result import RunResult
-from thinkloop.settings import load_settings, quiet_model_loaders
+from thinkloop.settings import quiet_model_loaders
 from thinkloop.store.open import open_store
-from thinkloop.tools.base import Tool
-from thinkloop.tools.builtin.web import context_from_cli
+
+if TYPE_CHECKING:
+    # The engine (pydantic, tracing, guards) loads when a command runs, so that ``--help``
+    # and the light commands start quickly.
+    from thinkloop.cli.build import AgentOptions
+    from thinkloop.loop.result import RunResult
+    from thinkloop.tools.base import Tool
 
 app = typer.Typer(
     name="thinkloop",
@@ -119,6 +122,8 @@ def run(
         help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
 ) -> None:
     """Run TASK with an agent: its steps live on stderr, the answer on stdout."""
+    from thinkloop.cli.build import AgentOptions
+
     if max_steps is not None and max_steps < 1:
         raise fail(f"--max-steps must be at least 1, got {max_steps}")
     if timeout is not None and not timeout > 0:
@@ -159,6 +164,10 @@ class RunInputs:
 
 
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
+    from thinkloop.cli.build import build_agent
+    from thinkloop.settings import load_settings
+    from thinkloop.tools.builtin.web import context_from_cli
+
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
         # Sessions, memory and run records live in the durable store (SQLite under

@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -25,8 +25,10 @@ from rich.table import Table
 from thinkloop.cli.render import fail
 from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
-from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 approvals_app = typer.Typer(help="List and decide tool calls that paused runs wait on.",
                             no_args_is_help=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -12,8 +12,21 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.status import Status
 
-from thinkloop.loop.result import RunResult
-from thinkloop.types import Event
+from thinkloop.events import (
+    Chunk,
+    Event,
+    HookErrored,
+    LlmRequest,
+    LlmResponse,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    ToolCalled,
+    ToolReturned,
+)
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -56,9 +69,34 @@ class EventPrinter:
         self._tokens = 0
 
     def __call__(self, event: Event) -> None:
-        handler = getattr(self, "on_" + event.type.replace(".", "_"), None)
-        if handler is not None:
-            handler(event)
+        match event:
+            case LlmRequest():
+                self._tokens = 0
+                self._spin(event.step)
+            case Chunk():
+                self._tokens += 1
+                if self._status is not None:
+                    self._status.update(self._label(event.step))
+            case LlmResponse(thought=thought):
+                self.close()
+                if thought:
+                    self.console.print(f"[magenta]thought[/] {escape(_short(thought))}")
+            case ToolCalled(name=name, arguments=arguments):
+                self.console.print(f"[cyan]step {event.step + 1}[/] [bold]{escape(name)}[/]"
+                                   f"({escape(_short(arguments, 200))})")
+            case ToolReturned(is_error=is_error, content=content):
+                style = "red" if is_error else "green"
+                self.console.print(f"  [{style}]->[/] {escape(_short(content))}")
+            case HookErrored(hook=hook, error=error):
+                self.console.print(f"[yellow]hook {hook} failed:[/] {escape(error)}")
+            case RunCompleted():
+                self.close()
+                self._ended(event)
+            case RunFailed():
+                self.close()
+            case RunCancelled():
+                self.close()
+                self.console.print("[yellow]cancelled[/]")
 
     def close(self) -> None:
         """Stop the spinner (idempotent)."""
@@ -66,64 +104,27 @@ class EventPrinter:
             self._status.stop()
             self._status = None
 
-    def on_llm_request(self, event: Event) -> None:
-        self._tokens = 0
+    def _spin(self, step: int) -> None:
         self.close()
         if self.console.is_terminal:
-            self._status = self.console.status(self._label(event.step), spinner="dots")
+            self._status = self.console.status(self._label(step), spinner="dots")
             self._status.start()
 
     def _label(self, step: int) -> str:
         written = f", {self._tokens} tokens" if self._tokens else ""
         return f"[cyan]step {step + 1}[/] [dim]model is working{written}...[/]"
 
-    def on_chunk(self, event: Event) -> None:
-        self._tokens += 1
-        if self._status is not None:
-            self._status.update(self._label(event.step))
-
-    def on_llm_response(self, event: Event) -> None:
-        self.close()
-        thought = event.payload.get("thought")
-        if thought:
-            self.console.print(f"[magenta]thought[/] {escape(_short(thought))}")
-
-    def on_tool_call(self, event: Event) -> None:
-        p = event.payload
-        self.console.print(
-            f"[cyan]step {event.step + 1}[/] [bold]{escape(p['name'])}[/]"
-            f"({escape(_short(p['arguments'], 200))})"
-        )
-
-    def on_tool_result(self, event: Event) -> None:
-        p = event.payload
-        style = "red" if p["is_error"] else "green"
-        self.console.print(f"  [{style}]->[/] {escape(_short(p['content']))}")
-
-    def on_hook_failed(self, event: Event) -> None:
-        self.console.print(f"[yellow]hook {event.payload.get('hook')} failed:[/] "
-                           f"{escape(str(event.payload.get('error')))}")
-
-    def on_run_completed(self, event: Event) -> None:
-        self.close()
-        p = event.payload
-        if p["status"] != "completed":
-            why = f": {escape(p['error'])}" if p.get("error") else ""
-            self.console.print(f"[yellow]run ended {p['status']}[/]{why}")
-        if p.get("silent"):
+    def _ended(self, event: RunCompleted) -> None:
+        if event.status != "completed":
+            why = f": {escape(event.error)}" if event.error else ""
+            self.console.print(f"[yellow]run ended {event.status}[/]{why}")
+        if event.silent:
             self.console.print("[dim](silent reply: nothing to deliver)[/]")
-        u = p["usage"]
+        u = event.usage
         self.console.print(
             f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "
             f"{u['output_tokens']} out tokens[/]"
         )
-
-    def on_run_failed(self, event: Event) -> None:
-        self.close()
-
-    def on_run_cancelled(self, event: Event) -> None:
-        self.close()
-        self.console.print("[yellow]cancelled[/]")
 
 
 def print_answer(result: RunResult, console: Console) -> None:

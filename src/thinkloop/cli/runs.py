@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import sys
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -27,11 +27,13 @@ from rich.tree import Tree
 from thinkloop.cli.render import EXIT_CODES, EventPrinter, fail
 from thinkloop.cli.sessions import DbOption, with_store
 from thinkloop.errors import ThinkloopError
-from thinkloop.loop.result import RunResult
+from thinkloop.events import Event, LlmResponse, StepCompleted, ToolCalled, ToolReturned
 from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
 from thinkloop.store.open import open_store
 from thinkloop.store.serialize import event_to_dict
-from thinkloop.types import Event
+
+if TYPE_CHECKING:
+    from thinkloop.loop.result import RunResult
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True)
@@ -110,19 +112,19 @@ def show_run(
     if rec.error:
         console.print(f"[yellow]error:[/] {escape(rec.error)}")
     for e in events:
-        p = e.payload
-        if e.type == "llm.response":
-            console.print(f"[cyan]step {e.step + 1}[/]")
-            if p.get("thought"):
-                console.print(f"  [magenta]thought[/] {escape(str(p['thought']))}")
-            if p.get("text"):
-                console.print(f"  [bold]says[/] {escape(str(p['text']))}")
-        elif e.type == "tool.call":
-            args = orjson.dumps(p.get("arguments", {})).decode()
-            console.print(f"  [bold]{escape(p['name'])}[/]({escape(args)})")
-        elif e.type == "tool.result":
-            style = "red" if p.get("is_error") else "green"
-            console.print(f"    [{style}]->[/] {escape(str(p.get('content', '')))}")
+        match e:
+            case LlmResponse(text=text, thought=thought):
+                console.print(f"[cyan]step {e.step + 1}[/]")
+                if thought:
+                    console.print(f"  [magenta]thought[/] {escape(thought)}")
+                if text:
+                    console.print(f"  [bold]says[/] {escape(text)}")
+            case ToolCalled(name=name, arguments=arguments):
+                args = orjson.dumps(arguments).decode()
+                console.print(f"  [bold]{escape(name)}[/]({escape(args)})")
+            case ToolReturned(is_error=is_error, content=content):
+                style = "red" if is_error else "green"
+                console.print(f"    [{style}]->[/] {escape(content)}")
 
 
 @runs_app.command("abort")
@@ -200,7 +202,7 @@ def replay_run(
     printer = ReplayPrinter(Console())
     for e in events:
         printer(e)
-        if delay and e.type == "step.completed":
+        if delay and isinstance(e, StepCompleted):
             time.sleep(delay)
 
 
@@ -208,11 +210,10 @@ class ReplayPrinter(EventPrinter):
     """The live printer, fed from the audit log: a reply's text (streamed live) is printed
     whole, as it appeared."""
 
-    def on_llm_response(self, event: Event) -> None:
-        text = event.payload.get("text")
-        if text:
-            self.console.print(escape(text), style="dim")
-        super().on_llm_response(event)
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, LlmResponse) and event.text:
+            self.console.print(escape(event.text), style="dim")
+        super().__call__(event)
 
 
 def trace(

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.errors import ThinkloopError
+from thinkloop.events import StepCompleted
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.settings import Settings, export_environment, load_settings
@@ -170,7 +171,7 @@ async def _run(payload: StdioPayload, opts: AgentOptions, output: Output,
 async def _stream_progress(handle: RunHandle, session: str | None, output: Output) -> None:
     """One ``running`` block per step whose model text came with tool calls."""
     async for event in handle:
-        if event.type != "step.completed" or not event.payload.get("tool_calls"):
+        if not isinstance(event, StepCompleted) or not event.tool_calls:
             continue
         # The step is appended right after its event is emitted, before the run next yields.
         text = handle.state.steps[event.step].text.strip()

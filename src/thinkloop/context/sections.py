@@ -38,7 +38,7 @@ class ContextFile:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per run: slots save ~1 KB a run at 100k runs
 class PromptContext:
     """Everything a section may read. Built once per run by ``prompt.prompt_context``."""
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from thinkloop.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
 from thinkloop.hooks import ToolHookContext
 from thinkloop.types import PendingApproval, ToolCall
 
@@ -200,19 +201,19 @@ class ApprovalGate:
         key = _key(ctx, call)
         cached = self._cached(key)
         if cached is not None:
-            ctx.emit("approval.decided", tool=call.name, id=call.id, approved=cached.approved,
+            ctx.emit(ApprovalDecided, tool=call.name, id=call.id, approved=cached.approved,
                      reason=cached.reason, source="cache")
             return cached
         request = ApprovalRequest(ctx.run_id, ctx.cfg.session_id, ctx.cfg.user_id, call.name,
                                   dict(call.arguments), call.id, reason)
-        ctx.emit("approval.requested", tool=call.name, id=call.id, arguments=call.arguments,
+        ctx.emit(ApprovalRequested, tool=call.name, id=call.id, arguments=call.arguments,
                  reason=reason)
         decision, source = await self._ask(request)
         if decision.deferred:
             return self._defer(ctx, call, decision, reason)
         if decision.remember:
             self._cache[key] = (decision, self.clock() + self.settings.cache_ttl_s)
-        ctx.emit("approval.decided", tool=call.name, id=call.id, approved=decision.approved,
+        ctx.emit(ApprovalDecided, tool=call.name, id=call.id, approved=decision.approved,
                  reason=decision.reason, source=source)
         return decision
 
@@ -224,12 +225,12 @@ class ApprovalGate:
         if session is None:
             denied = Decision(False, f"{decision.reason}; a run without a session cannot "
                               "pause", remember=False)
-            ctx.emit("approval.decided", tool=call.name, id=call.id, approved=False,
+            ctx.emit(ApprovalDecided, tool=call.name, id=call.id, approved=False,
                      reason=denied.reason, source="defer")
             return denied
         state = ctx.state
         state.pending.append(PendingApproval(
             state.run_id, session, call.id, call.name, dict(call.arguments), reason,
             time.time(), state.task, state.max_steps or ctx.cfg.limits.max_steps))
-        ctx.emit("approval.deferred", tool=call.name, id=call.id, reason=decision.reason)
+        ctx.emit(ApprovalDeferred, tool=call.name, id=call.id, reason=decision.reason)
         return decision

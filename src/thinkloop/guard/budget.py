@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from thinkloop.events import BudgetAssigned, BudgetExtended, PolicyDenied
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
 from thinkloop.types import Message, Step
@@ -115,7 +116,7 @@ class StepBudget:
             return
         done[0] = True
         s.max_steps = bigger[0]
-        ctx.emit("budget.extended", max_steps=s.max_steps, reason="progress")
+        ctx.emit(BudgetExtended, max_steps=s.max_steps, reason="progress")
 
     async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
         if self.settings.use_model:
@@ -130,11 +131,11 @@ class StepBudget:
     async def assign(self, ctx: AssessContext) -> None:
         s = self.settings
         if s.time_capsule and not capsule_active(s, ctx):
-            ctx.emit("policy.denied", guard="time_capsule", user_id=ctx.cfg.user_id,
+            ctx.emit(PolicyDenied, guard="time_capsule", user_id=ctx.cfg.user_id,
                      reason="time-capsule mode is for admin users only")
         if capsule_active(s, ctx):
             ctx.state.max_steps = max(s.time_capsule_steps, ctx.cfg.limits.max_steps)
-            ctx.emit("budget.assigned", complexity=None, max_steps=ctx.state.max_steps,
+            ctx.emit(BudgetAssigned, complexity=None, max_steps=ctx.state.max_steps,
                      lean=False, mode="time_capsule", source="admin")
             return
         if self.fixed_steps:
@@ -142,6 +143,6 @@ class StepBudget:
         complexity, source = await self._classify(ctx)
         ctx.state.max_steps = s.budgets[complexity]
         ctx.state.lean = s.lean_for_trivial and complexity == "trivial"
-        ctx.emit("budget.assigned", complexity=complexity, max_steps=ctx.state.max_steps,
+        ctx.emit(BudgetAssigned, complexity=complexity, max_steps=ctx.state.max_steps,
                  lean=ctx.state.lean, mode="lean" if ctx.state.lean else "normal",
                  source=source)

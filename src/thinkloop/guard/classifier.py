@@ -22,8 +22,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
 
@@ -59,6 +57,8 @@ class _Part:
     """One TF-IDF vectoriser (sublinear tf, L2 norm) and its slice of the coefficients."""
 
     def __init__(self, terms: Sequence[str], idf: Any, coef: Any) -> None:
+        import numpy as np  # ~100 ms: loaded with the first classifier, not with thinkloop
+
         self.terms = list(terms)
         self.index = {t: i for i, t in enumerate(self.terms)}
         self.idf = np.asarray(idf, dtype=np.float64)
@@ -129,6 +129,8 @@ class Classifier:
         return found
 
     def save(self, path: Path) -> None:
+        import numpy as np
+
         np.savez_compressed(
             path, word_terms=np.asarray(self.word.terms), word_idf=self.word.idf,
             word_coef=self.word.coef.astype(np.float32), char_terms=np.asarray(self.char.terms),
@@ -140,6 +142,8 @@ class Classifier:
         """The classifier at ``path``, or the one shipped with thinkloop."""
         if path is None:
             return _shipped()
+        import numpy as np
+
         with np.load(path, allow_pickle=False) as d:
             return Classifier(d["word_terms"].tolist(), d["word_idf"], d["word_coef"],
                               d["char_terms"].tolist(), d["char_idf"], d["char_coef"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from thinkloop.events import DriftDetected
 from thinkloop.hooks import AssessContext, Hook
 
 _PHRASES = re.compile(
@@ -52,5 +53,5 @@ class GoalDrift:
         score, keyword, divergence = drift_score(previous, ctx.task,
                                                  self.settings.keyword_weight)
         if score >= self.settings.threshold:
-            ctx.emit("goal.drift", score=score, keyword=keyword, divergence=divergence,
+            ctx.emit(DriftDetected, score=score, keyword=keyword, divergence=divergence,
                      previous=previous[:200])

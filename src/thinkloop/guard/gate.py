@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from thinkloop.events import PolicyDenied
 from thinkloop.guard.approval import ApprovalGate, ApprovalSettings
 from thinkloop.guard.policy import ToolPolicy, Verdict
 from thinkloop.guard.run_memory import RunMemory
@@ -48,7 +49,7 @@ class ToolGate:
             return
         verdict = self.policy.evaluate(call, ctx.cfg.user_id, prior)
         if verdict.action == "deny":
-            ctx.emit("policy.denied", tool=call.name, id=call.id, reason=verdict.reason)
+            ctx.emit(PolicyDenied, tool=call.name, id=call.id, reason=verdict.reason)
             ctx.result = ToolResult(call, DENIED.format(reason=verdict.reason), is_error=True)
             return
         needs = verdict if verdict.action == "approve" else None

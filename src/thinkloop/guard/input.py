@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from thinkloop.events import GuardBlocked, GuardDetected, GuardTruncated
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
 from thinkloop.guard.scan import Finding, scan_input
@@ -101,7 +102,7 @@ class InputGuard:
         level = logging.INFO if self.settings.mode == "log" else logging.WARNING
         log.log(level, "security.injection_detected run=%s source=%s patterns=%s",
                 ctx.run_id, source, _names(findings))
-        ctx.emit("guard.detected", guard="input", source=source, mode=self.settings.mode,
+        ctx.emit(GuardDetected, guard="input", source=source, mode=self.settings.mode,
                  findings=_payload(findings))
 
     async def check_task(self, ctx: AssessContext) -> None:
@@ -110,7 +111,7 @@ class InputGuard:
             n = len(ctx.task)
             ctx.task = ctx.task[: s.max_message_chars] + TRUNCATION_NOTE.format(
                 n=n, kept=s.max_message_chars)
-            ctx.emit("guard.truncated", original_chars=n, kept_chars=s.max_message_chars)
+            ctx.emit(GuardTruncated, original_chars=n, kept_chars=s.max_message_chars)
         if s.mode == "off":
             return
         findings = await self.scan(ctx.task[: s.max_message_chars])
@@ -120,7 +121,7 @@ class InputGuard:
         if self._blocks(findings):
             reason = ("input guard blocked the message: possible prompt injection "
                       f"({_names(findings)})")
-            ctx.emit("guard.blocked", guard="input", reason=reason, findings=_payload(findings))
+            ctx.emit(GuardBlocked, guard="input", reason=reason, findings=_payload(findings))
             ctx.stop(reason, "blocked")
 
     async def check_tool_output(self, ctx: ToolHookContext) -> None:
@@ -136,7 +137,7 @@ class InputGuard:
             self._report(ctx, findings, f"tool:{tool.name}")
             if self._blocks(findings):
                 text = WITHHELD.format(source=tool.name, names=_names(findings))
-                ctx.emit("guard.blocked", guard="external", tool=tool.name, id=result.call.id,
+                ctx.emit(GuardBlocked, guard="external", tool=tool.name, id=result.call.id,
                          reason=text, findings=_payload(findings))
                 ctx.result = ToolResult(result.call, text, True, result.duration_s)
                 return

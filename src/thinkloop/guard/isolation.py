@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
+from thinkloop.events import IsolationPlanned, IsolationQuarantined, IsolationRefused
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import is_spotlit, spotlight, unwrap
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
@@ -82,7 +83,7 @@ class PlanIsolation:
             wanted = []
         plan = self.plans.get(ctx)
         plan[:] = [n for n in wanted if isinstance(n, str) and n in ctx.cfg.tools]
-        ctx.emit("isolation.planned", tools=list(plan))
+        ctx.emit(IsolationPlanned, tools=list(plan))
 
     def check(self, ctx: ToolHookContext) -> None:
         call = ctx.call
@@ -92,7 +93,7 @@ class PlanIsolation:
         read = any(m.role != "system" and is_spotlit(m.content) for m in ctx.state.messages)
         if read and call.name not in plan:
             reason = OFF_PLAN.format(tool=call.name, plan=", ".join(plan) or "no tools")
-            ctx.emit("isolation.refused", tool=call.name, id=call.id, plan=list(plan))
+            ctx.emit(IsolationRefused, tool=call.name, id=call.id, plan=list(plan))
             ctx.result = ToolResult(call, reason, is_error=True)
 
     async def quarantine(self, ctx: ToolHookContext) -> None:
@@ -104,7 +105,7 @@ class PlanIsolation:
                                    task=ctx.state.task)
         reply = await self._side_call(ctx, "isolation.quarantine", system, unwrap(result.content))
         data = self._validated(reply)
-        ctx.emit("isolation.quarantined", tool=tool.name, id=result.call.id,
+        ctx.emit(IsolationQuarantined, tool=tool.name, id=result.call.id,
                  valid=data is not None)
         text = "no data could be read" if data is None else orjson.dumps(data).decode()
         ctx.result = ToolResult(result.call, spotlight(text, tool.name), False,

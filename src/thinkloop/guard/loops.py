@@ -21,10 +21,11 @@ A step's signature is the set of calls it made, so parallel calls in one step co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 
+from thinkloop.events import GuardBlocked
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.types import Step, ToolCall, ToolResult
@@ -163,7 +164,7 @@ class LoopGuard:
         run.strikes += 1
         if run.strikes > 1:
             reason = f"loop detected twice: {pattern}"
-            ctx.emit("guard.blocked", guard="loop", tool=call.name, id=call.id, reason=reason,
+            ctx.emit(GuardBlocked, guard="loop", tool=call.name, id=call.id, reason=reason,
                      final=True)
             ctx.stop(reason, "loop_detected")
             return True
@@ -172,8 +173,7 @@ class LoopGuard:
 
     def _answer(self, ctx: ToolHookContext, call: ToolCall, text: str, guard: str) -> None:
         # Not an error: nothing failed, the model is told what it already has.
-        payload: dict[str, Any] = {"guard": guard, "tool": call.name, "id": call.id}
-        ctx.emit("guard.blocked", **payload, reason=text.strip())
+        ctx.emit(GuardBlocked, guard=guard, tool=call.name, id=call.id, reason=text.strip())
         ctx.result = ToolResult(call, text)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from thinkloop.events import PolicyDenied
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ToolHookContext
@@ -65,7 +66,7 @@ class MessageLimit:
         count = self.sent.get(ctx)
         limit = self.limit(ctx)
         if count[0] >= limit:
-            ctx.emit("policy.denied", guard="max_messages", tool=call.name, id=call.id,
+            ctx.emit(PolicyDenied, guard="max_messages", tool=call.name, id=call.id,
                      reason=f"more than {limit} messages in one task")
             ctx.result = ToolResult(call, LIMIT_REACHED.format(n=limit), is_error=True)
             return

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thinkloop.events import Nudge
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.hooks import Hook, ReasonContext
@@ -61,14 +62,14 @@ class Nudges:
         remaining = limit - ctx.state.step
         if s.urgency and 0 < remaining <= s.urgency_at:
             extra.append(Message.user(URGENCY.format(n=remaining)))
-            ctx.emit("nudge", kind="urgency", remaining=remaining)
+            ctx.emit(Nudge, kind="urgency", remaining=remaining)
         channel = run_channel_tools(s.channel_tools, ctx)
         if channel and not capsule_active(self.steps, ctx):
             silent = self._silent_steps(ctx, channel)
             if silent >= s.transparency_after:
                 tools = " or ".join(channel)
                 extra.append(Message.user(TRANSPARENCY.format(n=silent, tools=tools)))
-                ctx.emit("nudge", kind="transparency", silent_steps=silent)
+                ctx.emit(Nudge, kind="transparency", silent_steps=silent)
         if extra:
             # A new list: the history in state.messages stays exactly as it was.
             ctx.messages = [*ctx.messages, *extra]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thinkloop.events import PlanCreated, PlanSkipped
 from thinkloop.hooks import AssessContext, Hook
 from thinkloop.types import Message
 
@@ -32,7 +33,7 @@ class PreTaskPlan:
 
     async def plan(self, ctx: AssessContext) -> None:
         if ctx.state.lean:  # a trivial task (step budget): no plan, OrcBot's lean mode
-            ctx.emit("plan.skipped", reason="lean")
+            ctx.emit(PlanSkipped, reason="lean")
             return
         tools = ", ".join(ctx.cfg.tools) or "none"
         messages = [Message.system(f"{self.settings.prompt}\nAvailable tools: {tools}"),
@@ -42,4 +43,4 @@ class PreTaskPlan:
         if not text:
             return
         ctx.system_prompt = f"{ctx.system_prompt}\n\nPLAN (made before starting):\n{text}"
-        ctx.emit("plan.created", plan=text)
+        ctx.emit(PlanCreated, plan=text)

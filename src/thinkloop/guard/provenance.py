@@ -26,6 +26,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from thinkloop.events import GuardProvenance
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
 from thinkloop.guard.run_memory import RunMemory
@@ -193,7 +194,7 @@ class ProvenanceGate:
         if problem is None:
             return
         reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"
-        ctx.emit("guard.provenance", tool=call.name, id=call.id, reason=reason,
+        ctx.emit(GuardProvenance, tool=call.name, id=call.id, reason=reason,
                  sources=list(taint.sources))
         gate = self.gate
         decision = await gate.decide(ctx, call, reason) if gate is not None else None

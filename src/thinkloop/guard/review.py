@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from thinkloop.events import ReviewBlocked
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.spotlight import unwrap
@@ -114,5 +115,5 @@ class TerminationReview:
         used[0] += 1
         reasons = " ".join(FIXES[c].format(detail=d) for c, d in codes.items())
         feedback = f"[Completion blocked: {', '.join(codes)}] {reasons}"
-        ctx.emit("review.blocked", codes=list(codes), reason=feedback, attempt=used[0])
+        ctx.emit(ReviewBlocked, codes=list(codes), reason=feedback, attempt=used[0])
         ctx.reject(feedback)

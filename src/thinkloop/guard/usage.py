@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thinkloop.events import GuardBlocked
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ReasonContext, ToolHookContext
 
@@ -47,7 +48,7 @@ class UsageGuard:
 
     def _stop(self, ctx: HookContext, limit: str, used: float, cap: float) -> None:
         reason = f"usage limit reached: {limit} {used:g} of {cap:g}"
-        ctx.emit("guard.blocked", guard="budget", limit=limit, used=used, cap=cap,
+        ctx.emit(GuardBlocked, guard="budget", limit=limit, used=used, cap=cap,
                  reason=reason)
         ctx.stop(reason, "budget_exceeded", answer=best_answer(ctx))
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from thinkloop.events import Assessed, AssessmentEscalated, AssessmentFanOut
 from thinkloop.hooks import AssessContext, Hook
 from thinkloop.judgement.signals import DECISIONS, Assessment, heuristic
 from thinkloop.memory.layers import owner_of
@@ -115,9 +116,9 @@ class Assessor:
         model = None if ctx.state.lean else ctx.cfg.model  # lean: the heuristic only
         found = await self.judge(ctx.task, ctx, model)
         self.latest[ctx.run_id] = found
-        ctx.emit("assessment", **found.to_dict())
+        ctx.emit(Assessed, **found.to_dict())
         if found.escalated:
-            ctx.emit("assessment.escalated", confidence=round(found.confidence, 3))
+            ctx.emit(AssessmentEscalated, confidence=round(found.confidence, 3))
         if self.settings.store_plans:
             await self._store(ctx, found)
 
@@ -158,7 +159,7 @@ class Assessor:
             jobs = [(kinds[0], ctx.task)]
         parent = ToolContext(ctx.run_id, 0, "assessment", ctx.cfg.session_id, ctx.cfg.user_id,
                              ctx.cfg.deps, emit=ctx.state.emit, charge_usage=ctx.state.charge)
-        ctx.emit("assessment.fan_out", decision=found.decision, agents=[a for a, _ in jobs],
+        ctx.emit(AssessmentFanOut, decision=found.decision, agents=[a for a, _ in jobs],
                  tasks=[t for _, t in jobs])
         results = await self.subagents.fan_out(jobs, parent)
         return ("SUB-AGENT RESULTS (the task was split before starting; build your answer on "

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import orjson
 
+from thinkloop.events import EntitiesRecalled
 from thinkloop.hooks import AssessContext, Hook, OutputContext
 from thinkloop.memory.jobs import PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import owner_of
@@ -290,7 +291,7 @@ class Learner:
             edges = await self.store.graph_edges(owner, known) if known else []
             lines += [f"- {a} {rel.replace('_', ' ')} {b} ({w}x)" for a, rel, b, w in edges]
             if known:
-                ctx.emit("entities.recalled", entities=known, edges=len(edges))
+                ctx.emit(EntitiesRecalled, entities=known, edges=len(edges))
         if isinstance(self.store, MemoryBackend):
             lessons = await self.store.memories(owner, "reflection", 5)
             lines += [f"- lesson ({r.key}): {r.content}" for r in lessons]

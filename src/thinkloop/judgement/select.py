@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from thinkloop.errors import ConfigError
+from thinkloop.events import ModelSelected
 from thinkloop.guard.budget import classify
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, ReasonContext
@@ -147,7 +148,7 @@ class ModelSelector:
         found = self.assessor.latest.get(ctx.run_id) if self.assessor else None
         choice = self.choose(ctx.task, ctx.cfg.model, found)
         self.choices.get(ctx).append(choice)
-        ctx.emit("model.selected", **choice.to_dict())
+        ctx.emit(ModelSelected, **choice.to_dict())
 
     def apply(self, ctx: ReasonContext) -> None:
         chosen = self.choices.get(ctx)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from thinkloop.events import SecretsRedacted, SensitivityClassified, SupervisorEscalated
 from thinkloop.guard.approval import ApprovalGate, ApprovalRequest, ApprovalSettings, Approver
 from thinkloop.guard.approval import Decision as Approval
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
@@ -191,7 +192,7 @@ class Supervisor:
         why = ("secret data always goes to a human" if secret and verdict is not None
                else verdict.reason if verdict is not None else "no readable verdict")
         if ctx is not None:
-            ctx.emit("supervisor.escalated", tool=request.tool, id=request.call_id, reason=why)
+            ctx.emit(SupervisorEscalated, tool=request.tool, id=request.call_id, reason=why)
         if self.fallback is None:
             return Approval(False, f"supervisor escalated ({why}) and no human approver is "
                                    "configured", remember=False)
@@ -250,7 +251,7 @@ class SensitivityGuard:
     def note_task(self, ctx: AssessContext) -> None:
         vault = self.vaults.get(ctx.run_id)
         if vault is not None and vault.by_value:
-            ctx.emit("secrets.redacted", where="task", count=len(vault.by_value))
+            ctx.emit(SecretsRedacted, where="task", count=len(vault.by_value))
 
     def drop(self, ctx: HookContext) -> None:
         self.vaults.pop(ctx.run_id, None)
@@ -264,7 +265,7 @@ class SensitivityGuard:
             return
         CURRENT.set(ctx)
         found = classify_call(call, self.settings.rules)
-        ctx.emit("sensitivity.classified", tool=call.name, id=call.id, level=found.level,
+        ctx.emit(SensitivityClassified, tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
         gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
         if ctx.result is None and not gated \
@@ -289,7 +290,7 @@ class SensitivityGuard:
         call = replace(result.call, arguments=_hidden_args(vault, dict(result.call.arguments)))
         if hidden != result.content or call != result.call:
             if hidden != result.content:
-                ctx.emit("secrets.redacted", where="tool_result", tool=result.call.name)
+                ctx.emit(SecretsRedacted, where="tool_result", tool=result.call.name)
             ctx.result = replace(result, call=call, content=hidden)
 
 

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Seque
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
+from thinkloop.events import Event
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
 from thinkloop.loop.state import RunConfig, RunState
-from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop")
 
@@ -28,13 +28,18 @@ After = Callable[[RunConfig, RunState], Awaitable[None]]
 
 
 class _EventChannel:
-    """A single-consumer queue: a deque plus one waiter, cheaper than asyncio.Queue per event."""
+    """A single-consumer queue: a deque plus one waiter, cheaper than asyncio.Queue per event.
+    The deque (600 bytes) is made with the first event: most runs never queue one."""
+
+    __slots__ = ("_items", "_waiter")
 
     def __init__(self) -> None:
-        self._items: deque[Event | None] = deque()
+        self._items: deque[Event | None] | None = None
         self._waiter: asyncio.Future[None] | None = None
 
     def put(self, item: Event | None) -> None:
+        if self._items is None:
+            self._items = deque()
         self._items.append(item)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -50,7 +55,41 @@ class _EventChannel:
         return self._items.popleft()
 
     def clear(self) -> None:
-        self._items.clear()
+        self._items = None
+
+
+class _Latch:
+    """Set once, awaited by a few: an ``asyncio.Event`` without its deque of waiters (600
+    bytes) until someone waits. Every run has one, and 100k runs may wait at once."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)  # cancelled: do not keep it until the end
 
 
 class RunHandle:
@@ -72,7 +111,7 @@ class RunHandle:
         self._after = after
         self._queue = _EventChannel()
         self._consumed = False
-        self._finished = asyncio.Event()
+        self._finished = _Latch()
         # Events are queued for whoever iterates the handle; a run nobody iterates and
         # nobody subscribes to builds none at all (the hot path of agent.run()).
         self._buffer = buffer_events

@@ -6,24 +6,24 @@ Each phase runs its hook stages; a hook that stops the run raises :class:`StopRu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from thinkloop.errors import OutputValidationError
+from thinkloop.events import Chunk, LlmRequest, LlmResponse, StepCompleted, ToolCalled, ToolReturned
 from thinkloop.hooks import (
     HookContext,
     ReasonContext,
     ReflectContext,
     ToolHookContext,
-    response_payload,
 )
 from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer, Malformed
-from thinkloop.protocols.stream import chunk_filter
+from thinkloop.protocols.stream import ChunkFilter, chunk_filter
 from thinkloop.tools.base import ToolContext
 from thinkloop.tools.execute import run_call
 from thinkloop.types import (
@@ -64,6 +64,27 @@ async def run_stage(cfg: RunConfig, ctx: HookContext) -> None:
             raise StopRun(ctx.stop_status, ctx.stop_reason, ctx.stop_answer)
 
 
+async def streamed(cfg: RunConfig, state: RunState,
+                   stream: AsyncIterator[TextDelta | ModelResponse]) -> ModelResponse:
+    """The streamed reply's response, its text emitted as ``chunk`` events on the way."""
+    response = None
+    # Text protocols parse the stream: only prose goes out as text, calls as tool_call. The
+    # filter is made with the first text, so a run waiting on its model holds none.
+    chunks: ChunkFilter | None = None
+    async for item in stream:
+        if isinstance(item, TextDelta):
+            if chunks is None:
+                chunks = chunk_filter(cfg.protocol)
+            for delta in chunks.feed(item):
+                state.emit(Chunk, content=delta.text, kind=delta.kind)
+        else:
+            response = item
+    for delta in chunks.close() if chunks is not None else ():
+        state.emit(Chunk, content=delta.text, kind=delta.kind)
+    assert response is not None
+    return response
+
+
 async def think(
     cfg: RunConfig, state: RunState, *, with_tools: bool, extra: Sequence[Message] = ()
 ) -> ModelResponse:
@@ -89,24 +110,13 @@ async def think(
     settings = base if shape is None else replace(base, constraint=shape)
     ctx.tools = list(cfg.protocol.model_tools(visible))
     model = ctx.model or cfg.model
-    state.emit("llm.request", messages=len(ctx.messages), tools=[s.name for s in ctx.tools])
+    state.emit(LlmRequest.of, ctx.messages, ctx.tools)
     if cfg.stream_model:
-        response = None
-        # Text protocols parse the stream: only prose goes out as text, calls as tool_call.
-        chunks = chunk_filter(cfg.protocol)
-        async for item in model.stream(ctx.messages, ctx.tools, settings):
-            if isinstance(item, TextDelta):
-                for delta in chunks.feed(item):
-                    state.emit("chunk", content=delta.text, kind=delta.kind)
-            else:
-                response = item
-        for delta in chunks.close():
-            state.emit("chunk", content=delta.text, kind=delta.kind)
-        assert response is not None
+        response = await streamed(cfg, state, model.stream(ctx.messages, ctx.tools, settings))
     else:
         response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
-    state.emit("llm.response", **response_payload(response))
+    state.emit(LlmResponse.of, response)
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response
@@ -175,7 +185,7 @@ async def act(
     """
     state.append(assistant)
     for c in calls:
-        state.emit("tool.call", **call_payload(c))
+        state.emit(ToolCalled.of, c)
     todo = tuple(c for c in calls if c.id not in answered) if answered else calls
     if len(todo) == 1:
         ran = [await run_tool(cfg, state, todo[0])]
@@ -188,8 +198,7 @@ async def act(
     if waiting:
         results = [r for r in results if all(r.call.id != p.call_id for p in waiting)]
     for r in results:
-        state.emit("tool.result", id=r.call.id, name=r.call.name, is_error=r.is_error,
-                   content=r.content, duration_s=round(r.duration_s, 6))
+        state.emit(ToolReturned.of, r)
     if results:
         state.append(*cfg.protocol.observations(assistant, results))
     record_step(state, assistant, response.usage, calls, tuple(results))
@@ -251,11 +260,9 @@ def known_result(state: RunState, calls: tuple[ToolCall, ...]) -> str:
 def record_step(
     state: RunState, assistant: Message, usage: Usage, calls: Any, results: Any
 ) -> None:
-    state.emit("step.completed", tool_calls=len(calls))
+    state.emit(StepCompleted, tool_calls=len(calls))
     state.steps.append(
         Step(len(state.steps) + 1, assistant.thought, assistant.content, calls, results, usage)
     )
 
 
-def call_payload(c: ToolCall) -> dict[str, Any]:
-    return {"id": c.id, "name": c.name, "arguments": c.arguments}

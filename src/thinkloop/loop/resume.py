@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from thinkloop.loop.phases import act, call_payload, run_tool
+from thinkloop.events import ApprovalDecided, ToolCalled, ToolReturned
+from thinkloop.loop.phases import act, run_tool
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.types import (
     Message,
@@ -51,16 +52,15 @@ async def continue_paused(cfg: RunConfig, state: RunState) -> None:
     results: list[ToolResult] = []
     for p in resume.pending:
         call = ToolCall(p.call_id, p.tool, dict(p.arguments))
-        state.emit("approval.decided", tool=p.tool, id=p.call_id, approved=resume.approved,
+        state.emit(ApprovalDecided, tool=p.tool, id=p.call_id, approved=resume.approved,
                    reason=resume.reason, source="resume")
-        state.emit("tool.call", **call_payload(call))
+        state.emit(ToolCalled.of, call)
         if resume.approved:
             result = await run_tool(cfg, state, call)
         else:
             text = DENIED.format(reason=resume.reason or "no reason given")
             result = ToolResult(call, text, is_error=True)
-        state.emit("tool.result", id=call.id, name=call.name, is_error=result.is_error,
-                   content=result.content, duration_s=round(result.duration_s, 6))
+        state.emit(ToolReturned.of, result)
         results.append(result)
     state.append(*cfg.protocol.observations(holder, results))
     if state.steps:  # the paused step is complete now

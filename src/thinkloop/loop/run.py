@@ -11,6 +11,13 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from thinkloop.events import (
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    usage_payload,
+)
 from thinkloop.hooks import AssessContext, OutputContext
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
@@ -25,7 +32,7 @@ from thinkloop.types import Message, RunStatus
 
 async def execute(cfg: RunConfig, state: RunState) -> None:
     """Run to the end and record how it ended; only outside cancellation is re-raised."""
-    state.emit("run.started", task=state.task, model=cfg.model.name)
+    state.emit(RunStarted, task=state.task, model=cfg.model.name)
     try:
         async with asyncio.timeout(cfg.limits.timeout_s):
             # A resumed run was assessed before it paused: it answers the held calls instead.
@@ -168,15 +175,13 @@ async def deliver(cfg: RunConfig, state: RunState) -> None:
                 if not rewritten:
                     state.text, state.output = "", None
                 state.status, state.error_text = ctx.stop_status, ctx.stop_reason
-    u = state.usage
-    usage = {"requests": u.requests, "input_tokens": u.input_tokens,
-             "output_tokens": u.output_tokens}
+    usage = usage_payload(state.usage)
     if state.status == "failed":
-        state.emit("run.failed", error=state.error_text, usage=usage)
+        state.emit(RunFailed, error=state.error_text, usage=usage)
     elif state.status == "cancelled":
-        state.emit("run.cancelled", usage=usage)
+        state.emit(RunCancelled, usage=usage)
     else:
-        state.emit("run.completed", status=state.status, output=state.text,
+        state.emit(RunCompleted, status=state.status, output=state.text,
                    error=state.error_text, silent=state.silent, usage=usage)
 
 

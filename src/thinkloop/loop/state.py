@@ -6,25 +6,20 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
+from thinkloop.events import Event
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
 from thinkloop.tools.base import Tool
-from thinkloop.types import (
-    Event,
-    Message,
-    PendingApproval,
-    RunStatus,
-    Step,
-    ToolSpec,
-    Usage,
-)
+from thinkloop.types import Message, PendingApproval, RunStatus, Step, ToolSpec, Usage
 
 if TYPE_CHECKING:
     from thinkloop.loop.resume import Recovered, Resumption
+
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +56,7 @@ class RunConfig:
         return tuple(t.spec for t in self.tools.values())
 
 
-@dataclass
+@dataclass(slots=True)  # one per run: slots keep a waiting run small (issue 19)
 class RunState:
     run_id: str
     task: str
@@ -100,9 +95,11 @@ class RunState:
     def step(self) -> int:
         return len(self.steps)
 
-    def emit(self, type_: str, **payload: Any) -> None:
+    def emit(self, kind: Callable[Concatenate[str, int, P], Event], /,
+             *args: P.args, **fields: P.kwargs) -> None:
+        """Emit ``kind(run_id, step, *args, **fields)`` (an event class or its ``of``)."""
         if self.emit_to is not None:  # None: nobody listens, so no event is even built
-            self.emit_to(Event(type_, self.run_id, len(self.steps), payload))
+            self.emit_to(kind(self.run_id, len(self.steps), *args, **fields))
 
     def charge(self, usage: Usage) -> None:
         """Count usage spent on this run's behalf elsewhere (a sub-agent's model calls)."""

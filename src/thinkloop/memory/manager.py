@@ -18,6 +18,7 @@ from typing import Literal
 from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
 from thinkloop.context.tokens import context_window
 from thinkloop.errors import ConfigError
+from thinkloop.events import MemoryRecallSkipped
 from thinkloop.hooks import AssessContext, Hook, OutputContext, ReasonContext
 from thinkloop.memory.jobs import DEFAULT_JOBS, PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
@@ -98,7 +99,7 @@ class Memory:
     async def inject(self, ctx: AssessContext) -> None:
         query = ctx.task
         if ctx.state.lean:  # a trivial task (step budget): OrcBot's lean mode skips recall
-            ctx.emit("memory.recall_skipped", reason="lean")
+            ctx.emit(MemoryRecallSkipped, reason="lean")
             query = ""  # the profile and session summaries stay: they are not retrieval
         block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, query)
         if block:

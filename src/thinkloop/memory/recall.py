@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from thinkloop.models.embedding import Embedder, MiniLMEmbedder, recall_extra_installed
 from thinkloop.store.base import MemoryBackend, MemoryRecord
+
+if TYPE_CHECKING:
+    # numpy costs ~100 ms to import; it loads with the first embedding, not with thinkloop.
+    import numpy as np
 
 log = logging.getLogger("thinkloop.memory")
 
@@ -36,6 +38,8 @@ def default_embedder() -> Embedder | None:
 
 
 def to_blob(vector: np.ndarray) -> bytes:
+    import numpy as np
+
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
@@ -157,6 +161,8 @@ class VectorRetriever(_CachedRetriever):
         self.min_score = min_score
 
     async def _build(self, records: list[MemoryRecord]) -> np.ndarray:
+        import numpy as np
+
         missing = [i for i, r in enumerate(records) if r.embedding is None]
         extra = (await asyncio.to_thread(self.embedder.embed, [records[i].content for i in missing])
                  if missing else np.zeros((0, self.embedder.dim), np.float32))
@@ -172,9 +178,13 @@ class VectorRetriever(_CachedRetriever):
                       added: list[MemoryRecord]) -> np.ndarray:
         if index is None:
             return await self._build(records)
+        import numpy as np
+
         return np.vstack([index, await self._build(added)])
 
     async def search(self, owner: str, query: str, k: int) -> list[MemoryRecord]:
+        import numpy as np
+
         records, matrix = await self.refresh(owner)
         if not records or k <= 0:
             return []

@@ -11,9 +11,11 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    # numpy costs ~100 ms to import; it loads with the first embedding, not with thinkloop.
+    import numpy as np
 
 
 class Embedder(Protocol):
@@ -70,6 +72,8 @@ class MiniLMEmbedder:
             list(texts), normalize_embeddings=True, convert_to_numpy=True,
             show_progress_bar=False,
         )
+        import numpy as np
+
         return np.asarray(vectors, dtype=np.float32)
 
 

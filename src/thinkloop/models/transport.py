@@ -12,10 +12,7 @@ import codecs
 import email.utils
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
-
-import aiohttp
-from httpx_sse import EventSource
+from typing import TYPE_CHECKING, Any
 
 from thinkloop.errors import (
     ContextOverflowError,
@@ -26,6 +23,10 @@ from thinkloop.errors import (
     ModelTimeoutError,
 )
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
+
+if TYPE_CHECKING:
+    # aiohttp and httpx-sse cost ~300 ms to import; they load on the first request instead.
+    import aiohttp
 
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -100,6 +101,8 @@ class HttpTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _client(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
             # A session is bound to its event loop; run_sync starts a fresh loop each call.
@@ -112,11 +115,15 @@ class HttpTransport:
         return self._session
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
+        import aiohttp
+
         return aiohttp.ClientTimeout(total=timeout_s, sock_connect=self.connect_timeout_s)
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
     ) -> bytes:
+        import aiohttp
+
         try:
             async with self._client().post(
                 url, data=body, headers=headers, timeout=self._timeout(timeout_s)
@@ -133,6 +140,9 @@ class HttpTransport:
     async def post_sse(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
     ) -> AsyncIterator[str]:
+        import aiohttp
+        from httpx_sse import EventSource
+
         try:
             async with self._client().post(
                 url, data=body, headers={**headers, "accept": "text/event-stream"},

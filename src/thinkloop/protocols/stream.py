@@ -65,7 +65,7 @@ class StreamParser:
         self._specs = tool_specs(tools) if tools is not None else None
         self._names = set(self._specs) if self._specs is not None else tool_names
         self._formats = format_key(formats)
-        self._ids = ids if ids is not None else default_ids()
+        self._ids = ids  # default_ids() made with the first call: most replies have none
         self._buf = ""  # the text from the first unsettled character on
         self._pending: list[str] = []  # chunks fed since the last read
         self._size = 0  # len(_buf) plus the pending chunks
@@ -151,6 +151,8 @@ class StreamParser:
             self._thoughts.append(thought)
             events.append(Thought(thought))
         for name, args, err in found.calls:
+            if self._ids is None:
+                self._ids = default_ids()
             call = ToolCall(next(self._ids), name, args, err)
             self._calls.append(call)
             events.append(CallReady(call))

@@ -96,7 +96,8 @@ class TextProtocol:
 
     def stream_parser(self) -> StreamParser:
         """A parser for one streamed reply, reading it as ``parse`` reads the whole reply."""
-        return StreamParser(tool_names=set(self._specs) or None)
+        # A view, not a copy: a parser waits with each of 100k waiting runs (issue 19).
+        return StreamParser(tool_names=self._specs.keys() or None)
 
     def fit_call(self, call: ToolCall) -> ToolCall:
         """A parsed call fitted to the tools last described (see :func:`conform`)."""

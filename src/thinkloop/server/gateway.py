@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from thinkloop.errors import ConfigError
+from thinkloop.events import Event
 from thinkloop.loop.result import RunResult
 from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
@@ -28,7 +29,6 @@ from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SessionAdmin, Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.tools.base import Tool
-from thinkloop.types import Event
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -122,7 +122,7 @@ class Gateway:
         """Events made outside the loop (questions, messages) join the run's numbered stream."""
         for run in self.live.active():
             if run.id == run_id:
-                stamped = Event(event.type, event.run_id, run.handle.state.step, event.payload)
+                stamped = dataclasses.replace(event, step=run.handle.state.step)
                 run.publish(stamped)
                 return True
         return False

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thinkloop.channels import CallbackChannel, Channel, ChannelError, Outgoing
+from thinkloop.events import Event, InputRequested, MessageSent
 from thinkloop.guard.approval import ApprovalRequest, CallbackApprover, Decision
-from thinkloop.types import Event
 
 Publish = Callable[[str, Event], bool]  # (run id, event) -> whether the run is known
 
@@ -52,8 +52,7 @@ class InputHub:
         if question.run_id is None:
             raise ChannelError("a question outside a run cannot be answered")
         qid = uuid.uuid4().hex[:12]
-        event = Event("input.requested", question.run_id, 0,
-                      {"id": qid, "kind": "question", "question": question.text})
+        event = InputRequested(question.run_id, 0, qid, "question", question.text)
         future = self._register(question.run_id, qid, "question")  # before anyone sees it
         if not self.publish(question.run_id, event):
             self._waiting.pop((question.run_id, qid), None)
@@ -63,8 +62,8 @@ class InputHub:
 
     async def send(self, message: Outgoing) -> None:
         if message.run_id is not None:
-            self.publish(message.run_id, Event("message", message.run_id, 0, {
-                "text": message.text, "recipient": message.recipient}))
+            self.publish(message.run_id,
+                         MessageSent(message.run_id, 0, message.text, message.recipient))
 
     def pending(self, run_id: str) -> list[tuple[str, str]]:
         """(input id, kind) of what ``run_id`` waits on."""

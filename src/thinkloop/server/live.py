@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
+from thinkloop.events import Event, to_dict
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
-from thinkloop.types import Event
 
 
 class LimitExceeded(Exception):
@@ -82,9 +82,7 @@ class LiveRun:
 
 def event_json(seq: int, event: Event) -> bytes:
     """The one wire form of an event (SSE data, WebSocket frames, the web page)."""
-    return orjson.dumps({"id": seq, "type": event.type, "run_id": event.run_id,
-                         "step": event.step, "ts": event.ts, "payload": event.payload},
-                        default=str)
+    return orjson.dumps({"id": seq, **to_dict(event)}, default=str)
 
 
 class LiveRuns:

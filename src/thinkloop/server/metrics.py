@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from thinkloop.types import Event
+from thinkloop.events import (
+    Event,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    StepCompleted,
+)
 
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -30,21 +37,20 @@ class Metrics:
 
     def observe(self, event: Event) -> None:
         """Fed every event of every run the gateway serves."""
-        match event.type:
-            case "run.started":
+        match event:
+            case RunStarted():
                 self.started.inc()
                 self._step_start[event.run_id] = time.perf_counter()
-            case "step.completed":
+            case StepCompleted():
                 now = time.perf_counter()
                 began = self._step_start.get(event.run_id)
                 if began is not None:
                     self.steps.observe(now - began)
                 self._step_start[event.run_id] = now
-            case "run.completed" | "run.failed" | "run.cancelled":
+            case RunCompleted() | RunFailed() | RunCancelled():
                 self._step_start.pop(event.run_id, None)
-                usage = event.payload.get("usage") or {}
-                self.tokens.labels("input").inc(usage.get("input_tokens", 0))
-                self.tokens.labels("output").inc(usage.get("output_tokens", 0))
+                self.tokens.labels("input").inc(event.usage.get("input_tokens", 0))
+                self.tokens.labels("output").inc(event.usage.get("output_tokens", 0))
 
     def finished(self, status: str) -> None:
         self.runs.labels(status).inc()

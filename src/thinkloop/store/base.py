@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from thinkloop.errors import StoreError as StoreError  # re-exported: stores raise it
-from thinkloop.types import Event, Message, PendingApproval
+from thinkloop.events import Event
+from thinkloop.types import Message, PendingApproval
 
 T = TypeVar("T")
 

@@ -20,6 +20,7 @@ import asyncpg
 from asyncpg import Record
 from asyncpg.pool import PoolConnectionProxy
 
+from thinkloop.events import Event
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
 from thinkloop.store.base import (
@@ -47,7 +48,7 @@ from thinkloop.store.serialize import (
     span_from_row,
     span_row,
 )
-from thinkloop.types import Event, Message, PendingApproval
+from thinkloop.types import Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)::int, "

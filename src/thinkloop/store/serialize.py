@@ -12,9 +12,10 @@ from typing import Any
 
 import orjson
 
+from thinkloop.events import Event, from_dict, to_dict
 from thinkloop.store.base import RunRecord, SpanRecord, StoreError
 from thinkloop.text import valid_text
-from thinkloop.types import ContentPart, Event, Message, PendingApproval, ToolCall
+from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
 
 
 def _call(c: ToolCall) -> dict[str, Any]:
@@ -152,9 +153,8 @@ def to_json(value: Any) -> str:
 
 
 def event_to_dict(e: Event) -> dict[str, Any]:
-    """The one JSON form of an event (audit log and wire alike)."""
-    return {"type": e.type, "run_id": e.run_id, "step": e.step, "ts": e.ts,
-            "payload": orjson.loads(to_json(e.payload))}
+    """The one JSON form of an event (audit log and wire alike), as plain JSON values."""
+    return orjson.loads(to_json(to_dict(e)))  # type: ignore[no-any-return]
 
 
 def event_row(e: Event) -> tuple[str, int, float, str]:
@@ -162,8 +162,10 @@ def event_row(e: Event) -> tuple[str, int, float, str]:
 
 
 def event_from_row(run_id: str, row: Sequence[Any]) -> Event:
+    """An audit-log row back as its typed event."""
     type_, step, ts, payload = row
-    return Event(type_, run_id, int(step), orjson.loads(payload), float(ts))
+    return from_dict({"type": type_, "run_id": run_id, "step": step, "ts": ts,
+                      "payload": orjson.loads(payload)})
 
 
 SPAN_COLS = "span_id, parent_id, trace_id, name, start_ts, end_ts, status, attributes"

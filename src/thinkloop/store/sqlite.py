@@ -17,6 +17,7 @@ from typing import Any
 
 import aiosqlite
 
+from thinkloop.events import Event
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store import schema
 from thinkloop.store.base import (
@@ -45,7 +46,7 @@ from thinkloop.store.serialize import (
     span_from_row,
     span_row,
 )
-from thinkloop.types import Event, Message, PendingApproval
+from thinkloop.types import Message, PendingApproval
 
 _SESSION_COLS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "

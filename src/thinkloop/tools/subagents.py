@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkloop.errors import ConfigError, ToolArgumentsError
+from thinkloop.events import Event, Handoff
 from thinkloop.models.base import Model
 from thinkloop.tools.base import Tool, ToolContext, as_tool, make_tool
-from thinkloop.types import Event, Usage
+from thinkloop.types import Usage
 
 MINIMAL_INSTRUCTIONS = (
     "You are a focused sub-agent working for another agent. Do exactly the task you are given, "
@@ -75,14 +76,13 @@ class SubAgents:
         """All child usage charged to one parent run so far."""
         return self._usage[parent_run_id]
 
-    def _emit(self, parent: ToolContext | None, type_: str, **payload: Any) -> None:
-        run_id, step = (parent.run_id, parent.step) if parent else ("", 0)
-        event = Event(type_, run_id, step, payload)
+    def _emit(self, parent: ToolContext | None, **fields: Any) -> None:
         if self.on_event is not None:
-            self.on_event(event)
+            run_id, step = (parent.run_id, parent.step) if parent else ("", 0)
+            self.on_event(Handoff(run_id, step, **fields))
         emit = getattr(parent, "emit", None)
         if callable(emit):
-            emit(type_, **payload)
+            emit(Handoff, **fields)
 
     def _charge(self, parent: ToolContext | None, usage: Usage) -> None:
         if parent is None:
@@ -116,12 +116,12 @@ class SubAgents:
             child = self._agent(spec, parent)
             handle = child.start(task, user_id=parent.user_id if parent else None,
                                  stream_model=False)
-            self._emit(parent, "handoff", direction="to_child", agent=spec.name, task=task,
+            self._emit(parent, direction="to_child", agent=spec.name, task=task,
                        child_run_id=handle.run_id)
             start = time.perf_counter()
             result = await handle.result()
         self._charge(parent, result.usage)
-        self._emit(parent, "handoff", direction="to_parent", agent=spec.name,
+        self._emit(parent, direction="to_parent", agent=spec.name,
                    child_run_id=result.run_id, status=result.status,
                    duration_s=round(time.perf_counter() - start, 6))
         return ChildResult(spec.name, task, result.status, result.text, result.usage,

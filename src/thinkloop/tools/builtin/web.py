@@ -14,15 +14,16 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from thinkloop.context.inputs import RunContext, parse_context
 from thinkloop.errors import ConfigError, ToolError, ToolExecutionError
 from thinkloop.tools.base import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
+
+if TYPE_CHECKING:
+    import httpx  # ~100 ms to import: loaded when a page is fetched
 
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml",
                "application/rss+xml", "application/atom+xml", "application/ld+json")
@@ -66,6 +67,8 @@ async def check_address(url: str, allow_private: bool) -> str | None:
 
 def pinned_request(url: str, ip: str | None) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
     """(URL to connect to, extra headers, request extensions) for ``url`` pinned to ``ip``."""
+    import httpx
+
     target = httpx.URL(url)
     if ip is None:
         return target, {}, {}
@@ -138,6 +141,8 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
         Args:
             url: the http(s) URL to fetch
         """
+        import httpx
+
         timeout = httpx.Timeout(settings.fetch_timeout_s)
         async with httpx.AsyncClient(timeout=timeout, headers=HEADERS) as client:
             try:
@@ -168,6 +173,8 @@ async def context_from_cli(
 
 
 async def _fetch_page(url: str, settings: Any) -> str:
+    import httpx
+
     settings = settings or ToolSettings()
     async with httpx.AsyncClient(timeout=settings.fetch_timeout_s, headers=HEADERS) as client:
         try:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from thinkloop.errors import ConfigError, ToolExecutionError
 from thinkloop.tools.base import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
+
+if TYPE_CHECKING:
+    import httpx  # ~100 ms to import: loaded when a search runs
 
 BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
 TAVILY_URL = "https://api.tavily.com/search"
@@ -106,6 +107,8 @@ def web_search_tool(backend: SearchBackend, timeout_s: float = 20.0) -> Tool:
             query: what to search for
             count: how many results (1-20)
         """
+        import httpx
+
         n = max(1, min(count, 20))
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             try:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from thinkloop.context.sections import render_skills
@@ -97,6 +96,8 @@ class Registry:
 
 def load_registry(path: Path) -> Registry:
     """Parse a workflow registry; one clear :class:`ConfigError` for any problem in it."""
+    import yaml  # only when workflows or skills are configured
+
     try:
         text = path.read_text(encoding="utf-8")
         data = yaml.safe_load(text) or {}
@@ -118,6 +119,8 @@ def load_registry(path: Path) -> Registry:
 
 def load_skills(directory: Path) -> list[Skill]:
     """Every ``*.md`` in ``directory`` (sorted); front matter supplies name and description."""
+    import yaml
+
     skills = []
     for f in sorted(directory.glob("*.md")):
         text = f.read_text(encoding="utf-8")
