@@ -29,7 +29,6 @@ from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.errors import StoreError, ThinkloopError
-from thinkloop.settings import quiet_model_loaders
 from thinkloop.store.open import open_store
 
 if TYPE_CHECKING:
@@ -258,6 +257,8 @@ app.add_typer(guard_app, name="guard")
 
 def main() -> None:
     # The CLI draws its own progress; keep model loaders' progress bars off the terminal.
+    from thinkloop.settings import quiet_model_loaders
+
     quiet_model_loaders()
     try:
         app()

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from thinkloop.errors import ConfigError
-from thinkloop.settings import describe, load_settings
 
 
 def config(
@@ -21,6 +20,8 @@ def config(
 ) -> None:
     """Print the effective settings, each with its source: default, thinkloop.toml,
     environment or argument (secrets masked)."""
+    from thinkloop.settings import describe, load_settings  # pydantic: not for --help
+
     args: dict[str, str] = {}
     for item in overrides or ():
         name, sep, value = item.partition("=")

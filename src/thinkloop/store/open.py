@@ -6,16 +6,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import StoreError
 from thinkloop.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
+    from thinkloop.settings import Settings
     from thinkloop.store.postgres import PostgresStore
 
 def default_location(settings: Settings | None = None) -> str:
     """The settings' ``database_url``, else ``thinkloop.db`` in their home (loaded if unset)."""
-    return (settings or load_settings()).store_location
+    if settings is None:
+        from thinkloop.settings import load_settings  # pydantic: not on the CLI's import path
+
+        settings = load_settings()
+    return settings.store_location
 
 
 def open_store(
