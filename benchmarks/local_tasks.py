@@ -100,15 +100,15 @@ class Outcome:
 
 async def run_task(task: Task, model: str, home: Path, verbose: bool) -> Outcome:
     from thinkloop.cli.build import AgentOptions, build_agent
-    from thinkloop.config import Settings
+    from thinkloop.settings import load_settings
 
     ws_base = Path(tempfile.mkdtemp(dir=home))
-    os.environ["THINKLOOP_TOOLS_WORKSPACE"] = str(ws_base)
     ws = ws_base / "default"
     ws.mkdir(parents=True, exist_ok=True)
     for name, text in task.files.items():
         (ws / name).write_text(text)
-    agent = build_agent(AgentOptions(model=model, approve="auto"), Settings())
+    settings = load_settings({"tools.workspace": ws_base})
+    agent = build_agent(AgentOptions(model=model, approve="auto"), settings)
     started = time.perf_counter()
     result = await agent.run(task.text)
     seconds = time.perf_counter() - started

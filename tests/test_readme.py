@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from thinkloop.config import Settings
+from thinkloop.settings import env_names
 from thinkloop.testing.openai_server import OpenAIServer
-from thinkloop.tools.builtin.settings import ToolSettings
 
 README = Path(__file__).parents[1] / "README.md"
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
@@ -65,9 +64,7 @@ def test_example_runs_offline(index: int, server: OpenAIServer, tmp_path: Path) 
 
 def test_every_setting_is_in_the_environment_table() -> None:
     text = README.read_text()
-    names = [f"THINKLOOP_{n.upper()}" for n in Settings.model_fields]
-    names += [f"THINKLOOP_TOOLS_{n.upper()}" for n in ToolSettings.model_fields]
-    names += ["THINKLOOP_DATABASE_URL", "THINKLOOP_LOCAL_THREADS", "THINKLOOP_LOCAL_KV_CACHE",
-              "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OLLAMA_HOST"]
-    missing = [n for n in names if f"| `{n}`" not in text]
+    names = [n for names in env_names().values() for n in names]
+    rows = "\n".join(line.split("|")[1] for line in text.splitlines() if line.startswith("| `"))
+    missing = [n for n in names if f"`{n}`" not in rows]
     assert not missing, f"README environment table lacks {missing}"

@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
-from thinkloop.config import default_model_spec
 from thinkloop.context.focus import focus_hook, is_small
 from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
@@ -44,6 +43,7 @@ from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
+from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.base import Tool, as_tool
@@ -65,6 +65,9 @@ class Agent:
     opened (that store, a model it resolved from a name) and closes it in :meth:`aclose`
     (``async with Agent(...) as agent:``), after the post-turn jobs in flight have finished.
     Nothing leaks without it: whatever is still open closes when the event loop ends.
+
+    ``config``: the :class:`~thinkloop.settings.Settings` the default model, the providers'
+    keys, the default store and tracing come from (default: ``load_settings()``, read here).
     """
 
     def __init__(
@@ -75,8 +78,8 @@ class Agent:
         *,
         name: str = "thinkloop",
         max_steps: int | None = None,
-        timeout_s: float | None = 600.0,
-        tool_timeout_s: float | None = 60.0,
+        timeout_s: float | None = RUN_TIMEOUT_S,
+        tool_timeout_s: float | None = TOOL_TIMEOUT_S,
         output_type: type[Any] | None = None,
         output_retries: int = 2,
         protocol: str | ToolCallProtocol = "auto",
@@ -94,16 +97,20 @@ class Agent:
         registry: RunRegistry | None = None,
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
+        config: Settings | None = None,
         model_registry: ModelRegistry | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
         self.name = name
+        # Read once here (environment, thinkloop.toml) unless given; passed down from here.
+        self.config = config if config is not None else load_settings()
         # model_registry: the provider prefixes model strings may name (register your own).
-        self.model: Model = resolve_model(model if model is not None else default_model_spec(),
-                                          registry=model_registry)
+        self.model: Model = resolve_model(model if model is not None
+                                          else self.config.model_spec(),
+                                          self.config.provider_env(), registry=model_registry)
         self._owns_model = not isinstance(model, Model)
-        self.store: Store = _open(store)
+        self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
         self.sessions = Sessions(self.store)
         if memory is True and not isinstance(self.store, MemoryBackend):
@@ -152,7 +159,8 @@ class Agent:
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
-                        else default_tracing(stored=tracing or self.runbook is not None))
+                        else default_tracing(stored=tracing or self.runbook is not None,
+                                             settings=self.config))
         self.hooks = Hooks([*early, *guards, *context, *judged,
                             *(entry_point_hooks() if plugins else ()), *normalise(hooks),
                             *(self.runbook.hooks() if self.runbook else ()),
@@ -229,6 +237,7 @@ class Agent:
             user_id=user_id,
             deps=self.deps,
             hooks=self.hooks,
+            config=self.config,
         )
 
     def start(
@@ -394,7 +403,7 @@ def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
     return replace(guard, isolation=IsolationSettings(enabled=True))
 
 
-def _open(store: Store | str | None) -> Store:
+def _open(store: Store | str | None, config: Settings) -> Store:
     """A Store as given, ``"memory"`` for an in-process one, a durable one from a URL or a
     path, or (None) the default durable store: it connects on first use, so runs without a
     session never touch it."""
@@ -403,7 +412,7 @@ def _open(store: Store | str | None) -> Store:
     if store is None or isinstance(store, str):
         from thinkloop.store.open import open_store
 
-        return open_store(store)
+        return open_store(store, settings=config)
     return store
 
 

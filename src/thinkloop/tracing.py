@@ -24,8 +24,7 @@ adds each model call's full input (``gen_ai.input.messages``), cut at 50,000 cha
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -51,6 +50,7 @@ from thinkloop.events import (
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.models.base import Model, ModelSettings
+from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SpanRecord
 from thinkloop.store.serialize import message_to_dict, to_json
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -152,19 +152,13 @@ def _shared(endpoint: str | None, verbose: bool) -> Tracing:
     return tracing
 
 
-def otlp_endpoint(env: Mapping[str, str]) -> str | None:
-    return env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT") or None
-
-
-def default_tracing(*, stored: bool, env: Mapping[str, str] | None = None) -> Tracing | None:
+def default_tracing(*, stored: bool, settings: Settings | None = None) -> Tracing | None:
     """The tracing an agent gets by default: on when its runs are stored or an OTLP endpoint
     is set, else that of the run it was started in (a sub-agent), else none."""
-    env = os.environ if env is None else env
-    endpoint = otlp_endpoint(env)
-    verbose = env.get("THINKLOOP_TRACE_VERBOSE", "").lower() in ("1", "true", "yes")
+    settings = settings or load_settings()
+    endpoint = settings.otlp_endpoint
     if stored or endpoint:
-        return _shared(endpoint, verbose)
+        return _shared(endpoint, settings.trace_verbose)
     return current_tracing()
 
 

@@ -2,7 +2,6 @@ from pathlib import Path
 
 import pytest
 
-from thinkloop.config import default_model_spec
 from thinkloop.errors import ConfigError, UnknownModelError
 from thinkloop.models.anthropic import AnthropicModel
 from thinkloop.models.openai_compat import OpenAICompatModel
@@ -11,6 +10,7 @@ from thinkloop.models.registry import default_registry, resolve_model
 from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.scripted import ScriptedModel
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
+from thinkloop.settings import load_settings
 
 
 def _compat(spec: str, env: dict[str, str]) -> OpenAICompatModel:
@@ -133,7 +133,7 @@ def test_fallback_list_with_nothing_usable_says_why() -> None:
     ],
 )
 def test_default_model_selection_order(env: dict[str, str], spec: str) -> None:
-    assert default_model_spec(env) == spec
+    assert load_settings(env=env).model_spec() == spec
 
 
 async def test_an_agent_resolves_a_registered_provider_prefix() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -195,14 +196,16 @@ async def test_an_old_database_upgrades_in_place(store_url: str) -> None:
         await again.aclose()
 
 
-def test_open_store_picks_the_backend_from_url_path_or_environment() -> None:
-    from pathlib import Path
-
+def test_open_store_picks_the_backend_from_url_path_or_environment(tmp_path: Path) -> None:
+    from thinkloop.settings import load_settings
     from thinkloop.store import StoreError, default_location
 
-    assert default_location({"THINKLOOP_DATABASE_URL": "postgresql://h/db"}) == "postgresql://h/db"
-    assert default_location({"THINKLOOP_HOME": "/srv/tl"}) == "/srv/tl/thinkloop.db"
-    assert default_location({}) == str(Path.home() / ".thinkloop" / "thinkloop.db")
+    def where(env: dict[str, str]) -> str:
+        return default_location(load_settings(env=env, cwd=tmp_path))
+
+    assert where({"THINKLOOP_DATABASE_URL": "postgresql://h/db"}) == "postgresql://h/db"
+    assert where({"THINKLOOP_HOME": "/srv/tl"}) == "/srv/tl/thinkloop.db"
+    assert where({}) == str(Path.home() / ".thinkloop" / "thinkloop.db")
     pg = open_store("postgresql://u@h:5432/db?schema=team_a&sslmode=disable")
     assert isinstance(pg, PostgresStore)
     assert (pg.dsn, pg.schema) == ("postgresql://u@h:5432/db?sslmode=disable", "team_a")
@@ -210,7 +213,8 @@ def test_open_store_picks_the_backend_from_url_path_or_environment() -> None:
     assert open_store("sqlite:///rel.db").path == "rel.db"
     assert open_store("sqlite:////abs/x.db").path == "/abs/x.db"
     assert open_store("sqlite://").path == ":memory:"
-    assert open_store(env={"THINKLOOP_HOME": "/srv/tl"}).path == "/srv/tl/thinkloop.db"
+    in_home = load_settings(env={"THINKLOOP_HOME": "/srv/tl"}, cwd=tmp_path)
+    assert open_store(settings=in_home).path == "/srv/tl/thinkloop.db"
     with pytest.raises(StoreError, match="unknown store URL scheme 'redis'"):
         open_store("redis://localhost")
     with pytest.raises(StoreError, match="bad PostgreSQL schema name"):

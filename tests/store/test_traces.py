@@ -18,6 +18,7 @@ from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.guard import GuardSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.models.scripted import call, reply
+from thinkloop.settings import load_settings
 from thinkloop.store import PostgresStore, SQLiteStore
 from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.tracing import Tracing, default_tracing
@@ -161,7 +162,8 @@ def _long_task(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelR
 
 
 async def test_verbose_mode_keeps_full_inputs_cut_at_50000_chars(store: Backend) -> None:
-    tracing = default_tracing(stored=True, env={"THINKLOOP_TRACE_VERBOSE": "1"})
+    verbose = load_settings(env={"THINKLOOP_TRACE_VERBOSE": "1"})
+    tracing = default_tracing(stored=True, settings=verbose)
     assert tracing is not None and tracing.verbose
     agent = Agent(ScriptedModel([_long_task]), store=store, tracing=tracing, guard=False)
     short = await agent.run("what is 2+2?")

@@ -83,3 +83,26 @@ async def test_child_limits_are_never_wider_than_the_parents(tmp_path: Path) -> 
     assert "[1] worker (max_steps)" in result.steps[0].results[0].content.replace("^", " ")
     # Two steps of tools (then one last call for an answer), not the spec's eight.
     assert len([m for m in child.calls[-1].messages if m.role == "tool"]) == 2
+
+
+async def test_child_uses_the_parents_settings(tmp_path: Path) -> None:
+    from thinkloop.guard.spotlight import unwrap
+    from thinkloop.settings import load_settings
+    from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+
+    with OpenAIServer() as server:
+        # The child's model and its endpoint come only from the parent's settings: nothing
+        # in this process's environment names them.
+        config = load_settings({"model": "openai:child-model", "home": tmp_path / "home",
+                                "models.openai_base_url": server.base_url,
+                                "models.openai_api_key": "sk-parent"},
+                               env={}, cwd=tmp_path)
+        server.enqueue(Reply(body=completion("child answer", model="child-model")))
+        box = Toolbox(ToolSettings(workspace=tmp_path / "ws", sandbox="none"), browser=False)
+        parent_model = ScriptedModel([
+            reply("", model_call("spawn_agent", tasks=["say hi"])), "parent done"])
+        parent = Agent(parent_model, tools=box.tools, config=config)
+        result = await parent.run("delegate: say hi")
+    assert result.text == "parent done"
+    assert [r["model"] for r in server.requests] == ["child-model"]
+    assert unwrap(result.steps[0].results[0].content) == "[1] worker (completed)\nchild answer"

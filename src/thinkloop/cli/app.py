@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import typer
 from rich.console import Console
 
 from thinkloop.cli.approvals import approvals_app
+from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import (
@@ -164,7 +164,7 @@ class RunInputs:
 
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
     from thinkloop.cli.build import build_agent
-    from thinkloop.config import Settings
+    from thinkloop.settings import load_settings
     from thinkloop.tools.builtin.web import context_from_cli
 
     async with contextlib.AsyncExitStack() as stack:
@@ -172,9 +172,10 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         # Sessions, memory and run records live in the durable store (SQLite under
         # THINKLOOP_HOME, or THINKLOOP_DATABASE_URL); memory only when a session or user
         # needs it. Every run is recorded (``thinkloop runs``).
-        store = open_store()
+        settings = load_settings()
+        store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), extra_tools=extra, store=store,
+        agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
@@ -185,7 +186,8 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
             agent.subscribe(printer)
         context = None
         if inputs.files or inputs.context_url:
-            context = await context_from_cli(inputs.files, inputs.context_url)
+            context = await context_from_cli(inputs.files, inputs.context_url,
+                                             settings=settings.tools)
         handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
                              stream_model=not quiet, context=context)
         try:
@@ -243,6 +245,7 @@ def list_tools(
 
 
 app.command("prompt")(prompt)
+app.command("config")(config)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
@@ -254,9 +257,9 @@ app.add_typer(guard_app, name="guard")
 
 def main() -> None:
     # The CLI draws its own progress; keep model loaders' progress bars off the terminal.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_TQDM", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from thinkloop.settings import quiet_model_loaders
+
+    quiet_model_loaders()
     try:
         app()
     except ThinkloopError as exc:

@@ -89,15 +89,16 @@ async def _decide(
 ) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.render import EventPrinter
-    from thinkloop.config import Settings
     from thinkloop.guard.approval import Decision
+    from thinkloop.settings import load_settings
 
     async with contextlib.AsyncExitStack() as stack:
-        store = open_store(db)
+        settings = load_settings()
+        store = open_store(db, settings=settings)
         stack.push_async_callback(store.aclose)
         # Calls needing approval later in the continued run pause it again.
         opts = AgentOptions(model=model, tools=tools, approve="pause")
-        agent = build_agent(opts, Settings(), store=store)
+        agent = build_agent(opts, settings, store=store)
         stack.push_async_callback(agent.aclose)
         if not quiet:
             agent.subscribe(EventPrinter(Console()))

@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 
 from thinkloop.agent import Agent
 from thinkloop.channels import ConsoleChannel
-from thinkloop.config import Settings, default_model_spec
 from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model
+from thinkloop.settings import Settings
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
 
@@ -50,9 +50,9 @@ def build_agent(
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
-    spec = opts.model or settings.model or default_model_spec()
+    spec = opts.model or settings.model_spec()
     # The agent talks to the person on stderr: stdout carries the run's output (--json).
-    tools, guidance = default_tools(opts.tools, worker_model=spec,
+    tools, guidance = default_tools(opts.tools, settings=settings.tools, worker_model=spec,
                                     channels=[ConsoleChannel(out=sys.stderr)])
     builder = cli_prompt_builder(settings)
     if guidance:
@@ -72,6 +72,7 @@ def build_agent(
         guard=guard,
         store=store,
         memory=_memory(store, opts.tools) if memory else False,
+        config=settings,
         judgement=Judgement.parse(
             opts.judgement if opts.judgement is not None else settings.judgement,
             opts.model_pool if opts.model_pool is not None else settings.model_pool),

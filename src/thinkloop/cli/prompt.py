@@ -20,8 +20,8 @@ from rich.table import Table
 from thinkloop.types import ModelResponse, TextDelta, ToolSpec
 
 if TYPE_CHECKING:
-    from thinkloop.config import Settings
     from thinkloop.context.prompt import PromptBuilder
+    from thinkloop.settings import Settings
 
 
 class Mode(StrEnum):
@@ -95,14 +95,14 @@ def render_sections(
     """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it,
     and the prompt mode used."""
     from thinkloop.cli.build import AgentOptions, build_agent
-    from thinkloop.config import Settings, default_model_spec
     from thinkloop.context.focus import is_small
     from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
     from thinkloop.models.decision import tools_prompt
+    from thinkloop.settings import load_settings
 
-    settings = Settings()
-    spec = model or settings.model or default_model_spec()
+    settings = load_settings()
+    spec = model or settings.model_spec()
     opts = AgentOptions(model=spec, tools="none" if no_tools else "default", name=agent_name)
     preview = PreviewModel(spec)
     a = build_agent(opts, settings, model=preview)

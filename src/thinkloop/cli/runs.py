@@ -165,13 +165,14 @@ def resume_run(
 async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: str | None,
                   *, quiet: bool) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
-    from thinkloop.config import Settings
+    from thinkloop.settings import load_settings
 
-    store = open_store(db)
+    settings = load_settings()
+    store = open_store(db, settings=settings)
     try:
         rec = await _record(store, run_id)
         opts = AgentOptions(model or rec.model, tools, approve=approve, name=rec.agent)
-        agent = build_agent(opts, Settings(), store=store,
+        agent = build_agent(opts, settings, store=store,
                             memory=rec.session_id is not None or rec.user_id is not None)
         if not quiet:
             agent.subscribe(EventPrinter(Console()))

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import sys
 from dataclasses import replace
 from typing import Any, Literal, TextIO
@@ -30,12 +28,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.cli.build import AgentOptions, build_agent
-from thinkloop.config import Settings
 from thinkloop.errors import ThinkloopError
 from thinkloop.events import StepCompleted
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
-from thinkloop.sandbox import DEFAULT_ENV_ALLOW
+from thinkloop.settings import Settings, export_environment, load_settings
 from thinkloop.store.open import open_store
 from thinkloop.text import validation_summary
 
@@ -117,19 +114,21 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
             {"status": "error", "result": None, "error": f"invalid payload: {_brief(exc)}"})
         return 1
     output = Output(out, Redactor(payload.secrets))
-    # Model providers and tools read their keys from the environment; this process is the
-    # container's, so the secrets live exactly as long as the run.
-    os.environ.update(payload.secrets)
+    # The secrets are environment variables for the providers and the tools' commands; this
+    # process is the container's, so they live exactly as long as the run.
+    export_environment(payload.secrets)
+    settings = load_settings()
     # The sandbox passes only allow-listed variables to commands: the payload's secrets are
     # meant for the tools, so they join the list.
-    os.environ["THINKLOOP_TOOLS_SANDBOX_ENV"] = json.dumps(
-        [*DEFAULT_ENV_ALLOW, *payload.secrets])
+    tools = settings.tools.model_copy(
+        update={"sandbox_env": (*settings.tools.sandbox_env, *payload.secrets)})
+    settings = settings.model_copy(update={"tools": tools})
     opts = replace(defaults, model=payload.model or defaults.model,
                    tools=payload.tools or defaults.tools,
                    max_steps=payload.max_steps or defaults.max_steps, approve=payload.approve)
     saved, sys.stderr = sys.stderr, RedactingStream(err, output.redact)
     try:
-        result = asyncio.run(_run(payload, opts, output))
+        result = asyncio.run(_run(payload, opts, output, settings))
     except (ThinkloopError, OSError) as exc:
         output.block({"status": "error", "result": None, "session_id": payload.session,
                       "error": f"{type(exc).__name__}: {exc}"})
@@ -151,12 +150,14 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
     return 1 if failed else 0
 
 
-async def _run(payload: StdioPayload, opts: AgentOptions, output: Output) -> RunResult:
+async def _run(payload: StdioPayload, opts: AgentOptions, output: Output,
+               settings: Settings) -> RunResult:
     async with contextlib.AsyncExitStack() as stack:
-        store = open_store() if payload.session or payload.user else None
+        needs_store = payload.session or payload.user
+        store = open_store(settings=settings) if needs_store else None
         if store is not None:
             stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, Settings(), store=store, memory=payload.memory)
+        agent = build_agent(opts, settings, store=store, memory=payload.memory)
         stack.push_async_callback(agent.aclose)
         handle = agent.start(payload.task, session=payload.session, user_id=payload.user,
                              stream_model=False)

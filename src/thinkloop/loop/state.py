@@ -12,6 +12,7 @@ from thinkloop.events import Event
 from thinkloop.hooks import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
+from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
 from thinkloop.tools.base import Tool
 from thinkloop.types import Message, PendingApproval, RunStatus, Step, ToolSpec, Usage
 
@@ -24,8 +25,8 @@ P = ParamSpec("P")
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_steps: int = 12
-    timeout_s: float | None = 600.0
-    tool_timeout_s: float | None = 60.0
+    timeout_s: float | None = RUN_TIMEOUT_S
+    tool_timeout_s: float | None = TOOL_TIMEOUT_S
     output_retries: int = 2
 
 
@@ -45,6 +46,8 @@ class RunConfig:
     user_id: str | None = None
     deps: Any = None
     hooks: Hooks = field(default_factory=Hooks)
+    # The settings the agent was built with: a sub-agent started in this run uses them too.
+    config: Settings | None = None
 
     @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:

@@ -43,6 +43,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
+from thinkloop.settings import LOCAL_N_CTX, default_home
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -375,9 +376,9 @@ def _whole(env: Mapping[str, str], key: str, default: str) -> int:
 
 
 def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
-    n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", "4096")
+    n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", str(LOCAL_N_CTX))
     threads = _whole(env, "THINKLOOP_LOCAL_THREADS", str(default_threads()))
-    home = Path(env.get("THINKLOOP_HOME") or Path.home() / ".thinkloop").expanduser()
+    home = Path(env.get("THINKLOOP_HOME") or default_home()).expanduser()
     cache = None if env.get("THINKLOOP_LOCAL_KV_CACHE", "1") == "0" else home / "cache" / "llama"
     if not name:
         return LocalModel(default_model_path(), n_ctx=n_ctx, n_threads=threads, cache_dir=cache)

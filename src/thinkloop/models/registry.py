@@ -13,7 +13,6 @@ and an installed package adds one for every registry with an entry point in grou
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +23,7 @@ from thinkloop.models.base import Model
 from thinkloop.models.presets import PRESETS, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
 from thinkloop.plugins import discover
+from thinkloop.settings import load_settings
 
 Factory = Callable[[str, Mapping[str, str]], Model]
 ModelSpec = str | Model
@@ -52,7 +52,9 @@ class ModelRegistry:
         self.factories[prefix] = factory
 
     def resolve(self, spec: str, env: Mapping[str, str] | None = None) -> Model:
-        env = os.environ if env is None else env
+        """``env``: the provider settings by variable name (``Settings.provider_env()``);
+        unset, they are loaded here."""
+        env = load_settings().provider_env() if env is None else env
         prefix, sep, name = spec.strip().partition(":")
         factory = self.factories.get(prefix) or _installed(prefix)
         if factory is None:

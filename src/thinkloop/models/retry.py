@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from thinkloop.errors import ConfigError, ModelError, ModelHTTPError, RetriesExhaustedError
+from thinkloop.settings import MODEL_MAX_ATTEMPTS
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ ATTEMPTS_ENV = "THINKLOOP_MODEL_MAX_ATTEMPTS"
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    max_attempts: int = 3
+    max_attempts: int = MODEL_MAX_ATTEMPTS
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
 

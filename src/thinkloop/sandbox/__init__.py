@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from thinkloop.errors import ConfigError, SandboxUnavailableError
 from thinkloop.sandbox.base import (
-    DEFAULT_ENV_ALLOW,
     SYSTEM_PATH,
     NoSandbox,
     Sandbox,
@@ -17,6 +16,9 @@ from thinkloop.sandbox.base import (
     allowed_env,
 )
 from thinkloop.sandbox.bwrap import BwrapSandbox
+
+# Names copied from the host environment by default: nothing that can hold a credential.
+from thinkloop.settings import DEFAULT_ENV_ALLOW
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",

@@ -7,7 +7,6 @@ itself (pipes, timeout, killing) belongs to :mod:`thinkloop.tools.builtin.proces
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -16,8 +15,6 @@ from typing import Protocol
 
 MIB = 1024 * 1024
 
-# Names copied from the host environment by default: nothing that can hold a credential.
-DEFAULT_ENV_ALLOW = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 # Inside a sandbox the host's PATH may name folders that are not mounted.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -40,17 +37,17 @@ class SandboxLimits:
 
 
 def allowed_env(
-    allow: Sequence[str] = DEFAULT_ENV_ALLOW,
-    extra: Mapping[str, str] | None = None,
-    base: Mapping[str, str] | None = None,
+    allow: Sequence[str],
+    extra: Mapping[str, str] | None,
+    base: Mapping[str, str],
 ) -> dict[str, str]:
     """The environment a command sees: only the ``allow``-listed host names, plus ``extra``.
 
     An allow list rather than a deny pattern: a credential under a name nobody thought of
     (``DATABASE_URL`` with a password, ``AWS_ACCESS_KEY_ID``, ``*_PAT``) never gets through.
+    ``base`` is the host environment (``thinkloop.settings.host_environment()``).
     """
-    host = os.environ if base is None else base
-    env = {k: host[k] for k in allow if k in host}
+    env = {k: base[k] for k in allow if k in base}
     env.update(extra or {})
     return env
 

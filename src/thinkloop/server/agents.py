@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
 from thinkloop.channels import Channel
-from thinkloop.config import Settings, default_model_spec
 from thinkloop.errors import ConfigError, UnknownAgentError
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
+from thinkloop.settings import Settings
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.text import validation_summary
@@ -184,8 +184,8 @@ def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
     from thinkloop.tools.defaults import default_tools
 
     s = wiring.settings
-    model = spec.model or s.model or default_model_spec()
-    tools, guidance = default_tools(spec.tool_names(), worker_model=model,
+    model = spec.model or s.model_spec()
+    tools, guidance = default_tools(spec.tool_names(), settings=s.tools, worker_model=model,
                                     channels=[wiring.channel])
     builder = PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(s.home)))
     if guidance:
@@ -201,7 +201,7 @@ def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
         max_steps=spec.max_steps or s.max_steps, timeout_s=spec.timeout_s or s.timeout_s,
         tool_timeout_s=spec.tool_timeout_s or s.tool_timeout_s,
         protocol=spec.protocol or s.protocol, prompt=builder, guard=guard,
-        store=wiring.store, memory=spec.memory, registry=wiring.runs,
+        store=wiring.store, memory=spec.memory, registry=wiring.runs, config=s,
     )
 
 

@@ -12,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from thinkloop.config import Settings
 from thinkloop.errors import (
     ConfigError,
     ConflictError,
@@ -23,6 +22,7 @@ from thinkloop.errors import (
 )
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Gateway
+from thinkloop.settings import Settings, load_settings
 from thinkloop.text import validation_summary
 from thinkloop.tools.base import Tool
 
@@ -50,6 +50,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     from thinkloop.server.streams import router as stream_router
 
     cfg = config or GatewayConfig()
+    settings = settings or load_settings()  # read once, when the app is made
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +58,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         if owned:
             from thinkloop.store.open import open_store
 
-            db: Any = open_store(cfg.store_url)
+            db: Any = open_store(cfg.store_url, settings=settings)
         else:
             db = store
         gateway = Gateway(cfg, db, settings, tools)

@@ -16,7 +16,7 @@ class GatewayConfig:
     # Serve without API keys: everyone is the user "local". Only allowed on loopback.
     no_auth: bool = False
     agents_file: Path | None = None
-    store_url: str | None = None  # None: THINKLOOP_DATABASE_URL or the SQLite file
+    store_url: str | None = None  # None: the settings' store (Settings.store_location)
     per_user_runs: int = 3
     max_runs: int = 64
     # How long a resolved agent is reused before its definition is read again.

@@ -15,7 +15,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from thinkloop.config import Settings
 from thinkloop.errors import ConfigError, ConflictError, NotFoundError
 from thinkloop.events import Event
 from thinkloop.loop.result import RunResult
@@ -26,6 +25,7 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
+from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SessionAdmin, Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.tools.base import Tool
@@ -47,7 +47,7 @@ class Gateway:
                  tools: Sequence[Tool] = ()) -> None:
         self.config = config
         self.store = store
-        self.settings = settings or Settings()
+        self.settings = settings or load_settings()
         # Every agent the gateway builds registers its runs here (abort by run, session, all);
         # ``live`` keeps only what the gateway adds: owners, numbered events, slot limits.
         self.runs = RunRegistry()

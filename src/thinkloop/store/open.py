@@ -1,9 +1,7 @@
-"""``open_store``: pick a backend from a URL, a path or the environment."""
+"""``open_store``: pick a backend from a URL, a path or the settings."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -12,29 +10,27 @@ from thinkloop.store.base import StoreError
 from thinkloop.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
+    from thinkloop.settings import Settings
     from thinkloop.store.postgres import PostgresStore
 
-DB_FILE = "thinkloop.db"
+def default_location(settings: Settings | None = None) -> str:
+    """The settings' ``database_url``, else ``thinkloop.db`` in their home (loaded if unset)."""
+    if settings is None:
+        from thinkloop.settings import load_settings  # pydantic: not on the CLI's import path
 
-
-def default_location(env: Mapping[str, str] | None = None) -> str:
-    """``THINKLOOP_DATABASE_URL``, else ``$THINKLOOP_HOME/thinkloop.db``, else ``~/.thinkloop``."""
-    env = os.environ if env is None else env
-    if url := env.get("THINKLOOP_DATABASE_URL"):
-        return url
-    home = env.get("THINKLOOP_HOME") or str(Path.home() / ".thinkloop")
-    return str(Path(home) / DB_FILE)
+        settings = load_settings()
+    return settings.store_location
 
 
 def open_store(
-    url_or_path: str | Path | None = None, *, env: Mapping[str, str] | None = None
+    url_or_path: str | Path | None = None, *, settings: Settings | None = None
 ) -> SQLiteStore | PostgresStore:
     """A durable store; it connects (and migrates) lazily on first use.
 
     ``postgresql://...`` (optionally ``?schema=name``) opens PostgreSQL, ``sqlite:///path``
     or a plain path opens SQLite, ``None`` uses :func:`default_location`.
     """
-    target = str(url_or_path) if url_or_path is not None else default_location(env)
+    target = str(url_or_path) if url_or_path is not None else default_location(settings)
     scheme = urlsplit(target).scheme
     if scheme in ("postgresql", "postgres"):
         parts = urlsplit(target)

@@ -169,6 +169,7 @@ def inherited(spec: AgentSpec, run: Any) -> dict[str, Any]:
     may not call its children may not call either; without the parent's own context and
     memory hooks. Limits: the smaller of the
     spec's and the parent's. Workspace and user: the parent's (same tools, same user id).
+    Settings: the parent's.
     """
     parent_tools: Mapping[str, Tool] = run.tools
     wanted = [as_tool(t) for t in spec.tools]
@@ -184,6 +185,7 @@ def inherited(spec: AgentSpec, run: Any) -> dict[str, Any]:
         "max_steps": min(spec.max_steps, run.limits.max_steps),
         "timeout_s": _narrower(spec.timeout_s, limits.timeout_s),
         "tool_timeout_s": limits.tool_timeout_s,
+        "config": getattr(run, "config", None),  # the parent's settings, not read again
     }
 
 

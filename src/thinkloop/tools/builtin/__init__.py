@@ -16,11 +16,12 @@ from typing import Any
 
 from thinkloop.channels import Channel, ConsoleChannel
 from thinkloop.sandbox import Sandbox
+from thinkloop.settings import load_settings
 from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.messaging import ASK_HUMAN_GUIDANCE, SendPolicy, messaging_tools
-from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.builtin.shell import shell_tool
 from thinkloop.tools.builtin.web import web_fetch_tool
 from thinkloop.tools.builtin.websearch import backend_from_settings, web_search_tool
@@ -65,7 +66,8 @@ def _workflow_tools(
 class Toolbox:
     """The built-in tools for one agent, and the resources (browser) they hold."""
 
-    settings: ToolSettings = field(default_factory=ToolSettings)
+    # Unset: the loaded settings' (environment, thinkloop.toml), as an Agent's are.
+    settings: ToolSettings = field(default_factory=lambda: load_settings().tools)
     channels: Sequence[Channel] = ()
     send_policy: SendPolicy | None = None
     embedder: Any = None
@@ -80,7 +82,7 @@ class Toolbox:
         self.workspace = Workspace(self.settings.workspace)
         # Checked once, here: a sandbox that cannot run is a configuration error, never a
         # silent fallback to running commands unconfined.
-        self.sandbox = self.settings.make_sandbox()
+        self.sandbox = make_sandbox(self.settings)
         self.browser_session = BrowserSession(
             self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
         # Text for the system prompt that explains how to use these tools (Stingyclaw).
@@ -138,4 +140,4 @@ def builtin_tools(settings: ToolSettings | None = None, **options: Any) -> list[
     ask_human); for other kinds of children build it with
     :meth:`thinkloop.tools.subagents.SubAgents.tool`.
     """
-    return Toolbox(settings or ToolSettings(), **options).tools
+    return Toolbox(settings or load_settings().tools, **options).tools

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from thinkloop.errors import ToolTimeoutError
 from thinkloop.sandbox import DEFAULT_ENV_ALLOW, SYSTEM_PATH, NoSandbox, Sandbox, allowed_env
+from thinkloop.settings import host_environment
 from thinkloop.text import valid_text
 
 # After the main process exits, how long its leftovers may keep the pipe open.
@@ -28,9 +29,9 @@ _DRAIN_GRACE_S = 0.5
 
 def command_env(allow: Sequence[str], sandbox: Sandbox, **extra: str) -> dict[str, str]:
     """The environment of a command: allow-listed host names, a PATH that exists, ``extra``."""
-    path = SYSTEM_PATH if sandbox.name != "none" else allowed_env(("PATH",)).get(
-        "PATH", SYSTEM_PATH)
-    return allowed_env(allow, {"PATH": path, "TMPDIR": "/tmp", **extra})
+    host = host_environment()
+    path = SYSTEM_PATH if sandbox.name != "none" else host.get("PATH", SYSTEM_PATH)
+    return allowed_env(allow, {"PATH": path, "TMPDIR": "/tmp", **extra}, host)
 
 
 @dataclass(frozen=True, slots=True)

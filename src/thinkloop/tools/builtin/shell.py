@@ -8,14 +8,14 @@ from thinkloop.errors import ToolArgumentsError
 from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, run_confined
-from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.workspace import Workspace
 
 
 def shell_tool(
     workspace: Workspace, settings: ToolSettings, sandbox: Sandbox | None = None
 ) -> Tool:
-    box = sandbox if sandbox is not None else settings.make_sandbox()
+    box = sandbox if sandbox is not None else make_sandbox(settings)
 
     async def shell(ctx: ToolContext, command: str, timeout_s: float | None = None) -> str:
         """Run a shell command (/bin/sh) with the workspace as working directory.

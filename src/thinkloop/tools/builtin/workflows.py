@@ -34,7 +34,7 @@ from thinkloop.errors import ConfigError, ToolArgumentsError
 from thinkloop.sandbox import Sandbox
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, run_confined
-from thinkloop.tools.builtin.settings import ToolSettings
+from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.workspace import Workspace
 from thinkloop.types import Skill
 
@@ -160,7 +160,7 @@ def run_workflow_tool(
     registry: Registry, workspace: Workspace, settings: ToolSettings,
     sandbox: Sandbox | None = None,
 ) -> Tool:
-    box = sandbox if sandbox is not None else settings.make_sandbox()
+    box = sandbox if sandbox is not None else make_sandbox(settings)
 
     async def run_workflow(ctx: ToolContext, name: str, args: dict[str, str] | None = None) -> str:
         """Run a workflow found with search_tools; arguments become upper-case env variables.

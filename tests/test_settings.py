@@ -1,0 +1,149 @@
+"""The one Settings: sources in order arguments > environment > thinkloop.toml > defaults."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from tests.tools.helpers import approving
+
+from thinkloop.agent import Agent
+from thinkloop.errors import ConfigError
+from thinkloop.guard.spotlight import unwrap
+from thinkloop.models.scripted import ScriptedModel, reply
+from thinkloop.models.scripted import call as model_call
+from thinkloop.settings import describe, load_settings
+from thinkloop.tools.builtin import Toolbox
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "thinkloop"
+
+TOML = """
+model = "ollama:from-toml"
+timeout_s = 30
+protocol = "json"
+
+[models]
+openai_base_url = "http://toml.invalid/v1"
+max_attempts = 5
+
+[tools]
+shell_timeout_s = 11
+fetch_timeout_s = 12
+grep_max_matches = 13
+"""
+
+
+def test_arguments_beat_environment_beat_toml_beat_defaults(tmp_path: Path) -> None:
+    (tmp_path / "thinkloop.toml").write_text(TOML)
+    env = {"THINKLOOP_TIMEOUT_S": "40", "THINKLOOP_TOOLS_SHELL_TIMEOUT_S": "21",
+           "THINKLOOP_TOOLS_FETCH_TIMEOUT_S": "22", "OPENAI_BASE_URL": "http://env.invalid/v1",
+           "THINKLOOP_HOME": str(tmp_path / "home")}
+    s = load_settings({"tools.shell_timeout_s": 31, "protocol": "tags"}, env=env, cwd=tmp_path)
+    assert (s.model, s.timeout_s, s.protocol, s.tool_timeout_s) == (
+        "ollama:from-toml", 40.0, "tags", 60.0)
+    assert (s.tools.shell_timeout_s, s.tools.fetch_timeout_s, s.tools.grep_max_matches) == (
+        31.0, 22.0, 13)
+    assert (s.models.openai_base_url, s.models.max_attempts) == ("http://env.invalid/v1", 5)
+    assert {k: s.origin(k) for k in ("model", "timeout_s", "protocol", "tool_timeout_s",
+                                     "tools.shell_timeout_s", "tools.fetch_timeout_s",
+                                     "tools.grep_max_matches", "models.openai_base_url",
+                                     "models.max_attempts", "home")} == {
+        "model": "thinkloop.toml", "timeout_s": "environment", "protocol": "argument",
+        "tool_timeout_s": "default", "tools.shell_timeout_s": "argument",
+        "tools.fetch_timeout_s": "environment", "tools.grep_max_matches": "thinkloop.toml",
+        "models.openai_base_url": "environment", "models.max_attempts": "thinkloop.toml",
+        "home": "environment"}
+
+
+def test_the_toml_in_the_working_directory_wins_over_the_one_in_the_home(
+    tmp_path: Path,
+) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    cwd.mkdir()
+    (home / "thinkloop.toml").write_text('model = "ollama:home"\n')
+    env = {"THINKLOOP_HOME": str(home)}
+    assert load_settings(env=env, cwd=cwd).model == "ollama:home"
+    (cwd / "thinkloop.toml").write_text('model = "ollama:project"\n')
+    assert load_settings(env=env, cwd=cwd).model == "ollama:project"
+
+
+def test_the_home_moves_the_store_and_the_tools_workspace(tmp_path: Path) -> None:
+    s = load_settings(env={"THINKLOOP_HOME": str(tmp_path)}, cwd=tmp_path)
+    assert s.tools.workspace == tmp_path / "workspaces" / "thinkloop"
+    assert s.store_location == str(tmp_path / "thinkloop.db")
+    assert s.origin("tools.workspace") == "default"
+    url = load_settings(env={"THINKLOOP_HOME": str(tmp_path),
+                             "THINKLOOP_DATABASE_URL": "postgresql://h/db"}, cwd=tmp_path)
+    assert url.store_location == "postgresql://h/db"
+    own = load_settings({"tools.workspace": tmp_path / "ws"},
+                        env={"THINKLOOP_HOME": str(tmp_path)}, cwd=tmp_path)
+    assert own.tools.workspace == tmp_path / "ws"
+
+
+async def test_the_file_tools_write_under_thinkloop_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("THINKLOOP_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("THINKLOOP_TOOLS_WORKSPACE", raising=False)
+    monkeypatch.setenv("THINKLOOP_TOOLS_SANDBOX", "none")
+    async with Toolbox(browser=False, sub_agents=False) as box:
+        model = ScriptedModel([reply("", model_call("write_file", path="a.txt", content="hi")),
+                               "done"])
+        result = await Agent(model, tools=box.tools, guard=approving()).run("write", user_id="ana")
+    assert unwrap(result.steps[0].results[0].content) == "wrote 2 bytes to a.txt"
+    written = tmp_path / "home" / "workspaces" / "thinkloop" / "ana" / "a.txt"
+    assert written.read_text() == "hi"
+
+
+def test_the_agent_takes_its_model_and_store_from_the_settings(tmp_path: Path) -> None:
+    config = load_settings(env={"OPENAI_API_KEY": "sk-test", "OPENAI_MODEL": "gpt-x",
+                                "THINKLOOP_HOME": str(tmp_path)}, cwd=tmp_path)
+    agent = Agent(config=config)
+    assert agent.model.name == "openai:gpt-x"
+    assert getattr(agent.store, "path", None) == str(tmp_path / "thinkloop.db")
+    assert load_settings(env={"ANTHROPIC_API_KEY": "a"}, cwd=tmp_path).model_spec() == (
+        "anthropic:claude-haiku-4-5")
+
+
+def test_bad_values_and_unknown_names_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"timeout_s \(environment\): Input should be a"):
+        load_settings(env={"THINKLOOP_TIMEOUT_S": "soon"}, cwd=tmp_path)
+    (tmp_path / "thinkloop.toml").write_text("[tools]\nshel_timeout_s = 3\n")
+    with pytest.raises(ConfigError, match=r"tools\.shel_timeout_s \(thinkloop\.toml\)"):
+        load_settings(env={}, cwd=tmp_path)
+    (tmp_path / "thinkloop.toml").write_text("model = \n")
+    with pytest.raises(ConfigError, match=r"thinkloop\.toml"):
+        load_settings(env={}, cwd=tmp_path)
+
+
+def test_describe_masks_secrets_and_says_where_each_came_from(tmp_path: Path) -> None:
+    env = {"OPENAI_API_KEY": "sk-live-0123456789abcd",
+           "THINKLOOP_DATABASE_URL": "postgresql://app:hunter2@db:5432/tl"}
+    rows = {name: (value, origin) for name, value, origin in
+            describe(load_settings(env=env, cwd=tmp_path))}
+    assert rows["models.openai_api_key"] == ("****abcd", "environment")
+    assert rows["database_url"] == ("postgresql://app:****@db:5432/tl", "environment")
+    assert rows["models.anthropic_api_key"] == (None, "default")
+    assert rows["timeout_s"] == (600.0, "default")
+
+
+def test_only_settings_reads_the_environment() -> None:
+    pattern = re.compile(r"os\.environ|getenv")
+    readers = [f"{p.relative_to(SRC)}:{n}" for p in sorted(SRC.rglob("*.py"))
+               if p.name != "settings.py" or p.parent != SRC
+               for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert readers == []
+
+
+def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
+    readme = (SRC.parents[1] / "README.md").read_text()
+    block = re.search(r"^```toml\n(.*?)^```", readme, re.S | re.M)
+    assert block is not None
+    (tmp_path / "thinkloop.toml").write_text(block.group(1))
+    s = load_settings(env={}, cwd=tmp_path)
+    assert (s.model, s.timeout_s, s.tools.shell_timeout_s) == ("ollama:llama3.2", 300.0, 30.0)
+    assert s.models.openai_base_url == "http://127.0.0.1:8000/v1"
+    assert s.origin("tools.sandbox") == "thinkloop.toml"
