@@ -23,13 +23,14 @@ async def test_remember_recall_forget(store: Backend) -> None:
     result = await agent.run("remember my colour", session="s", user_id="ada")
     assert result.status == "completed"
     observations = [m.content for m in result.messages if m.role == "tool"]
-    assert observations == [
+    assert observations[:3] == [
         "Saved memory 'color'.",
         "Updated memory 'color'.",
         "- [color] (manual) The user's favourite colour is red.",
-        "Forgot 'color'.",
-        "No memory named 'color'.",
     ]
+    # The two forgets of one step run at once (on PostgreSQL on two connections): exactly one
+    # of them deletes, whichever comes first.
+    assert sorted(observations[3:]) == ["Forgot 'color'.", "No memory named 'color'."]
     assert await store.memories("user:ada") == []
 
 
