@@ -164,13 +164,7 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
         await session.allowed(url)
         page = await session.page(ctx.user_id)
         try:
-            try:
-                response = await page.goto(url, wait_until="load")
-            except Exception as exc:  # Chromium's error page for a refused hop may still load
-                if "interrupted by another navigation" not in str(exc):
-                    raise
-                await page.wait_for_load_state()
-                response = await page.goto(url, wait_until="load")
+            response = await _goto(page, url)
         except Exception as exc:
             if "ERR_BLOCKED_BY_CLIENT" in str(exc):
                 # Chromium shows its error page next; let that finish and leave a blank page,
@@ -237,3 +231,17 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
     return [make_tool(browser_open, **kw), make_tool(browser_snapshot, **kw),
             make_tool(browser_click, **acts), make_tool(browser_type, **acts),
             make_tool(browser_screenshot, **kw)]
+
+
+async def _goto(page: Any, url: str, attempts: int = 3) -> Any:
+    """``page.goto``, again after a navigation that was still settling interrupted it
+    (Chromium's error page for a refused hop, a page's own redirect): not the model's fault."""
+    for attempt in range(attempts):
+        try:
+            return await page.goto(url, wait_until="load")
+        except Exception as exc:
+            if "interrupted by another navigation" not in str(exc) or attempt == attempts - 1:
+                raise
+            with contextlib.suppress(Exception):
+                await page.wait_for_load_state()
+    raise AssertionError("unreachable")  # the last attempt returns or raises
