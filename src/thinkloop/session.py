@@ -55,14 +55,11 @@ class Sessions:
             state.messages, state.new_from = [system, first], 1
             yield
             return
-        async with self._locks.hold(session), session_lock(self.store, session):
-            history = await self.store.load(session)
+        async with self._held(session, state) as history:
             await self.refuse_if_pending(session)
             state.messages = [system, *history, first]
             state.new_from = len(history) + 1
             yield
-            if state.status not in UNSAVED:
-                await self.save_turn(session, state)
 
     @asynccontextmanager
     async def resumed(
@@ -102,10 +99,16 @@ class Sessions:
             recovery.apply(state, [], cfg.system_prompt)
             yield
             return
-        async with self._locks.hold(session), session_lock(self.store, session):
-            history = await self.store.load(session)
+        async with self._held(session, state) as history:
             recovery.apply(state, history, cfg.system_prompt)
             yield
+
+    @asynccontextmanager
+    async def _held(self, session: str, state: RunState) -> AsyncIterator[list[Message]]:
+        """The session locked (in this process and across processes) with its history;
+        the run's whole turn saved when it ends, unless it failed, was cancelled or timed out."""
+        async with self._locks.hold(session), session_lock(self.store, session):
+            yield await self.store.load(session)
             if state.status not in UNSAVED:
                 await self.save_turn(session, state)
 
