@@ -104,6 +104,17 @@ async def test_memories_add_list_delete(store: Backend) -> None:
     assert [m.content for m in await store.memories("other")] == ["red"]
 
 
+async def test_a_kind_filters_even_when_empty_and_a_limit_of_0_keeps_all(store: Backend) -> None:
+    # As the in-process store does (SQLite used to ignore "", PostgreSQL to return nothing).
+    a = await store.add_memory("u", "manual", "", "a")
+    await store.add_memory("u", "episode", "", "b")
+    c = await store.add_memory("u", "manual", "", "c")
+    assert await store.memories("u", "") == []
+    assert [m.content for m in await store.memories("u", limit=0)] == ["a", "b", "c"]
+    assert [m.id for m in await store.memories("u", "manual", 1)] == [c]
+    assert [m.id for m in await store.memories("u", "manual", 5, after_id=a)] == [c]
+
+
 async def test_bulk_memories_and_the_stamp_that_tracks_changes(store: Backend) -> None:
     assert await store.memory_stamp("u") == (0, 0, 0)
     await store.add_memories("u", [("manual", f"k{i}", f"text {i}", None) for i in range(100)])
@@ -288,3 +299,12 @@ async def test_deleting_a_session_drops_its_pending_calls(store: Backend) -> Non
     await store.save_turn("s1", [Message.user("pay")], [_pending("c1")])
     assert await store.delete_session("s1") is True
     assert await store.pending_approvals("s1") == []
+
+
+async def test_save_turn_with_no_new_messages_still_keeps_the_session(store: Backend) -> None:
+    # A resumed run may add nothing; the session is touched as an append would (as SQLite and
+    # the in-process store always did; PostgreSQL used to skip it).
+    await store.save_turn("s1", [], [_pending("c1")])
+    info = await store.session_info("s1")
+    assert info is not None and info.messages == 0
+    assert await store.pending_approvals("s1") == [_pending("c1")]

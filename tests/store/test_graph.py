@@ -18,6 +18,8 @@ async def test_nodes_and_edges_count_mentions_per_owner(store: Backend) -> None:
     assert await store.graph_edges("u", ["ACME"]) == [
         ("Ada Lovelace", "works_at", "Acme", 2), ("Paris", "near", "Acme", 1)]
     assert await store.graph_edges("u", ["paris"], limit=1) == [("Paris", "near", "Acme", 1)]
+    assert await store.graph_edges("u", ["paris", "ada lovelace"]) == [
+        ("Ada Lovelace", "works_at", "Acme", 2), ("Paris", "near", "Acme", 1)]
     assert await store.graph_edges("u", []) == []
     assert await store.graph_nodes("other") == [("Acme", 1)]
     assert await store.graph_edges("nobody", ["Acme"]) == []

@@ -78,6 +78,14 @@ async def test_spans_and_checkpoints_round_trip(run_store: AnyRunStore) -> None:
     assert await run_store.checkpoints("r2") == []
 
 
+async def test_a_span_stored_again_replaces_the_one_before(run_store: AnyRunStore) -> None:
+    first = SpanRecord("a1", None, "t1", "invoke_agent helper", 10.0, 11.0, "UNSET", {})
+    again = replace(first, end=12.5, status="OK", attributes={"thinkloop.steps": 2})
+    await run_store.add_spans("r1", [first])
+    await run_store.add_spans("r1", [again])
+    assert await run_store.spans("r1") == [again]
+
+
 async def test_abort_requests_reach_only_runs_in_progress(run_store: AnyRunStore) -> None:
     await run_store.save_run(_record("live"))
     await run_store.save_run(_record("done", status="completed", ended_at=1001.0))

@@ -64,8 +64,11 @@ async def test_raw_sqlite_errors_become_store_errors(tmp_path: Path) -> None:
     await store.load("s1")
     with sqlite3.connect(db) as raw:
         raw.execute("DROP TABLE messages")
+        raw.execute("DROP TABLE api_keys")
     with pytest.raises(StoreError, match=r"SQLite store failed: OperationalError: no such"):
         await store.load("s1")
+    with pytest.raises(StoreError, match=r"SQLite store failed"):  # the gateway's tables too
+        await store.api_key("hash")
     agent = Agent(ScriptedModel(["hi"]), store=store)
     with pytest.raises(StoreError):  # not sqlite3.OperationalError
         await agent.run("hello", session="s1")

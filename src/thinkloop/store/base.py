@@ -43,7 +43,9 @@ def store_errors(
         return call
 
     def decorate(cls: type[T]) -> type[T]:
-        for name, fn in list(vars(cls).items()):
+        # Inherited methods too (the shared tables are mixins), wrapped on ``cls`` alone.
+        for name in dir(cls):
+            fn = inspect.getattr_static(cls, name)
             if not name.startswith("_") and inspect.iscoroutinefunction(fn):
                 setattr(cls, name, wrap(fn))
         return cls

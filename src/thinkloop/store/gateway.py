@@ -1,8 +1,7 @@
 """The gateway's tables (migration 6): API keys and agent definitions.
 
 Both durable backends mix :class:`GatewayTables` in; every method is one statement through the
-backend's own ``_fetch`` (autocommitted), written once with ``{0}``-style placeholders that
-each backend spells its way (``?`` or ``$1``).
+backend's own ``_fetch`` (autocommitted), written once as :mod:`thinkloop.store.sql` says.
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from thinkloop.store.sql import SQLBase
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,28 +63,22 @@ def _key(row: Any) -> ApiKeyRecord:
                         None if row[4] is None else float(row[4]))
 
 
-class GatewayTables:
+def _agent(row: Any) -> AgentDefinition:
+    return AgentDefinition(str(row[0]), str(row[1]), float(row[2]))
+
+
+class GatewayTables(SQLBase):
     """Mixed into SQLiteStore and PostgresStore."""
-
-    placeholder = "?"  # "$" for PostgreSQL: $1, $2, ...
-
-    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        raise NotImplementedError
-
-    def _sql(self, sql: str) -> str:
-        n = sql.count("{")
-        marks = [f"${i + 1}" if self.placeholder == "$" else "?" for i in range(n)]
-        return sql.format(*marks)
 
     async def add_api_key(self, key_id: str, key_hash: str, user_id: str,
                           roles: Sequence[str]) -> None:
-        await self._fetch(self._sql(
+        await self._fetch(
             "INSERT INTO api_keys (id, key_hash, user_id, roles, created_at) "
-            "VALUES ({}, {}, {}, {}, {})"), key_id, key_hash, user_id, ",".join(roles), time.time())
+            "VALUES ({}, {}, {}, {}, {})", key_id, key_hash, user_id, ",".join(roles), time.time())
 
     async def api_key(self, key_hash: str) -> ApiKeyRecord | None:
-        rows = await self._fetch(self._sql(
-            f"SELECT {_KEY_COLS} FROM api_keys WHERE key_hash = {{}} AND revoked_at IS NULL"),
+        rows = await self._fetch(
+            f"SELECT {_KEY_COLS} FROM api_keys WHERE key_hash = {{}} AND revoked_at IS NULL",
             key_hash)
         return _key(rows[0]) if rows else None
 
@@ -92,29 +87,28 @@ class GatewayTables:
         return [_key(r) for r in rows]
 
     async def revoke_api_key(self, key_id: str) -> bool:
-        rows = await self._fetch(self._sql(
+        rows = await self._fetch(
             "UPDATE api_keys SET revoked_at = {} WHERE id = {} AND revoked_at IS NULL "
-            "RETURNING id"), time.time(), key_id)
+            "RETURNING id", time.time(), key_id)
         return bool(rows)
 
     async def put_agent(self, name: str, definition: str) -> None:
-        await self._fetch(self._sql(
+        await self._fetch(
             "INSERT INTO agent_definitions (name, definition, updated_at) VALUES ({}, {}, {}) "
             "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, "
-            "updated_at = excluded.updated_at"), name, definition, time.time())
+            "updated_at = excluded.updated_at", name, definition, time.time())
 
     async def agent_definition(self, name: str) -> AgentDefinition | None:
-        rows = await self._fetch(self._sql(
-            "SELECT name, definition, updated_at FROM agent_definitions WHERE name = {}"), name)
-        return AgentDefinition(str(rows[0][0]), str(rows[0][1]), float(rows[0][2])) if rows \
-            else None
+        rows = await self._fetch(
+            "SELECT name, definition, updated_at FROM agent_definitions WHERE name = {}", name)
+        return _agent(rows[0]) if rows else None
 
     async def agent_definitions(self) -> list[AgentDefinition]:
         rows = await self._fetch(
             "SELECT name, definition, updated_at FROM agent_definitions ORDER BY name")
-        return [AgentDefinition(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+        return [_agent(r) for r in rows]
 
     async def delete_agent(self, name: str) -> bool:
-        rows = await self._fetch(self._sql(
-            "DELETE FROM agent_definitions WHERE name = {} RETURNING name"), name)
+        rows = await self._fetch(
+            "DELETE FROM agent_definitions WHERE name = {} RETURNING name", name)
         return bool(rows)

@@ -18,41 +18,27 @@ from thinkloop.text import valid_text
 from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
 
 
+def _given(d: dict[str, Any], **optional: Any) -> dict[str, Any]:
+    """``d`` and those of ``optional`` that are not None (the caller maps a default to None)."""
+    return d | {k: v for k, v in optional.items() if v is not None}
+
+
 def _call(c: ToolCall) -> dict[str, Any]:
-    d: dict[str, Any] = {"id": c.id, "name": c.name, "arguments": c.arguments}
-    if c.parse_error is not None:
-        d["parse_error"] = c.parse_error
-    return d
+    return _given({"id": c.id, "name": c.name, "arguments": c.arguments},
+                  parse_error=c.parse_error)
 
 
 def _part(p: ContentPart) -> dict[str, Any]:
-    d: dict[str, Any] = {"kind": p.kind}
-    if p.media_type:
-        d["media_type"] = p.media_type
-    if p.data:
-        d["data"] = base64.b64encode(p.data).decode("ascii")
-    if p.text:
-        d["text"] = p.text
-    if p.url:
-        d["url"] = p.url
-    return d
+    data = base64.b64encode(p.data).decode("ascii") if p.data else None
+    return _given({"kind": p.kind}, media_type=p.media_type or None, data=data,
+                  text=p.text or None, url=p.url or None)
 
 
 def message_to_dict(m: Message) -> dict[str, Any]:
-    d: dict[str, Any] = {"role": m.role}
-    if m.content:
-        d["content"] = m.content
-    if m.tool_calls:
-        d["tool_calls"] = [_call(c) for c in m.tool_calls]
-    if m.tool_call_id is not None:
-        d["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        d["name"] = m.name
-    if m.thought is not None:
-        d["thought"] = m.thought
-    if m.parts:
-        d["parts"] = [_part(p) for p in m.parts]
-    return d
+    return _given(
+        {"role": m.role}, content=m.content or None,
+        tool_calls=[_call(c) for c in m.tool_calls] or None, tool_call_id=m.tool_call_id,
+        name=m.name, thought=m.thought, parts=[_part(p) for p in m.parts] or None)
 
 
 def message_from_dict(d: dict[str, Any]) -> Message:

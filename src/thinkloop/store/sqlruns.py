@@ -1,0 +1,105 @@
+"""Runs as records, their audit log, trace and checkpoints, and abort requests (migration 4)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from thinkloop.events import Event
+from thinkloop.store.base import RunRecord, SpanRecord
+from thinkloop.store.serialize import (
+    RUN_COLS,
+    SPAN_COLS,
+    event_from_row,
+    event_row,
+    run_from_row,
+    run_row,
+    span_from_row,
+    span_row,
+)
+from thinkloop.store.sql import SQLBase, upsert
+
+_SAVE_RUN = upsert("runs", RUN_COLS, "id")
+_SAVE_SPAN = upsert("spans", f"run_id, {SPAN_COLS}", "run_id, span_id")
+
+
+class RunTables(SQLBase):
+    async def save_run(self, run: RunRecord) -> None:
+        async with self._tx() as tx:
+            old = await tx.fetch(
+                "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
+                + self.dialect.for_update, run.id)
+            await tx.execute(_SAVE_RUN, *run_row(run))
+            if run.session_id is not None:
+                before = tuple(old[0]) if old else (0, 0, 0.0)
+                await tx.execute(
+                    "UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
+                    "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} "
+                    "WHERE id = {4}",
+                    run.model, run.input_tokens - before[0], run.output_tokens - before[1],
+                    run.cost_usd - before[2], run.session_id)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
+        return run_from_row(tuple(rows[0])) if rows else None
+
+    async def list_runs(
+        self, session: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = await self._fetch(
+            f"SELECT {RUN_COLS} FROM runs "
+            "WHERE (CAST({0} AS TEXT) IS NULL OR session_id = {0}) "
+            "AND (CAST({1} AS TEXT) IS NULL OR status = {1}) "
+            f"ORDER BY {self.dialect.run_order} LIMIT {{2}}", session, status, limit)
+        return [run_from_row(tuple(r)) for r in rows]
+
+    async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
+        if events:
+            await self._write(
+                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
+                "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
+                "WHERE run_id = {0}", [(run_id, *event_row(e)) for e in events])
+
+    async def run_events(self, run_id: str) -> list[Event]:
+        rows = await self._fetch(
+            "SELECT type, step, ts, payload FROM run_events WHERE run_id = {0} ORDER BY seq",
+            run_id)
+        return [event_from_row(run_id, tuple(r)) for r in rows]
+
+    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None:
+        """A span stored again (the same ``span_id``) replaces the one stored before."""
+        if not spans:
+            return
+        await self._write_all(_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])
+
+    async def spans(self, run_id: str) -> list[SpanRecord]:
+        rows = await self._fetch(
+            f"SELECT {SPAN_COLS} FROM spans WHERE run_id = {{0}} ORDER BY start_ts, span_id",
+            run_id)
+        return [span_from_row(tuple(r)) for r in rows]
+
+    async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
+        # One statement, one round trip: this is on the run's path. A run has one writer.
+        await self._write(
+            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
+            "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints WHERE run_id = {0}",
+            [(run_id, kind, data, time.time())])
+
+    async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
+        rows = await self._fetch(
+            "SELECT kind, data FROM checkpoints WHERE run_id = {0} ORDER BY seq", run_id)
+        return [(str(r[0]), bytes(r[1])) for r in rows]
+
+    async def request_abort(self, run_id: str) -> bool:
+        asked = await self._fetch(
+            "UPDATE runs SET abort_requested = {0} WHERE id = {1} AND ended_at IS NULL "
+            "RETURNING id", time.time(), run_id)
+        return bool(asked)
+
+    async def abort_requests(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        rows = await self._fetch(
+            "SELECT id FROM runs WHERE abort_requested IS NOT NULL AND id "
+            + self.dialect.in_texts.format("{0}"), self.dialect.texts(run_ids))
+        return [str(r[0]) for r in rows]
