@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -20,10 +19,9 @@ import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from thinkloop.cli.render import fail
-from thinkloop.cli.sessions import DbOption, with_store
+from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.store.open import open_store
 
@@ -40,23 +38,17 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def list_pending(session: SessionOption, db: DbOption = None, as_json: JsonOption = False) -> None:
     """The calls the session's paused run waits on."""
     pending = with_store(db, lambda s: s.pending_approvals(session))
-    if as_json:
-        for p in pending:
-            sys.stdout.write(orjson.dumps({
-                "run_id": p.run_id, "session": p.session_id, "call_id": p.call_id,
-                "tool": p.tool, "arguments": p.arguments, "reason": p.reason,
-                "requested_at": p.requested_at}).decode() + "\n")
-        return
-    if not pending:
+    if not pending and not as_json:
         Console().print(f"nothing waits for approval in session {escape(session)}")
         return
-    table = Table("call", "tool", "arguments", "reason", "requested", "run")
-    for p in pending:
-        when = dt.datetime.fromtimestamp(p.requested_at).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(escape(p.call_id), escape(p.tool),
-                      escape(orjson.dumps(p.arguments).decode()), escape(p.reason), when,
-                      escape(p.run_id))
-    Console().print(table)
+    print_rows(
+        pending, as_json,
+        lambda p: {"run_id": p.run_id, "session": p.session_id, "call_id": p.call_id,
+                   "tool": p.tool, "arguments": p.arguments, "reason": p.reason,
+                   "requested_at": p.requested_at},
+        ("call", "tool", "arguments", "reason", "requested", "run"),
+        lambda p: (escape(p.call_id), escape(p.tool), escape(orjson.dumps(p.arguments).decode()),
+                   escape(p.reason), when(p.requested_at, seconds=True), escape(p.run_id)))
 
 
 @approvals_app.command("decide")

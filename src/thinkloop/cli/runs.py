@@ -12,7 +12,6 @@ cost. The store is ``--db``, else ``THINKLOOP_DATABASE_URL``, else the SQLite fi
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -21,11 +20,10 @@ import orjson
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.tree import Tree
 
 from thinkloop.cli.render import EXIT_CODES, EventPrinter, fail
-from thinkloop.cli.sessions import DbOption, with_store
+from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
 from thinkloop.errors import ThinkloopError
 from thinkloop.events import Event, LlmResponse, StepCompleted, ToolCalled, ToolReturned
 from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
@@ -44,10 +42,6 @@ async def _record(store: DurableStore, run_id: str) -> RunRecord:
     if rec is None:
         raise ThinkloopError(f"no run {run_id!r} in this store")
     return rec
-
-
-def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _took(rec: RunRecord) -> str:
@@ -72,18 +66,13 @@ def list_runs(
     """Recorded runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    runs = with_store(db, lambda s: s.list_runs(session, status, limit))
-    if as_json:
-        for r in runs:
-            sys.stdout.write(orjson.dumps(_json(r)).decode() + "\n")
-        return
-    table = Table("run", "status", "agent", "model", "session", "steps", "tokens in/out",
-                  "cost $", "started", "took")
-    for r in runs:
-        table.add_row(r.id, r.status, escape(r.agent), escape(r.model), escape(r.session_id or "-"),
-                      str(r.steps), f"{r.input_tokens}/{r.output_tokens}", f"{r.cost_usd:.4f}",
-                      _when(r.started_at), _took(r))
-    Console().print(table)
+    print_rows(
+        with_store(db, lambda s: s.list_runs(session, status, limit)), as_json, _json,
+        ("run", "status", "agent", "model", "session", "steps", "tokens in/out", "cost $",
+         "started", "took"),
+        lambda r: (r.id, r.status, escape(r.agent), escape(r.model), escape(r.session_id or "-"),
+                   str(r.steps), f"{r.input_tokens}/{r.output_tokens}", f"{r.cost_usd:.4f}",
+                   when(r.started_at, seconds=True), _took(r)))
 
 
 @runs_app.command("show")
@@ -105,7 +94,7 @@ def show_run(
     console.print(f"[bold]run {rec.id}[/]  {rec.status}  agent {escape(rec.agent)}  "
                   f"model {escape(rec.model)}")
     console.print(f"session {escape(rec.session_id or '-')}  user {escape(rec.user_id or '-')}"
-                  f"  started {_when(rec.started_at)}  took {_took(rec)}")
+                  f"  started {when(rec.started_at, seconds=True)}  took {_took(rec)}")
     console.print(f"{rec.steps} steps, {rec.input_tokens} in / {rec.output_tokens} out tokens, "
                   f"${rec.cost_usd:.4f}")
     console.print(f"task: {escape(rec.task)}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sys
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 import typer
@@ -56,8 +56,25 @@ def with_store(
         raise fail(str(exc)) from None
 
 
-def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+def print_rows(
+    items: Sequence[T], as_json: bool, to_json: Callable[[T], dict[str, Any]],
+    columns: Sequence[str], to_row: Callable[[T], Sequence[str]],
+) -> None:
+    """``items`` as JSON lines (``--json``), else as a table of ``columns`` (the list commands
+    of ``sessions``, ``runs`` and ``approvals``)."""
+    if as_json:
+        for item in items:
+            sys.stdout.write(orjson.dumps(to_json(item)).decode() + "\n")
+        return
+    table = Table(*columns)
+    for item in items:
+        table.add_row(*to_row(item))
+    Console().print(table)
+
+
+def when(ts: float, *, seconds: bool = False) -> str:
+    """A timestamp as local time, to the minute (or the second)."""
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
 
 
 @sessions_app.command("list")
@@ -67,19 +84,13 @@ def list_sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """Sessions, most recently used first."""
-    infos = with_store(db, lambda s: s.list_sessions(limit))
-    if as_json:
-        for i in infos:
-            sys.stdout.write(orjson.dumps({
-                "id": i.id, "messages": i.messages, "created_at": i.created_at,
-                "updated_at": i.updated_at, "compactions": i.compactions,
-            }).decode() + "\n")
-        return
-    table = Table("session", "messages", "compactions", "updated", "created")
-    for i in infos:
-        table.add_row(escape(i.id), str(i.messages), str(i.compactions), _when(i.updated_at),
-                      _when(i.created_at))
-    Console().print(table)
+    print_rows(
+        with_store(db, lambda s: s.list_sessions(limit)), as_json,
+        lambda i: {"id": i.id, "messages": i.messages, "created_at": i.created_at,
+                   "updated_at": i.updated_at, "compactions": i.compactions},
+        ("session", "messages", "compactions", "updated", "created"),
+        lambda i: (escape(i.id), str(i.messages), str(i.compactions), when(i.updated_at),
+                   when(i.created_at)))
 
 
 @sessions_app.command("show")
