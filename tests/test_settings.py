@@ -147,3 +147,62 @@ def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
     assert (s.model, s.timeout_s, s.tools.shell_timeout_s) == ("ollama:llama3.2", 300.0, 30.0)
     assert s.models.openai_base_url == "http://127.0.0.1:8000/v1"
     assert s.origin("tools.sandbox") == "thinkloop.toml"
+
+
+def test_the_gateway_group_comes_from_toml_environment_and_flags(tmp_path: Path) -> None:
+    from thinkloop.server.config import GatewayConfig
+
+    (tmp_path / "thinkloop.toml").write_text("[gateway]\nport = 9100\nkeep_runs = 10\n")
+    env = {"THINKLOOP_GATEWAY_MAX_RUNS": "5", "THINKLOOP_HOME": str(tmp_path)}
+    s = load_settings({"gateway.per_user_runs": 2, "gateway.host": None}, env=env, cwd=tmp_path)
+    config = GatewayConfig.from_settings(s, no_auth=True)
+    assert (config.host, config.port, config.max_runs, config.per_user_runs,
+            config.keep_runs, config.approval_timeout_s) == ("127.0.0.1", 9100, 5, 2, 10, 300.0)
+    assert [s.origin(f"gateway.{k}") for k in ("host", "port", "max_runs", "per_user_runs")] == [
+        "default", "thinkloop.toml", "environment", "argument"]
+    with pytest.raises(ConfigError, match=r"gateway\.max_runs \(environment\)"):
+        load_settings(env={**env, "THINKLOOP_GATEWAY_MAX_RUNS": "0"}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match="gateway settings: per_user_runs"):
+        GatewayConfig(per_user_runs=0)
+
+
+def test_command_flags_join_the_settings_as_arguments(tmp_path: Path) -> None:
+    from thinkloop.cli.build import AgentOptions, build_agent
+
+    s = load_settings(env={"THINKLOOP_HOME": str(tmp_path), "THINKLOOP_PROTOCOL": "json",
+                           "THINKLOOP_MAX_STEPS": "9"}, cwd=tmp_path)
+    agent = build_agent(AgentOptions(model="ollama:flagged", max_steps=4, tools="none"), s)
+    c = agent.config
+    assert (agent.model.name, agent.limits.max_steps, agent.protocol.name) == (
+        "ollama:flagged", 4, "json")
+    assert [c.origin(k) for k in ("model", "max_steps", "protocol", "timeout_s")] == [
+        "argument", "argument", "environment", "default"]
+    assert s.with_arguments({"model": None}) is s
+    with pytest.raises(ConfigError, match=r"max_steps \(argument\)"):
+        s.with_arguments({"max_steps": "many"})
+
+
+async def test_ask_human_waits_as_long_as_the_setting_says(tmp_path: Path) -> None:
+    from thinkloop.channels import Outgoing
+    from thinkloop.settings import ToolSettings
+
+    asked: list[float] = []
+
+    class Person:
+        name = "person"
+
+        async def send(self, message: Outgoing) -> None:
+            raise AssertionError("ask_human asks, it does not send")
+
+        async def ask(self, message: Outgoing, timeout_s: float) -> str:
+            asked.append(timeout_s)
+            return "blue"
+
+    settings = ToolSettings(workspace=tmp_path, ask_timeout_s=42.0, sandbox="none")
+    box = Toolbox(settings, channels=[Person()], browser=False, sub_agents=False)
+    model = ScriptedModel([reply("", model_call("ask_human", question="Which colour?")),
+                           "Blue, then."])
+    result = await Agent(model, tools=box.tools).run("Paint the shed in the colour I like.")
+    assert result.output == "Blue, then." and asked == [42.0]
+    assert unwrap(result.steps[0].results[0].content) == "The user answered: blue"
+    assert next(t for t in box.tools if t.name == "ask_human").timeout_s == 47.0

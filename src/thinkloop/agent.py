@@ -106,9 +106,12 @@ class Agent:
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
         self.config = config if config is not None else load_settings()
         # model_registry: the provider prefixes model strings may name (register your own).
-        self.model: Model = resolve_model(model if model is not None
-                                          else self.config.model_spec(),
-                                          self.config.provider_env(), registry=model_registry)
+        provider_env = self.config.provider_env()
+
+        def resolve(spec: str | Model | Sequence[str | Model]) -> Model:  # with its settings
+            return resolve_model(spec, provider_env, registry=model_registry)
+
+        self.model: Model = resolve(model if model is not None else self.config.model_spec())
         self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
@@ -129,7 +132,8 @@ class Agent:
                               "turns them off")
         gs = _isolated(guard or GuardSettings(), isolation)
         self.judgement = build_judgement(j, store=self.store, approval=gs.approval,
-                                         tool_names=list(self.tools)) if j is not None else None
+                                         tool_names=list(self.tools),
+                                         resolve=resolve) if j is not None else None
         if self.judgement is not None:
             gs = replace(gs, approval=self.judgement.approval)
             self.tools = _tool_map([*self.tools.values(), *self.judgement.tools])

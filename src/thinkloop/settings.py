@@ -35,6 +35,11 @@ MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
+# How long a person has to answer: an approval on a terminal, one through the gateway (a web
+# page or a chat, so slower), and an ask_human question.
+APPROVAL_TIMEOUT_S = 60.0
+GATEWAY_APPROVAL_TIMEOUT_S = 300.0
+ASK_TIMEOUT_S = 600.0
 LOCAL_N_CTX = 4096
 DB_FILE = "thinkloop.db"
 TOML_FILE = "thinkloop.toml"
@@ -70,6 +75,8 @@ class ToolSettings(BaseModel):
     read_max_bytes: int = 256 * 1024
     grep_max_matches: int = 200
     fetch_timeout_s: float = 20.0
+    ask_timeout_s: float = Field(ASK_TIMEOUT_S, gt=0,
+                                 description="how long ask_human waits for the person")
     fetch_max_bytes: int = 5 * MIB
     fetch_max_chars: int = 100_000
     fetch_allow_private: bool = Field(
@@ -119,6 +126,23 @@ class ProviderSettings(BaseModel):
     local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
 
 
+class GatewaySettings(BaseModel):
+    """``thinkloop serve``'s settings (``[gateway]``, ``THINKLOOP_GATEWAY_*``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    per_user_runs: int = Field(3, ge=1, description="runs in progress per user")
+    max_runs: int = Field(64, ge=1, description="runs in progress in all")
+    agent_ttl_s: float = Field(30.0, ge=0, description="how long a resolved agent is "
+                               "reused before its definition is read again")
+    keep_finished_s: float = Field(3600.0, ge=0, description="how long a finished run stays "
+                                   "readable (and its events replayable), up to keep_runs")
+    keep_runs: int = Field(2000, ge=1)
+    approval_timeout_s: float = Field(GATEWAY_APPROVAL_TIMEOUT_S, gt=0)
+
+
 # Environment names of the provider settings: the providers' standard variables.
 PROVIDER_ENV = {
     "openai_api_key": "OPENAI_API_KEY", "openai_base_url": "OPENAI_BASE_URL",
@@ -134,7 +158,7 @@ PROVIDER_ENV = {
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
-GROUPS = ("tools", "models")
+GROUPS = ("tools", "models", "gateway")
 
 
 class Settings(BaseSettings):
@@ -152,6 +176,9 @@ class Settings(BaseSettings):
     max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = RUN_TIMEOUT_S
     tool_timeout_s: float = TOOL_TIMEOUT_S
+    approval_timeout_s: float = Field(APPROVAL_TIMEOUT_S, gt=0,
+                                      description="how long an approval asked on a terminal "
+                                      "waits")
     protocol: str = "auto"
     judgement: str = Field("", description="judgement plugins: all, off, or a comma list "
                            "(assess, select, ...)")
@@ -163,6 +190,7 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = Field(None, description="OpenTelemetry collector for spans")
     models: ProviderSettings = Field(default_factory=ProviderSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
 
     @classmethod
@@ -212,23 +240,36 @@ class Settings(BaseSettings):
         """Where the setting ``key`` (``tools.workspace`` for a group's) came from."""
         return self._origins.get(key, "default")
 
+    def with_arguments(self, args: Mapping[str, Any]) -> Settings:
+        """These settings with ``args`` (dotted keys; None means not given) over them, as
+        arguments: how a command's flags join the settings it loaded."""
+        given = {k: v for k, v in flatten(nest(args)).items() if v is not None}
+        if not given:
+            return self
+        return _validated(flatten(self.model_dump()), dict(self._origins),
+                          [("argument", given)])
+
 
 def load_settings(
     args: Mapping[str, Any] | None = None, *, env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> Settings:
-    """The effective settings: ``args`` (nested, or dotted keys like ``tools.sandbox``) over
+    """The effective settings: ``args`` (dotted keys like ``tools.sandbox``; None: not given) over
     the environment (``env``, default this process's) over ``thinkloop.toml`` (in ``cwd``,
     else in the home) over the defaults."""
     env = os.environ if env is None else env
-    argv = nest(args or {})
+    argv = nest({k: v for k, v in (args or {}).items() if v is not None})  # None: not given
     env_layer = from_env(env)
     home = argv.get("home") or env_layer.get("home") or default_home()
     layers: list[tuple[Origin, dict[str, Any]]] = [
         ("thinkloop.toml", read_toml(find_toml(Path(home), cwd))),
         ("environment", env_layer), ("argument", argv)]
-    merged: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
+    return _validated({}, {}, layers)
+
+
+def _validated(merged: dict[str, Any], origins: dict[str, Origin],
+               layers: list[tuple[Origin, dict[str, Any]]]) -> Settings:
+    """``layers`` over ``merged`` (flat), each value remembering the layer it came from."""
     for origin, layer in layers:
         flat = flatten(layer)
         merged.update(flat)
@@ -256,7 +297,9 @@ def env_names() -> dict[str, tuple[str, ...]]:
         n: OTHER_ENV.get(n, (f"THINKLOOP_{n.upper()}",))
         for n in Settings.model_fields if n not in GROUPS}
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
-    out.update({f"tools.{n}": (f"THINKLOOP_TOOLS_{n.upper()}",) for n in ToolSettings.model_fields})
+    for group, fields in (("tools", ToolSettings.model_fields),
+                          ("gateway", GatewaySettings.model_fields)):
+        out.update({f"{group}.{n}": (f"THINKLOOP_{group.upper()}_{n.upper()}",) for n in fields})
     return out
 
 

@@ -138,3 +138,20 @@ def test_cli_select_routes_by_task(server: OpenAIServer) -> None:
     assert json.loads(proc.stdout)["output"] == "4"
     assert server.requests[0]["model"] == "small"
     assert "reasoning_effort" not in server.requests[0]
+
+
+async def test_the_pool_resolves_its_models_with_the_agents_settings(
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from thinkloop.settings import load_settings
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # only the agent's settings say where
+    server.clear()
+    server.enqueue(Reply(body=completion("Paris")))
+    config = load_settings({"models.openai_base_url": server.base_url,
+                            "models.openai_api_key": "sk-settings"}, env={})
+    judgement = Judgement.parse("select", "openai:mini=1,openai:big=3")
+    agent = Agent("openai:big", config=config, judgement=judgement, guard=False)
+    assert (await agent.run("Capital of France?")).output == "Paris"
+    assert [r["model"] for r in server.requests] == ["mini"]
+    await agent.aclose()

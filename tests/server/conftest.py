@@ -69,7 +69,7 @@ class Gateway:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        app = create_app(replace(config, port=self.port), store=self.store)
+        app = create_app(config.model_copy(update={"port": self.port}), store=self.store)
         import uvicorn
 
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",

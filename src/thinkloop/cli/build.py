@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from thinkloop.agent import Agent
 from thinkloop.channels import ConsoleChannel
@@ -29,6 +30,12 @@ class AgentOptions:
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
     isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
 
+    def settings_args(self) -> dict[str, Any]:
+        """The options that are settings, by setting name (None: not given)."""
+        return {"model": self.model, "max_steps": self.max_steps, "timeout_s": self.timeout_s,
+                "protocol": self.protocol, "judgement": self.judgement,
+                "model_pool": self.model_pool}
+
 
 def build_agent(
     opts: AgentOptions,
@@ -50,7 +57,9 @@ def build_agent(
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
-    spec = opts.model or settings.model_spec()
+    # The flags join the settings as arguments (``agent.config.origin`` says so).
+    settings = settings.with_arguments(opts.settings_args())
+    spec = settings.model_spec()
     # The agent talks to the person on stderr: stdout carries the run's output (--json).
     tools, guidance = default_tools(opts.tools, settings=settings.tools, worker_model=spec,
                                     channels=[ConsoleChannel(out=sys.stderr)])
@@ -58,24 +67,23 @@ def build_agent(
     if guidance:
         text = "\n\n".join(guidance)
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
-    guard = replace(GuardSettings(), approval=ApprovalSettings(cli_approver(opts.approve)))
+    guard = replace(GuardSettings(), approval=ApprovalSettings(cli_approver(opts.approve),
+                                                               settings.approval_timeout_s))
     return Agent(
         model or spec,
         tools=[*tools, *extra_tools],
         name=opts.name,
-        max_steps=opts.max_steps or settings.max_steps,
-        timeout_s=opts.timeout_s or settings.timeout_s,
+        max_steps=settings.max_steps,
+        timeout_s=settings.timeout_s,
         tool_timeout_s=settings.tool_timeout_s,
-        protocol=opts.protocol or settings.protocol,
+        protocol=settings.protocol,
         prompt=builder,
         isolation=opts.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=guard,
         store=store,
         memory=_memory(store, opts.tools) if memory else False,
         config=settings,
-        judgement=Judgement.parse(
-            opts.judgement if opts.judgement is not None else settings.judgement,
-            opts.model_pool if opts.model_pool is not None else settings.model_pool),
+        judgement=Judgement.parse(settings.judgement, settings.model_pool),
     )
 
 

@@ -17,32 +17,39 @@ keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8080,
+    host: Annotated[str | None, typer.Option(
+        help="Address to listen on (default: gateway.host, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: gateway.port, 8080).")] = None,
     agents: Annotated[Path | None, typer.Option(
         help="YAML file of agents (default: agents in the store, else 'default').")] = None,
     no_auth: Annotated[bool, typer.Option(
         "--no-auth", help="No API keys, for local development; loopback only.")] = False,
-    per_user_runs: Annotated[int, typer.Option(help="Runs in progress per user.")] = 3,
-    max_runs: Annotated[int, typer.Option(help="Runs in progress in all.")] = 64,
+    per_user_runs: Annotated[int | None, typer.Option(
+        help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
+    max_runs: Annotated[int | None, typer.Option(
+        help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
 ) -> None:
-    """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page."""
+    """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
+    Every option is also a setting ([gateway] in thinkloop.toml, THINKLOOP_GATEWAY_*)."""
     try:
         import uvicorn
 
         from thinkloop.server import GatewayConfig, create_app
+        from thinkloop.settings import load_settings
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None
     if agents is not None and not agents.is_file():
         raise ConfigError(f"agents file not found: {agents}")
-    config = GatewayConfig(host=host, port=port, no_auth=no_auth, agents_file=agents,
-                           per_user_runs=per_user_runs, max_runs=max_runs)
+    settings = load_settings({"gateway.host": host, "gateway.port": port,
+                              "gateway.per_user_runs": per_user_runs,
+                              "gateway.max_runs": max_runs})
+    config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
     Console(stderr=True).print(
-        f"thinkloop gateway on http://{host}:{port}/"
+        f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=10)
+    uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
+                log_level="warning", timeout_graceful_shutdown=10)
 
 
 @keys_app.command("create")

@@ -20,6 +20,7 @@ import orjson
 
 from thinkloop.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
 from thinkloop.hooks import ToolHookContext
+from thinkloop.settings import APPROVAL_TIMEOUT_S
 from thinkloop.types import PendingApproval, ToolCall
 
 
@@ -144,7 +145,7 @@ def approver_for(mode: str) -> Approver:
 @dataclass(frozen=True)
 class ApprovalSettings:
     approver: Approver | None = None  # None: calls that need approval are denied
-    timeout_s: float = 60.0
+    timeout_s: float = APPROVAL_TIMEOUT_S
     cache_ttl_s: float = 3600.0
     # "pause": no approver, or none within timeout_s, pauses the run (resumable from the
     # session store) instead of denying the call. Runs without a session still deny.

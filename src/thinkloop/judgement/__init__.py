@@ -12,7 +12,7 @@ Each part is a hook plugin, switched on through :class:`Judgement`:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from thinkloop.errors import ConfigError
@@ -29,6 +29,7 @@ from thinkloop.judgement.sensitive import (
     classify_call,
 )
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
+from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, side_call
 from thinkloop.tools.base import Tool
 from thinkloop.tools.subagents import SubAgents
@@ -105,12 +106,17 @@ class JudgementPlugins:
 
 
 def build(j: Judgement, *, store: object, approval: ApprovalSettings | None = None,
-          tool_names: Sequence[str] = ()) -> JudgementPlugins:
+          tool_names: Sequence[str] = (),
+          resolve: Callable[[Model | str], Model] | None = None) -> JudgementPlugins:
     """The plugins of one agent; ``approval`` is its guards' approval settings,
-    ``tool_names`` the tools it has already."""
+    ``tool_names`` the tools it has already, ``resolve`` how it resolves model strings."""
     meter = UsageMeter()
     assessor = Assessor(j.assess, store=store, subagents=j.subagents) if j.assess else None
-    selector = ModelSelector(j.select, assessor) if j.select is not None else None
+    selector = None
+    if j.select is not None:
+        if resolve is not None:
+            j.select.resolve(resolve)
+        selector = ModelSelector(j.select, assessor)
     approval = approval or ApprovalSettings()
     sensitive = None
     if j.sensitive is not None:

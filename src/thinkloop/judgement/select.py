@@ -21,7 +21,7 @@ the model that answered. A pool entry may set ``reasoning_effort`` for the calls
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -81,24 +81,31 @@ class ModelPool:
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("a ModelPool needs at least one model")
-        for m in sorted(self.models, key=lambda m: m.capability):
-            self._resolved.append((m, resolve_model(m.model)))
+
+    def resolve(self, resolver: Callable[[Model | str], Model] = resolve_model) -> None:
+        """Resolve the pool's model strings, once: an agent passes its own resolver (its
+        settings and model registry); a pool used alone resolves with the loaded settings."""
+        if not self._resolved:
+            self._resolved.extend((m, resolver(m.model))
+                                  for m in sorted(self.models, key=lambda m: m.capability))
 
     def entries(self) -> list[tuple[PoolModel, Model]]:
+        self.resolve()
         return list(self._resolved)
 
     def pick(self, needed: int) -> tuple[PoolModel, Model]:
         """The cheapest model able enough for ``needed`` (the strongest when none is)."""
-        able = [(p, m) for p, m in self._resolved if p.capability >= needed]
-        return able[0] if able else self._resolved[-1]
+        entries = self.entries()
+        able = [(p, m) for p, m in entries if p.capability >= needed]
+        return able[0] if able else entries[-1]
 
     def capability_of(self, model: Model) -> int:
-        return next((p.capability for p, m in self._resolved if m is model
+        return next((p.capability for p, m in self.entries() if m is model
                      or m.name == model.name), 0)
 
     def cost(self, model_name: str, usage: Usage) -> float:
         """USD for ``usage`` on a pool model (tagged price, else the pricing table)."""
-        for p, m in self._resolved:
+        for p, m in self.entries():
             if m.name == model_name and p.cost_in is not None:
                 return (usage.input_tokens * p.cost_in
                         + usage.output_tokens * (p.cost_out or p.cost_in)) / 1_000_000

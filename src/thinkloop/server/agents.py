@@ -21,7 +21,7 @@ from thinkloop.channels import Channel
 from thinkloop.errors import ConfigError, UnknownAgentError
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
-from thinkloop.settings import Settings
+from thinkloop.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.text import validation_summary
@@ -169,7 +169,7 @@ class Wiring:
     store: Store
     approver: Approver
     channel: Channel
-    approval_timeout_s: float = 300.0
+    approval_timeout_s: float = GATEWAY_APPROVAL_TIMEOUT_S
     extra: Sequence[Any] = ()
     runs: RunRegistry | None = None  # the gateway's one registry of runs in progress
 

@@ -49,8 +49,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     from thinkloop.server.routes import router as rest_router
     from thinkloop.server.streams import router as stream_router
 
-    cfg = config or GatewayConfig()
     settings = settings or load_settings()  # read once, when the app is made
+    cfg = config or GatewayConfig.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

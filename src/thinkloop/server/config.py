@@ -1,39 +1,43 @@
-"""How a gateway is set up: read once (``thinkloop serve`` options) and passed down."""
+"""How a gateway is set up: the settings' ``[gateway]`` group plus what only a running
+gateway has (its agents file, the auth switch, a store URL), read once and passed down."""
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError, model_validator
 
 from thinkloop.errors import ConfigError
+from thinkloop.settings import GatewaySettings, Settings
+from thinkloop.text import validation_summary
 
 
-@dataclass(frozen=True)
-class GatewayConfig:
-    host: str = "127.0.0.1"
-    port: int = 8080
+class GatewayConfig(GatewaySettings):
     # Serve without API keys: everyone is the user "local". Only allowed on loopback.
     no_auth: bool = False
     agents_file: Path | None = None
     store_url: str | None = None  # None: the settings' store (Settings.store_location)
-    per_user_runs: int = 3
-    max_runs: int = 64
-    # How long a resolved agent is reused before its definition is read again.
-    agent_ttl_s: float = 30.0
-    # A finished run stays readable (and its events replayable) this long, up to keep_runs.
-    keep_finished_s: float = 3600.0
-    keep_runs: int = 2000
-    approval_timeout_s: float = 300.0
-    ask_timeout_s: float = 600.0
 
-    def __post_init__(self) -> None:
-        if self.per_user_runs < 1 or self.max_runs < 1:
-            raise ConfigError("run limits must be at least 1")
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:  # a bad option is the caller's to fix: one clear error
+            raise ConfigError(f"gateway settings: {validation_summary(exc)}") from None
+
+    @model_validator(mode="after")
+    def _auth_off_only_on_loopback(self) -> GatewayConfig:
         if self.no_auth and not is_loopback(self.host):
             raise ConfigError(
                 f"--no-auth serves without keys and only on loopback; {self.host!r} is not "
                 "(use 127.0.0.1, or create keys with 'thinkloop keys create --user NAME')")
+        return self
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **options: Any) -> GatewayConfig:
+        """The settings' gateway group with ``options`` (the fields only a gateway has)."""
+        return cls(**{**settings.gateway.model_dump(), **options})
 
 
 def is_loopback(host: str) -> bool:

@@ -26,6 +26,7 @@ import jsonschema
 from pydantic import BaseModel, Field, RootModel, model_validator
 
 from thinkloop.errors import ConfigError, ToolExecutionError
+from thinkloop.settings import TOOL_TIMEOUT_S
 from thinkloop.tools.base import Tool
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]+")
@@ -44,7 +45,7 @@ class MCPServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     prefix: str | None = None
-    timeout_s: float = 60.0
+    timeout_s: float = TOOL_TIMEOUT_S
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:

@@ -101,7 +101,7 @@ class Toolbox:
         if use_browser:
             tools += browser_tools(self.browser_session, ws, s)
         tools += messaging_tools(list(self.channels) or [ConsoleChannel()],
-                                 policy=self.send_policy)
+                                 policy=self.send_policy, ask_timeout_s=s.ask_timeout_s)
         if s.workflows is not None or s.skills is not None:
             found, sections = _workflow_tools(s, ws, self.embedder, self.sandbox)
             tools += found

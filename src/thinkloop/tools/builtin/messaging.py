@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from thinkloop.channels import Channel, Outgoing
 from thinkloop.errors import ConfigError, ToolArgumentsError, ToolExecutionError
+from thinkloop.settings import ASK_TIMEOUT_S
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 
 ASK_HUMAN_GUIDANCE = (
@@ -31,7 +32,7 @@ def messaging_tools(
     channels: Sequence[Channel],
     *,
     policy: SendPolicy | None = None,
-    ask_timeout_s: float = 600.0,
+    ask_timeout_s: float = ASK_TIMEOUT_S,
 ) -> list[Tool]:
     """``send_message`` to any of ``channels`` and ``ask_human`` through the first one."""
     if not channels:
