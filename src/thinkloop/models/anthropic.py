@@ -7,36 +7,27 @@ to every provider alike, and SDK errors are mapped onto thinkloop's error tree.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import anthropic
 import orjson
 
-from thinkloop.errors import ConfigError, ModelError
+from thinkloop.errors import ConfigError
 from thinkloop.models import anthropic_wire as wire
 from thinkloop.models.base import THINKING_BUDGETS, ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
 from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
-from thinkloop.models.sdk_errors import call_sdk, map_sdk_error
+from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
-T = TypeVar("T")
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_RETRY = RetryPolicy()
 
 
-LABEL = "Anthropic"
-
-
-def map_error(exc: Exception) -> ModelError:
-    return map_sdk_error(anthropic, LABEL, exc)
-
-
-async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
-    return await call_sdk(anthropic, anthropic.AnthropicError, LABEL, fn)
+SDK = Sdk("anthropic", "AnthropicError", "Anthropic")
 
 
 class AnthropicModel:
@@ -109,7 +100,7 @@ class AnthropicModel:
         params = self._params(messages, tools, settings)
 
         async def attempt() -> Any:
-            return await _mapped(lambda: self._sdk().messages.create(**params))
+            return await SDK.call(lambda: self._sdk().messages.create(**params))
 
         return self._priced(wire.decode(await with_retries(self.retry, attempt)))
 
@@ -120,19 +111,14 @@ class AnthropicModel:
 
         async def opened() -> Any:
             # Retry only the opening; a stream that broke mid-way is not replayed.
-            return await _mapped(lambda: self._sdk().messages.create(**params, stream=True))
+            return await SDK.call(lambda: self._sdk().messages.create(**params, stream=True))
 
         events = await with_retries(self.retry, opened)
         acc = _StreamAccumulator()
-        try:
-            async for event in events:
-                delta = acc.feed(event)
-                if delta is not None:
-                    yield delta
-        except anthropic.AnthropicError as exc:
-            raise map_error(exc) from exc
-        finally:
-            await events.close()
+        async for event in SDK.each(events):
+            delta = acc.feed(event)
+            if delta is not None:
+                yield delta
         yield self._priced(acc.response())
 
     async def aclose(self) -> None:

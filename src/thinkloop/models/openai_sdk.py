@@ -7,13 +7,12 @@ retries, are the SDK's own. Its errors are mapped onto thinkloop's tree.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
-from thinkloop.errors import ModelError
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_wire import (
     StreamAccumulator,
@@ -23,27 +22,14 @@ from thinkloop.models.openai_wire import (
 )
 from thinkloop.models.pricing import with_cost
 from thinkloop.models.retry import RetryPolicy, with_retries
-from thinkloop.models.sdk_errors import call_sdk, map_sdk_error
+from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
-T = TypeVar("T")
 # The SDK retries by itself (its max_retries); a second layer would multiply the attempts.
 SDK_RETRIES = RetryPolicy(max_attempts=1)
 
 
-LABEL = "the OpenAI endpoint"
-
-
-def map_error(exc: Exception) -> ModelError:
-    import openai
-
-    return map_sdk_error(openai, LABEL, exc)
-
-
-async def _mapped(fn: Callable[[], Awaitable[T]]) -> T:
-    import openai
-
-    return await call_sdk(openai, openai.OpenAIError, LABEL, fn)
+SDK = Sdk("openai", "OpenAIError", "the OpenAI endpoint")
 
 
 class OpenAISDKModel:
@@ -97,7 +83,7 @@ class OpenAISDKModel:
         params = self._params(messages, tools, settings)
 
         async def attempt() -> Any:
-            return await _mapped(lambda: self.client.chat.completions.create(**params))
+            return await SDK.call(lambda: self.client.chat.completions.create(**params))
 
         raw = await with_retries(self.retry, attempt)
         return self._priced(decode_response(raw.model_dump_json(exclude_none=True).encode()))
@@ -110,23 +96,14 @@ class OpenAISDKModel:
         params["stream_options"] = {"include_usage": True}
 
         async def opened() -> Any:
-            return await _mapped(lambda: self.client.chat.completions.create(**params))
+            return await SDK.call(lambda: self.client.chat.completions.create(**params))
 
         chunks = await with_retries(self.retry, opened)
         acc = StreamAccumulator()
-        try:
-            async for chunk in chunks:
-                text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))
-                if text:
-                    yield TextDelta(text, kind)  # type: ignore[arg-type]
-        except Exception as exc:
-            import openai
-
-            if isinstance(exc, openai.OpenAIError):
-                raise map_error(exc) from exc
-            raise
-        finally:
-            await chunks.close()
+        async for chunk in SDK.each(chunks):
+            text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))
+            if text:
+                yield TextDelta(text, kind)  # type: ignore[arg-type]
         yield self._priced(acc.response())
 
     async def aclose(self) -> None:

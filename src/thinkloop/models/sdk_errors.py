@@ -6,9 +6,11 @@ Both SDKs share one generated shape (``APITimeoutError``, ``APIConnectionError``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from thinkloop.errors import ModelConnectionError, ModelError, ModelTimeoutError
 from thinkloop.models.transport import http_error
@@ -31,10 +33,37 @@ def map_sdk_error(sdk: ModuleType, label: str, exc: Exception) -> ModelError:
     return ModelError(f"{label} request failed: {exc}")
 
 
-async def call_sdk(sdk: ModuleType, base: type[Exception], label: str,
-                   fn: Callable[[], Awaitable[T]]) -> T:
-    """Await an SDK call, raising thinkloop errors instead of the SDK's."""
-    try:
-        return await fn()
-    except base as exc:
-        raise map_sdk_error(sdk, label, exc) from exc
+@dataclass(frozen=True)
+class Sdk:
+    """One official SDK as a provider sees it: its module (imported on first use), its base
+    error, and how messages name its endpoint."""
+
+    module: str
+    base_error: str
+    label: str
+
+    def _loaded(self) -> tuple[ModuleType, type[Exception]]:
+        sdk = importlib.import_module(self.module)
+        return sdk, getattr(sdk, self.base_error)
+
+    def map_error(self, exc: Exception) -> ModelError:
+        return map_sdk_error(self._loaded()[0], self.label, exc)
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Await an SDK call, raising thinkloop errors instead of the SDK's."""
+        sdk, base = self._loaded()
+        try:
+            return await fn()
+        except base as exc:
+            raise map_sdk_error(sdk, self.label, exc) from exc
+
+    async def each(self, stream: Any) -> AsyncIterator[Any]:
+        """The items of an opened SDK stream, its errors mapped; the stream is closed after."""
+        sdk, base = self._loaded()
+        try:
+            async for item in stream:
+                yield item
+        except base as exc:
+            raise map_sdk_error(sdk, self.label, exc) from exc
+        finally:
+            await stream.close()

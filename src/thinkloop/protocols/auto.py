@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thinkloop.models.base import ReplyConstraint
 from thinkloop.protocols.base import Act, Answer, Reading
+from thinkloop.protocols.native import NativeTools, tool_messages
 from thinkloop.protocols.parse import Parsed, parse_tool_calls
 from thinkloop.protocols.table import family_of
 from thinkloop.protocols.text import TextProtocol, conform, format_observations
 from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
 
 
-class AutoProtocol(TextProtocol):
+class AutoProtocol(NativeTools, TextProtocol):
     name = "auto"
     format_hint = ("a native tool call, or <tool_call>{\"name\": \"tool_name\", "
                    "\"arguments\": {...}}</tool_call>")
@@ -29,14 +29,6 @@ class AutoProtocol(TextProtocol):
     def prompt_section(self, tools: Sequence[ToolSpec]) -> str:
         self._specs = {t.name: t for t in tools}
         return ""
-
-    def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
-        return tools
-
-    def reply_constraint(self, tools: Sequence[ToolSpec], *,
-                         required: bool = False) -> ReplyConstraint | None:
-        # Replies may be native calls, which no text constraint describes.
-        return None
 
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message
@@ -63,5 +55,5 @@ class AutoProtocol(TextProtocol):
 
     def observations(self, assistant: Message, results: Sequence[ToolResult]) -> list[Message]:
         if assistant.tool_calls:
-            return [Message.tool(r.call.id, r.call.name, r.content) for r in results]
+            return tool_messages(results)
         return [Message.observation(format_observations(results))] if results else []

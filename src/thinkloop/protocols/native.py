@@ -9,11 +9,9 @@ from thinkloop.protocols.base import Act, Answer, Reading
 from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
 
 
-class NativeProtocol:
-    name = "native"
-
-    def prompt_section(self, tools: Sequence[ToolSpec]) -> str:
-        return ""
+class NativeTools:
+    """The native half of a protocol (``auto`` has it too): the tools go in the request as
+    they are, and no text constraint can describe a reply that may be a structured call."""
 
     def model_tools(self, tools: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         return tools
@@ -22,6 +20,18 @@ class NativeProtocol:
                          required: bool = False) -> ReplyConstraint | None:
         return None
 
+
+def tool_messages(results: Sequence[ToolResult]) -> list[Message]:
+    """Each result as the tool message answering its native call id."""
+    return [Message.tool(r.call.id, r.call.name, r.content) for r in results]
+
+
+class NativeProtocol(NativeTools):
+    name = "native"
+
+    def prompt_section(self, tools: Sequence[ToolSpec]) -> str:
+        return ""
+
     def read(self, response: ModelResponse) -> Reading:
         msg = response.message
         if msg.tool_calls:
@@ -29,4 +39,4 @@ class NativeProtocol:
         return Answer(msg.content, msg.thought)
 
     def observations(self, assistant: Message, results: Sequence[ToolResult]) -> list[Message]:
-        return [Message.tool(r.call.id, r.call.name, r.content) for r in results]
+        return tool_messages(results)
