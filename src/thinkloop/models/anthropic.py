@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import anthropic
@@ -18,7 +17,7 @@ from thinkloop.errors import ConfigError
 from thinkloop.models import anthropic_wire as wire
 from thinkloop.models.base import THINKING_BUDGETS, ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
-from thinkloop.models.pricing import with_cost
+from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
@@ -91,9 +90,6 @@ class AnthropicModel:
             params["extra_body"] = extra
         return params
 
-    def _priced(self, response: ModelResponse) -> ModelResponse:
-        return replace(response, usage=with_cost(response.usage, response.model or self.model_id))
-
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> ModelResponse:
@@ -102,7 +98,7 @@ class AnthropicModel:
         async def attempt() -> Any:
             return await SDK.call(lambda: self._sdk().messages.create(**params))
 
-        return self._priced(wire.decode(await with_retries(self.retry, attempt)))
+        return priced(wire.decode(await with_retries(self.retry, attempt)), self.model_id)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -119,7 +115,7 @@ class AnthropicModel:
             delta = acc.feed(event)
             if delta is not None:
                 yield delta
-        yield self._priced(acc.response())
+        yield priced(acc.response(), self.model_id)
 
     async def aclose(self) -> None:
         if self._client is not None:

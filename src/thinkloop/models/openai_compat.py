@@ -7,7 +7,6 @@ separate so presets differ only in data.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_wire import (
@@ -18,7 +17,7 @@ from thinkloop.models.openai_wire import (
     encode_messages,
     request_body,
 )
-from thinkloop.models.pricing import with_cost
+from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.transport import HttpTransport
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -74,11 +73,7 @@ class OpenAICompatModel:
             raw = await self.transport.post(self.url, body, self.headers, settings.timeout_s)
             return decode_response(raw)
 
-        return self._priced(await with_retries(self.retry, attempt))
-
-    def _priced(self, response: ModelResponse) -> ModelResponse:
-        usage = with_cost(response.usage, response.model or self.model_id)
-        return replace(response, usage=usage) if usage is not response.usage else response
+        return priced(await with_retries(self.retry, attempt), self.model_id)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -98,7 +93,7 @@ class OpenAICompatModel:
             text, kind = acc.feed(raw)
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
-        yield self._priced(acc.response())
+        yield priced(acc.response(), self.model_id)
 
     async def aclose(self) -> None:
         await self.transport.aclose()

@@ -8,7 +8,6 @@ retries, are the SDK's own. Its errors are mapped onto thinkloop's tree.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -20,7 +19,7 @@ from thinkloop.models.openai_wire import (
     decode_response,
     encode_messages,
 )
-from thinkloop.models.pricing import with_cost
+from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -74,9 +73,6 @@ class OpenAISDKModel:
             params["extra_body"] = settings.extra
         return params
 
-    def _priced(self, response: ModelResponse) -> ModelResponse:
-        return replace(response, usage=with_cost(response.usage, response.model or self.model_id))
-
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> ModelResponse:
@@ -86,7 +82,8 @@ class OpenAISDKModel:
             return await SDK.call(lambda: self.client.chat.completions.create(**params))
 
         raw = await with_retries(self.retry, attempt)
-        return self._priced(decode_response(raw.model_dump_json(exclude_none=True).encode()))
+        body = raw.model_dump_json(exclude_none=True).encode()
+        return priced(decode_response(body), self.model_id)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -104,7 +101,7 @@ class OpenAISDKModel:
             text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
-        yield self._priced(acc.response())
+        yield priced(acc.response(), self.model_id)
 
     async def aclose(self) -> None:
         await self.client.close()

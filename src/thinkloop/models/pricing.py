@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from dataclasses import replace
 
-from thinkloop.types import Usage
+from thinkloop.types import ModelResponse, Usage
 
 # (input, output) USD per 1M tokens, list prices.
 PRICES: Mapping[str, tuple[float, float]] = {
@@ -53,3 +54,10 @@ def with_cost(usage: Usage, model_id: str, table: Mapping[str, tuple[float, floa
         return usage
     cost = (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
     return Usage(usage.requests, usage.input_tokens, usage.output_tokens, cost)
+
+
+def priced(response: ModelResponse, model_id: str) -> ModelResponse:
+    """``response`` with its usage's cost, priced as the model that answered (else
+    ``model_id``); the same object when the price is unknown."""
+    usage = with_cost(response.usage, response.model or model_id)
+    return replace(response, usage=usage) if usage is not response.usage else response
