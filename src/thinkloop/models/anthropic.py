@@ -18,7 +18,7 @@ from thinkloop.models import anthropic_wire as wire
 from thinkloop.models.base import THINKING_BUDGETS, ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
 from thinkloop.models.pricing import priced
-from thinkloop.models.retry import RetryPolicy, with_retries
+from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
@@ -95,21 +95,16 @@ class AnthropicModel:
     ) -> ModelResponse:
         params = self._params(messages, tools, settings)
 
-        async def attempt() -> Any:
-            return await SDK.call(lambda: self._sdk().messages.create(**params))
-
-        return priced(wire.decode(await with_retries(self.retry, attempt)), self.model_id)
+        raw = await SDK.retried(self.retry, lambda: self._sdk().messages.create(**params))
+        return priced(wire.decode(raw), self.model_id)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> AsyncIterator[TextDelta | ModelResponse]:
         params = self._params(messages, tools, settings)
 
-        async def opened() -> Any:
-            # Retry only the opening; a stream that broke mid-way is not replayed.
-            return await SDK.call(lambda: self._sdk().messages.create(**params, stream=True))
-
-        events = await with_retries(self.retry, opened)
+        events = await SDK.retried(
+            self.retry, lambda: self._sdk().messages.create(**params, stream=True))
         acc = _StreamAccumulator()
         async for event in SDK.each(events):
             delta = acc.feed(event)

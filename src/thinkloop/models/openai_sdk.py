@@ -20,7 +20,7 @@ from thinkloop.models.openai_wire import (
     encode_messages,
 )
 from thinkloop.models.pricing import priced
-from thinkloop.models.retry import RetryPolicy, with_retries
+from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.sdk_errors import Sdk
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
@@ -78,10 +78,7 @@ class OpenAISDKModel:
     ) -> ModelResponse:
         params = self._params(messages, tools, settings)
 
-        async def attempt() -> Any:
-            return await SDK.call(lambda: self.client.chat.completions.create(**params))
-
-        raw = await with_retries(self.retry, attempt)
+        raw = await SDK.retried(self.retry, lambda: self.client.chat.completions.create(**params))
         body = raw.model_dump_json(exclude_none=True).encode()
         return priced(decode_response(body), self.model_id)
 
@@ -92,10 +89,8 @@ class OpenAISDKModel:
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
 
-        async def opened() -> Any:
-            return await SDK.call(lambda: self.client.chat.completions.create(**params))
-
-        chunks = await with_retries(self.retry, opened)
+        chunks = await SDK.retried(self.retry,
+                                   lambda: self.client.chat.completions.create(**params))
         acc = StreamAccumulator()
         async for chunk in SDK.each(chunks):
             text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))

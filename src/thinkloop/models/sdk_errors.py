@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from thinkloop.errors import ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.transport import http_error
 
 T = TypeVar("T")
@@ -56,6 +57,11 @@ class Sdk:
             return await fn()
         except base as exc:
             raise map_sdk_error(sdk, self.label, exc) from exc
+
+    async def retried(self, policy: RetryPolicy, fn: Callable[[], Awaitable[T]]) -> T:
+        """:meth:`call` under thinkloop's retry ``policy`` (a stream: only its opening is
+        retried; one that broke mid-way is not replayed)."""
+        return await with_retries(policy, lambda: self.call(fn))
 
     async def each(self, stream: Any) -> AsyncIterator[Any]:
         """The items of an opened SDK stream, its errors mapped; the stream is closed after."""
