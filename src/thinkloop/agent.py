@@ -124,19 +124,7 @@ class Agent:
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
         if plugins:
             _add_plugin_tools(self.tools)
-        # Judgement (judgement/): off unless asked for; True is every part with its defaults.
-        # Its supervisor stands in front of the guards' approver.
-        j = Judgement() if judgement is True else (judgement or None)
-        if guard is False and isolation != "off":
-            raise ConfigError("isolation='plan' works through the guards; guard=False "
-                              "turns them off")
-        gs = _isolated(guard or GuardSettings(), isolation)
-        self.judgement = build_judgement(j, store=self.store, approval=gs.approval,
-                                         tool_names=list(self.tools),
-                                         resolve=resolve) if j is not None else None
-        if self.judgement is not None:
-            gs = replace(gs, approval=self.judgement.approval)
-            self.tools = _tool_map([*self.tools.values(), *self.judgement.tools])
+        gs = self._judged_guards(guard, isolation, judgement, resolve)
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
         self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
@@ -145,15 +133,6 @@ class Agent:
         self.settings = settings or ModelSettings()
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
         self.deps = deps
-        # Guards first (on by default, as the seeds have them), then memory or the plain
-        # history pipeline, then plugin hooks (entry point group ``thinkloop.hooks``), then
-        # the agent's own.
-        guards = [] if guard is False else default_hooks(gs, fixed_steps=max_steps is not None)
-        self._policy = None if guard is False else gs.policy
-        context = self.memory.hooks() if self.memory else [pipeline_hook()]
-        if is_small(self.model):  # a small model sees only the tools that match the task
-            context.append(focus_hook())
-        early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
         # Runs in progress (abort by run, session or all); a shared registry sees every
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
         self.registry = registry if registry is not None else RunRegistry()
@@ -165,11 +144,43 @@ class Agent:
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
                         else default_tracing(stored=tracing or self.runbook is not None,
                                              settings=self.config))
-        self.hooks = Hooks([*early, *guards, *context, *judged,
-                            *(entry_point_hooks() if plugins else ()), *normalise(hooks),
-                            *(self.runbook.hooks() if self.runbook else ()),
-                            *(self.tracing.hooks() if self.tracing else ())])
+        self._policy = None if guard is False else gs.policy
+        self.hooks = self._stage_hooks(None if guard is False else gs, max_steps is not None,
+                                       normalise(hooks), plugins)
         self.prompt = prompt if prompt is not None else PromptBuilder()
+
+    def _judged_guards(self, guard: GuardSettings | Literal[False] | None,
+                       isolation: Literal["off", "plan"], judgement: Judgement | bool | None,
+                       resolve: Callable[[Any], Model]) -> GuardSettings:
+        """The guards' settings, with judgement (judgement/: off unless asked for; True is
+        every part with its defaults) built, its supervisor in front of the approver."""
+        j = Judgement() if judgement is True else (judgement or None)
+        if guard is False and isolation != "off":
+            raise ConfigError("isolation='plan' works through the guards; guard=False "
+                              "turns them off")
+        gs = _isolated(guard or GuardSettings(), isolation)
+        self.judgement = build_judgement(j, store=self.store, approval=gs.approval,
+                                         tool_names=list(self.tools),
+                                         resolve=resolve) if j is not None else None
+        if self.judgement is not None:
+            gs = replace(gs, approval=self.judgement.approval)
+            self.tools = _tool_map([*self.tools.values(), *self.judgement.tools])
+        return gs
+
+    def _stage_hooks(self, guards: GuardSettings | None, fixed_steps: bool, own: list[Hook],
+                     plugins: bool) -> Hooks:
+        """Judgement's early hooks, the guards (on by default, as the seeds have them; None:
+        off), memory or the plain history pipeline, judgement's others, plugin hooks (entry
+        point group ``thinkloop.hooks``), the agent's ``own``, then run records and tracing."""
+        guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps)
+        context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        if is_small(self.model):  # a small model sees only the tools that match the task
+            context.append(focus_hook())
+        early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
+        return Hooks([*early, *guard_hooks, *context, *judged,
+                      *(entry_point_hooks() if plugins else ()), *own,
+                      *(self.runbook.hooks() if self.runbook else ()),
+                      *(self.tracing.hooks() if self.tracing else ())])
 
     async def __aenter__(self) -> Agent:
         return self
