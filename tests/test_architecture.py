@@ -1,10 +1,10 @@
 """The import graph between thinkloop's packages: no cycles, and lower layers never import
 higher ones (the layers of /work/shared/design.md, as the code has them).
 
-Every import counts, at the top of a module or inside a function, except those under
-``if TYPE_CHECKING:`` (they never run) and those marked ``# plugin boundary`` on the import
-line: a deliberate reach upwards where a lower part hands work to a whole agent (a sub-agent
-tool), which the caller opts into.
+Every import counts, at the top of a module, inside a function or under ``if TYPE_CHECKING:``
+(a type a module names is a dependency of its design even if the import never runs), except
+those marked ``# plugin boundary`` on the import line: a deliberate reach upwards where a lower
+part hands work to a whole agent (a sub-agent tool), which the caller opts into.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ BOUNDARY = "# plugin boundary"
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
     "types errors text lifetime events plugins tuning",
-    "config settings",
-    "models store protocols sandbox channels runs hooks side_calls",
+    "settings",
+    "models store protocols sandbox channels runs",
     "context",
     "tools",
+    "hooks side_calls",
     "guard",
     "memory judgement",
     "loop",
@@ -39,15 +40,6 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 def _unit(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
-
-
-def _type_checking_lines(tree: ast.Module) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for inner in node.body:
-                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
-    return lines
 
 
 def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
@@ -84,9 +76,8 @@ def import_edges() -> dict[tuple[str, str], list[str]]:
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
         tree = ast.parse(source)
-        skipped = _type_checking_lines(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Import | ast.ImportFrom) or node.lineno in skipped:
+            if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
             if BOUNDARY in lines[node.lineno - 1]:
                 continue

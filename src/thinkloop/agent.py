@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
-from thinkloop.context.focus import focus_hook, is_small
+from thinkloop.context.focus import is_small
 from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
@@ -19,12 +19,17 @@ from thinkloop.errors import ConfigError, RunAccessError
 from thinkloop.events import Event
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
+from thinkloop.guard.focus import focus_hook
 from thinkloop.hooks import (
     Hook,
     HookFn,
     Hooks,
     HookSpec,
+    Limits,
     ReasonContext,
+    Resumption,
+    RunConfig,
+    RunState,
     Stage,
     entry_point_hooks,
     normalise,
@@ -34,8 +39,6 @@ from thinkloop.judgement import build as build_judgement
 from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
-from thinkloop.loop.resume import Resumption
-from thinkloop.loop.state import Limits, RunConfig, RunState
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import ModelRegistry, resolve_model

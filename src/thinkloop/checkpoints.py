@@ -24,8 +24,7 @@ from typing import Any
 import orjson
 
 from thinkloop.errors import RunAccessError
-from thinkloop.loop.resume import Recovered
-from thinkloop.loop.state import RunState
+from thinkloop.hooks import Recovered, RunState
 from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
 from thinkloop.store.serialize import message_from_dict, message_to_dict
 from thinkloop.types import Message, Step, ToolCall, ToolResult, Usage

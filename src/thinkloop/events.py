@@ -85,7 +85,7 @@ class StepCompleted(_Envelope):
     tool_calls: int
 
 
-# --- model calls (loop/phases.py; side calls through hooks.py and judgement/sidecall.py) -----
+# --- model calls (loop/phases.py; side calls through hooks/ and judgement/sidecall.py) -----
 
 @dataclass(frozen=True, slots=True)
 class LlmRequest(_Envelope):
@@ -173,7 +173,7 @@ class Handoff(_Envelope):
     duration_s: float | None = None
 
 
-# --- hooks and guards (hooks.py, guard/) ----------------------------------------------------
+# --- hooks and guards (hooks/, guard/) ----------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class HookErrored(_Envelope):

@@ -23,9 +23,8 @@ from typing import Any
 from thinkloop.checkpoints import Checkpointer
 from thinkloop.errors import RunAccessError
 from thinkloop.events import Chunk, Event
-from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
+from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
 from thinkloop.loop.handle import Scope
-from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.store.base import (
     AbortRequests,
     AuditLog,

@@ -47,8 +47,7 @@ from thinkloop.events import (
     ToolCalled,
     ToolReturned,
 )
-from thinkloop.hooks import Hook, ToolHookContext
-from thinkloop.loop.state import RunConfig, RunState
+from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SpanRecord

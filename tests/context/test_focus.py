@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from thinkloop import Agent, ScriptedModel
-from thinkloop.context.focus import focus_hook, is_small, rank_tools
+from thinkloop.context.focus import is_small, rank_tools
+from thinkloop.guard.focus import focus_hook
 from thinkloop.models.scripted import call, reply
 from thinkloop.tools.defaults import default_tools
 

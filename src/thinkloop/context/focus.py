@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from thinkloop.context.tokens import model_window
-from thinkloop.hooks import Hook, ReasonContext
 from thinkloop.types import ToolSpec
 
 # Models with a context window below this are "small": minimal prompt, few tools.
@@ -60,23 +59,3 @@ def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> li
     best = max(scores)
     order = sorted(range(len(tools)), key=lambda i: (-scores[i], i))
     return [tools[i] for i in order[:k] if best > 0 and scores[i] >= RELATIVE_CUT * best]
-
-
-def focus_hook(k: int = FOCUS_TOOLS) -> Hook:
-    """A ``pre_reason`` hook offering, out of more than ``k`` tools, only those ranked for the
-    run's task (plus those the run has called)."""
-    picked: dict[str, list[str]] = {}
-
-    def focus(ctx: ReasonContext) -> None:
-        if len(ctx.tools) <= k:
-            return  # a handful of tools was chosen on purpose: offer them all
-        run_id = ctx.state.run_id
-        if run_id not in picked:
-            if len(picked) >= 256:  # ranking again is cheap; keep the memo bounded
-                del picked[next(iter(picked))]
-            picked[run_id] = [t.name for t in rank_tools(ctx.state.task, ctx.tools, k)]
-        called = {c.name for s in ctx.state.steps for c in s.tool_calls}
-        keep = set(picked[run_id]) | called
-        ctx.tools = [t for t in ctx.tools if t.name in keep]
-
-    return Hook("pre_reason", focus, name="context.focus")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import TypeAdapter
@@ -28,10 +28,41 @@ from thinkloop.context.sections import (
     SectionFn,
 )
 from thinkloop.errors import ConfigError
-from thinkloop.types import Skill
+from thinkloop.models.base import Model
+from thinkloop.protocols.base import ToolCallProtocol
+from thinkloop.types import Skill, ToolSpec
 
-if TYPE_CHECKING:
-    from thinkloop.agent import Agent
+
+class DescribedTool(Protocol):
+    """What the prompt reads of a tool (``tools.base.Tool`` is one)."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+    @property
+    def trusted_output(self) -> bool: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
+
+
+class PromptSource(Protocol):
+    """What :func:`prompt_context` reads of an agent (``Agent`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def instructions(self) -> str: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def protocol(self) -> ToolCallProtocol: ...
+    @property
+    def prompt(self) -> PromptBuilder: ...
+    @property
+    def output_type(self) -> type[Any] | None: ...
+    @property
+    def tools(self) -> Mapping[str, DescribedTool]: ...
+
+    def visible_tools(self, user_id: str | None = None) -> Mapping[str, DescribedTool]: ...
 
 __all__ = [
     "PromptBuilder",
@@ -138,7 +169,7 @@ class PromptBuilder:
 
 
 def prompt_context(
-    agent: Agent,
+    agent: PromptSource,
     mode: PromptMode = "full",
     *,
     user_id: str | None = None,

@@ -21,17 +21,14 @@ A step's signature is the set of calls it made, so parallel calls in one step co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import orjson
 
 from thinkloop.events import GuardBlocked
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.hooks import Hook, ToolHookContext
+from thinkloop.hooks import Hook, RunState, ToolHookContext
 from thinkloop.types import Step, ToolCall, ToolResult
-
-if TYPE_CHECKING:  # the hook context carries the state; a guard only reads it
-    from thinkloop.loop.state import RunState
 
 DUPLICATE_NOTE = ("\n\n[Note: you already made this exact call ({name} with the same "
                   "arguments) in step {step}; this is that result. Do not repeat it.]")

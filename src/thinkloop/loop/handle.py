@@ -14,9 +14,9 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
 from thinkloop.events import Event
+from thinkloop.hooks import RunConfig, RunState
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
-from thinkloop.loop.state import RunConfig, RunState
 
 log = logging.getLogger("thinkloop")
 

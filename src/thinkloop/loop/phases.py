@@ -16,12 +16,13 @@ from thinkloop.hooks import (
     HookContext,
     ReasonContext,
     ReflectContext,
+    RunConfig,
+    RunState,
     ToolHookContext,
 )
 from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
-from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer, Malformed
 from thinkloop.protocols.stream import ChunkFilter, chunk_filter
 from thinkloop.tools.base import ToolContext

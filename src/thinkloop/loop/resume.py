@@ -9,15 +9,14 @@ the step count, the limits and the guards carry on from where the run stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from thinkloop.events import ApprovalDecided, ToolCalled, ToolReturned
+from thinkloop.hooks.run import RunConfig, RunState
 from thinkloop.loop.phases import act, run_tool
-from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.types import (
     Message,
     ModelResponse,
-    PendingApproval,
     Step,
     ToolCall,
     ToolResult,
@@ -25,22 +24,6 @@ from thinkloop.types import (
 )
 
 DENIED = "denied: {reason}"
-
-
-@dataclass(frozen=True, slots=True)
-class Resumption:
-    """The decision for every call a paused run waits on."""
-
-    pending: tuple[PendingApproval, ...]
-    approved: bool
-    reason: str = ""
-
-    def approves(self, call_id: str) -> bool:
-        return self.approved and any(p.call_id == call_id for p in self.pending)
-
-    @property
-    def turn_messages(self) -> int:
-        return self.pending[0].turn_messages if self.pending else 0
 
 
 async def continue_paused(cfg: RunConfig, state: RunState) -> None:
@@ -84,16 +67,6 @@ def rebuild_steps(turn: Sequence[Message]) -> list[Step]:
         steps.append(Step(len(steps) + 1, m.thought, m.content, m.tool_calls,
                           tuple(results), Usage()))
     return steps
-
-
-@dataclass(frozen=True, slots=True)
-class Recovered:
-    """A run continued from its checkpoints: the step its process died in, if it died while
-    that step's tools ran (the reply holding the calls, and the results already recorded)."""
-
-    assistant: Message | None = None
-    results: dict[str, ToolResult] | None = None
-    usage: Usage = field(default_factory=Usage)
 
 
 async def continue_recovered(cfg: RunConfig, state: RunState) -> None:

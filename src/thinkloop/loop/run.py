@@ -18,13 +18,12 @@ from thinkloop.events import (
     RunStarted,
     usage_payload,
 )
-from thinkloop.hooks import AssessContext, OutputContext
+from thinkloop.hooks import AssessContext, OutputContext, RunConfig, RunState
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.loop.resume import continue_paused, continue_recovered
-from thinkloop.loop.state import RunConfig, RunState
 from thinkloop.protocols.base import Act, Answer
 from thinkloop.protocols.sanitize import is_silent, sanitize_output
 from thinkloop.types import Message, RunStatus

@@ -32,7 +32,7 @@ class ToolContext:
     # Let a tool publish events into its run and charge work it delegates (sub-agents).
     emit: Callable[..., None] | None = None
     charge_usage: Callable[[Usage], None] | None = None
-    # The calling run's configuration (``loop.state.RunConfig``): what a tool that starts runs
+    # The calling run's configuration (``hooks.RunConfig``): what a tool that starts runs
     # of its own (spawn_agent) must pass on: hooks and guards, tools, limits.
     run: Any = None
 

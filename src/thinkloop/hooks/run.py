@@ -1,4 +1,5 @@
-"""What one run knows: its fixed configuration and its growing state."""
+"""What one run knows, as the loop and every hook see it: its fixed configuration and its
+growing state (with how a paused or recovered run goes on)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,23 @@ import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec
 
 from thinkloop.events import Event
-from thinkloop.hooks import Hooks
+from thinkloop.hooks.registry import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
 from thinkloop.tools.base import Tool
-from thinkloop.types import Message, PendingApproval, RunStatus, Step, ToolSpec, Usage
-
-if TYPE_CHECKING:
-    from thinkloop.loop.resume import Recovered, Resumption
+from thinkloop.types import (
+    Message,
+    PendingApproval,
+    RunStatus,
+    Step,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 
 P = ParamSpec("P")
 
@@ -54,6 +60,32 @@ class RunConfig:
         # Built once per run: every step sends the same tools, and the provider's encoder
         # recognises an unchanged tool list by identity instead of comparing schemas.
         return tuple(t.spec for t in self.tools.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Resumption:
+    """The decision for every call a paused run waits on."""
+
+    pending: tuple[PendingApproval, ...]
+    approved: bool
+    reason: str = ""
+
+    def approves(self, call_id: str) -> bool:
+        return self.approved and any(p.call_id == call_id for p in self.pending)
+
+    @property
+    def turn_messages(self) -> int:
+        return self.pending[0].turn_messages if self.pending else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A run continued from its checkpoints: the step its process died in, if it died while
+    that step's tools ran (the reply holding the calls, and the results already recorded)."""
+
+    assistant: Message | None = None
+    results: dict[str, ToolResult] | None = None
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(slots=True)  # one per run: slots keep a waiting run small (issue 19)
