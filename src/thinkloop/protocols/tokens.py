@@ -155,7 +155,10 @@ class TokenHandlers(XmlHandlers):
         found = fmt.found_in_blob(body[len("<|plugin|>"):], pythonic=False)
         if found is None or not found.calls:
             self._problem("could not read the call after <|action_start|><|plugin|>", m.start())
-            return self._skip(end) if end < self.n else None
+            # A closed region is kept as prose; one that ran to the end of the text is not,
+            # so the markers inside it are read. Closed means a closer was found, not that
+            # text follows it: a stream may have just received the closer.
+            return self._skip(end) if body_end < end else None
         return self._take(found, end)
 
     def _mistral(self, m: re.Match[str]) -> int | None:
