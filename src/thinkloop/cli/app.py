@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
@@ -11,29 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
-from thinkloop.cli.render import (
-    EXIT_CODES,
-    USAGE_ERROR,
-    EventPrinter,
-    fail,
-    first_sentence,
-    print_answer,
-)
+from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.errors import StoreError, ThinkloopError
-from thinkloop.store.open import open_store
 
 if TYPE_CHECKING:
-    # The engine (pydantic, tracing, guards) loads when a command runs, so that ``--help``
-    # and the light commands start quickly.
+    # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
+    # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
     from thinkloop.cli.build import AgentOptions
     from thinkloop.loop.result import RunResult
     from thinkloop.tools.base import Tool
@@ -44,6 +34,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: typer's rich help imports rich.markdown and rich.traceback, most of
+    # what ``thinkloop --help`` took (issue 19); every sub-app says the same.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 100},
 )
 
 
@@ -105,8 +99,7 @@ def run(
     judgement: Annotated[str | None, typer.Option(
         help="Judgement plugins: all, off, or a comma list (assess,select,...).")] = None,
     model_pool: Annotated[str | None, typer.Option(
-        # \[ : help text is rich markup, and "[/effort]" would read as a closing tag.
-        help="Models for --judgement select: provider:model=capability\\[/effort],...")]
+        help="Models for --judgement select: provider:model=capability[/effort],...")]
     = None,
     file: Annotated[
         list[Path] | None, typer.Option("--file", help="Attach a file (repeatable).")
@@ -133,6 +126,8 @@ def run(
         from thinkloop.cli.stdio import main_stdio
 
         raise typer.Exit(main_stdio(opts))
+    import asyncio
+
     text = read_task(task)
     inputs = RunInputs(text, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
@@ -143,7 +138,9 @@ def run(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     else:
-        print_answer(result, Console(soft_wrap=True))
+        from thinkloop.cli.printers import print_answer
+
+        print_answer(result, console(soft_wrap=True))
     code = EXIT_CODES.get(result.status, 1)
     if result.status == "failed":
         raise fail(result.error or "run failed", code)
@@ -164,7 +161,9 @@ class RunInputs:
 
 async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
     from thinkloop.cli.build import build_agent
+    from thinkloop.cli.printers import EventPrinter
     from thinkloop.settings import load_settings
+    from thinkloop.store.open import open_store
     from thinkloop.tools.builtin.web import context_from_cli
 
     async with contextlib.AsyncExitStack() as stack:
@@ -180,7 +179,7 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
         if not quiet:
-            progress = Console(stderr=True)
+            progress = console(stderr=True)
             progress.print(f"[dim]model: {agent.model.name}[/]", highlight=False)
             printer = EventPrinter(progress)
             agent.subscribe(printer)
@@ -224,7 +223,7 @@ def list_tools(
     found, failed = load_plugin_tools()
     tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]
     for f in [*failed, *load_plugin_hooks()[1]]:
-        Console(stderr=True, soft_wrap=True).print(
+        console(stderr=True, soft_wrap=True).print(
             f"[yellow]plugin {f.entry_point} ({f.group}) failed to load and is skipped:[/] "
             f"{f.error}", highlight=False)
     if as_json:
@@ -241,7 +240,7 @@ def list_tools(
         args = ", ".join(f"{k}{'' if k in required else '?'}: {v.get('type', 'any')}"
                          for k, v in props.items())
         table.add_row(t.name, first_sentence(t.description), args, needs or "-")
-    Console().print(table)
+    console().print(table)
 
 
 app.command("prompt")(prompt)
@@ -256,10 +255,6 @@ app.add_typer(guard_app, name="guard")
 
 
 def main() -> None:
-    # The CLI draws its own progress; keep model loaders' progress bars off the terminal.
-    from thinkloop.settings import quiet_model_loaders
-
-    quiet_model_loaders()
     try:
         app()
     except ThinkloopError as exc:

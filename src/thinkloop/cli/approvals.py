@@ -9,7 +9,6 @@ the same model and tools options as ``thinkloop run``. Mounted by the main app w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
@@ -17,19 +16,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from thinkloop.cli.render import fail
+from thinkloop.cli.render import console, escape, fail
 from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
 from thinkloop.errors import ThinkloopError
-from thinkloop.store.open import open_store
 
 if TYPE_CHECKING:
     from thinkloop.loop.result import RunResult
 
 approvals_app = typer.Typer(help="List and decide tool calls that paused runs wait on.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, rich_markup_mode=None)
 SessionOption = Annotated[str, typer.Option("--session", help="The paused session.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -39,7 +35,7 @@ def list_pending(session: SessionOption, db: DbOption = None, as_json: JsonOptio
     """The calls the session's paused run waits on."""
     pending = with_store(db, lambda s: s.pending_approvals(session))
     if not pending and not as_json:
-        Console().print(f"nothing waits for approval in session {escape(session)}")
+        console().print(f"nothing waits for approval in session {escape(session)}")
         return
     print_rows(
         pending, as_json,
@@ -65,6 +61,8 @@ def decide(
     """Approve or deny what the paused run waits on, then let it continue."""
     if approve == deny:
         raise fail("give exactly one of --approve or --deny")
+    import asyncio
+
     try:
         result = asyncio.run(_decide(session, approve, reason, db, model, tools, as_json))
     except ThinkloopError as exc:
@@ -80,9 +78,10 @@ async def _decide(
     quiet: bool,
 ) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
-    from thinkloop.cli.render import EventPrinter
+    from thinkloop.cli.printers import EventPrinter
     from thinkloop.guard.approval import Decision
     from thinkloop.settings import load_settings
+    from thinkloop.store.open import open_store
 
     async with contextlib.AsyncExitStack() as stack:
         settings = load_settings()
@@ -93,7 +92,7 @@ async def _decide(
         agent = build_agent(opts, settings, store=store)
         stack.push_async_callback(agent.aclose)
         if not quiet:
-            agent.subscribe(EventPrinter(Console()))
+            agent.subscribe(EventPrinter(console()))
         handle = await agent.start_resume(session, Decision(approve, reason),
                                           stream_model=not quiet)
         result = await handle.result()

@@ -12,7 +12,7 @@ from thinkloop.channels import ConsoleChannel
 from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model
-from thinkloop.settings import Settings
+from thinkloop.settings import Settings, quiet_model_loaders
 from thinkloop.store.base import Store
 from thinkloop.tools.base import Tool
 
@@ -57,6 +57,9 @@ def build_agent(
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
+    # The CLI draws its own progress: model loaders' progress bars stay off the terminal
+    # (here, where models load, rather than at start-up: pydantic is not for --help).
+    quiet_model_loaders()
     # The flags join the settings as arguments (``agent.config.origin`` says so).
     settings = settings.with_arguments(opts.settings_args())
     spec = settings.model_spec()

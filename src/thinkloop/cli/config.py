@@ -7,9 +7,8 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from thinkloop.cli.render import console
 from thinkloop.errors import ConfigError
 
 
@@ -33,8 +32,10 @@ def config(
         out = {name: {"value": value, "source": origin} for name, value, origin in rows}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
+    from rich.table import Table
+
     table = Table("setting", "value", "source")
     for name, value, origin in rows:
         shown = "-" if value is None else str(value)
         table.add_row(name, shown, origin if origin == "default" else f"[bold]{origin}[/]")
-    Console().print(table)
+    console().print(table)

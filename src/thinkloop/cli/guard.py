@@ -12,11 +12,11 @@ from typing import Annotated
 
 import orjson
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-guard_app = typer.Typer(help="Check text for prompt injection.", no_args_is_help=True)
+from thinkloop.cli.render import console, escape
+
+guard_app = typer.Typer(help="Check text for prompt injection.", no_args_is_help=True,
+                        rich_markup_mode=None)
 
 
 @guard_app.command("scan")
@@ -44,11 +44,13 @@ def scan(
                 "detector": f.detector, "pattern": f.pattern, "severity": f.severity,
                 "view": f.view, "span": list(f.span), "why": f.why}).decode() + "\n")
     elif findings:
+        from rich.table import Table
+
         table = Table("detector", "pattern", "severity", "where", "why")
         for f in findings:
             table.add_row(f.detector, f.pattern, f.severity, f"{f.span[0]}-{f.span[1]}",
                           escape(f.why))
-        Console().print(table)
+        console().print(table)
     else:
-        Console().print("no injection found")
+        console().print("no injection found")
     raise typer.Exit(1 if findings else 0)

@@ -13,15 +13,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from thinkloop.types import ModelResponse, TextDelta, ToolSpec
+from thinkloop.cli.render import console, escape
 
 if TYPE_CHECKING:
     from thinkloop.context.prompt import PromptBuilder
     from thinkloop.settings import Settings
+    from thinkloop.types import ModelResponse, TextDelta, ToolSpec
 
 
 class Mode(StrEnum):
@@ -62,19 +60,21 @@ def prompt(
     sections, used = render_sections(agent, mode.value if mode else None, user, session, model,
                                      no_tools)
     if as_json:
-        out = [{"name": n, "tokens": t, "text": text} for n, text, t in sections]
-        sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+        doc = [{"name": n, "tokens": t, "text": text} for n, text, t in sections]
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return
-    console = Console(highlight=False)
+    from rich.table import Table
+
+    out = console(highlight=False)
     for name, text, tokens in sections:
-        console.rule(f"[bold]{name}[/] [dim]({tokens} tokens)[/]", align="left")
-        console.print(escape(text), soft_wrap=True)
+        out.rule(f"[bold]{name}[/] [dim]({tokens} tokens)[/]", align="left")
+        out.print(escape(text), soft_wrap=True)
     table = Table("section", "tokens", title=f"{agent} · {used}", title_justify="left")
     for name, _, tokens in sections:
         table.add_row(name, str(tokens))
     table.add_row("[bold]total[/]", f"[bold]{sum(t for _, _, t in sections)}[/]")
-    console.print()
-    console.print(table)
+    out.print()
+    out.print(table)
 
 
 def cli_prompt_builder(settings: Settings) -> PromptBuilder:

@@ -1,32 +1,16 @@
-"""Rendering a run for a person: progress on stderr as it happens, the answer once on stdout."""
+"""What every command shares, kept light: ``thinkloop --help`` imports this module, so rich
+(and the events, the store) load with a command's first output, not with the help
+(``printers.py`` renders runs)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.status import Status
-
-from thinkloop.events import (
-    Chunk,
-    Event,
-    HookErrored,
-    LlmRequest,
-    LlmResponse,
-    RunCancelled,
-    RunCompleted,
-    RunFailed,
-    ToolCalled,
-    ToolReturned,
-)
 
 if TYPE_CHECKING:
-    from thinkloop.loop.result import RunResult
+    from rich.console import Console
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -40,9 +24,23 @@ EXIT_CODES: dict[str, int] = {
 USAGE_ERROR = 2
 
 
+def console(**options: Any) -> Console:
+    """A rich ``Console(**options)``; rich is imported here, with the first output."""
+    from rich.console import Console
+
+    return Console(**options)
+
+
+def escape(text: str) -> str:
+    """``rich.markup.escape``, imported on first use."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def fail(message: str, code: int = USAGE_ERROR) -> typer.Exit:
     """Print ``error: message`` on stderr; the exit to raise (every command's one error form)."""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
+    console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}",
                                                highlight=False)
     return typer.Exit(code)
 
@@ -51,88 +49,3 @@ def first_sentence(text: str) -> str:
     """The first sentence of a description, whole even when the docstring wraps it."""
     paragraph = " ".join(text.strip().split("\n\n", 1)[0].split())
     return _SENTENCE_END.split(paragraph, 1)[0]
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text)} chars]"
-
-
-class EventPrinter:
-    """Shows steps as they happen: a spinner while the model works (with the tokens it has
-    written so far), then each tool call and its observation. The answer is not shown here:
-    ``print_answer`` prints it once, on stdout, when the run ends."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._status: Status | None = None
-        self._tokens = 0
-
-    def __call__(self, event: Event) -> None:
-        match event:
-            case LlmRequest():
-                self._tokens = 0
-                self._spin(event.step)
-            case Chunk():
-                self._tokens += 1
-                if self._status is not None:
-                    self._status.update(self._label(event.step))
-            case LlmResponse(thought=thought):
-                self.close()
-                if thought:
-                    self.console.print(f"[magenta]thought[/] {escape(_short(thought))}")
-            case ToolCalled(name=name, arguments=arguments):
-                self.console.print(f"[cyan]step {event.step + 1}[/] [bold]{escape(name)}[/]"
-                                   f"({escape(_short(arguments, 200))})")
-            case ToolReturned(is_error=is_error, content=content):
-                style = "red" if is_error else "green"
-                self.console.print(f"  [{style}]->[/] {escape(_short(content))}")
-            case HookErrored(hook=hook, error=error):
-                self.console.print(f"[yellow]hook {hook} failed:[/] {escape(error)}")
-            case RunCompleted():
-                self.close()
-                self._ended(event)
-            case RunFailed():
-                self.close()
-            case RunCancelled():
-                self.close()
-                self.console.print("[yellow]cancelled[/]")
-
-    def close(self) -> None:
-        """Stop the spinner (idempotent)."""
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
-
-    def _spin(self, step: int) -> None:
-        self.close()
-        if self.console.is_terminal:
-            self._status = self.console.status(self._label(step), spinner="dots")
-            self._status.start()
-
-    def _label(self, step: int) -> str:
-        written = f", {self._tokens} tokens" if self._tokens else ""
-        return f"[cyan]step {step + 1}[/] [dim]model is working{written}...[/]"
-
-    def _ended(self, event: RunCompleted) -> None:
-        if event.status != "completed":
-            why = f": {escape(event.error)}" if event.error else ""
-            self.console.print(f"[yellow]run ended {event.status}[/]{why}")
-        if event.silent:
-            self.console.print("[dim](silent reply: nothing to deliver)[/]")
-        u = event.usage
-        self.console.print(
-            f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "
-            f"{u['output_tokens']} out tokens[/]"
-        )
-
-
-def print_answer(result: RunResult, console: Console) -> None:
-    """The run's answer, once: framed on a terminal, plain text when piped."""
-    if result.silent or not result.text:
-        return
-    if console.is_terminal:
-        title = "answer" if result.status == "completed" else f"answer ({result.status})"
-        console.print(Panel(escape(result.text), title=title, expand=False))
-    else:
-        console.print(result.text, markup=False, highlight=False)

@@ -11,30 +11,28 @@ cost. The store is ``--db``, else ``THINKLOOP_DATABASE_URL``, else the SQLite fi
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
+from dataclasses import fields
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.tree import Tree
 
-from thinkloop.cli.render import EXIT_CODES, EventPrinter, fail
+from thinkloop.cli.render import EXIT_CODES, console, escape, fail
 from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
-from thinkloop.errors import ThinkloopError
-from thinkloop.events import Event, LlmResponse, StepCompleted, ToolCalled, ToolReturned
-from thinkloop.store.base import DurableStore, RunRecord, SpanRecord, StoreError
-from thinkloop.store.open import open_store
-from thinkloop.store.serialize import event_to_dict
+from thinkloop.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
+    # The store, the events and rich load when a command runs, not for ``--help``.
+    from rich.tree import Tree
+
+    from thinkloop.events import Event
     from thinkloop.loop.result import RunResult
+    from thinkloop.store.base import DurableStore, RunRecord, SpanRecord
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
-                       invoke_without_command=True)
+                       invoke_without_command=True, rich_markup_mode=None)
 
 
 async def _record(store: DurableStore, run_id: str) -> RunRecord:
@@ -50,7 +48,7 @@ def _took(rec: RunRecord) -> str:
 
 
 def _json(rec: RunRecord) -> dict[str, Any]:
-    return {f: getattr(rec, f) for f in RunRecord.__dataclass_fields__}
+    return {f.name: getattr(rec, f.name) for f in fields(rec)}
 
 
 @runs_app.callback()
@@ -82,38 +80,41 @@ def show_run(
     as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
 ) -> None:
     """A run's record and its steps, from its audit log."""
+    from thinkloop.events import LlmResponse, ToolCalled, ToolReturned
+    from thinkloop.store.serialize import event_to_dict
+
     async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
         return await _record(store, run_id), await store.run_events(run_id)
 
     rec, events = with_store(db, read)
     if as_json:
-        out = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
-        sys.stdout.write(orjson.dumps(out).decode() + "\n")
+        doc = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         return
-    console = Console(soft_wrap=True, highlight=False)
-    console.print(f"[bold]run {rec.id}[/]  {rec.status}  agent {escape(rec.agent)}  "
+    out = console(soft_wrap=True, highlight=False)
+    out.print(f"[bold]run {rec.id}[/]  {rec.status}  agent {escape(rec.agent)}  "
                   f"model {escape(rec.model)}")
-    console.print(f"session {escape(rec.session_id or '-')}  user {escape(rec.user_id or '-')}"
+    out.print(f"session {escape(rec.session_id or '-')}  user {escape(rec.user_id or '-')}"
                   f"  started {when(rec.started_at, seconds=True)}  took {_took(rec)}")
-    console.print(f"{rec.steps} steps, {rec.input_tokens} in / {rec.output_tokens} out tokens, "
+    out.print(f"{rec.steps} steps, {rec.input_tokens} in / {rec.output_tokens} out tokens, "
                   f"${rec.cost_usd:.4f}")
-    console.print(f"task: {escape(rec.task)}")
+    out.print(f"task: {escape(rec.task)}")
     if rec.error:
-        console.print(f"[yellow]error:[/] {escape(rec.error)}")
+        out.print(f"[yellow]error:[/] {escape(rec.error)}")
     for e in events:
         match e:
             case LlmResponse(text=text, thought=thought):
-                console.print(f"[cyan]step {e.step + 1}[/]")
+                out.print(f"[cyan]step {e.step + 1}[/]")
                 if thought:
-                    console.print(f"  [magenta]thought[/] {escape(thought)}")
+                    out.print(f"  [magenta]thought[/] {escape(thought)}")
                 if text:
-                    console.print(f"  [bold]says[/] {escape(text)}")
+                    out.print(f"  [bold]says[/] {escape(text)}")
             case ToolCalled(name=name, arguments=arguments):
                 args = orjson.dumps(arguments).decode()
-                console.print(f"  [bold]{escape(name)}[/]({escape(args)})")
+                out.print(f"  [bold]{escape(name)}[/]({escape(args)})")
             case ToolReturned(is_error=is_error, content=content):
                 style = "red" if is_error else "green"
-                console.print(f"    [{style}]->[/] {escape(content)}")
+                out.print(f"    [{style}]->[/] {escape(content)}")
 
 
 @runs_app.command("abort")
@@ -124,7 +125,7 @@ def abort_run(
     """Ask the process running RUN_ID to stop it: it ends cancelled, its session intact."""
     if not with_store(db, lambda s: s.request_abort(run_id)):
         raise fail(f"no run {run_id!r} in progress in this store", 1)
-    Console().print(f"abort requested for run {run_id}; its process stops it within a second")
+    console().print(f"abort requested for run {run_id}; its process stops it within a second")
 
 
 @runs_app.command("resume")
@@ -140,6 +141,8 @@ def resume_run(
 ) -> None:
     """Continue a run whose process died, from its last completed step; a tool call that
     already has a result is not run again."""
+    import asyncio
+
     try:
         result = asyncio.run(_resume(run_id, model, tools, approve, db, quiet=as_json))
     except (StoreError, ThinkloopError) as exc:
@@ -147,14 +150,16 @@ def resume_run(
     if as_json:
         sys.stdout.write(orjson.dumps(result.to_dict(), default=str).decode() + "\n")
     if result.status == "failed":
-        Console(stderr=True).print(f"[red]error:[/] {escape(result.error or 'run failed')}")
+        console(stderr=True).print(f"[red]error:[/] {escape(result.error or 'run failed')}")
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
 async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: str | None,
                   *, quiet: bool) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
+    from thinkloop.cli.printers import EventPrinter
     from thinkloop.settings import load_settings
+    from thinkloop.store.open import open_store
 
     settings = load_settings()
     store = open_store(db, settings=settings)
@@ -164,7 +169,7 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
         agent = build_agent(opts, settings, store=store,
                             memory=rec.session_id is not None or rec.user_id is not None)
         if not quiet:
-            agent.subscribe(EventPrinter(Console()))
+            agent.subscribe(EventPrinter(console()))
         handle = await agent.start_resume_run(run_id, stream_model=not quiet)
         try:
             result = await handle.result()
@@ -183,26 +188,19 @@ def replay_run(
     delay: Annotated[float, typer.Option(help="Seconds to pause between steps.")] = 0.0,
 ) -> None:
     """Re-show a run step by step from its audit log; no model is called."""
+    from thinkloop.cli.printers import ReplayPrinter
+    from thinkloop.events import StepCompleted
+
     async def read(store: DurableStore) -> list[Event]:
         await _record(store, run_id)
         return await store.run_events(run_id)
 
     events = with_store(db, read)
-    printer = ReplayPrinter(Console())
+    printer = ReplayPrinter(console())
     for e in events:
         printer(e)
         if delay and isinstance(e, StepCompleted):
             time.sleep(delay)
-
-
-class ReplayPrinter(EventPrinter):
-    """The live printer, fed from the audit log: a reply's text (streamed live) is printed
-    whole, as it appeared."""
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, LlmResponse) and event.text:
-            self.console.print(escape(event.text), style="dim")
-        super().__call__(event)
 
 
 def trace(
@@ -218,15 +216,17 @@ def trace(
     spans = with_store(db, read)
     if as_json:
         for s in spans:
-            row = {f: getattr(s, f) for f in SpanRecord.__dataclass_fields__}
+            row = {f.name: getattr(s, f.name) for f in fields(s)}
             sys.stdout.write(orjson.dumps(row).decode() + "\n")
         return
     if not spans:
         raise fail(f"run {run_id} has no stored trace", 1)
-    Console(highlight=False).print(span_tree(spans))
+    console(highlight=False).print(span_tree(spans))
 
 
 def span_tree(spans: list[SpanRecord]) -> Tree:
+    from rich.tree import Tree
+
     ids = {s.span_id for s in spans}
     children: dict[str | None, list[SpanRecord]] = {}
     for s in spans:

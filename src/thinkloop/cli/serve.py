@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
 from thinkloop.errors import ConfigError
 
-keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
+                       rich_markup_mode=None)
 
 
 def serve(
@@ -35,17 +36,18 @@ def serve(
         import uvicorn
 
         from thinkloop.server import GatewayConfig, create_app
-        from thinkloop.settings import load_settings
+        from thinkloop.settings import load_settings, quiet_model_loaders
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None
+    quiet_model_loaders()  # the gateway's embedding model draws no progress bar either
     if agents is not None and not agents.is_file():
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"gateway.host": host, "gateway.port": port,
                               "gateway.per_user_runs": per_user_runs,
                               "gateway.max_runs": max_runs})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
-    Console(stderr=True).print(
+    console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
     uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,

@@ -7,7 +7,6 @@ file under ``THINKLOOP_HOME`` (``~/.thinkloop``).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,22 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import orjson
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from thinkloop.cli.render import fail
+from thinkloop.cli.render import console, escape, fail
 from thinkloop.errors import ThinkloopError
-from thinkloop.store.base import SessionInfo
-from thinkloop.store.open import open_store
-from thinkloop.store.serialize import message_to_dict
-from thinkloop.types import Message
 
 if TYPE_CHECKING:
+    # The store (and asyncio, rich) load when a command runs, not for ``--help``.
+    from thinkloop.store.base import SessionInfo
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.sqlite import SQLiteStore
+    from thinkloop.types import Message
 
-sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True)
+sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True,
+                           rich_markup_mode=None)
 T = TypeVar("T")
 DbOption = Annotated[
     str | None, typer.Option("--db", help="SQLite path or postgresql:// URL.")
@@ -42,6 +38,9 @@ def with_store(
 ) -> T:
     """Open the durable store, run ``action`` on it, close it; a store or configuration
     error is one line on stderr and exit code 2 (the ``sessions`` and ``runs`` commands)."""
+    import asyncio
+
+    from thinkloop.store.open import open_store
 
     async def main() -> T:
         store = open_store(db)
@@ -66,10 +65,12 @@ def print_rows(
         for item in items:
             sys.stdout.write(orjson.dumps(to_json(item)).decode() + "\n")
         return
+    from rich.table import Table
+
     table = Table(*columns)
     for item in items:
         table.add_row(*to_row(item))
-    Console().print(table)
+    console().print(table)
 
 
 def when(ts: float, *, seconds: bool = False) -> str:
@@ -100,6 +101,8 @@ def show_session(
     as_json: Annotated[bool, typer.Option("--json", help="Print messages as JSON lines.")] = False,
 ) -> None:
     """A session's condensed history and messages."""
+    from thinkloop.store.serialize import message_to_dict
+
     async def read(
         store: SQLiteStore | PostgresStore,
     ) -> tuple[SessionInfo | None, list[Message]]:
@@ -107,21 +110,21 @@ def show_session(
 
     info, messages = with_store(db, read)
     if info is None:
-        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
     if as_json:
         for m in messages:
             sys.stdout.write(orjson.dumps(message_to_dict(m)).decode() + "\n")
         return
-    console = Console(soft_wrap=True)
+    out = console(soft_wrap=True)
     if info.summary:
-        console.print(f"[bold]condensed history[/]\n{escape(info.summary)}\n")
+        out.print(f"[bold]condensed history[/]\n{escape(info.summary)}\n")
     for m in messages:
         d = message_to_dict(m)
         line = f"[bold]{d['role']}[/]: {escape(d.get('content', ''))}"
         for c in d.get("tool_calls", ()):
             line += f"\n  -> {escape(c['name'])}({escape(orjson.dumps(c['arguments']).decode())})"
-        console.print(line, highlight=False)
+        out.print(line, highlight=False)
 
 
 @sessions_app.command("delete")
@@ -133,11 +136,11 @@ def delete_session(
     """Delete a session and all its messages."""
     # Ask only about a session that exists: a typo gets the error, not a question.
     if with_store(db, lambda s: s.session_info(session_id)) is None:
-        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
     if not yes and not typer.confirm(f"Delete session {session_id!r}?"):
         raise typer.Exit(1)
     if not with_store(db, lambda s: s.delete_session(session_id)):
-        Console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
+        console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
         raise typer.Exit(1)
-    Console().print(f"deleted {escape(session_id)}")
+    console().print(f"deleted {escape(session_id)}")
