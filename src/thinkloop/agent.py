@@ -288,12 +288,17 @@ class Agent:
                  else functools.partial(self.sessions.turn, context=inputs))
         return self._launch(cfg, state, scope, events)
 
-    async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 20.0,
-                         **options: Any) -> list[RunHandle]:
+    async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 10.0,
+                         freeze: bool = True, **options: Any) -> list[RunHandle]:
         """:meth:`start` a run per task (with ``options``, start's keywords), in slices that
         yield to the event loop so that it never stalls for much more than ``slice_ms``
-        (10,000 runs started in one go hold it for seconds). The handles, in task order."""
-        return await admit(functools.partial(self.start, **options), tasks, slice_ms=slice_ms)
+        (10,000 runs started in one go hold it for seconds). The handles, in task order.
+
+        ``freeze``: keep the started runs out of the garbage collector's full passes until
+        they are all done (``thinkloop.loop.admit.FreezeHold``); else each pass walks every
+        waiting run and stalls the loop (200 ms at 10,000 runs)."""
+        return await admit(functools.partial(self.start, **options), tasks, slice_ms=slice_ms,
+                           freeze=freeze)
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
