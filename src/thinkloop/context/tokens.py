@@ -56,10 +56,16 @@ def heuristic_count(text: str) -> int:
     return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
+def _key(counter: TokenCounter) -> Any:
+    # A str key for the default counter: a message's cache then holds only untracked objects
+    # (str keys, int counts, bytes encodings), so the collector never walks it (issue 19).
+    return "tokens" if counter is heuristic_count else ("tokens", counter)
+
+
 def message_tokens(m: Message, counter: TokenCounter = heuristic_count) -> int:
     # Messages are immutable, so a count is memoised with the message: the pipeline counts
     # the whole history before every model call and must not redo the work each step.
-    key = ("tokens", counter)
+    key = _key(counter)
     cached = m.cache.get(key)
     if cached is None:
         cached = m.cache[key] = _count(m, counter)
@@ -78,7 +84,15 @@ def _count(m: Message, counter: TokenCounter) -> int:
 
 
 def estimate_tokens(messages: Iterable[Message], counter: TokenCounter = heuristic_count) -> int:
-    return sum(message_tokens(m, counter) for m in messages)
+    # message_tokens inlined: this runs over the whole history before every model call.
+    key = _key(counter)
+    total = 0
+    for m in messages:
+        cached = m.cache.get(key)
+        if cached is None:
+            cached = m.cache[key] = _count(m, counter)
+        total += cached
+    return total
 
 
 def context_window(model_name: str, overrides: Mapping[str, int] | None = None) -> int:

@@ -57,25 +57,39 @@ class LoopSettings:
 class _Run:
     strikes: int = 0
     step_calls: dict[int, dict[str, str]] = field(default_factory=dict)  # step -> key -> id
+    # Each call key's first successful result that is still current, kept up to date step
+    # by step (not recomputed over the whole run before every call), and how many of the
+    # run's steps it covers.
+    results: dict[str, tuple[int, ToolResult]] = field(default_factory=dict)
+    scanned: int = 0
+    # The signatures of the run's steps that made calls, kept up to date the same way.
+    signatures: list[frozenset[str]] = field(default_factory=list)
+    signed: int = 0
+
+    def earlier(self, state: RunState, key: str,
+                changes_state: frozenset[str]) -> tuple[int, ToolResult] | None:
+        """The first successful result of the call ``key`` that is still current: no call to
+        a tool in ``changes_state`` (the same set every time) ran after it."""
+        for step in state.steps[self.scanned:]:
+            if any(c.name in changes_state for c in step.tool_calls):
+                self.results.clear()
+            for r in step.results:
+                if not r.is_error:
+                    self.results.setdefault(call_key(r.call), (step.index, r))
+        self.scanned = len(state.steps)
+        return self.results.get(key)
+
+    def history(self, state: RunState, with_args: bool) -> list[frozenset[str]]:
+        """The signature of every step that made calls (``with_args``: the same each time)."""
+        self.signatures += [_signature(s, with_args) for s in state.steps[self.signed:]
+                            if s.tool_calls]
+        self.signed = len(state.steps)
+        return self.signatures
 
 
 def call_key(call: ToolCall) -> str:
     args = orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS, default=str).decode()
     return f"{call.name}:{args}"
-
-
-def earlier_result(state: RunState, key: str,
-                   changes_state: frozenset[str] = frozenset()) -> tuple[int, ToolResult] | None:
-    """The first successful result of the call ``key`` that is still current: no call to a
-    tool in ``changes_state`` ran after it."""
-    found: tuple[int, ToolResult] | None = None
-    for step in state.steps:
-        if found is not None and any(c.name in changes_state for c in step.tool_calls):
-            found = None
-        for r in step.results:
-            if found is None and not r.is_error and call_key(r.call) == key:
-                found = step.index, r
-    return found
 
 
 def _signature(step: Step, with_args: bool) -> frozenset[str]:
@@ -138,7 +152,7 @@ class LoopGuard:
             if key in seen:
                 self._answer(ctx, call, SAME_STEP_NOTE.format(first=seen[key]), "duplicate")
                 return
-            earlier = earlier_result(ctx.state, key, _changes_state(ctx))
+            earlier = run.earlier(ctx.state, key, _changes_state(ctx))
             if earlier is not None:
                 step, result = earlier
                 text = result.content + DUPLICATE_NOTE.format(name=call.name, step=step)
@@ -148,12 +162,12 @@ class LoopGuard:
         seen.setdefault(key, call.id)
 
     def _loop(self, ctx: ToolHookContext, run: _Run, call: ToolCall) -> bool:
-        steps = [s for s in ctx.state.steps if s.tool_calls]
         limit = self.settings.repeat_limit
         if self.settings.rule == "same_tool":
-            pattern = loop_pattern([_signature(s, False) for s in steps], call.name, limit)
+            pattern = loop_pattern(run.history(ctx.state, False), call.name, limit)
         else:
-            pattern = (loop_pattern([_signature(s, True) for s in steps], call_key(call), limit)
+            steps = [s for s in ctx.state.steps if s.tool_calls]
+            pattern = (loop_pattern(run.history(ctx.state, True), call_key(call), limit)
                        or same_results(steps, call.name, limit))
         if pattern is None:
             run.strikes = 0

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -28,6 +29,12 @@ def channel_tools(configured: tuple[str, ...] | None, tools: Iterable[str]) -> t
     """The run's tools that send to people: ``configured`` (None: detect by name)."""
     if configured is not None:
         return configured
+    return _detected(tuple(tools))
+
+
+@functools.lru_cache(maxsize=64)
+def _detected(tools: tuple[str, ...]) -> tuple[str, ...]:
+    # Asked before every tool call; an agent's tool names do not change between calls.
     return tuple(t for t in tools if any(fnmatchcase(t, g) for g in CHANNEL_TOOL_GLOBS))
 
 

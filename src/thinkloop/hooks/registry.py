@@ -134,7 +134,8 @@ class Hooks:
         for hook in self.by_stage[ctx.stage]:
             try:
                 value = hook.fn(ctx)
-                if inspect.isawaitable(value):
+                # Most hooks are plain functions returning None: skip the (slow) awaitable test.
+                if value is not None and inspect.isawaitable(value):
                     await value
             except Exception as exc:
                 ctx.emit(HookErrored, stage=ctx.stage, hook=hook.label,

@@ -47,17 +47,19 @@ def repair_tool_pairs(messages: Sequence[Message]) -> Sequence[Message]:
 
 def _pairs_ok(messages: Sequence[Message]) -> bool:
     """True when every call is answered exactly once right after it and no result is orphan."""
-    pending: list[str] = []
+    # Runs over the whole history before every model call: no list per step, no pop(0).
+    calls: tuple[ToolCall, ...] = ()
+    answered = 0  # how many of ``calls`` the tool messages since them answered, in order
     for m in messages:
         if m.role == "tool":
-            if not pending or m.tool_call_id != pending[0]:
+            if answered >= len(calls) or m.tool_call_id != calls[answered].id:
                 return False
-            pending.pop(0)
-        elif pending:
+            answered += 1
+        elif answered < len(calls):
             return False
-        elif m.role == "assistant" and m.tool_calls:
-            pending = [c.id for c in m.tool_calls]
-    return not pending
+        elif m.role == "assistant":
+            calls, answered = m.tool_calls, 0
+    return answered >= len(calls)
 
 
 def _placeholders(expected: dict[str, ToolCall]) -> list[Message]:

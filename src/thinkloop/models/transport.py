@@ -99,6 +99,8 @@ class HttpTransport:
         self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # One ClientTimeout per timeout value: runs send thousands of requests with the same.
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -115,9 +117,14 @@ class HttpTransport:
         return self._session
 
     def _timeout(self, timeout_s: float) -> aiohttp.ClientTimeout:
-        import aiohttp
+        timeout = self._timeouts.get(timeout_s)
+        if timeout is None:
+            import aiohttp
 
-        return aiohttp.ClientTimeout(total=timeout_s, sock_connect=self.connect_timeout_s)
+            timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=self.connect_timeout_s)
+            if len(self._timeouts) < 16:  # a handful of values in practice; never unbounded
+                self._timeouts[timeout_s] = timeout
+        return timeout
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float

@@ -92,6 +92,10 @@ def _from_text(text: str, kinds: set[str]) -> Any:
 
 def coerce_value(value: Any, prop: Mapping[str, Any]) -> Any:
     """``value`` turned into a type ``prop`` (a JSON schema) allows, where one is clear."""
+    if type(value) is str and value != "null" and prop.get("type") == "string":
+        # The common case, before every native call runs: a string where the schema says
+        # string stays as it is (only "null" may turn into None, for a nullable string).
+        return value
     kinds = schema_types(prop)
     if not kinds:
         return value
