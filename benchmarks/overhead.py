@@ -4,8 +4,9 @@ Three (four) loops run the same workload side by side in one process, against on
 deterministic OpenAI-compatible server in a subprocess (so it has its own core): each run asks
 for one ``echo`` tool call per step for 10 steps, then answers.
 
-* thinkloop      Agent + OpenAICompatModel with the default guards, history pipeline and events
-                 (loop detection off: this workload calls one tool 10 times in a row on purpose)
+* thinkloop      Agent + OpenAICompatModel with every default: guards (loop detection too: ten
+                 calls with new arguments are progress, and the run completes), history
+                 pipeline, policy
 * thinkloop-lean the same with ``guard=False`` (the loop, tools, events and pipeline only)
 * bare aiohttp   a hand-written loop posting the same JSON with aiohttp (the floor)
 * bare httpx2    the same loop on httpx2 (the client the openai SDK 3.x is built on)
@@ -18,10 +19,19 @@ Runs as records (issue 15), each the lean loop plus a SQLite store, compared wit
 * +checkpoints   the same with checkpoints after every step and tool result (the default
                  for an agent with a store)
 
+Each sample is timed in wall seconds and in this process's CPU seconds (the server has its
+own process): the CPU time is what the loop itself costs, and varies less with other load on
+the machine than the wall time. The goals (issue 19) are printed as ratios taken within each
+repeat and then the median over repeats, so drift between repeats cancels out:
+
+* concurrency    200 concurrent runs within 1.3x the wall time of the bare aiohttp loop
+* defaults       the default agent within 1.3x of the lean agent per step (sequential runs)
+
 ``--tuned-gc`` calls :func:`thinkloop.tuning.tune_gc` once the loops are built (every loop
 in the process, the bare ones too, runs under the tuned collector).
 
-Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5] [--tuned-gc]
+Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5] [--core]
+                                    [--tuned-gc]
 """
 
 from __future__ import annotations
@@ -35,7 +45,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -44,7 +53,6 @@ import orjson
 from openai import AsyncOpenAI
 
 from thinkloop import Agent, tool
-from thinkloop.guard import GuardSettings, LoopSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.store import open_store
 from thinkloop.tuning import tune_gc
@@ -103,8 +111,7 @@ class Loops:
                                                           max_keepalive_connections=1000))
         self.sdk = AsyncOpenAI(base_url=self.base_url, api_key="x", max_retries=0)
         self.model = OpenAICompatModel(MODEL, base_url=self.base_url, api_key="x")
-        guard = replace(GuardSettings(), loops=LoopSettings(detect_loops=False))
-        self.agent = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=guard)
+        self.agent = Agent(self.model, tools=[echo], max_steps=STEPS + 2)
         self.lean = Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=False)
         self.tmp = tempfile.TemporaryDirectory()
         self.store = open_store(f"{self.tmp.name}/runs.db")
@@ -174,43 +181,100 @@ class Loops:
                 messages.append({"role": "tool", "tool_call_id": c.id, "content": args["text"]})
 
 
-async def timed(fn: Callable[[], Awaitable[None]], runs: int, concurrency: int) -> float:
-    """Wall time for ``runs`` runs, ``concurrency`` at a time."""
+GOAL_CONCURRENT = 1.3  # 200 concurrent runs, x the bare aiohttp loop's wall time
+GOAL_DEFAULTS = 1.3  # the default agent per step, x the lean agent
+
+
+async def timed(fn: Callable[[], Awaitable[None]], runs: int, concurrency: int
+                ) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) for ``runs`` runs, ``concurrency`` at a time."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one() -> None:
         async with sem:
             await fn()
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one() for _ in range(runs)))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def measure(base_url: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
+Samples = dict[str, dict[str, list[float]]]  # loop -> figure -> one value per repeat
+
+
+async def measure(base_url: str, args: argparse.Namespace) -> Samples:
     async with Loops(base_url) as loops:
         names = ["bare aiohttp", "thinkloop", "thinkloop-lean", "bare httpx2", "openai SDK",
                  *loops.recorded]
         fns = [loops.bare_aiohttp, loops.thinkloop, loops.thinkloop_lean, loops.bare_httpx2,
                loops.openai_sdk, *(loops.recorded_loop(n) for n in loops.recorded)]
+        if args.core:
+            names, fns = names[:3], fns[:3]
         for fn in fns:  # warm up connections, imports and caches
             await timed(fn, 3, 3)
         if args.tuned_gc:
             tune_gc()
-        seq: dict[str, list[float]] = {n: [] for n in names}
-        conc: dict[str, list[float]] = {n: [] for n in names}
+        out: Samples = {n: {"seq": [], "conc": [], "conc_cpu": []} for n in names}
+        calls = STEPS + 1
         for _ in range(args.repeat):  # interleave the loops so drift hits all alike
             for name, fn in zip(names, fns, strict=True):
-                seq[name].append(await timed(fn, args.runs, 1))
-                conc[name].append(await timed(fn, args.concurrency, args.concurrency))
-        calls = STEPS + 1
-        for name in names:
-            out[name] = {
-                "seq_ms_per_call": statistics.median(seq[name]) / (args.runs * calls) * 1000,
-                "conc_wall_s": statistics.median(conc[name]),
-            }
+                seq, _cpu = await timed(fn, args.runs, 1)
+                out[name]["seq"].append(seq / (args.runs * calls) * 1000)  # ms per call
+                wall, cpu = await timed(fn, args.concurrency, args.concurrency)
+                out[name]["conc"].append(wall)
+                out[name]["conc_cpu"].append(cpu)
     return out
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def ratio(res: Samples, name: str, base: str, figure: str) -> float:
+    """The median over repeats of ``name``'s figure over ``base``'s in the same repeat."""
+    return med([a / b for a, b in zip(res[name][figure], res[base][figure], strict=True)])
+
+
+def print_loops(res: Samples, args: argparse.Namespace) -> None:
+    print(f"{'loop':<15} {'ms/call (seq)':>14} {'x bare':>7} "
+          f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7} {'CPU s':>6} {'x bare':>7}")
+    for name, r in res.items():
+        if name.startswith("+"):
+            continue
+        print(f"{name:<15} {med(r['seq']):>14.3f} {ratio(res, name, 'bare aiohttp', 'seq'):>7.2f} "
+              f"{med(r['conc']):>18.2f} {ratio(res, name, 'bare aiohttp', 'conc'):>7.2f} "
+              f"{med(r['conc_cpu']):>6.2f} {ratio(res, name, 'bare aiohttp', 'conc_cpu'):>7.2f}")
+
+
+def print_records(res: Samples, args: argparse.Namespace) -> None:
+    if "+records" not in res:
+        return
+    print("\nruns as records: the lean loop plus a SQLite store, x the lean loop\n")
+    print(f"{'loop':<15} {'ms/step (seq)':>14} {'x lean':>7} {'+ms/step':>9} "
+          f"{f'{args.concurrency} runs wall s':>18} {'x lean':>7}")
+    lean = "thinkloop-lean"
+    for name in (lean, "+records", "+trace", "+checkpoints"):
+        r = res[name]
+        print(f"{name:<15} {med(r['seq']):>14.3f} {ratio(res, name, lean, 'seq'):>7.2f} "
+              f"{med(r['seq']) - med(res[lean]['seq']):>9.3f} "
+              f"{med(r['conc']):>18.2f} {ratio(res, name, lean, 'conc'):>7.2f}")
+
+
+def print_goals(res: Samples, args: argparse.Namespace) -> None:
+    conc = ratio(res, "thinkloop", "bare aiohttp", "conc")
+    conc_cpu = ratio(res, "thinkloop", "bare aiohttp", "conc_cpu")
+    defaults = ratio(res, "thinkloop", "thinkloop-lean", "seq")
+    defaults_cpu = ratio(res, "thinkloop", "thinkloop-lean", "conc_cpu")
+    print(f"\ngoals (issue 19), median over {args.repeat} repeats of the ratio in each:\n")
+    print(f"{'figure':<52} {'ratio':>6} {'goal':>6} {'holds':>6}")
+    for label, value, goal in (
+            (f"{args.concurrency} concurrent runs, wall, x bare aiohttp", conc, GOAL_CONCURRENT),
+            (f"{args.concurrency} concurrent runs, client CPU, x bare aiohttp", conc_cpu, None),
+            ("default agent per step (sequential), x lean agent", defaults, GOAL_DEFAULTS),
+            (f"default agent, client CPU of {args.concurrency} runs, x lean", defaults_cpu, None)):
+        holds = "-" if goal is None else ("yes" if value < goal else "no")
+        print(f"{label:<52} {value:>6.2f} {'-' if goal is None else f'{goal:g}':>6} "
+              f"{holds:>6}")
 
 
 def main() -> None:
@@ -220,6 +284,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="samples (median reported)")
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--core", action="store_true",
+                        help="only the loops the goals compare: bare aiohttp, thinkloop, lean")
     parser.add_argument("--tuned-gc", action="store_true",
                         help="thinkloop.tuning.tune_gc() after warm-up (all loops)")
     args = parser.parse_args()
@@ -229,29 +295,12 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    base = res["bare aiohttp"]
     print(f"\n{STEPS}-step runs (+1 final call), zero-latency loopback server, "
           f"median of {args.repeat}, gc {'tuned' if args.tuned_gc else 'default'}, "
           f"load average {os.getloadavg()[0]:.2f}\n")
-    print(f"{'loop':<15} {'ms/call (seq)':>14} {'x bare':>7} "
-          f"{f'{args.concurrency} runs wall s':>18} {'x bare':>7}")
-    recorded = ("+records", "+trace", "+checkpoints")
-    for name, r in res.items():
-        if name in recorded:
-            continue
-        print(f"{name:<15} {r['seq_ms_per_call']:>14.3f} "
-              f"{r['seq_ms_per_call'] / base['seq_ms_per_call']:>7.2f} "
-              f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / base['conc_wall_s']:>7.2f}")
-    lean = res["thinkloop-lean"]
-    print("\nruns as records: the lean loop plus a SQLite store, x the lean loop\n")
-    print(f"{'loop':<15} {'ms/step (seq)':>14} {'x lean':>7} {'+ms/step':>9} "
-          f"{f'{args.concurrency} runs wall s':>18} {'x lean':>7}")
-    for name in ("thinkloop-lean", *recorded):
-        r = res[name]
-        print(f"{name:<15} {r['seq_ms_per_call']:>14.3f} "
-              f"{r['seq_ms_per_call'] / lean['seq_ms_per_call']:>7.2f} "
-              f"{r['seq_ms_per_call'] - lean['seq_ms_per_call']:>9.3f} "
-              f"{r['conc_wall_s']:>18.2f} {r['conc_wall_s'] / lean['conc_wall_s']:>7.2f}")
+    print_loops(res, args)
+    print_records(res, args)
+    print_goals(res, args)
 
 
 if __name__ == "__main__":
