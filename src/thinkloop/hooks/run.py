@@ -118,7 +118,7 @@ class RunState:
     recovered: Recovered | None = None
     # A rejected reply and the engine's note on it: shown on the next request only, never
     # part of the history, the stored turn or the result (``loop/notices.py``).
-    scratch: list[Message] = field(default_factory=list)
+    scratch: tuple[Message, ...] = ()  # a tuple: no list per run or per step
     # Set when a guard withheld the tools for the next reply (``ctx.withhold_tools``): the
     # notice the model reads before it answers without tools.
     answer_now: str | None = None

@@ -93,7 +93,7 @@ async def think(
     a rejected reply's scratch) join this request only, never the history."""
     visible = list(cfg.specs) if with_tools else []
     request = [*state.messages, *state.scratch, *extra] if state.scratch or extra else None
-    state.scratch = []
+    state.scratch = ()
     ctx = ReasonContext("pre_reason", cfg, state, messages=request or state.messages,
                         tools=visible, settings=cfg.settings)
     if "pre_reason" in cfg.hooks:

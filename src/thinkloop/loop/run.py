@@ -96,7 +96,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
             case RunTools(assistant, calls):
                 await act(cfg, state, assistant, calls, response)
             case TryAgain(assistant, feedback):
-                state.scratch = [assistant, Message.notice(feedback)]
+                state.scratch = (assistant, Message.notice(feedback))
                 record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
                 clean = finish(state, "completed", text, output)
