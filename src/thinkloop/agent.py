@@ -288,7 +288,7 @@ class Agent:
                  else functools.partial(self.sessions.turn, context=inputs))
         return self._launch(cfg, state, scope, events)
 
-    async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 10.0,
+    async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 8.0,
                          freeze: bool = True, **options: Any) -> list[RunHandle]:
         """:meth:`start` a run per task (with ``options``, start's keywords), in slices that
         yield to the event loop so that it never stalls for much more than ``slice_ms``

@@ -92,7 +92,7 @@ class FreezeHold:
             run.on_done(one_done)
 
 
-async def admit(start: Callable[[T], H], items: Iterable[T], *, slice_ms: float = 10.0,
+async def admit(start: Callable[[T], H], items: Iterable[T], *, slice_ms: float = 8.0,
                 first_slice: int = 16, freeze: bool = True) -> list[H]:
     """``start(item)`` for every item, yielding to the loop between slices; the results in
     order. Slices double while they take under half of ``slice_ms`` and halve above it.
