@@ -45,7 +45,8 @@ class FreezeHold:
     collections skip; objects there are still freed by reference counting the moment they
     are no longer used (a finished run's objects, measured: all of them), but one that dies
     in a reference cycle waits for ``gc.unfreeze()``. What a hold can keep is therefore at
-    most what was alive at its last freeze, and only until it is released. The permanent
+    most what existed at its last freeze (cyclic garbage not yet collected then included),
+    and only until it is released. The permanent
     generation is process-wide and ``gc.unfreeze()`` thaws all of it (the start-up objects
     :func:`thinkloop.tuning.tune_gc` froze too: a cost in speed, never in memory), so the
     holds are counted process-wide too: the last one released unfreezes.
