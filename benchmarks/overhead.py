@@ -220,6 +220,10 @@ async def measure(base_url: str, args: argparse.Namespace) -> Samples:
             for name, fn in zip(names, fns, strict=True):
                 seq, _cpu = await timed(fn, args.runs, 1)
                 out[name]["seq"].append(seq / (args.runs * calls) * 1000)  # ms per call
+                # Every loop's pool drops idle connections (aiohttp after 15 s, httpx2 after
+                # 5 s), and a round of the other loops takes longer than that: fill the pool
+                # again untimed, or a loop whose pool went idle pays 200 connects in its sample.
+                await timed(fn, args.concurrency, args.concurrency)
                 wall, cpu = await timed(fn, args.concurrency, args.concurrency)
                 out[name]["conc"].append(wall)
                 out[name]["conc_cpu"].append(cpu)
