@@ -11,14 +11,26 @@ table shows medians. Time to first token is measured to the first streamed chunk
 grammar a chunk appears only once the reply's kind is known (after ``{"tool"`` or
 ``{"answer": "``), which is what a user of the stream sees.
 
-    python benchmarks/local_model.py --runs 5 --max-tokens 64
+First, the README main command (issue 19's goal: under 5 s wall when run a second time, the
+model installed and the process cold) in fresh processes, each ``thinkloop run "What is 12*7?
+Use the calculator."`` exactly as a user types it, in a fresh ``THINKLOOP_HOME``:
+
+* ``first run``       the home is new: no KV cache file yet (the baseline);
+* ``second run``      the same home again: the system prompt's KV state comes from the file;
+* ``no KV cache``     ``THINKLOOP_LOCAL_KV_CACHE=0``: every run evaluates the whole prompt.
+
+    python benchmarks/local_model.py --runs 5 --max-tokens 64 [--skip-main-command]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +105,10 @@ async def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--skip-main-command", action="store_true")
     args = parser.parse_args()
+    if not args.skip_main_command:
+        main_command(args.runs)
     model = LocalModel(default_model_path())
     # A fixed budget makes the token counts comparable; temperature 0 makes runs repeatable.
     settings = ModelSettings(max_tokens=args.max_tokens, temperature=0)
@@ -114,6 +129,44 @@ async def main() -> None:
               f"{statistics.median(s.total_s for s in samples) * 1000:>9.1f} "
               f"{decode / base if base else 0:>14.2f}x")
     await prefix_reuse(model, args.runs)
+
+
+MAIN_TASK = "What is 12*7? Use the calculator."
+GOAL_SECOND_RUN_S = 5.0
+
+
+def main_command_s(home: str, **env: str) -> float:
+    """Wall seconds of one ``thinkloop run`` in a fresh process; it must answer 84."""
+    argv = [shutil.which("thinkloop") or "thinkloop", "run", MAIN_TASK]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "THINKLOOP_HOME": home, **env})
+    took = time.perf_counter() - started
+    if done.returncode != 0 or "84" not in done.stdout:
+        raise SystemExit(f"the main command did not answer 84 (exit {done.returncode}):\n"
+                         f"{done.stdout}{done.stderr}")
+    return took
+
+
+def main_command(runs: int) -> None:
+    rows: dict[str, list[float]] = {"first run": [], "second run": [], "no KV cache": []}
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as home:
+            rows["first run"].append(main_command_s(home))
+            rows["second run"].append(main_command_s(home))
+        with tempfile.TemporaryDirectory() as home:
+            rows["no KV cache"].append(main_command_s(home, THINKLOOP_LOCAL_KV_CACHE="0"))
+    first = statistics.median(rows["first run"])
+    print(f"README main command, {runs} fresh processes each, medians, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'run':<12} {'wall s':>7} {'x first':>8} {'goal s':>7} {'holds':>6}")
+    for label, walls in rows.items():
+        wall = statistics.median(walls)
+        goal = GOAL_SECOND_RUN_S if label == "second run" else None
+        holds = "-" if goal is None else ("yes" if wall < goal else "no")
+        print(f"{label:<12} {wall:>7.2f} {wall / first:>8.2f} "
+              f"{'-' if goal is None else f'{goal:g}':>7} {holds:>6}")
+    print()
 
 
 async def prefix_reuse(model: LocalModel, runs: int) -> None:
