@@ -20,7 +20,9 @@ from thinkloop.errors import StoreError
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.store import PostgresStore, SQLiteStore
+from thinkloop.store import sqlite as sqlite_store
 from thinkloop.tools.base import tool
+from thinkloop.types import Message
 
 
 async def test_corrupted_sqlite_file_is_one_store_error_and_no_thread_left(
@@ -38,6 +40,54 @@ async def test_corrupted_sqlite_file_is_one_store_error_and_no_thread_left(
     time.sleep(0.1)  # noqa: ASYNC251 - the worker thread exits on its own
     left = [t for t in threading.enumerate() if t.ident not in before and not t.daemon]
     assert left == []  # a leftover aiosqlite thread is what hung the CLI at exit
+
+
+def _creating(db: Path) -> sqlite3.Connection:
+    """Another process's connection, midway through creating its tables in a new file."""
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE theirs (x)")
+    return other
+
+
+async def test_a_new_sqlite_file_another_process_is_creating_is_waited_for(
+    tmp_path: Path
+) -> None:
+    # Switching to WAL takes a lock SQLite does not wait for: this open failed at once with
+    # "database is locked (is it a damaged or foreign file?)" (1 open in 40, 6 at a time).
+    db = tmp_path / "thinkloop.db"
+    other = _creating(db)
+    commit = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    commit.start()
+    store = SQLiteStore(db)
+    try:
+        started = time.monotonic()
+        await store.append("s1", [Message.user("hi")])
+        assert time.monotonic() - started >= 0.25  # it waited for the other's commit
+        assert [m.content for m in await store.load("s1")] == ["hi"]
+    finally:
+        commit.join()
+        other.close()
+        await store.aclose()
+    with sqlite3.connect(db) as check:  # the other's tables are there too, in WAL mode
+        assert check.execute("SELECT count(*) FROM theirs").fetchone() == (0,)
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_a_sqlite_file_locked_past_the_busy_timeout_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_S", 0.2)
+    db = tmp_path / "thinkloop.db"
+    other = _creating(db)
+    store = SQLiteStore(db)
+    try:
+        with pytest.raises(StoreError, match=r"another connection kept it locked for 0\.2s"):
+            await store.load("s1")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        await store.aclose()
 
 
 def test_cli_with_a_corrupted_database_exits_1_with_one_line(tmp_path: Path) -> None:

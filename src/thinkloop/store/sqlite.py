@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,28 @@ class _Tx:
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         async with self.db.execute(render(sql, SQLITE.mark), args) as cur:
             return list(await cur.fetchall())
+
+
+BUSY_TIMEOUT_S = 30.0
+
+
+async def _use_wal(db: aiosqlite.Connection) -> None:
+    """Switch the file to WAL, waiting for other connections as the busy timeout would.
+
+    Switching takes a lock that SQLite does not wait for (the busy handler is not called), so
+    a second process opening a new database while the first creates its tables was refused
+    with "database is locked" (seen at 1 open in 40 with 6 opening at once)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 @contextlib.asynccontextmanager
@@ -78,19 +101,24 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                 if self.path != ":memory:":
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 try:
-                    db = await aiosqlite.connect(self.path, isolation_level=None, timeout=30)
+                    db = await aiosqlite.connect(self.path, isolation_level=None,
+                                                 timeout=BUSY_TIMEOUT_S)
                 except Exception as exc:
                     raise StoreError(
                         f"cannot open SQLite database {self.path}: {one_line(exc)}") from exc
                 try:
-                    await db.execute("PRAGMA journal_mode=WAL")
+                    await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000:.0f}")
+                    await _use_wal(db)
                     await db.execute("PRAGMA synchronous=NORMAL")
-                    await db.execute("PRAGMA busy_timeout=30000")
                     async with _immediate(db) as tx:  # one migrator at a time
                         await migrate(tx, "sqlite", self._migrate_upto)
                 except BaseException as exc:
                     # Close it, or its worker thread keeps the process from ever exiting.
                     await db.close()
+                    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                        raise StoreError(f"cannot use SQLite database {self.path}: another "
+                                         f"connection kept it locked for {BUSY_TIMEOUT_S:g}s"
+                                         ) from exc
                     if isinstance(exc, sqlite3.Error):
                         raise StoreError(f"cannot use SQLite database {self.path}: "
                                          f"{one_line(exc)} (is it a damaged or foreign "
