@@ -47,6 +47,11 @@ class _Tx:
 BUSY_TIMEOUT_S = 30.0
 
 
+def _busy(exc: BaseException) -> bool:
+    """Whether SQLite refused because another connection holds a lock ("database is locked")."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+
+
 async def _use_wal(db: aiosqlite.Connection) -> None:
     """Switch the file to WAL, waiting for other connections as the busy timeout would.
 
@@ -60,7 +65,7 @@ async def _use_wal(db: aiosqlite.Connection) -> None:
             await db.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
+            if not _busy(exc) or time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.1)
@@ -115,7 +120,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                 except BaseException as exc:
                     # Close it, or its worker thread keeps the process from ever exiting.
                     await db.close()
-                    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    if _busy(exc):
                         raise StoreError(f"cannot use SQLite database {self.path}: another "
                                          f"connection kept it locked for {BUSY_TIMEOUT_S:g}s"
                                          ) from exc
