@@ -24,7 +24,6 @@ import asyncio
 import os
 import statistics
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -68,13 +67,9 @@ class AtOnce:
 
 async def per_call(fn: Callable[[], Awaitable[None]], calls: int, repeat: int) -> float:
     """Median CPU microseconds per model call of RUNS tasks of ``fn`` at once."""
-    await asyncio.gather(*(fn() for _ in range(RUNS)))  # warm: pools, caches
-    samples = []
-    for _ in range(repeat):
-        cpu = time.process_time()
-        await asyncio.gather(*(fn() for _ in range(RUNS)))
-        samples.append((time.process_time() - cpu) / (RUNS * calls) * 1e6)
-    return statistics.median(samples)
+    await overhead.timed(fn, RUNS, RUNS)  # warm: pools, caches
+    samples = [(await overhead.timed(fn, RUNS, RUNS))[1] for _ in range(repeat)]
+    return statistics.median(samples) / (RUNS * calls) * 1e6
 
 
 async def measure(base_url: str, repeat: int) -> dict[str, float]:
