@@ -180,6 +180,32 @@ async def test_broken_approver_fails_closed() -> None:
     assert decided["reason"] == "approver failed: EOFError: no terminal"
 
 
+async def test_plain_function_is_an_approver_with_every_default_on() -> None:
+    SENT.clear()
+    asked: list[str] = []
+
+    def decide(req: ApprovalRequest) -> bool:  # no CallbackApprover around it
+        asked.append(str(req.arguments["to"]))
+        return bool(req.arguments["amount"] < 10)
+
+    async def decide_async(req: ApprovalRequest) -> Decision:
+        return Decision(False, "async says no")
+
+    guard = replace(GuardSettings(), approval=ApprovalSettings(decide))
+    run = await run_agent([reply("", call("send_money", to="ann", amount=5)),
+                           reply("", call("send_money", to="bo", amount=50)),
+                           "Sent 5 to ann. The transfer of 50 to bo failed: it was not approved."],
+                          tools=[send_money], guard=guard)
+    assert (SENT, asked) == (["ann"], ["ann", "bo"])
+    assert [e.payload["approved"] for e in run.of("approval.decided")] == [True, False]
+    assert run.result.status == "completed"
+    assert isinstance(ApprovalSettings(decide_async).approver, CallbackApprover)
+    approver = AutoDeny()
+    assert ApprovalSettings(approver).approver is approver  # an Approver is kept as it is
+    with pytest.raises(ConfigError, match="approver must have an async decide"):
+        ApprovalSettings("yes")  # type: ignore[arg-type]
+
+
 async def test_console_prompt_that_never_returns_times_out_without_blocking() -> None:
     import threading
 

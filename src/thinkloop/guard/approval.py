@@ -14,10 +14,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import orjson
 
+from thinkloop.errors import ConfigError
 from thinkloop.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
 from thinkloop.hooks import ToolHookContext
 from thinkloop.settings import APPROVAL_TIMEOUT_S
@@ -144,12 +145,30 @@ def approver_for(mode: str) -> Approver:
 
 @dataclass(frozen=True)
 class ApprovalSettings:
-    approver: Approver | None = None  # None: calls that need approval are denied
+    # None: calls that need approval are denied. A plain function of the request (returning a
+    # Decision or a bool, or awaitable) is wrapped in a CallbackApprover.
+    approver: Approver | DecideFn | None = None
     timeout_s: float = APPROVAL_TIMEOUT_S
     cache_ttl_s: float = 3600.0
     # "pause": no approver, or none within timeout_s, pauses the run (resumable from the
     # session store) instead of denying the call. Runs without a session still deny.
     on_timeout: Literal["deny", "pause"] = "deny"
+
+    def __post_init__(self) -> None:
+        # A plain function is the obvious thing to pass; without this it was accepted here
+        # and failed (safely, as a denial) only at the first call that needed approval.
+        approver: Any = self.approver
+        if approver is None or callable(getattr(approver, "decide", None)):
+            return
+        if not callable(approver):
+            raise ConfigError(f"approver must have an async decide(request) method or be a "
+                              f"function of the request; got {approver!r}")
+        object.__setattr__(self, "approver", CallbackApprover(approver))
+
+    @property
+    def decider(self) -> Approver | None:
+        """The approver as the gate calls it (a plain function arrives wrapped)."""
+        return cast("Approver | None", self.approver)
 
 
 def _key(ctx: ToolHookContext, call: ToolCall) -> tuple[str, str, str]:
@@ -173,7 +192,7 @@ class ApprovalGate:
         return hit[0] if hit else None
 
     async def _ask(self, request: ApprovalRequest) -> tuple[Decision, str]:
-        approver = self.settings.approver
+        approver = self.settings.decider
         pause = self.settings.on_timeout == "pause"
         if approver is None:
             if pause:

@@ -122,7 +122,7 @@ def build(j: Judgement, *, store: object, approval: ApprovalSettings | None = No
     if j.sensitive is not None:
         supervisor = j.sensitive.supervisor
         if supervisor is not None:  # one per agent, in front of the agent's own approver
-            supervisor = replace(supervisor, fallback=approval.approver, meter=meter)
+            supervisor = replace(supervisor, fallback=approval.decider, meter=meter)
             approval = replace(approval, approver=supervisor)
         sensitive = SensitivityGuard(j.sensitive, approval)
     learner = Learner(j.learn, store, meter) if j.learn is not None else None
