@@ -20,6 +20,7 @@ A step's signature is the set of calls it made, so parallel calls in one step co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -65,6 +66,7 @@ class _Run:
     # The signatures of the run's steps that made calls, kept up to date the same way.
     signatures: list[frozenset[str]] = field(default_factory=list)
     signed: int = 0
+    changes_state: frozenset[str] | None = None  # the run's tools that are not idempotent
 
     def earlier(self, state: RunState, key: str,
                 changes_state: frozenset[str]) -> tuple[int, ToolResult] | None:
@@ -113,10 +115,18 @@ def loop_pattern(history: list[frozenset[str]], this: str, repeat_limit: int) ->
     return None
 
 
-def same_results(steps: list[Step], name: str, repeat_limit: int) -> str | None:
-    """The last ``repeat_limit`` steps each called only ``name`` and got the same result."""
-    recent = steps[-repeat_limit:]
-    if len(recent) < repeat_limit or repeat_limit < 2:
+def same_results(steps: Sequence[Step], name: str, repeat_limit: int) -> str | None:
+    """The last ``repeat_limit`` steps that made calls each called only ``name`` and got the
+    same result."""
+    if repeat_limit < 2:
+        return None
+    recent: list[Step] = []
+    for s in reversed(steps):  # from the end: a long run's earlier steps are never read
+        if s.tool_calls:
+            recent.append(s)
+            if len(recent) == repeat_limit:
+                break
+    if len(recent) < repeat_limit:
         return None
     outputs = set()
     for s in recent:
@@ -152,7 +162,9 @@ class LoopGuard:
             if key in seen:
                 self._answer(ctx, call, SAME_STEP_NOTE.format(first=seen[key]), "duplicate")
                 return
-            earlier = run.earlier(ctx.state, key, _changes_state(ctx))
+            if run.changes_state is None:  # the run's tools are fixed: worked out once
+                run.changes_state = _changes_state(ctx)
+            earlier = run.earlier(ctx.state, key, run.changes_state)
             if earlier is not None:
                 step, result = earlier
                 text = result.content + DUPLICATE_NOTE.format(name=call.name, step=step)
@@ -166,9 +178,8 @@ class LoopGuard:
         if self.settings.rule == "same_tool":
             pattern = loop_pattern(run.history(ctx.state, False), call.name, limit)
         else:
-            steps = [s for s in ctx.state.steps if s.tool_calls]
             pattern = (loop_pattern(run.history(ctx.state, True), call_key(call), limit)
-                       or same_results(steps, call.name, limit))
+                       or same_results(ctx.state.steps, call.name, limit))
         if pattern is None:
             run.strikes = 0
             return False
