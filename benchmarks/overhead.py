@@ -27,11 +27,16 @@ repeat and then the median over repeats, so drift between repeats cancels out:
 * concurrency    200 concurrent runs within 1.3x the wall time of the bare aiohttp loop
 * defaults       the default agent within 1.3x of the lean agent per step (sequential runs)
 
+The goal's server answers at once, so the loops' own CPU decides the wall time. ``--latency-ms``
+repeats the concurrency figure (bare aiohttp and the default agent only) against servers whose
+every reply takes that long, as a real model's does: once the model's latency hides the
+client's work, the two loops take the same time.
+
 ``--tuned-gc`` calls :func:`thinkloop.tuning.tune_gc` once the loops are built (every loop
 in the process, the bare ones too, runs under the tuned collector).
 
 Usage: python benchmarks/overhead.py [--runs 20] [--concurrency 200] [--repeat 5] [--core]
-                                    [--tuned-gc]
+                                    [--tuned-gc] [--latency-ms 10 50 200]
 """
 
 from __future__ import annotations
@@ -72,9 +77,10 @@ async def echo(text: str) -> str:
     return text
 
 
-def start_server(port: int) -> subprocess.Popen[bytes]:
+def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "thinkloop.testing.openai_server", "--port", str(port)],
+        [sys.executable, "-m", "thinkloop.testing.openai_server", "--port", str(port),
+         "--delay-ms", str(delay_ms)],
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
@@ -230,6 +236,38 @@ async def measure(base_url: str, args: argparse.Namespace) -> Samples:
     return out
 
 
+async def by_latency(base_url: str, args: argparse.Namespace) -> tuple[float, float]:
+    """(bare aiohttp wall s, median ratio of the default agent's wall time to it)."""
+    async with Loops(base_url) as loops:
+        pair = (loops.bare_aiohttp, loops.thinkloop)
+        for fn in pair:
+            await timed(fn, 3, 3)
+        walls: dict[int, list[float]] = {0: [], 1: []}
+        for _ in range(args.repeat):
+            for i, fn in enumerate(pair):
+                await timed(fn, args.concurrency, args.concurrency)  # fill the pool, untimed
+                walls[i].append((await timed(fn, args.concurrency, args.concurrency))[0])
+    return med(walls[0]), med([t / b for b, t in zip(walls[0], walls[1], strict=True)])
+
+
+def print_latencies(args: argparse.Namespace) -> None:
+    if not args.latency_ms:
+        return
+    print(f"\n{args.concurrency} concurrent runs against a model that takes a while to answer "
+          f"(median of {args.repeat}):\n")
+    print(f"{'model latency':>13} {'floor s':>8} {'bare aiohttp s':>15} {'thinkloop x bare':>17}")
+    for i, ms in enumerate(args.latency_ms):
+        port = args.port + 1 + i
+        server = start_server(port, ms)
+        try:
+            bare, ratio_ = asyncio.run(by_latency(f"http://127.0.0.1:{port}/v1", args))
+        finally:
+            server.terminate()
+            server.wait()
+        floor = (STEPS + 1) * ms / 1000  # 11 calls one after another, each taking ``ms``
+        print(f"{ms:>10g} ms {floor:>8.2f} {bare:>15.2f} {ratio_:>17.2f}")
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -290,6 +328,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18765)
     parser.add_argument("--core", action="store_true",
                         help="only the loops the goals compare: bare aiohttp, thinkloop, lean")
+    parser.add_argument("--latency-ms", type=float, nargs="*", default=[],
+                        help="also time the concurrency figure at these model latencies")
     parser.add_argument("--tuned-gc", action="store_true",
                         help="thinkloop.tuning.tune_gc() after warm-up (all loops)")
     args = parser.parse_args()
@@ -305,6 +345,7 @@ def main() -> None:
     print_loops(res, args)
     print_records(res, args)
     print_goals(res, args)
+    print_latencies(args)
 
 
 if __name__ == "__main__":

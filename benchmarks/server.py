@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import httpx
@@ -73,13 +72,8 @@ def serve_model(port: int, delay_s: float) -> None:
     """The loopback OpenAI-compatible server, every automatic reply delayed by ``delay_s``."""
     from thinkloop.testing.openai_server import OpenAIServer
 
-    class Slow(OpenAIServer):
-        async def _respond(self, writer: Any, raw: bytes, headers: dict[str, str]) -> None:
-            await asyncio.sleep(delay_s)
-            await super()._respond(writer, raw, headers)
-
     async def main() -> None:
-        server = await Slow(port, record=False).serve()
+        server = await OpenAIServer(port, record=False, delay_s=delay_s).serve()
         async with server:
             await server.serve_forever()
 

@@ -10,6 +10,8 @@ loopback server of ``overhead.py`` has its own):
 * the loop alone: a 10-step run (+1 final call) of the default and the lean agent, in process,
   on a model that answers at once (one ``sleep(0)`` per call, no HTTP).
 * the whole: the same runs of ``overhead.py`` against the server.
+* the loop alone as runs get longer (10, 50 and 150 steps): what a step costs as the history
+  it reads before every call grows.
 
 The whole cost minus "loop alone + model.complete" is what neither part shows alone: the
 bigger live heap of 200 runs, deeper coroutine stacks to resume, and a history that grows.
@@ -45,17 +47,23 @@ FIRST = [Message.system("You are a helpful assistant."), Message.user("go")]
 
 
 class AtOnce:
-    """Calls ``echo`` with new text for 10 steps, then answers, without waiting on anything."""
+    """Calls ``echo`` with new text for ``steps`` steps, then answers, waiting on nothing."""
 
     name = "at-once"
+
+    def __init__(self, steps: int = overhead.STEPS) -> None:
+        self.steps = steps
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
                        settings: ModelSettings) -> ModelResponse:
         await asyncio.sleep(0)  # a real model call suspends the run at least once
-        n = sum(1 for m in messages if m.role == "tool")
-        if n >= overhead.STEPS:
+        # The step comes from the last result ("step N"), not from counting results: a long
+        # run's middle steps are compacted out of the history the model sees.
+        last = next((m for m in reversed(messages) if m.role == "tool"), None)
+        n = int(last.content.split()[1]) + 1 if last is not None else 0
+        if n >= self.steps:
             # Substantive: the termination review would reject a bare "done".
-            return ModelResponse(Message.assistant("All ten echoes came back as sent."),
+            return ModelResponse(Message.assistant("All the echoes came back as sent."),
                                  Usage(1, 10, 2))
         call = ToolCall(f"call_{n}", "echo", {"text": f"step {n}"})
         return ModelResponse(Message.assistant("", (call,)), Usage(1, 10, 2))
@@ -70,6 +78,29 @@ async def per_call(fn: Callable[[], Awaitable[None]], calls: int, repeat: int) -
     await overhead.timed(fn, RUNS, RUNS)  # warm: pools, caches
     samples = [(await overhead.timed(fn, RUNS, RUNS))[1] for _ in range(repeat)]
     return statistics.median(samples) / (RUNS * calls) * 1e6
+
+
+GROWTH_STEPS = (10, 50, 150)
+GROWTH_RUNS = 20
+
+
+async def growth(repeat: int) -> dict[tuple[str, int], float]:
+    """The loop alone, CPU us per model call, as runs get longer (20 runs at once)."""
+    out: dict[tuple[str, int], float] = {}
+    for steps in GROWTH_STEPS:
+        for name, options in (("default", {}), ("lean", {"guard": False})):
+            agent = Agent(AtOnce(steps), tools=[overhead.echo], max_steps=steps + 2,
+                          **options)  # type: ignore[arg-type]
+
+            async def run(agent: Agent = agent, steps: int = steps) -> None:
+                result = await agent.run("go")
+                assert result.status == "completed" and len(result.steps) == steps + 1, result
+
+            await overhead.timed(run, GROWTH_RUNS, GROWTH_RUNS)
+            samples = [(await overhead.timed(run, GROWTH_RUNS, GROWTH_RUNS))[1]
+                       for _ in range(repeat)]
+            out[name, steps] = statistics.median(samples) / (GROWTH_RUNS * (steps + 1)) * 1e6
+    return out
 
 
 async def measure(base_url: str, repeat: int) -> dict[str, float]:
@@ -138,6 +169,12 @@ def main() -> None:
         parts = res[f"loop alone, {name}"] + res["model.complete"]
         print(f"{name}: loop alone + model.complete = {parts:.1f} us; the whole costs "
               f"{res[f'whole, {name}'] - parts:+.1f} us more")
+    grown = asyncio.run(growth(args.repeat))
+    print(f"\nthe loop alone as runs get longer: CPU us per model call, {GROWTH_RUNS} runs at "
+          f"once (history: 2 messages a step)\n")
+    print(f"{'steps':>6} {'default':>8} {'lean':>6}")
+    for steps in GROWTH_STEPS:
+        print(f"{steps:>6} {grown['default', steps]:>8.1f} {grown['lean', steps]:>6.1f}")
 
 
 if __name__ == "__main__":

@@ -36,3 +36,27 @@ def test_stop_closes_open_keep_alive_connections_and_their_handlers() -> None:
     finally:
         idle.close()
         busy.close()
+
+
+def test_delay_holds_every_automatic_reply_but_not_a_scripted_one() -> None:
+    import time
+
+    srv = OpenAIServer(delay_s=0.3)
+    srv.start()
+    try:
+        srv.enqueue(Reply(body=completion("scripted")))
+        with socket.create_connection(("127.0.0.1", srv.port)) as conn:
+            times = []
+            for _ in range(2):  # the scripted reply, then an automatic one (steps-1)
+                body = orjson.dumps({"model": "steps-1", "messages": []})
+                conn.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                              f"content-length: {len(body)}\r\n\r\n").encode() + body)
+                began = time.perf_counter()
+                conn.settimeout(5)
+                head = conn.recv(65536)
+                times.append(time.perf_counter() - began)
+                assert head.startswith(b"HTTP/1.1 200")
+        assert times[0] < 0.3 <= times[1]
+        assert b'"echo"' in head  # the automatic reply: steps-1 asks for one echo call
+    finally:
+        srv.stop()

@@ -141,9 +141,10 @@ def auto_reply(request: dict[str, Any]) -> dict[str, Any]:
 class OpenAIServer:
     """Serve on 127.0.0.1 in a background thread: ``with OpenAIServer() as srv: srv.base_url``."""
 
-    def __init__(self, port: int = 0, record: bool = True) -> None:
+    def __init__(self, port: int = 0, record: bool = True, delay_s: float = 0.0) -> None:
         self.port = port
         self.record = record
+        self.delay_s = delay_s  # how long every automatic reply takes: a model's latency
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._queue: deque[Reply] = deque()
@@ -258,7 +259,8 @@ class OpenAIServer:
         if self.record:
             self.requests.append(request)
             self.headers.append(headers)
-        reply = self._queue.popleft() if self._queue else Reply(body=auto_reply(request))
+        reply = (self._queue.popleft() if self._queue
+                 else Reply(body=auto_reply(request), delay_s=self.delay_s))
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if request.get("stream") and reply.status == 200 and reply.sse is None:
@@ -293,10 +295,12 @@ class OpenAIServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--delay-ms", type=float, default=0.0,
+                        help="how long every automatic reply takes (a model's latency)")
     args = parser.parse_args()
 
     async def run() -> None:
-        srv = OpenAIServer(args.port, record=False)
+        srv = OpenAIServer(args.port, record=False, delay_s=args.delay_ms / 1000)
         server = await srv.serve()
         print(f"listening on {srv.base_url}", flush=True)
         async with server:
