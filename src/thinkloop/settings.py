@@ -69,6 +69,9 @@ class ToolSettings(BaseModel):
         default_factory=lambda: workspace_under(default_home()),
         description="base directory; each user works in <workspace>/<sanitised user id>",
     )
+    workspace_per_user: bool = Field(
+        True, description="false: everyone works in <workspace> itself, not a folder per user "
+                          "(one person on their own project: thinkloop run --workspace DIR)")
     shell_timeout_s: float = TOOL_TIMEOUT_S
     shell_max_timeout_s: float = RUN_TIMEOUT_S
     output_cap_bytes: int = MIB

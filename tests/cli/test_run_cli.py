@@ -151,3 +151,56 @@ def test_prompt_shows_what_the_local_model_reads() -> None:
     assert "- calculator(expression: string)" in listed["text"]
     assert "mode=minimal" in sections["runtime"]["text"]
     assert sum(s["tokens"] for s in sections.values()) < 1000
+
+
+def test_workspace_is_where_the_files_go_and_the_header_says_so(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("print('hi')\n")
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("read_file", {"path": "app.py"})])),
+        Reply(body=completion(tool_calls=[("write_file", {"path": "NOTES.md",
+                                                          "content": "prints hi\n"})])),
+        Reply(body=completion("app.py prints hi; I noted that in NOTES.md.")))
+    home = tmp_path / "home"
+    proc = thinkloop("run", "What does app.py print? Note it in NOTES.md.", "--model",
+                     "openai:fake", "--workspace", str(project), "--approve", "auto",
+                     env=_env(server, THINKLOOP_HOME=str(home)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "app.py prints hi; I noted that in NOTES.md.\n", proc.stderr
+    assert (project / "NOTES.md").read_text() == "prints hi\n"
+    assert f"model: openai:fake · workspace: {project.resolve()}\n" in proc.stderr
+    assert any("print('hi')" in (m.get("content") or "")  # read from the project itself
+               for m in server.requests[1]["messages"] if m["role"] == "tool")
+
+    # Without --workspace, each user has a folder of their own under the workspace base.
+    server.clear()
+    server.enqueue(Reply(body=completion("Hello.")))
+    base = tmp_path / "base"
+    proc = thinkloop("run", "hi", "--model", "openai:fake", "--user", "ann",
+                     env=_env(server, THINKLOOP_HOME=str(home),
+                              THINKLOOP_TOOLS_WORKSPACE=str(base)))
+    assert proc.returncode == 0, proc.stderr
+    assert f"workspace: {(base / 'ann').resolve()}\n" in proc.stderr
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("missing", "--workspace {dir}: no such directory"),
+    ("home-parent", "--workspace {dir} holds THINKLOOP_HOME ({home}); choose the project's own "
+                    "directory, or set THINKLOOP_HOME outside it"),
+])
+def test_a_workspace_that_is_missing_or_holds_the_home_is_refused_before_any_call(
+    server: OpenAIServer, tmp_path: Path, where: str, message: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    chosen = tmp_path / "missing" if where == "missing" else tmp_path
+    server.clear()
+    proc = thinkloop("run", "hi", "--model", "openai:fake", "--workspace", str(chosen),
+                     env=_env(server, THINKLOOP_HOME=str(home)))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: " + message.format(dir=chosen, home=home.resolve())
+    assert server.requests == []

@@ -147,3 +147,36 @@ async def test_non_utf8_file_names_come_back_as_valid_text(
         assert not r.is_error, (name, r.content)
         r.content.encode("utf-8")  # no lone surrogate left
         assert "bad\ufffd.txt" in r.content or "caf\ufffd" in r.content, (name, r.content)
+
+
+async def test_a_project_workspace_is_the_directory_itself_and_still_confines(
+    tmp_path: Path
+) -> None:
+    # thinkloop run --workspace DIR: every user works in DIR itself, with the same refusals.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text("print('hi')\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("outside secret")
+    (project / "escape").symlink_to(outside, target_is_directory=True)
+    settings = ToolSettings(workspace=project, workspace_per_user=False, sandbox="none")
+    workspace = Workspace.of(settings)
+    assert workspace.root(None) == workspace.root("bob") == project.resolve()
+    tools = [*file_tools(workspace, settings), shell_tool(workspace, settings)]
+
+    read = await call(tools, "read_file", user="bob", path="app.py")
+    assert not read.is_error and "print('hi')" in read.content
+    wrote = await call(tools, "write_file", path="notes/todo.txt", content="ship it")
+    assert not wrote.is_error and (project / "notes" / "todo.txt").read_text() == "ship it"
+    shell = await call(tools, "shell", command="pwd && ls")
+    assert not shell.is_error and str(project.resolve()) in shell.content
+    for name, args in [("read_file", {"path": "../outside/secret.txt"}),
+                       ("read_file", {"path": str(outside / "secret.txt")}),
+                       ("read_file", {"path": "escape/secret.txt"}),
+                       ("write_file", {"path": "escape/planted.txt", "content": "x"}),
+                       ("list_dir", {"path": "escape"})]:
+        r = await call(tools, name, **args)
+        assert r.is_error and "secret" not in r.content.replace(
+            "secret.txt", ""), (name, r.content)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]

@@ -24,6 +24,7 @@ from thinkloop.errors import StoreError, ThinkloopError
 if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
+    from thinkloop.agent import Agent
     from thinkloop.cli.build import AgentOptions
     from thinkloop.loop.result import RunResult
     from thinkloop.tools.base import Tool
@@ -112,6 +113,10 @@ def run(
     ] = False,
     isolation: Annotated[str, typer.Option(
         help="off|plan: plan-then-execute, outside content read in quarantine.")] = "off",
+    workspace: Annotated[Path | None, typer.Option(
+        help="The directory the file and shell tools work in, e.g. '.' for this project "
+             "(default: a folder per user under THINKLOOP_TOOLS_WORKSPACE).",
+        show_default=False)] = None,
 ) -> None:
     """Run TASK with an agent: its steps live on stderr, the answer on stdout."""
     from thinkloop.cli.build import AgentOptions
@@ -121,7 +126,8 @@ def run(
     if timeout is not None and not timeout > 0:
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool, isolation=isolation)
+                        judgement=judgement, model_pool=model_pool, isolation=isolation,
+                        workspace=_workspace(workspace))
     if stdio:
         from thinkloop.cli.stdio import main_stdio
 
@@ -180,7 +186,9 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         printer = None
         if not quiet:
             progress = console(stderr=True)
-            progress.print(f"[dim]model: {agent.model.name}[/]", highlight=False)
+            # soft_wrap: a long workspace path stays whole, to be copied.
+            progress.print(f"[dim]model: {agent.model.name}{_where(agent, inputs.user)}[/]",
+                           highlight=False, soft_wrap=True)
             printer = EventPrinter(progress)
             agent.subscribe(printer)
         context = None
@@ -197,6 +205,37 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         await handle.wait_background()  # post-turn memory jobs finish before the store closes
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
+
+
+# The built-in tools that read or write the workspace (tools/builtin/files.py, shell.py).
+WORKSPACE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "glob", "grep",
+                             "shell"})
+
+
+def _where(agent: Agent, user: str | None) -> str:
+    """`` · workspace: DIR`` when the agent has tools that work in one: where files go."""
+    if not WORKSPACE_TOOLS & set(agent.tools):
+        return ""
+    from thinkloop.tools.workspace import Workspace
+
+    return f" · workspace: {Workspace.of(agent.config.tools).root(user)}"
+
+
+def _workspace(path: Path | None) -> Path | None:
+    """``--workspace``: an existing directory that does not hold THINKLOOP_HOME."""
+    if path is None:
+        return None
+    from thinkloop.settings import load_settings
+
+    chosen = path.expanduser().resolve()
+    if not chosen.is_dir():
+        raise fail(f"--workspace {path}: no such directory")
+    home = load_settings().home.expanduser().resolve()
+    if home == chosen or chosen in home.parents:
+        # The model would get the session store and the agent's own prompt files to edit.
+        raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
+                   f"own directory, or set THINKLOOP_HOME outside it")
+    return chosen
 
 
 async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> list[Tool]:

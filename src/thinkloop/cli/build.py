@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from thinkloop.agent import Agent
@@ -29,12 +30,16 @@ class AgentOptions:
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
     isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
+    # --workspace: the tools work in this directory itself, whoever the user is.
+    workspace: Path | None = None
 
     def settings_args(self) -> dict[str, Any]:
         """The options that are settings, by setting name (None: not given)."""
+        own = self.workspace is not None
         return {"model": self.model, "max_steps": self.max_steps, "timeout_s": self.timeout_s,
                 "protocol": self.protocol, "judgement": self.judgement,
-                "model_pool": self.model_pool}
+                "model_pool": self.model_pool, "tools.workspace": self.workspace,
+                "tools.workspace_per_user": False if own else None}
 
 
 def build_agent(
@@ -167,7 +172,7 @@ def all_builtin_tools() -> list[tuple[Tool, str]]:
     registry = Registry(Path("workflows.yaml"), (), "")
     out.append((search_tools_tool(ToolIndex([], MiniLMEmbedder())),
                 "THINKLOOP_TOOLS_WORKFLOWS or THINKLOOP_TOOLS_SKILLS"))
-    out.append((run_workflow_tool(registry, Workspace(settings.workspace), settings),
+    out.append((run_workflow_tool(registry, Workspace.of(settings), settings),
                 "THINKLOOP_TOOLS_WORKFLOWS (a YAML registry)"))
     out += [(t, "a durable store (Agent(memory=True) or thinkloop run --session)")
             for t in memory_tools(SQLiteStore(Path("unused.db")))]

@@ -44,8 +44,13 @@ SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "transfer": ("transfer", "pay", "send", "wire", "refund", "move", "donate", "give"),
     "pay": ("pay", "transfer", "settle", "wire"),
     "delete": ("delete", "remove", "erase", "clean", "purge", "discard"),
-    "write": ("write", "save", "create", "store", "record", "update", "edit", "append"),
-    "edit": ("edit", "change", "update", "fix", "modify", "replace", "rename"),
+    # How people ask for a file in their own words: "note it in NOTES.md", "put the list in
+    # todo.txt", "add a README", "draft a reply in reply.md" (the targets are checked too).
+    "write": ("write", "save", "create", "store", "record", "update", "edit", "append", "note",
+              "put", "add", "log", "document", "draft", "make", "generate", "export", "dump"),
+    "edit": ("edit", "change", "update", "fix", "modify", "replace", "rename", "add", "insert",
+             "append", "remove", "delete", "rewrite", "refactor", "correct", "improve",
+             "format", "tidy", "clean", "note", "comment"),
     "shell": ("run", "execute", "shell", "command", "install", "build", "test", "compile"),
     "run": ("run", "execute", "start", "launch"),
     "schedule": ("schedule", "book", "create", "add", "plan"),

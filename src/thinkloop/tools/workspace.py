@@ -21,8 +21,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
 from thinkloop.errors import PathEscapeError, ToolExecutionError
+
+if TYPE_CHECKING:
+    from thinkloop.settings import ToolSettings
 
 DEFAULT_USER = "default"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -90,9 +94,11 @@ def _open_dir(parent: int, name: str, *, path: str, create: bool) -> int:
 
 @dataclass(frozen=True)
 class Workspace:
-    """The directory tree an agent's tools may touch: ``base/<sanitised user id>``."""
+    """The directory tree an agent's tools may touch: ``base/<sanitised user id>``, or with
+    ``per_user=False`` the base itself, for every user (one person's own project)."""
 
     base: Path
+    per_user: bool = True
     _locks: dict[tuple[str, ...], threading.RLock] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _locks_guard: threading.Lock = field(
@@ -106,6 +112,14 @@ class Workspace:
     @contextlib.contextmanager
     def _root_fd(self, user_id: str | None) -> Iterator[int]:
         base_fd = os.open(self._base(), _DIR & ~os.O_NOFOLLOW)
+        if not self.per_user:
+            # The base was chosen by whoever set the agent up (a link to it is theirs to make);
+            # below it, every component is opened without following links, as for a user's.
+            try:
+                yield base_fd
+            finally:
+                os.close(base_fd)
+            return
         try:
             name = sanitize_user_id(user_id)
             fd = _open_dir(base_fd, name, path=name, create=True)
@@ -119,7 +133,12 @@ class Workspace:
     def root(self, user_id: str | None) -> Path:
         """The user's directory, created on first use; never a symbolic link."""
         with self._root_fd(user_id):
-            return self._base() / sanitize_user_id(user_id)
+            return self._base() / sanitize_user_id(user_id) if self.per_user else self._base()
+
+    @classmethod
+    def of(cls, settings: ToolSettings) -> Workspace:
+        """The workspace the tools' settings describe."""
+        return cls(settings.workspace, per_user=settings.workspace_per_user)
 
     @contextlib.contextmanager
     def directory(self, user_id: str | None, path: str, *, create: bool = False) -> Iterator[int]:

@@ -79,7 +79,7 @@ class Toolbox:
     max_workers: int = 4
 
     def __post_init__(self) -> None:
-        self.workspace = Workspace(self.settings.workspace)
+        self.workspace = Workspace.of(self.settings)
         # Checked once, here: a sandbox that cannot run is a configuration error, never a
         # silent fallback to running commands unconfined.
         self.sandbox = make_sandbox(self.settings)
