@@ -63,6 +63,18 @@ def test_collapse_consecutive_duplicate_blocks() -> None:
         "Para one.\n\nPara two.\n\nPara one.")
 
 
+def test_a_sentence_said_again_and_again_is_kept_once() -> None:
+    loop = "I'm glad to hear that you're enjoying your trip to the beach."
+    raw = f"Sure. {loop} {loop} {loop} I'm glad to hear that you're enjoying your trip to the"
+    assert s.collapse_consecutive_duplicate_blocks(raw) == f"Sure. {loop}"
+    assert s.sanitize_output(f"{loop}  {loop}\n\nIt prints hi. It prints hi.") == (
+        f"{loop}\n\nIt prints hi.")
+    # Short repeats may be meant, and text with no repeat keeps its exact spacing.
+    for kept in ("No. No. No.", "Go on.  Then stop.\tDone.", "It is 4. It is 4?",
+                 "The sum is 4. The sum is 4.5."):
+        assert s.collapse_consecutive_duplicate_blocks(kept) == kept
+
+
 def test_strip_leading_blank_lines_keeps_indentation() -> None:
     assert s.strip_leading_blank_lines("\n  \n\t\n    code()\nmore") == "    code()\nmore"
 

@@ -24,6 +24,7 @@ _FINAL = re.compile(r"</?\s*final\s*>", re.IGNORECASE)
 _DOWNGRADED = re.compile(
     r"\s*\[(?:Tool Call:|Tool Result\b|Historical context:|Tool [\w.:-]+\]:?)", re.IGNORECASE
 )
+_SENTENCE_GAP = re.compile(r"(?<=[.!?])[ \t]+")
 _SYSTEM_ECHO = re.compile(r"\s*\[System Message\]", re.IGNORECASE)
 _SILENT = re.compile(r"[\s`*_\"'.]*NO_REPLY[\s`*_\"'.]*")
 
@@ -122,7 +123,8 @@ def strip_echoed_system_messages(text: str) -> str:
 
 
 def collapse_consecutive_duplicate_blocks(text: str) -> str:
-    """6. A paragraph repeated right after itself (model stutter) is kept once."""
+    """6. A paragraph, or a sentence within one, repeated right after itself (model stutter)
+    is kept once."""
     blocks = text.split("\n\n")
     out: list[str] = []
     previous: str | None = None
@@ -130,10 +132,27 @@ def collapse_consecutive_duplicate_blocks(text: str) -> str:
         key = block.strip()
         if key and key == previous:
             continue
-        out.append(block)
+        out.append(_collapse_sentences(block))
         if key:
             previous = key
     return "\n\n".join(out)
+
+
+def _collapse_sentences(block: str) -> str:
+    """A sentence of three words or more said again right after itself is kept once (a small
+    model caught in a loop: "I'm glad to hear that. I'm glad to hear that. I'm glad to");
+    a cut-off copy of it that ends the paragraph (the token limit struck) goes too."""
+    parts = _SENTENCE_GAP.split(block)
+    kept: list[str] = []
+    for part in parts:
+        if kept and part == kept[-1] and len(part.split()) >= 3:
+            continue
+        kept.append(part)
+    if len(kept) == len(parts):
+        return block  # nothing repeated: the paragraph stays exactly as written
+    if len(kept) >= 2 and kept[-2].startswith(kept[-1]) and len(kept[-2]) > len(kept[-1]):
+        kept.pop()
+    return " ".join(kept)
 
 
 def strip_leading_blank_lines(text: str) -> str:
