@@ -95,6 +95,9 @@ class ToolSettings(BaseModel):
     # Confinement of shell and run_workflow (thinkloop.sandbox); "none" runs them unconfined.
     sandbox: Literal["bwrap", "none"] = "bwrap"
     sandbox_network: bool = Field(False, description="let sandboxed commands use the network")
+    sandbox_python: bool = Field(
+        True, description="sandboxed commands see thinkloop's own Python environment, "
+                          "read-only and first on PATH (python, pytest)")
     sandbox_memory_mb: int = 4096
     sandbox_cpu_s: int = 300
     sandbox_max_processes: int = 256

@@ -204,3 +204,37 @@ def test_a_workspace_that_is_missing_or_holds_the_home_is_refused_before_any_cal
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: " + message.format(dir=chosen, home=home.resolve())
     assert server.requests == []
+
+
+def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    # The first real task of a developer: the files the model reads are outside content, yet
+    # the edit it derives from them and the sandboxed test command run (both confined to the
+    # project); the test command finds pytest in thinkloop's own environment.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (project / "test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    steps = [[("list_dir", {})],
+             [("read_file", {"path": "calc.py"}), ("read_file", {"path": "test_calc.py"})],
+             [("shell", {"command": "python -m pytest -q -p no:cacheprovider test_calc.py"})],
+             [("edit_file", {"path": "calc.py", "old_string": "return a - b",
+                             "new_string": "return a + b"})],
+             [("shell", {"command": "python -m pytest -q -p no:cacheprovider test_calc.py"})]]
+    server.clear()
+    server.enqueue(*(Reply(body=completion(tool_calls=s)) for s in steps),
+                   Reply(body=completion("Fixed: add() subtracted; it adds now and "
+                                         "test_calc.py passes.")))
+    proc = thinkloop("run", "The test in test_calc.py fails. Find the bug in calc.py, fix it, "
+                     "and run the tests.", "--model", "openai:fake", "--workspace", str(project),
+                     "--approve", "auto", env=_env(server, THINKLOOP_HOME=str(tmp_path / "home")))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Fixed: add() subtracted; it adds now and test_calc.py passes.\n"
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 6 and "Not run" not in "".join(results), results
+    assert "exit^code:^1" in results[3] and "1^failed" in results[3]  # the bug, seen
+    assert results[4] == "edited calc.py: replaced 1 occurrence"
+    assert "exit^code:^0" in results[5] and "1^passed" in results[5]  # and fixed

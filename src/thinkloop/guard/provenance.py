@@ -10,6 +10,12 @@ a session history holding such output), a call to a tool that changes or sends
 - its *action* must be one the request asked for: a word of the tool's name, or a synonym
   (``transfer_money`` is asked for by "pay", ``delete_file`` by "remove"), appears in it.
 
+A tool declared ``confined`` (file writes in the workspace; ``shell`` in the sandbox without
+network) is checked for its action only: fixing a bug edits text the model read and runs a
+command it chose, and what those can change stays in the workspace. A path into git's hooks or
+config is still a target (git runs them outside the sandbox); ``confined="targets"`` checks
+every argument, the seeds' rule.
+
 A call that fails either check needs a person's approval, and is refused when no one can
 approve (no approver, or only a blanket ``AutoApprove``, which decided nothing about a call
 that outside content may have steered). The observation tells the model why. The gate is a
@@ -61,6 +67,9 @@ REFUSED = ("Not run: {reason}. Content from outside this conversation may be ste
            "really wants this, they must ask for it in their own words.")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z]+")
+# A path into a repository's hooks or config: git runs or obeys them outside any sandbox.
+_GIT_INTERNALS = re.compile(r"\.git(?:/|\\)+(?:hooks|config)\b|core\.(?:hookspath|fsmonitor)",
+                            re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,11 @@ class ProvenanceSettings:
     # a blanket AutoApprove; None means gated calls are refused.
     approver: Approver | Literal["inherit"] | None = "inherit"
     check_action: bool = True
+    # Tools declared ``confined`` (file writes in the workspace, shell in the sandbox without
+    # network): "action" checks only that the request asked for the action ("fix the bug and
+    # run the tests" edits what the model read and runs commands it chose), except a path into
+    # git's hooks or config; "targets" checks their arguments like any tool's (the seeds' rule).
+    confined: Literal["action", "targets"] = "action"
 
 
 @dataclass
@@ -169,8 +183,9 @@ class ProvenanceGate:
     def _rule(self, name: str) -> TargetRule | None:
         return next((r for r in self.settings.rules if fnmatchcase(name, r.tool)), None)
 
-    def problem(self, call: ToolCall, taint: _Taint) -> str | None:
-        """Why ``call`` may have been steered by outside content, or None."""
+    def problem(self, call: ToolCall, taint: _Taint, confined: bool = False) -> str | None:
+        """Why ``call`` may have been steered by outside content, or None. ``confined``: only
+        arguments that reach into git's hooks or config need to come from the request."""
         rule = self._rule(call.name)
         if rule is not None and rule.trusted:
             return None
@@ -179,6 +194,8 @@ class ProvenanceGate:
         trusted = "\n".join(taint.trusted)
         for name, value in _leaves(call.arguments, ""):
             if name in free or _allowed(str(value), allow.get(name, ())):
+                continue
+            if confined and not _GIT_INTERNALS.search(str(value)):
                 continue
             if not _present(value, trusted):
                 return (f"{call.name}'s {name or 'argument'} {str(value)[:80]!r} did not come "
@@ -195,7 +212,7 @@ class ProvenanceGate:
         taint = self._taint(ctx)
         if not taint.sources:
             return
-        problem = self.problem(call, taint)
+        problem = self.problem(call, taint, tool.confined and self.settings.confined == "action")
         if problem is None:
             return
         reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"

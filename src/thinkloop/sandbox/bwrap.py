@@ -1,7 +1,9 @@
 """``sandbox="bwrap"``: bubblewrap namespaces around every command.
 
 What the command sees: the system (``/usr``, the ``/lib`` links, a short list of ``/etc``
-files) read-only, the user's workspace read-write at its own path, a private ``/tmp``,
+files) read-only, the user's workspace read-write at its own path (but its repository's
+``.git/hooks`` and ``.git/config`` read-only), the Python environment thinkloop runs in
+read-only (``ToolSettings.sandbox_python``; the shell tool passes it), a private ``/tmp``,
 ``/proc`` of its own PID namespace and a minimal ``/dev``. Nothing else of the host exists
 inside: not other workspaces, not ``THINKLOOP_HOME`` (store, agent prompt files), not ``/root``
 or ``/home``. Namespaces: user, PID, network (unless allowed), IPC, UTS, cgroup; all
@@ -41,6 +43,24 @@ _ETC = ("passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf",
         "python3", "python3.11", "python3.12", "python3.13", "magic", "mailcap")
 MISSING_HELP = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or choose "
                 "sandbox='none' (THINKLOOP_TOOLS_SANDBOX=none) to run commands unconfined")
+
+
+# Inside a repository, what git executes or obeys later: hooks and the config (core.hooksPath,
+# core.fsmonitor, aliases, filters).
+GIT_PROTECTED = (("hooks",), ("config",))
+
+
+def git_protected(root: Path) -> list[Path]:
+    """The paths of ``root``'s own repository that commands may read but not change."""
+    git = root / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []
+    out = []
+    for parts in GIT_PROTECTED:
+        p = git.joinpath(*parts)
+        if p.exists() and not p.is_symlink():
+            out.append(p)
+    return out
 
 
 @functools.lru_cache(maxsize=4)
@@ -169,7 +189,13 @@ class BwrapSandbox:
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for p in read_only:
             args += ["--ro-bind", str(p), str(p)]
-        args += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd)]
+        args += ["--bind", str(cwd), str(cwd)]
+        # Git runs hooks and reads config on the person's own later commands, outside this
+        # sandbox and unseen by `git diff`: they stay read-only (objects, refs and the index
+        # do not, so committing works).
+        for p in git_protected(cwd):
+            args += ["--ro-bind", str(p), str(p)]
+        args += ["--chdir", str(cwd)]
         return args
 
     def _rlimits(self) -> list[str]:

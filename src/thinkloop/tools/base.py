@@ -56,6 +56,11 @@ class Tool:
     # outside (web, files, shell, MCP, sub-agents, messages from others). Such output is
     # scanned, wrapped and datamarked, and it taints the run (guard/provenance.py).
     trusted_output: bool = True
+    # What the tool changes stays inside the user's workspace: files through the workspace's
+    # no-follow opens, commands in a sandbox without network. After outside content was
+    # read, the provenance gate then asks only that the request asked for the action, not
+    # that every argument came from it (ProvenanceSettings.confined).
+    confined: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
 
     @functools.cached_property
@@ -96,6 +101,7 @@ def make_tool(
     external: bool = False,
     trusted_output: bool | None = None,
     requires_approval: bool = False,
+    confined: bool = False,
 ) -> Tool:
     """Build a :class:`Tool` from a plain or async function.
 
@@ -137,6 +143,7 @@ def make_tool(
         needs_approval=needs_approval or requires_approval,
         idempotent=idempotent,
         trusted_output=(not external) if trusted_output is None else trusted_output,
+        confined=confined,
     )
 
 
@@ -155,6 +162,7 @@ def tool(
     external: bool = False,
     trusted_output: bool | None = None,
     requires_approval: bool = False,
+    confined: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

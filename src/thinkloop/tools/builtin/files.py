@@ -210,8 +210,8 @@ def file_tools(workspace: Workspace, settings: ToolSettings) -> list[Tool]:
     return [
         # The workspace changes between calls, so no answer may be replayed from an earlier one.
         make_tool(read_file, idempotent=False, trusted_output=False),
-        make_tool(write_file, idempotent=False, needs_approval=True),
-        make_tool(edit_file, idempotent=False, needs_approval=True),
+        make_tool(write_file, idempotent=False, needs_approval=True, confined=True),
+        make_tool(edit_file, idempotent=False, needs_approval=True, confined=True),
         make_tool(list_dir, idempotent=False, trusted_output=False),
         make_tool(glob, idempotent=False, trusted_output=False),
         make_tool(grep, idempotent=False, trusted_output=False),

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,25 @@ from thinkloop.text import valid_text
 
 # After the main process exits, how long its leftovers may keep the pipe open.
 _DRAIN_GRACE_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    """The Python environment this process runs in, as a sandbox shows it to commands."""
+
+    dirs: tuple[Path, ...]  # mounted read-only (the system's own /usr is there already)
+    bin: str  # first on PATH: `python`, `pip` and the tools installed with them (pytest)
+
+
+def interpreter(hide: Path) -> Interpreter:
+    """This process's Python environment; none of its folders that hold ``hide`` (the
+    workspaces' base, hence other users' folders) is shown."""
+    # A venv's prefix holds its scripts; its base prefix, the interpreter they point at.
+    prefix = Path(sys.prefix).resolve()
+    dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    shown = tuple(sorted(d for d in dirs if not d.is_relative_to("/usr")
+                         and not hide.is_relative_to(d)))
+    return Interpreter(shown, str(prefix / "bin"))
 
 
 def command_env(allow: Sequence[str], sandbox: Sandbox, **extra: str) -> dict[str, str]:
