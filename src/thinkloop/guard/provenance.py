@@ -42,7 +42,8 @@ from thinkloop.types import ToolCall, ToolResult
 
 # Arguments whose value the model writes itself; the recipient, not the words, is the risk.
 FREE_TEXT = ("body", "content", "text", "message", "subject", "summary", "description", "note",
-             "notes", "comment", "reason", "title", "caption", "answer", "memo")
+             "notes", "comment", "reason", "title", "caption", "answer", "memo", "old_string",
+             "new_string")
 # Words that ask for the same action as a word of a tool's name.
 SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "send": ("send", "email", "mail", "forward", "reply", "message", "notify", "tell", "share"),
