@@ -260,3 +260,14 @@ async def test_python_in_the_sandbox_is_the_one_thinkloop_runs_on(
     assert not (Path(sys.prefix) / "planted").exists()
     if shown:
         assert "Read-only file system" in r.content
+
+
+def test_a_python_folder_that_holds_the_workspaces_or_home_is_never_shown() -> None:
+    from thinkloop.tools.builtin.process import interpreter
+
+    prefix = Path(PREFIX)
+    assert prefix in interpreter([Path("/nowhere")]).dirs
+    # A prefix that holds them (pip --prefix ~, a venv as the workspace base) would show
+    # other users' folders or the person's dot files.
+    assert prefix not in interpreter([prefix / "workspaces"]).dirs
+    assert prefix not in interpreter([Path("/nowhere"), prefix]).dirs

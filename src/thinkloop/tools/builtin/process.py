@@ -36,14 +36,15 @@ class Interpreter:
     bin: str  # first on PATH: `python`, `pip` and the tools installed with them (pytest)
 
 
-def interpreter(hide: Path) -> Interpreter:
-    """This process's Python environment; none of its folders that hold ``hide`` (the
-    workspaces' base, hence other users' folders) is shown."""
+def interpreter(hide: Sequence[Path]) -> Interpreter:
+    """This process's Python environment; none of its folders that holds one of ``hide`` (the
+    workspaces' base with other users' folders, the person's home with its dot files) is
+    shown."""
     # A venv's prefix holds its scripts; its base prefix, the interpreter they point at.
     prefix = Path(sys.prefix).resolve()
     dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
     shown = tuple(sorted(d for d in dirs if not d.is_relative_to("/usr")
-                         and not hide.is_relative_to(d)))
+                         and not any(h.is_relative_to(d) for h in hide)))
     return Interpreter(shown, str(prefix / "bin"))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from thinkloop.errors import ToolArgumentsError
 from thinkloop.sandbox import Sandbox
 from thinkloop.sandbox.bwrap import BwrapSandbox
+from thinkloop.settings import default_home
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, interpreter, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
@@ -21,8 +22,8 @@ def shell_tool(
     box = sandbox if sandbox is not None else make_sandbox(settings)
     # In the sandbox, `python` is the one thinkloop runs on, with what is installed beside it
     # ("run the tests" finds pytest); unconfined, the host's PATH already has it.
-    python = (interpreter(hide=Path(workspace.base).expanduser().resolve())
-              if settings.sandbox_python and box.name != "none" else None)
+    hide = [Path(workspace.base).expanduser().resolve(), default_home().parent.resolve()]
+    python = (interpreter(hide) if settings.sandbox_python and box.name != "none" else None)
 
     async def shell(ctx: ToolContext, command: str, timeout_s: float | None = None) -> str:
         """Run a shell command (/bin/sh) with the workspace as working directory.
