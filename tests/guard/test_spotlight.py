@@ -12,7 +12,7 @@ from tests.tools.helpers import approving
 
 from thinkloop import Agent
 from thinkloop.guard import InputGuardSettings
-from thinkloop.guard.spotlight import MARK, neutralise, nonce, spotlight
+from thinkloop.guard.spotlight import MARK, neutralise, nonce, spotlight, unwrap
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.protocols import get_protocol
 from thinkloop.tools.base import tool
@@ -75,8 +75,16 @@ def test_no_spelling_of_the_closing_tag_escapes(closing: str) -> None:
 
 def test_datamark_marks_every_space_and_keeps_lines() -> None:
     text = spotlight("pay  Bob\tnow\nthen stop", "mail")
-    assert f"pay{MARK}Bob{MARK}now\nthen{MARK}stop" in text
-    assert 'marking="datamark"' in text and f"read {MARK} as a space" in text
+    assert f"pay{MARK}{MARK}Bob\u21e5now\nthen{MARK}stop" in text
+    assert 'marking="datamark"' in text and f"read each {MARK} as a space" in text
+
+
+def test_datamark_keeps_indentation_and_unwraps_to_the_original() -> None:
+    # A model that edits code must see how far each line is indented.
+    code = "def add(a, b):\n    return a - b\n\tif x:\n\t\tpass\n"
+    text = spotlight(code, "read_file")
+    assert f"\n{MARK * 4}return{MARK}a{MARK}-{MARK}b\n\u21e5if{MARK}x:" in text
+    assert unwrap(text) == code
 
 
 def test_encode_mode_is_base64_of_the_original() -> None:

@@ -24,6 +24,7 @@ from thinkloop.events import (
     ToolCalled,
     ToolReturned,
 )
+from thinkloop.guard.spotlight import unwrap
 
 if TYPE_CHECKING:
     from thinkloop.loop.result import RunResult
@@ -62,7 +63,11 @@ class EventPrinter:
                                    f"({escape(_short(arguments, 200))})")
             case ToolReturned(is_error=is_error, content=content):
                 style = "red" if is_error else "green"
-                self.console.print(f"  [{style}]->[/] {escape(_short(content))}")
+                # The person reads what the tool gave, not the wrapping and marks the model
+                # reads outside content in (guard/spotlight.py).
+                shown = unwrap(content)
+                outside = " [dim](outside content)[/]" if shown != content else ""
+                self.console.print(f"  [{style}]->[/]{outside} {escape(_short(shown))}")
             case HookErrored(hook=hook, error=error):
                 self.console.print(f"[yellow]hook {hook} failed:[/] {escape(error)}")
             case RunCompleted():
