@@ -16,6 +16,9 @@ command it chose, and what those can change stays in the workspace. A path into 
 config is still a target (git runs them outside the sandbox); ``confined="targets"`` checks
 every argument, the seeds' rule.
 
+A sub-agent started by a run that had read outside content inherits that: it starts tainted,
+and its "request" is the person's, not the task the (possibly steered) model wrote for it.
+
 A call that fails either check needs a person's approval, and is refused when no one can
 approve (no approver, or only a blanket ``AutoApprove``, which decided nothing about a call
 that outside content may have steered). The observation tells the model why. The gate is a
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -68,6 +72,10 @@ REFUSED = ("Not run: {reason}. Content from outside this conversation may be ste
            "really wants this, they must ask for it in their own words.")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z]+")
+# The provenance of the run whose tool call is running: a sub-agent started inside it inherits
+# it (see ProvenanceGate._taint).
+_CALLER: ContextVar[_Taint | None] = ContextVar("thinkloop_provenance_caller", default=None)
+_INHERITED = " (in the parent run)"
 # A path into a repository's hooks or config: git runs or obeys them outside any sandbox.
 _GIT_INTERNALS = re.compile(r"\.git(?:/|\\)+(?:hooks|config)\b|core\.(?:hookspath|fsmonitor)",
                             re.IGNORECASE)
@@ -164,6 +172,15 @@ class ProvenanceGate:
     def _taint(self, ctx: ToolHookContext) -> _Taint:
         taint = self.runs.get(ctx)
         if not taint.trusted:  # first look at this run
+            parent = _CALLER.get()
+            if parent is not None and parent is not taint and parent.sources:
+                # A sub-agent started by a run that had read outside content: its task was
+                # written by a model that outside content may steer, so the request it is held
+                # to is the person's own, and it starts tainted.
+                taint.trusted.extend(parent.trusted)
+                taint.sources.extend(s if s.endswith(_INHERITED) else s + _INHERITED
+                                     for s in parent.sources)
+                return taint
             taint.trusted.append(_norm(ctx.state.task))
             old = ctx.state.messages[: ctx.state.new_from]
             if any(m.role != "system" and is_spotlit(m.content) for m in old):
@@ -207,10 +224,14 @@ class ProvenanceGate:
 
     async def check_call(self, ctx: ToolHookContext) -> None:
         call, tool = ctx.call, ctx.tool
-        if (not self.settings.enabled or call is None or tool is None or ctx.result is not None
-                or not tool.needs_approval):
+        if not self.settings.enabled or call is None or tool is None:
             return
         taint = self._taint(ctx)
+        # Whatever this call starts (a sub-agent's run, in a task that copies this context)
+        # knows what its caller had read (tracing.py carries its spans the same way).
+        _CALLER.set(taint)
+        if ctx.result is not None or not tool.needs_approval:
+            return
         if not taint.sources:
             return
         problem = self.problem(call, taint, tool.confined and self.settings.confined == "action")
