@@ -19,6 +19,11 @@ every argument, the seeds' rule.
 A sub-agent started by a run that had read outside content inherits that: it starts tainted,
 and its "request" is the person's, not the task the (possibly steered) model wrote for it.
 
+What a tool keeps for later runs (``Tool.meta["persists"]``: ``remember``'s content) is stored
+as outside content when the run had read some, and a later run whose prompt recalls such a
+memory, or whose trusted tool hands one back, is tainted by it: a saved memory cannot carry an
+injection into a session that never read the original.
+
 A call that fails either check needs a person's approval, and is refused when no one can
 approve (no approver, or only a blanket ``AutoApprove``, which decided nothing about a call
 that outside content may have steered). The observation tells the model why. The gate is a
@@ -40,7 +45,7 @@ from thinkloop.events import GuardProvenance
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.guard.spotlight import is_spotlit
+from thinkloop.guard.spotlight import has_block, is_spotlit, spotlight
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.types import ToolCall, ToolResult
 
@@ -156,6 +161,15 @@ def _asked_for(tool: str, request: str) -> bool:
     return False
 
 
+def _marked(call: ToolCall, persists: tuple[str, ...], taint: _Taint) -> ToolCall:
+    """``call`` with the arguments a tool keeps for later runs stored as outside content: a
+    memory saved after reading some must not come back as the person's own words."""
+    source = f"{call.name} after reading {', '.join(taint.sources)}"
+    args = {k: spotlight(v, source, "delimit") if k in persists and isinstance(v, str)
+            and not has_block(v) else v for k, v in call.arguments.items()}
+    return replace(call, arguments=args)
+
+
 class ProvenanceGate:
     def __init__(self, settings: ProvenanceSettings | None = None,
                  approval: ApprovalGate | None = None) -> None:
@@ -185,6 +199,8 @@ class ProvenanceGate:
             old = ctx.state.messages[: ctx.state.new_from]
             if any(m.role != "system" and is_spotlit(m.content) for m in old):
                 taint.sources.append("session history")
+            if any(m.role == "system" and has_block(m.content) for m in old):
+                taint.sources.append("memory")  # saved by a run that had read outside content
         return taint
 
     def observe(self, ctx: ToolHookContext) -> None:
@@ -192,7 +208,9 @@ class ProvenanceGate:
         if tool is None or result is None:
             return
         taint = self._taint(ctx)
-        if not tool.trusted_output:
+        if not tool.trusted_output or has_block(result.content):
+            # A trusted tool can hand back outside content stored earlier (recall of a memory
+            # saved after reading some): that is outside content too, never trusted text.
             if tool.name not in taint.sources:
                 taint.sources.append(tool.name)
         elif not result.is_error:
@@ -230,6 +248,8 @@ class ProvenanceGate:
         # Whatever this call starts (a sub-agent's run, in a task that copies this context)
         # knows what its caller had read (tracing.py carries its spans the same way).
         _CALLER.set(taint)
+        if ctx.result is None and taint.sources and tool.meta.get("persists"):
+            ctx.call = _marked(call, tool.meta["persists"], taint)
         if ctx.result is not None or not tool.needs_approval:
             return
         if not taint.sources:

@@ -88,6 +88,12 @@ _BLOCK = re.compile(r'<untrusted_content source="[^"]*" id="(\w+)"(?: marking="(
                     r'(.*?)\n</untrusted_content id="\1">', re.DOTALL)
 
 
+def has_block(text: str) -> bool:
+    """Does ``text`` hold a whole block of outside content (with its nonce'd closing tag), as
+    opposed to merely naming the format (the system prompt explains it)?"""
+    return _BLOCK.search(text) is not None
+
+
 def unwrap(text: str) -> str:
     """The content of the first spotlit block in ``text`` (``text`` itself if there is none).
 

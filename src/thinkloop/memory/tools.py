@@ -7,6 +7,8 @@ Problems (no session, nothing found) come back to the model as plain observation
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from thinkloop.memory.layers import owner_of
 from thinkloop.memory.recall import Retriever, embed_one, make_retriever
 from thinkloop.models.embedding import Embedder
@@ -70,7 +72,9 @@ def memory_tools(
         return f"Forgot {key!r}." if n else f"No memory named {key!r}."
 
     return [
-        make_tool(remember, idempotent=False),
+        # ``persists``: the arguments kept for later runs' prompts. After outside content was
+        # read, the provenance gate stores them marked as outside content (guard/provenance.py).
+        replace(make_tool(remember, idempotent=False), meta={"persists": ("content",)}),
         make_tool(recall),
         make_tool(forget, idempotent=False),
     ]
