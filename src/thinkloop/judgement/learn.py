@@ -27,7 +27,7 @@ import orjson
 
 from thinkloop.events import EntitiesRecalled
 from thinkloop.hooks import AssessContext, Hook, OutputContext
-from thinkloop.memory.jobs import PostTurnJob, Turn, run_jobs
+from thinkloop.memory.jobs import PostTurnJob, Turn, kept, outside, run_jobs
 from thinkloop.memory.layers import owner_of
 from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, json_object, side_call
@@ -110,8 +110,11 @@ async def _patterns(turn: Turn, prompt: str, purpose: str, meter: UsageMeter,
                                purpose=purpose, meter=meter)
     data = json_object(response.message.content) or {}
     found = data.get("patterns")
-    return [str(p).strip()[:300] for p in found if str(p).strip()][:3] \
+    lessons = [str(p).strip()[:300] for p in found if str(p).strip()][:3] \
         if isinstance(found, list) else []
+    # Lessons drawn from a turn that read outside content are kept as outside content: a
+    # later run that recalls one is gated as if it had read the original.
+    return [kept(p, f"{purpose} lesson", outside(turn)) for p in lessons]
 
 
 async def store_patterns(store: MemoryBackend, owner: str, category: str,
