@@ -170,6 +170,16 @@ def _marked(call: ToolCall, persists: tuple[str, ...], taint: _Taint) -> ToolCal
     return replace(call, arguments=args)
 
 
+def _given_context(ctx: ToolHookContext) -> bool:
+    """Was the task given with context inputs (a page, files: context/inputs.py puts them in a
+    ``<context>`` block ahead of the task)? They are outside content like a tool's output."""
+    state = ctx.state
+    if len(state.messages) <= state.new_from:
+        return False
+    first = state.messages[state.new_from].content
+    return first.startswith("<context>\n") and first != state.task
+
+
 class ProvenanceGate:
     def __init__(self, settings: ProvenanceSettings | None = None,
                  approval: ApprovalGate | None = None) -> None:
@@ -201,6 +211,8 @@ class ProvenanceGate:
                 taint.sources.append("session history")
             if any(m.role == "system" and has_block(m.content) for m in old):
                 taint.sources.append("memory")  # saved by a run that had read outside content
+            if _given_context(ctx):
+                taint.sources.append("the page or files given with the task")
         return taint
 
     def observe(self, ctx: ToolHookContext) -> None:
