@@ -73,11 +73,12 @@ class AtOnce:
         yield await self.complete(messages, tools, settings)
 
 
-async def per_call(fn: Callable[[], Awaitable[None]], calls: int, repeat: int) -> float:
-    """Median CPU microseconds per model call of RUNS tasks of ``fn`` at once."""
-    await overhead.timed(fn, RUNS, RUNS)  # warm: pools, caches
-    samples = [(await overhead.timed(fn, RUNS, RUNS))[1] for _ in range(repeat)]
-    return statistics.median(samples) / (RUNS * calls) * 1e6
+async def per_call(fn: Callable[[], Awaitable[None]], calls: int, repeat: int,
+                   runs: int = RUNS) -> float:
+    """Median CPU microseconds per model call of ``runs`` tasks of ``fn`` at once."""
+    await overhead.timed(fn, runs, runs)  # warm: pools, caches
+    samples = [(await overhead.timed(fn, runs, runs))[1] for _ in range(repeat)]
+    return statistics.median(samples) / (runs * calls) * 1e6
 
 
 GROWTH_STEPS = (10, 50, 150)
@@ -96,10 +97,7 @@ async def growth(repeat: int) -> dict[tuple[str, int], float]:
                 result = await agent.run("go")
                 assert result.status == "completed" and len(result.steps) == steps + 1, result
 
-            await overhead.timed(run, GROWTH_RUNS, GROWTH_RUNS)
-            samples = [(await overhead.timed(run, GROWTH_RUNS, GROWTH_RUNS))[1]
-                       for _ in range(repeat)]
-            out[name, steps] = statistics.median(samples) / (GROWTH_RUNS * (steps + 1)) * 1e6
+            out[name, steps] = await per_call(run, steps + 1, repeat, runs=GROWTH_RUNS)
     return out
 
 
