@@ -45,7 +45,7 @@ from thinkloop.events import GuardProvenance
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.guard.spotlight import has_block, is_spotlit, spotlight
+from thinkloop.guard.spotlight import as_outside, has_block, is_spotlit
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.types import ToolCall, ToolResult
 
@@ -165,8 +165,8 @@ def _marked(call: ToolCall, persists: tuple[str, ...], taint: _Taint) -> ToolCal
     """``call`` with the arguments a tool keeps for later runs stored as outside content: a
     memory saved after reading some must not come back as the person's own words."""
     source = f"{call.name} after reading {', '.join(taint.sources)}"
-    args = {k: spotlight(v, source, "delimit") if k in persists and isinstance(v, str)
-            and not has_block(v) else v for k, v in call.arguments.items()}
+    args = {k: as_outside(v, source) if k in persists and isinstance(v, str) else v
+            for k, v in call.arguments.items()}
     return replace(call, arguments=args)
 
 

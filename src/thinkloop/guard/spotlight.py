@@ -94,6 +94,12 @@ def has_block(text: str) -> bool:
     return _BLOCK.search(text) is not None
 
 
+def as_outside(text: str, source: str) -> str:
+    """``text`` stored for later runs as outside content (delimited, so it stays searchable),
+    unless it already is some."""
+    return text if has_block(text) else spotlight(text, source, "delimit")
+
+
 def unwrap(text: str) -> str:
     """The content of the first spotlit block in ``text`` (``text`` itself if there is none).
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from thinkloop.guard.spotlight import has_block, spotlight
+from thinkloop.guard.spotlight import as_outside, has_block
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
 from thinkloop.memory.recall import embed_one
@@ -52,9 +52,7 @@ def outside(turn: Turn) -> bool:
 def kept(text: str, what: str, tainted: bool) -> str:
     """``text`` as a memory: marked as outside content when derived from some, so a later run
     that recalls it is gated as if it had read the original (guard/provenance.py)."""
-    if not tainted or has_block(text):
-        return text
-    return spotlight(text, f"{what} of a turn that read outside content", "delimit")
+    return as_outside(text, f"{what} of a turn that read outside content") if tainted else text
 
 
 async def extract_profile(turn: Turn) -> None:
