@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import typing
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -153,22 +154,34 @@ def test_prompt_shows_what_the_local_model_reads() -> None:
     assert sum(s["tokens"] for s in sections.values()) < 1000
 
 
+def _run_in_project(
+    server: OpenAIServer, tmp_path: Path, files: dict[str, str], task: str,
+    steps: list[list[tuple[str, dict[str, str]]]], answer: str,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``thinkloop run TASK --workspace PROJECT --approve auto`` on a project holding
+    ``files``, against a model that makes the calls of each step, then answers."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name, text in files.items():
+        (project / name).write_text(text)
+    server.clear()
+    server.enqueue(*(Reply(body=completion(tool_calls=s)) for s in steps),
+                   Reply(body=completion(answer)))
+    proc = thinkloop("run", task, "--model", "openai:fake", "--workspace", str(project),
+                     "--approve", "auto", env=_env(server, THINKLOOP_HOME=str(tmp_path / "home")))
+    return proc, project
+
+
 def test_workspace_is_where_the_files_go_and_the_header_says_so(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "app.py").write_text("print('hi')\n")
-    server.clear()
-    server.enqueue(
-        Reply(body=completion(tool_calls=[("read_file", {"path": "app.py"})])),
-        Reply(body=completion(tool_calls=[("write_file", {"path": "NOTES.md",
-                                                          "content": "prints hi\n"})])),
-        Reply(body=completion("app.py prints hi; I noted that in NOTES.md.")))
+    proc, project = _run_in_project(
+        server, tmp_path, {"app.py": "print('hi')\n"},
+        "What does app.py print? Note it in NOTES.md.",
+        [[("read_file", {"path": "app.py"})],
+         [("write_file", {"path": "NOTES.md", "content": "prints hi\n"})]],
+        "app.py prints hi; I noted that in NOTES.md.")
     home = tmp_path / "home"
-    proc = thinkloop("run", "What does app.py print? Note it in NOTES.md.", "--model",
-                     "openai:fake", "--workspace", str(project), "--approve", "auto",
-                     env=_env(server, THINKLOOP_HOME=str(home)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "app.py prints hi; I noted that in NOTES.md.\n", proc.stderr
     assert (project / "NOTES.md").read_text() == "prints hi\n"
@@ -212,24 +225,19 @@ def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     # The first real task of a developer: the files the model reads are outside content, yet
     # the edit it derives from them and the sandboxed test command run (both confined to the
     # project); the test command finds pytest in thinkloop's own environment.
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (project / "test_calc.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
-    steps = [[("list_dir", {})],
-             [("read_file", {"path": "calc.py"}), ("read_file", {"path": "test_calc.py"})],
-             [("shell", {"command": "python -m pytest -q -p no:cacheprovider test_calc.py"})],
-             [("edit_file", {"path": "calc.py", "old_string": "return a - b",
-                             "new_string": "return a + b"})],
-             [("shell", {"command": "python -m pytest -q -p no:cacheprovider test_calc.py"})]]
-    server.clear()
-    server.enqueue(*(Reply(body=completion(tool_calls=s)) for s in steps),
-                   Reply(body=completion("Fixed: add() subtracted; it adds now and "
-                                         "test_calc.py passes.")))
-    proc = thinkloop("run", "The test in test_calc.py fails. Find the bug in calc.py, fix it, "
-                     "and run the tests.", "--model", "openai:fake", "--workspace", str(project),
-                     "--approve", "auto", env=_env(server, THINKLOOP_HOME=str(tmp_path / "home")))
+    test = "python -m pytest -q -p no:cacheprovider test_calc.py"
+    proc, project = _run_in_project(
+        server, tmp_path,
+        {"calc.py": "def add(a, b):\n    return a - b\n",
+         "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
+        "The test in test_calc.py fails. Find the bug in calc.py, fix it, and run the tests.",
+        [[("list_dir", {})],
+         [("read_file", {"path": "calc.py"}), ("read_file", {"path": "test_calc.py"})],
+         [("shell", {"command": test})],
+         [("edit_file", {"path": "calc.py", "old_string": "return a - b",
+                         "new_string": "return a + b"})],
+         [("shell", {"command": test})]],
+        "Fixed: add() subtracted; it adds now and test_calc.py passes.")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Fixed: add() subtracted; it adds now and test_calc.py passes.\n"
     assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
