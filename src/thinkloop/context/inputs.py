@@ -74,6 +74,8 @@ class RunContext(BaseModel):
 
 
 ContextArg = RunContext | Mapping[str, Any] | None
+# How a task message given with context inputs starts (the provenance gate looks for it).
+CONTEXT_OPEN = "<context>\n"
 
 
 def parse_context(value: ContextArg) -> RunContext | None:
@@ -220,7 +222,7 @@ def user_message(task: str, ctx: RunContext | None, model: Any) -> Message:
                       f"{body}\n</file>")
     if meta:
         blocks.append(f"<metadata>\n{_escape(cut(meta, shares[-1], 'metadata'))}\n</metadata>")
-    text = "<context>\n" + "\n".join(blocks) + "\n</context>\n\n" + task
+    text = CONTEXT_OPEN + "\n".join(blocks) + "\n</context>\n\n" + task
     return Message.user(text, tuple(parts))
 
 

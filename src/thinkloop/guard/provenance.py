@@ -41,6 +41,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from thinkloop.context.inputs import CONTEXT_OPEN
 from thinkloop.events import GuardProvenance
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
@@ -177,7 +178,7 @@ def _given_context(ctx: ToolHookContext) -> bool:
     if len(state.messages) <= state.new_from:
         return False
     first = state.messages[state.new_from].content
-    return first.startswith("<context>\n") and first != state.task
+    return first.startswith(CONTEXT_OPEN) and first != state.task
 
 
 class ProvenanceGate:
