@@ -47,7 +47,7 @@ MISSING_HELP = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) 
 
 # Inside a repository, what git executes or obeys later: hooks and the config (core.hooksPath,
 # core.fsmonitor, aliases, filters).
-GIT_PROTECTED = (("hooks",), ("config",))
+GIT_PROTECTED = ("hooks", "config")
 
 
 def git_protected(root: Path) -> list[Path]:
@@ -56,8 +56,8 @@ def git_protected(root: Path) -> list[Path]:
     if git.is_symlink() or not git.is_dir():
         return []
     out = []
-    for parts in GIT_PROTECTED:
-        p = git.joinpath(*parts)
+    for name in GIT_PROTECTED:
+        p = git / name
         if p.exists() and not p.is_symlink():
             out.append(p)
     return out
