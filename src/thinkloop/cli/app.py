@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from thinkloop.agent import Agent
     from thinkloop.cli.build import AgentOptions
     from thinkloop.loop.result import RunResult
+    from thinkloop.settings import Settings
     from thinkloop.tools.base import Tool
 
 app = typer.Typer(
@@ -125,19 +126,22 @@ def run(
         raise fail(f"--max-steps must be at least 1, got {max_steps}")
     if timeout is not None and not timeout > 0:
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
+    # Read once and passed down; container mode reads its own, with the payload's secrets.
+    settings = None if stdio else _settings()
     opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
                         judgement=judgement, model_pool=model_pool, isolation=isolation,
-                        workspace=_workspace(workspace))
+                        workspace=_workspace(workspace, settings))
     if stdio:
         from thinkloop.cli.stdio import main_stdio
 
         raise typer.Exit(main_stdio(opts))
+    assert settings is not None
     import asyncio
 
     text = read_task(task)
     inputs = RunInputs(text, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
-        result = asyncio.run(_run(opts, inputs, quiet=as_json))
+        result = asyncio.run(_run(opts, inputs, settings, quiet=as_json))
     except ThinkloopError as exc:
         # A broken store is an error (1), not a usage mistake (2).
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
@@ -165,10 +169,11 @@ class RunInputs:
     mcp_config: Path | None
 
 
-async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResult:
+async def _run(
+    opts: AgentOptions, inputs: RunInputs, settings: Settings, *, quiet: bool
+) -> RunResult:
     from thinkloop.cli.build import build_agent
     from thinkloop.cli.printers import EventPrinter
-    from thinkloop.settings import load_settings
     from thinkloop.store.open import open_store
     from thinkloop.tools.builtin.web import context_from_cli
 
@@ -177,7 +182,6 @@ async def _run(opts: AgentOptions, inputs: RunInputs, *, quiet: bool) -> RunResu
         # Sessions, memory and run records live in the durable store (SQLite under
         # THINKLOOP_HOME, or THINKLOOP_DATABASE_URL); memory only when a session or user
         # needs it. Every run is recorded (``thinkloop runs``).
-        settings = load_settings()
         store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
         agent = build_agent(opts, settings, extra_tools=extra, store=store,
@@ -221,16 +225,23 @@ def _where(agent: Agent, user: str | None) -> str:
     return f" · workspace: {Workspace.of(agent.config.tools).root(user)}"
 
 
-def _workspace(path: Path | None) -> Path | None:
+def _settings() -> Settings:
+    from thinkloop.settings import load_settings
+
+    try:
+        return load_settings()
+    except ThinkloopError as exc:  # a bad thinkloop.toml or environment value
+        raise fail(str(exc)) from None
+
+
+def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
     """``--workspace``: an existing directory that does not hold THINKLOOP_HOME."""
     if path is None:
         return None
-    from thinkloop.settings import load_settings
-
     chosen = path.expanduser().resolve()
     if not chosen.is_dir():
         raise fail(f"--workspace {path}: no such directory")
-    home = load_settings().home.expanduser().resolve()
+    home = (settings or _settings()).home.expanduser().resolve()
     if home == chosen or chosen in home.parents:
         # The model would get the session store and the agent's own prompt files to edit.
         raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
