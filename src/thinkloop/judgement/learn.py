@@ -7,7 +7,8 @@ from a ``post_output`` hook, so none of them delays the answer:
   deduplicated by their normalised text; ``adversarial`` adds a critical second pass;
 - ``learn_skill``: a run with two or more tool calls becomes a procedural skill (the tools in
   order, argument names with values redacted), stored under the owner ``skills`` and, with
-  ``skills_dir``, written as a skill file; later tasks find it through ``search_tools``;
+  ``skills_dir``, written as a skill file; later tasks find it through ``search_tools``.
+  Lessons and skills from a turn that read outside content are kept as outside content;
 - ``extract_entities``: capitalised names (stop words filtered) become graph nodes and
   co-mention edges (``GraphBackend``, migration 5); ``pre_assess`` recalls the known
   entities a task names, with their neighbours, and the latest lessons;
@@ -161,7 +162,9 @@ def skill_from(turn: Turn) -> Skill | None:
                       for i, (tool, args) in enumerate(calls, 1))
     body = (f"Procedure learned from a finished task (values redacted; fill in your own):\n"
             f"{steps}\nThen answer from what these calls returned.")
-    return Skill(name, f"How to: {turn.task[:200]}", body)
+    # The order of the calls may have been steered by what the turn read: a later run that
+    # follows the procedure is gated as if it had read that content (memory/jobs.py).
+    return Skill(name, f"How to: {turn.task[:200]}", kept(body, "skill", outside(turn)))
 
 
 async def run_observations(store: MemoryBackend, owner: str, run_id: str) -> list[MemoryRecord]:
