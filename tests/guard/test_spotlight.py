@@ -196,3 +196,37 @@ async def test_tool_errors_quoting_outside_text_are_wrapped() -> None:
                           tools=[fetch_err])
     [r] = run.result.steps[0].results
     assert r.is_error and r.content.startswith('<untrusted_content source="fetch_err"')
+
+
+@tool(trusted_output=False)
+def read_note(title: str) -> str:
+    """Read a note."""
+    return "Buy milk\tand eggs.\nCall Ann at 5."
+
+
+@pytest.mark.parametrize("copied", [
+    "{block}",  # the whole observation, trailer too: what a small model does
+    "The note says:\n{block}",
+    "{body} {trailer}",  # the marked text without its tags, and the trailer
+])
+async def test_outside_content_copied_into_the_answer_reads_as_the_content(copied: str) -> None:
+    block = spotlight(read_note.fn(title="x"), "read_note")
+    body, trailer = block.split("\n")[1], block.split("\n")[-1]
+    answer = copied.format(block=block, body=body, trailer=trailer)
+    run = await run_agent([reply("", call("read_note", title="shopping")), answer],
+                          "What does my shopping note say?", tools=[read_note])
+    assert run.result.status == "completed"
+    assert run.result.steps[0].results[0].content == block  # what the model was shown
+    assert "untrusted_content" not in run.result.text
+    assert "came from outside this conversation" not in run.result.text
+    if copied != "{body} {trailer}":
+        assert run.result.text.endswith("Buy milk\tand eggs.\nCall Ann at 5.")
+    else:  # bare marks stay: a "^" in an answer may be the answer's own
+        assert run.result.text == body
+
+
+def test_an_answer_that_names_the_format_is_left_alone() -> None:
+    from thinkloop.guard.spotlight import strip_echo
+
+    text = "Tool output arrives in <untrusted_content> blocks; 2^10 is 1024."
+    assert strip_echo(text) == text

@@ -100,6 +100,23 @@ def as_outside(text: str, source: str) -> str:
     return text if has_block(text) else spotlight(text, source, "delimit")
 
 
+# The markup a model may copy into its answer: a whole block, a stray tag, the trailer.
+_STRAY_TAG = re.compile(r'</?untrusted_content(?: source="[^"]*")? id="\w+"(?: marking="\w+")?>')
+_TRAILER = re.compile(
+    re.escape(TRAILER.split("{source}")[0]) + r"[^)\n]*" + re.escape(TRAILER.split("{source}")[1])
+    .replace(re.escape("{note}"), "(?:" + "|".join(re.escape(n) for n in NOTE.values() if n)
+             + ")?"))
+
+
+def strip_echo(text: str) -> str:
+    """An answer cleaner (loop/run.py): outside content the model copied into its answer
+    reads as the content itself, without the block's tags, marks or trailer."""
+    if OPEN not in text and "untrusted_content" not in text and "came from outside" not in text:
+        return text
+    text = _BLOCK.sub(lambda m: unwrap(m.group()), text)
+    return _TRAILER.sub("", _STRAY_TAG.sub("", text)).strip()
+
+
 def unwrap(text: str) -> str:
     """The content of the first spotlit block in ``text`` (``text`` itself if there is none).
 

@@ -18,6 +18,7 @@ from thinkloop.events import (
     RunStarted,
     usage_payload,
 )
+from thinkloop.guard.spotlight import strip_echo
 from thinkloop.hooks import AssessContext, OutputContext, RunConfig, RunState
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
@@ -25,8 +26,11 @@ from thinkloop.loop.output import parse_output
 from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.loop.resume import continue_paused, continue_recovered
 from thinkloop.protocols.base import Act, Answer
-from thinkloop.protocols.sanitize import is_silent, sanitize_output
+from thinkloop.protocols.sanitize import CLEANERS, is_silent, sanitize_output
 from thinkloop.types import Message, RunStatus
+
+# The protocol's cleaners, first undoing spotlight markup the model copied from a tool result.
+ANSWER_CLEANERS = (strip_echo, *CLEANERS)
 
 
 async def execute(cfg: RunConfig, state: RunState) -> None:
@@ -134,7 +138,7 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
 def finish(state: RunState, status: RunStatus, text: str, output: Any) -> str:
     """Record the final answer; returns it sanitized (what the session keeps)."""
     # Every final answer is sanitized; NO_REPLY as the whole answer makes the run silent.
-    clean = sanitize_output(text)
+    clean = sanitize_output(text, ANSWER_CLEANERS)
     state.silent = is_silent(clean)
     state.text = "" if state.silent else clean
     state.output = state.text if isinstance(output, str) and output == text else output
