@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from thinkloop.context.focus import is_small
 from thinkloop.events import GuardBlocked, GuardDetected, GuardTruncated
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
@@ -50,6 +51,11 @@ class InputGuardSettings:
     wrap_external: bool = True
     # How wrapped outside content is marked: delimit | datamark (default) | encode.
     spotlight: Spotlight = "datamark"
+    # The sentence after each block that says to treat it as data. None: on, except for a
+    # small model (context window under 8K, which reads the minimal prompt that explains the
+    # blocks once): it copies that sentence as its answer instead of answering
+    # (benchmarks/local_tasks.py: 7 of 22 tasks right with it, 12 without).
+    trailer: bool | None = None
     # Optional embedding-based detector run alongside the patterns (guard/semantic.py).
     semantic: SemanticDetector | None = None
     # The trained linear classifier (guard/classifier.py): "shipped" is the one in the
@@ -142,13 +148,14 @@ class InputGuard:
                 ctx.result = ToolResult(result.call, text, True, result.duration_s)
                 return
         if s.wrap_external:
+            trailer = not is_small(ctx.cfg.model) if s.trailer is None else s.trailer
             ctx.result = ToolResult(result.call, wrap_untrusted(
-                result.content, tool.name, findings, s.spotlight), result.is_error,
-                result.duration_s)
+                result.content, tool.name, findings, s.spotlight, trailer=trailer),
+                result.is_error, result.duration_s)
 
 
 def wrap_untrusted(content: str, source: str, findings: Sequence[Finding] = (),
-                   mode: Spotlight = "datamark") -> str:
+                   mode: Spotlight = "datamark", *, trailer: bool = True) -> str:
     """Outside content as the model sees it; names suspicious patterns when there are any."""
     note = SUSPICIOUS.format(names=_names(findings)) if findings else ""
-    return spotlight(content, source, mode, note)
+    return spotlight(content, source, mode, note, trailer=trailer)

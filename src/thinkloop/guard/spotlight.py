@@ -62,10 +62,13 @@ def datamark(content: str) -> str:
     return content.translate(_MARKS)
 
 
-def spotlight(content: str, source: str, mode: Spotlight = "datamark", note: str = "") -> str:
+def spotlight(content: str, source: str, mode: Spotlight = "datamark", note: str = "", *,
+              trailer: bool = True) -> str:
     """``content`` as the model should see output from outside: delimited, marked, explained.
 
     ``note`` is appended to the trailer (the input guard names suspicious patterns there).
+    ``trailer=False`` leaves out the sentence that explains the block (the system prompt
+    explains it once): small models copy that sentence into their answers.
     """
     body = neutralise(content)
     if mode == "datamark":
@@ -74,9 +77,10 @@ def spotlight(content: str, source: str, mode: Spotlight = "datamark", note: str
         body = base64.b64encode(content.encode("utf-8", "replace")).decode("ascii")
     tag = nonce(content)
     how = "" if mode == "delimit" else f' marking="{mode}"'
-    return (f"{HEADER.format(source=source, nonce=tag, how=how)}\n{body}\n"
-            f"{FOOTER.format(nonce=tag)}\n"
-            + TRAILER.format(source=source, note=NOTE[mode]) + note)
+    head, foot = HEADER.format(source=source, nonce=tag, how=how), FOOTER.format(nonce=tag)
+    block = f"{head}\n{body}\n{foot}"
+    after = ((TRAILER.format(source=source, note=NOTE[mode]) if trailer else "") + note).strip()
+    return f"{block}\n{after}" if after else block
 
 
 def is_spotlit(text: str) -> bool:
