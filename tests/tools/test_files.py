@@ -166,3 +166,32 @@ def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
         atomic_write(target, "not bytes")  # type: ignore[arg-type]
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+async def test_a_missing_path_names_what_is_there_and_nothing_of_other_users(
+    tools, workspace: Workspace
+) -> None:
+    root = workspace.root("alice")
+    (root / "apple.txt").write_text("a")
+    (root / "docs").mkdir()
+    (root / "docs/b.md").write_text("b")
+    (workspace.root("bob") / "bobs-diary.txt").write_text("private")
+    os.mkdir(os.path.join(os.fsencode(root), b"caf\xe9"))  # a name that is not UTF-8
+
+    listed = await call(tools, "list_dir", path="workspace.json")  # a small model's guess
+    assert listed.is_error
+    assert "no such file or directory: workspace.json" in listed.content
+    assert "apple.txt" in listed.content and "docs" in listed.content
+    read = await call(tools, "read_file", path="docs/readme.md")
+    assert read.is_error and "no such file: docs/readme.md" in read.content
+    assert "b.md" in read.content and "apple.txt" not in read.content  # the directory it was in
+    read.content.encode("utf-8")  # the undecodable name is shown, as valid text
+    for result in (listed, read, await call(tools, "read_file", user="carol", path="x.txt")):
+        assert "bob" not in result.content
+    empty = await call(tools, "read_file", user="carol", path="x.txt")
+    assert "(where it was looked for: nothing)" in empty.content
+
+    for i in range(30):
+        (root / f"n{i:02}.txt").write_text("")
+    many = await call(tools, "read_file", path="missing.txt")
+    assert "n00.txt" in many.content and "and 13 more" in many.content

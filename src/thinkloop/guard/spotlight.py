@@ -106,10 +106,10 @@ def as_outside(text: str, source: str) -> str:
 
 # The markup a model may copy into its answer: a whole block, a stray tag, the trailer.
 _STRAY_TAG = re.compile(r'</?untrusted_content(?: source="[^"]*")? id="\w+"(?: marking="\w+")?>')
-_TRAILER = re.compile(
-    re.escape(TRAILER.split("{source}")[0]) + r"[^)\n]*" + re.escape(TRAILER.split("{source}")[1])
-    .replace(re.escape("{note}"), "(?:" + "|".join(re.escape(n) for n in NOTE.values() if n)
-             + ")?"))
+_BEFORE, _AFTER = TRAILER.split("{source}")
+_NOTES = "|".join(re.escape(n) for n in NOTE.values() if n)
+_TRAILER = re.compile(re.escape(_BEFORE) + r"[^)\n]*"
+                      + re.escape(_AFTER).replace(re.escape("{note}"), f"(?:{_NOTES})?"))
 
 
 def strip_echo(text: str) -> str:

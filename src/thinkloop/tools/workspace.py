@@ -73,13 +73,28 @@ def _link_refused(path: str, name: str) -> PathEscapeError:
         "path can lead outside the workspace. Access refused")
 
 
+def _missing(what: str, path: str, parent: int, shown: int = 20) -> ToolExecutionError:
+    """``no such file: path``, naming what the directory it was looked for in holds, so the
+    model can correct a guessed name (a small model lists ``workspace.json`` for the root)."""
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        names = []
+    held = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown
+                                       else "")
+    return ToolExecutionError(f"no such {what}: {path} (where it was looked for: "
+                              f"{held or 'nothing'})")
+
+
 def _open_dir(parent: int, name: str, *, path: str, create: bool) -> int:
     """``openat(parent, name, O_DIRECTORY | O_NOFOLLOW)``, creating it when asked."""
     for attempt in (0, 1):
         try:
             return os.open(name, _DIR, dir_fd=parent)
         except FileNotFoundError:
-            if not create or attempt:
+            if not create:
+                raise _missing("file or directory", path, parent) from None
+            if attempt:  # made and gone again: a race, and the base may hold other users
                 raise ToolExecutionError(f"no such file or directory: {path}") from None
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o755, dir_fd=parent)
@@ -177,7 +192,7 @@ class Workspace:
             try:
                 fd = os.open(name, _READ, dir_fd=dfd)
             except FileNotFoundError:
-                raise ToolExecutionError(f"no such file: {path}") from None
+                raise _missing("file", path, dfd) from None
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise _link_refused(path, name) from None
