@@ -101,6 +101,8 @@ class EventPrinter:
             self.console.print(f"[yellow]run ended {event.status}[/]{why}")
         if event.silent:
             self.console.print("[dim](silent reply: nothing to deliver)[/]")
+        elif not event.output:  # stdout stays empty: say why here
+            self.console.print("[dim](no answer: the model's last reply was empty)[/]")
         u = event.usage
         self.console.print(
             f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "

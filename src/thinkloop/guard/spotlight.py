@@ -105,7 +105,9 @@ def as_outside(text: str, source: str) -> str:
 
 
 # The markup a model may copy into its answer: a whole block, a stray tag, the trailer.
-_STRAY_TAG = re.compile(r'</?untrusted_content(?: source="[^"]*")? id="\w+"(?: marking="\w+")?>')
+# A tag with its attributes, whole or cut off (a decision grammar ends the answer at a quote);
+# a bare ``<untrusted_content>`` in prose names the format and stays.
+_STRAY_TAG = re.compile(r'</?untrusted_content(?:\s+(?:source|id|marking)="[^"\n]*"?)+>?')
 _BEFORE, _AFTER = TRAILER.split("{source}")
 _NOTES = "|".join(re.escape(n) for n in NOTE.values() if n)
 _TRAILER = re.compile(re.escape(_BEFORE) + r"[^)\n]*"
