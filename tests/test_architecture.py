@@ -20,7 +20,7 @@ BOUNDARY = "# plugin boundary"
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "types errors text lifetime events plugins tuning",
+    "types errors text spotlight lifetime events plugins tuning",
     "settings",
     "models store protocols sandbox channels runs",
     "context",

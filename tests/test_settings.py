@@ -10,10 +10,10 @@ from tests.tools.helpers import approving
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
-from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
 from thinkloop.settings import describe, load_settings
+from thinkloop.spotlight import unwrap
 from thinkloop.tools.builtin import Toolbox
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "thinkloop"

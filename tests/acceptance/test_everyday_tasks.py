@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from thinkloop import Agent, tool
-from thinkloop.guard.spotlight import unwrap
+from thinkloop.spotlight import unwrap
 from thinkloop.testing.openai_server import OpenAIServer
 from thinkloop.tools.defaults import default_tools
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from tests.tools.helpers import approving
 
 from thinkloop.agent import Agent
-from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
+from thinkloop.spotlight import unwrap
 from thinkloop.tools.builtin import Toolbox, builtin_tools
 from thinkloop.tools.builtin.settings import ToolSettings
 

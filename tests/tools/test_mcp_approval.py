@@ -9,9 +9,9 @@ from pathlib import Path
 from thinkloop.agent import Agent
 from thinkloop.guard import ApprovalSettings, CallbackApprover, GuardSettings
 from thinkloop.guard.approval import ApprovalRequest, Decision
-from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
+from thinkloop.spotlight import unwrap
 from thinkloop.tools.mcp import MCPServerConfig, mcp_tools
 
 SERVER = textwrap.dedent("""

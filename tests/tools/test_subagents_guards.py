@@ -86,8 +86,8 @@ async def test_child_limits_are_never_wider_than_the_parents(tmp_path: Path) -> 
 
 
 async def test_child_uses_the_parents_settings(tmp_path: Path) -> None:
-    from thinkloop.guard.spotlight import unwrap
     from thinkloop.settings import load_settings
+    from thinkloop.spotlight import unwrap
     from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
     with OpenAIServer() as server:

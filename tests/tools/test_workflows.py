@@ -9,9 +9,9 @@ from tests.tools.helpers import approving, call
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError
-from thinkloop.guard.spotlight import unwrap
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
+from thinkloop.spotlight import unwrap
 from thinkloop.tools.builtin import builtin_tools
 from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
 from thinkloop.tools.builtin.settings import ToolSettings

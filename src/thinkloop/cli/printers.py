@@ -24,7 +24,7 @@ from thinkloop.events import (
     ToolCalled,
     ToolReturned,
 )
-from thinkloop.guard.spotlight import unwrap
+from thinkloop.spotlight import unwrap
 
 if TYPE_CHECKING:
     from thinkloop.loop.result import RunResult
@@ -64,7 +64,7 @@ class EventPrinter:
             case ToolReturned(is_error=is_error, content=content):
                 style = "red" if is_error else "green"
                 # The person reads what the tool gave, not the wrapping and marks the model
-                # reads outside content in (guard/spotlight.py).
+                # reads outside content in (spotlight.py).
                 shown = unwrap(content)
                 outside = " [dim](outside content)[/]" if shown != content else ""
                 self.console.print(f"  [{style}]->[/]{outside} {escape(_short(shown))}")

@@ -4,7 +4,7 @@ Modes: ``off`` (no scanning), ``log`` (info log + ``guard.detected`` event), ``w
 default: warning log + event), ``block`` (the run ends with status ``blocked``). Messages over
 ``max_message_chars`` are truncated with a note to the model, never rejected. Results of tools
 declared ``trusted_output=False`` are scanned too (withheld in ``block`` mode when they hold an
-attack), then wrapped and datamarked as untrusted content (guard/spotlight.py).
+attack), then wrapped and datamarked as untrusted content (spotlight.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from thinkloop.events import GuardBlocked, GuardDetected, GuardTruncated
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
 from thinkloop.guard.scan import Finding, scan_input
-from thinkloop.guard.spotlight import Spotlight, spotlight
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
+from thinkloop.spotlight import Spotlight, spotlight
 from thinkloop.types import ToolResult
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from thinkloop.events import IsolationPlanned, IsolationQuarantined, IsolationRefused
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.guard.spotlight import is_spotlit, spotlight, unwrap
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.models.base import ModelSettings
+from thinkloop.spotlight import is_spotlit, spotlight, unwrap
 from thinkloop.types import Message, ToolResult
 
 PLANNER = (

@@ -46,8 +46,8 @@ from thinkloop.events import GuardProvenance
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.guard.spotlight import as_outside, has_block, is_spotlit
 from thinkloop.hooks import Hook, ToolHookContext
+from thinkloop.spotlight import as_outside, has_block, is_spotlit
 from thinkloop.types import ToolCall, ToolResult
 
 # Arguments whose value the model writes itself; the recipient, not the words, is the risk.

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from thinkloop.events import ReviewBlocked
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.guard.run_memory import RunMemory
-from thinkloop.guard.spotlight import unwrap
 from thinkloop.hooks import Hook, ReflectContext
+from thinkloop.spotlight import unwrap
 from thinkloop.types import ToolResult
 
 FIXES = {

@@ -18,7 +18,6 @@ from thinkloop.events import (
     RunStarted,
     usage_payload,
 )
-from thinkloop.guard.spotlight import strip_echo
 from thinkloop.hooks import AssessContext, OutputContext, RunConfig, RunState
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
@@ -27,6 +26,7 @@ from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, 
 from thinkloop.loop.resume import continue_paused, continue_recovered
 from thinkloop.protocols.base import Act, Answer
 from thinkloop.protocols.sanitize import CLEANERS, is_silent, sanitize_output
+from thinkloop.spotlight import strip_echo
 from thinkloop.types import Message, RunStatus
 
 # The protocol's cleaners, first undoing spotlight markup the model copied from a tool result.

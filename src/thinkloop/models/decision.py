@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
+from thinkloop.spotlight import content_of, is_spotlit
 from thinkloop.types import Message, ToolCall, ToolSpec
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
@@ -119,12 +120,20 @@ SHORT_RESULT_CHARS = 200
 
 
 def after_result(content: str) -> str:
-    """What a small model is told after a tool result (see ``AFTER_RESULT``)."""
-    if content.startswith("Error:"):
+    """What a small model is told after a tool result (see ``AFTER_RESULT``).
+
+    Outside content alone in its block is offered as its text (offered with its markup, the
+    model answered with the markup); with a note after it (a suspected injection, the
+    trailer) it is not offered at all.
+    """
+    inside = content_of(content)
+    shown = content if inside is None else inside
+    if shown.startswith("Error:"):
         return AFTER_ERROR
-    if len(content) > SHORT_RESULT_CHARS or "\n[Note:" in content:
+    noted = "\n[Note:" in shown or (inside is None and is_spotlit(content))
+    if len(shown) > SHORT_RESULT_CHARS or noted:
         return AFTER_LONG_RESULT
-    return AFTER_RESULT.format(answer=orjson.dumps({"answer": content.strip()}).decode())
+    return AFTER_RESULT.format(answer=orjson.dumps({"answer": shown.strip()}).decode())
 
 
 def uses_decisions(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bool:

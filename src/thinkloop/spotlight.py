@@ -13,6 +13,10 @@ output always renders the same way and prompt caches keep working). Inside the b
 The block cannot be closed or reopened from inside: every tag-like ``untrusted_content``
 (any case, any spacing, zero-width characters or fullwidth brackets) has its bracket escaped,
 and the real closing tag repeats the nonce, which the content cannot know in advance.
+
+A text format with no dependencies, so every layer can read it: the input guard writes it
+(guard/input.py), the local model's decision hints offer its content (models/decision.py),
+the loop's answer cleaner undoes copies of it (``strip_echo``), the CLI shows its content.
 """
 
 from __future__ import annotations
@@ -121,6 +125,12 @@ def strip_echo(text: str) -> str:
         return text
     text = _BLOCK.sub(lambda m: unwrap(m.group()), text)
     return _TRAILER.sub("", _STRAY_TAG.sub("", text)).strip()
+
+
+def content_of(text: str) -> str | None:
+    """The content of ``text`` when it is one whole block with nothing after it (no trailer,
+    no guard's note), else None."""
+    return unwrap(text) if _BLOCK.fullmatch(text) else None
 
 
 def unwrap(text: str) -> str:
