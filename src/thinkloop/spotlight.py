@@ -121,16 +121,17 @@ _TRAILER = re.compile(re.escape(_BEFORE) + r"[^)\n]*"
 def strip_echo(text: str) -> str:
     """An answer cleaner (loop/run.py): outside content the model copied into its answer
     reads as the content itself, without the block's tags, marks or trailer."""
-    if OPEN not in text and "untrusted_content" not in text and "came from outside" not in text:
+    if "untrusted_content" not in text and _BEFORE not in text:
         return text
-    text = _BLOCK.sub(lambda m: unwrap(m.group()), text)
+    text = _BLOCK.sub(_content, text)
     return _TRAILER.sub("", _STRAY_TAG.sub("", text)).strip()
 
 
 def content_of(text: str) -> str | None:
     """The content of ``text`` when it is one whole block with nothing after it (no trailer,
     no guard's note), else None."""
-    return unwrap(text) if _BLOCK.fullmatch(text) else None
+    m = _BLOCK.fullmatch(text)
+    return None if m is None else _content(m)
 
 
 def unwrap(text: str) -> str:
@@ -140,8 +141,11 @@ def unwrap(text: str) -> str:
     content had itself reads as a space too).
     """
     m = _BLOCK.search(text)
-    if m is None:
-        return text
+    return text if m is None else _content(m)
+
+
+def _content(m: re.Match[str]) -> str:
+    """The content of the block ``m`` matched, as it was before it was wrapped."""
     body = m.group(3)
     if m.group(2) == "encode":
         return base64.b64decode(body).decode("utf-8", "replace")
