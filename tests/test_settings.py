@@ -206,3 +206,18 @@ async def test_ask_human_waits_as_long_as_the_setting_says(tmp_path: Path) -> No
     assert result.output == "Blue, then." and asked == [42.0]
     assert unwrap(result.steps[0].results[0].content) == "The user answered: blue"
     assert next(t for t in box.tools if t.name == "ask_human").timeout_s == 47.0
+
+
+def test_the_two_kinds_of_settings_mixed_up_are_one_clear_error_at_construction() -> None:
+    from thinkloop.models.base import ModelSettings
+
+    settings = load_settings({"home": "/tmp/nowhere-used"})
+    with pytest.raises(ConfigError, match=r"settings= takes ModelSettings .* got Settings; "
+                                          r"thinkloop's Settings go in config="):
+        Agent(ScriptedModel(["hi"]), settings=settings)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"config= takes thinkloop's Settings .* got "
+                                          r"ModelSettings; per-call ModelSettings go in"):
+        Agent(ScriptedModel(["hi"]), config=ModelSettings())  # type: ignore[arg-type]
+    agent = Agent(ScriptedModel(["hi"]), settings=ModelSettings(temperature=0.2),
+                  config=settings, store="memory")
+    assert agent.settings.temperature == 0.2 and agent.config is settings

@@ -105,6 +105,7 @@ class Agent:
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
+        _check_settings(settings, config)
         self.name = name
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
         self.config = config if config is not None else load_settings()
@@ -413,6 +414,17 @@ class Agent:
                 await self.aclose()
 
         return asyncio.run(run_then_close())
+
+
+def _check_settings(settings: object, config: object) -> None:
+    """The two kinds of settings, each where it belongs: mixed up, a run failed at its first
+    model call with an AttributeError instead of here with a clear error."""
+    if settings is not None and not isinstance(settings, ModelSettings):
+        raise ConfigError(f"settings= takes ModelSettings (temperature, max_tokens, ...), got "
+                          f"{type(settings).__name__}; thinkloop's Settings go in config=")
+    if config is not None and not isinstance(config, Settings):
+        raise ConfigError(f"config= takes thinkloop's Settings (load_settings()), got "
+                          f"{type(config).__name__}; per-call ModelSettings go in settings=")
 
 
 def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:
