@@ -165,8 +165,17 @@ _PY_CONSTANTS = {"true": True, "false": False, "null": None}
 
 
 def _literal(node: ast.expr) -> Any:
+    """A literal value, JSON's ``true``/``false``/``null`` included at any depth: OLMo 3's
+    template writes each argument as JSON (``f(opts={"deep": true})``). Tuples read as lists."""
     if isinstance(node, ast.Name) and node.id in _PY_CONSTANTS:
         return _PY_CONSTANTS[node.id]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError("a ** in a dict literal")
+        return {_literal(k): _literal(v)  # type: ignore[arg-type]
+                for k, v in zip(node.keys, node.values, strict=True)}
     return ast.literal_eval(node)
 
 
@@ -182,25 +191,49 @@ def _call_name(node: ast.expr) -> str | None:
     return None
 
 
-def pythonic_calls(source: str) -> list[tuple[str, dict[str, Any]]] | None:
-    """``[f(a=1), g(b="x")]`` or ``f(a=1)``: keyword arguments with literal values only."""
+def pythonic_calls(source: str, *, lines: bool = False) -> list[tuple[str, dict[str, Any]]] | None:
+    """``[f(a=1), g(b="x")]`` or ``f(a=1)``: keyword arguments with literal values only.
+
+    ``lines``: several calls may also stand one per line or separated by ``;`` (OLMo 3).
+    """
     source = source.strip()
     if not source or len(source) > _MAX_PYTHONIC:
         return None
     try:
-        tree = ast.parse(source, mode="eval").body
-        nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
-        calls = []
-        for node in nodes:
-            if not isinstance(node, ast.Call) or node.args:
-                return None
-            name = _call_name(node.func)
-            if name is None or any(k.arg is None for k in node.keywords):
-                return None
-            calls.append((name, {str(k.arg): _literal(k.value) for k in node.keywords}))
-        return calls or None
+        try:
+            tree = ast.parse(source, mode="eval").body
+            nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
+        except SyntaxError:
+            if not lines:
+                raise
+            nodes = _statement_calls(source)
+        return _calls(nodes)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
+
+
+def _statement_calls(source: str) -> list[ast.expr]:
+    # Statements may not be indented; inside brackets indentation means nothing to Python.
+    module = ast.parse("\n".join(line.lstrip() for line in source.split("\n")))
+    nodes: list[ast.expr] = []
+    for stmt in module.body:
+        if not isinstance(stmt, ast.Expr):
+            raise ValueError("not a call")
+        value = stmt.value
+        nodes.extend(value.elts if isinstance(value, ast.List | ast.Tuple) else [value])
+    return nodes
+
+
+def _calls(nodes: list[ast.expr]) -> list[tuple[str, dict[str, Any]]] | None:
+    calls = []
+    for node in nodes:
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        name = _call_name(node.func)
+        if name is None or any(k.arg is None for k in node.keywords):
+            return None
+        calls.append((name, {str(k.arg): _literal(k.value) for k in node.keywords}))
+    return calls or None
 
 
 def attributes(text: str) -> dict[str, str]:

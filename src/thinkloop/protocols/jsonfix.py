@@ -31,7 +31,8 @@ _CONTROL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _CLOSER = {"{": "}", "[": "]"}
 _SPECIAL = re.compile(r"""[{}\[\]"'\\]""")
 _OPENER = re.compile(r"[{\[]")
-_STRING_CAN_START = frozenset("{[,:")
+# "(" and "=" too: pythonic calls write strings as arguments, ``[f(a="x]")]``.
+_STRING_CAN_START = frozenset("{[,:(=")
 
 
 def loads_lenient(text: str) -> Any:
@@ -146,9 +147,10 @@ def repair_json(text: str) -> str:
 def match_brackets(text: str) -> dict[int, int]:
     """Map the index of each ``{``/``[`` to the index of its closer, in one pass.
 
-    Quotes start a string only inside brackets and only where JSON allows one (after
-    ``{ [ , :``), so apostrophes in prose do not derail the pairing. A closer that does not
-    match the innermost opener is ignored; unmatched openers are absent from the map.
+    Quotes start a string only inside brackets and only where JSON or a Python call allows
+    one (after ``{ [ , : ( =``), so apostrophes in prose do not derail the pairing. A closer
+    that does not match the innermost opener is ignored; unmatched openers are absent from the
+    map.
     """
     matcher = BracketMatcher()
     matcher.feed(text)
