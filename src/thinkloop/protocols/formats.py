@@ -48,7 +48,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         if not raw.strip():
             return {}, None
         try:
-            raw = loads_lenient(raw)
+            raw = loads_lenient(raw, complete=True)
         except JsonRepairError as exc:
             return {}, f"arguments are not valid JSON: {exc}"
     if isinstance(raw, dict):
@@ -119,14 +119,14 @@ def found_in_value(value: Any, *, need_args: bool) -> Found | None:
 def json_objects(blob: str) -> list[Any] | None:
     """Decode ``blob`` as one JSON value, or as several separated by ``;``/newlines."""
     try:
-        return [loads_lenient(blob)]
+        return [loads_lenient(blob, complete=True)]
     except JsonRepairError:
         pass
     parts = [p for p in re.split(r";\s*|\n\s*(?=[{\[])", blob) if p.strip()]
     if len(parts) < 2:
         return None
     try:
-        return [loads_lenient(p) for p in parts]
+        return [loads_lenient(p, complete=True) for p in parts]
     except JsonRepairError:
         return None
 

@@ -35,14 +35,18 @@ _OPENER = re.compile(r"[{\[]")
 _STRING_CAN_START = frozenset("{[,:(=")
 
 
-def loads_lenient(text: str) -> Any:
-    """Decode ``text`` as JSON, repairing the usual model mistakes; ValueError if hopeless."""
+def loads_lenient(text: str, *, complete: bool = False) -> Any:
+    """Decode ``text`` as JSON, repairing the usual model mistakes; ValueError if hopeless.
+
+    ``complete``: text that ends inside a string was cut off (a stream that stopped, a
+    token limit): refuse it rather than run a call with a truncated value.
+    """
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         pass
     try:
-        return orjson.loads(repair_json(text))
+        return orjson.loads(repair_json(text, complete=complete))
     except orjson.JSONDecodeError as exc:
         raise JsonRepairError(f"invalid JSON: {exc}") from None
 
@@ -87,8 +91,19 @@ def _read_string(text: str, i: int, out: list[str]) -> int:
     return n
 
 
-def repair_json(text: str) -> str:
-    """Rewrite almost-JSON as strict JSON in one pass; raise JsonRepairError if impossible."""
+def _closed_at_end(text: str, opened: int) -> bool:
+    """Whether the string opened at ``opened``, which reached the end of ``text``, was closed
+    by the last character (its quote, not escaped)."""
+    last = len(text) - 1
+    if last <= opened or text[last] != text[opened]:
+        return False
+    body = text[opened + 1:last]
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 0
+
+
+def repair_json(text: str, *, complete: bool = False) -> str:
+    """Rewrite almost-JSON as strict JSON in one pass; raise JsonRepairError if impossible
+    (and, with ``complete``, if the text ends inside a string)."""
     out: list[str] = []
     stack: list[str] = []
     pending_comma = False
@@ -122,7 +137,10 @@ def repair_json(text: str) -> str:
             out.append(":")
             i += 1
         elif ch in "\"'":
+            opened = i
             i = _read_string(text, i, out)
+            if complete and i >= n and not _closed_at_end(text, opened):
+                raise JsonRepairError("the text ends inside a string: it was cut off")
         elif (m := _NUMBER.match(text, i)) and m.end() > i:
             out.append(m.group().lstrip("+").replace("_", ""))
             i = m.end()

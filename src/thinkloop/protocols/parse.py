@@ -359,13 +359,13 @@ class Scan(TokenHandlers):
                 return None
             return self._skip(end)
         try:
-            value = loads_lenient(region)
+            value = loads_lenient(region, complete=True)
         except JsonRepairError as exc:
-            if close is None or self._holds_tagged_call(region):
+            if close is not None and self._holds_tagged_call(region):
                 return None
             if _CALL_NAME_KEY.search(region, 0, 400) and _CALL_ARGS_KEY.search(region, 0, 4000):
                 self._problem(f"a JSON tool call could not be decoded: {exc}", start)
-            return self._skip(end)
+            return None if close is None else self._skip(end)
         found = fmt.found_in_value(value, need_args=True)
         if found is None:
             return None if close is None else self._skip(end)
@@ -393,7 +393,8 @@ class Scan(TokenHandlers):
             found = fmt.Found()
             for s, e in spans:
                 try:
-                    one = fmt.found_in_value(loads_lenient(self.text[s:e]), need_args=True)
+                    value = loads_lenient(self.text[s:e], complete=True)
+                    one = fmt.found_in_value(value, need_args=True)
                 except JsonRepairError:
                     one = None
                 if one is None or not one.calls:
@@ -425,7 +426,7 @@ class Scan(TokenHandlers):
         # nested brackets cost one try, not one per level.
         if self.text.startswith("{", nxt):
             try:
-                found = fmt.found_in_value(loads_lenient(region), need_args=True)
+                found = fmt.found_in_value(loads_lenient(region, complete=True), need_args=True)
             except JsonRepairError:
                 found = None
             if found and found.calls and self.standalone(start, close + 1):

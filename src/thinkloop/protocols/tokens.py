@@ -49,6 +49,7 @@ _PY_END = {"<|python_tag|>": ("<|eom_id|>", "<|eot_id|>"),
            "<|python_start|>": ("<|python_end|>", "<|eom|>", "<|eot|>")}
 _MISTRAL_NAMED = re.compile(r"\s*([\w.-]+)(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
 _LFM2_END = "<|tool_call_end|>"
+_INVOKE = re.compile(r"""\s*<((?:steptml:)?invoke)\s+name\s*=\s*["']?([\w.-]+)["']?\s*>""")
 
 
 class TokenHandlers(XmlHandlers):
@@ -71,6 +72,8 @@ class TokenHandlers(XmlHandlers):
     def _section_call(self, part: str) -> tuple[str, dict[str, object], str | None] | None:
         pieces = SECTION.sep.split(SECTION.call_end.split(part, maxsplit=1)[0], maxsplit=1)
         head, args = pieces[0].strip(), pieces[1] if len(pieces) == 2 else ""
+        if head.startswith("<") and not args:
+            return self._invoke(head)  # Step-3 without "function<sep>": the invoke alone
         if head.lower() == "function":
             # V3/R1: "function<sep>NAME\n```json\n{...}\n```"; Step-3: an invoke element.
             if args.lstrip().startswith("<"):
@@ -85,11 +88,17 @@ class TokenHandlers(XmlHandlers):
         arguments, err = fmt.decode_arguments(_unfence(args))
         return name.group(1), arguments, err
 
-    def _invoke(self, xml: str) -> tuple[str, dict[str, object], str | None] | None:
-        inner = type(self)(xml.strip(), self.tool_names, self.depth + 1)
-        inner.run()
-        calls = inner.found.calls
-        return calls[0] if len(calls) == 1 else None
+    @staticmethod
+    def _invoke(xml: str) -> tuple[str, dict[str, object], str | None] | None:
+        """Step-3's one ``<steptml:invoke name=...>`` with its parameters (read here, not by a
+        nested scan: a section that runs to the end of the text must cost one pass)."""
+        head = _INVOKE.match(xml)
+        if head is None:
+            return None
+        close = xml.find("</" + head.group(1), head.end())
+        body = xml[head.end():close if close >= 0 else len(xml)]
+        args = fmt.xml_children(body) if body.strip() else {}
+        return None if args is None else (head.group(2), args, None)
 
     def _harmony(self, m: re.Match[str]) -> int | None:
         msg = self.find("<|message|>", m.end())
