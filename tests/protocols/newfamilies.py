@@ -57,6 +57,9 @@ CASES: list[Case] = [
     ("lfm2-single-quotes-trailing-commas", LFM2, "<|tool_call_start|>[echo(text='it\\'s "
      "[done] (really)',),]<|tool_call_end|>", [("echo", {"text": "it's [done] (really)"})],
      "", 0),
+    ("lfm2-argument-named-like-a-keyword", LFM2, '<|tool_call_start|>[echo(text="from=x", '
+     'from="en", in=2)]<|tool_call_end|>', [("echo", {"text": "from=x", "from": "en", "in": 2})],
+     "", 0),
     ("lfm2-missing-end-marker", LFM2, "Let me see.<|tool_call_start|>[get_time()]", [TIME],
      "Let me see.", 0),
     ("lfm2-list-bracket-lost", LFM2, '<|tool_call_start|>[get_weather(city="Paris")'
@@ -92,6 +95,8 @@ CASES: list[Case] = [
     ("olmo3-multiline-argument", OLMO, '<function_calls>write_file(path="a.py", content="def '
      'f():\\n    return [1]")\nget_time()</function_calls>',
      [("write_file", {"path": "a.py", "content": "def f():\n    return [1]"}), TIME], "", 0),
+    ("olmo3-argument-named-like-a-keyword", OLMO, '<function_calls>echo(text="a", class="b")'
+     "\nget_time()</function_calls>", [("echo", {"text": "a", "class": "b"}), TIME], "", 0),
     ("olmo3-missing-closer", OLMO, "<function_calls>get_time()", [TIME], "", 0),
     ("olmo3-cut-off", OLMO, '<function_calls>get_weather(city="Par', [],
      '<function_calls>get_weather(city="Par', 1),
