@@ -32,10 +32,10 @@ import statistics
 import time
 from collections.abc import Callable
 
+from thinkloop.core.types import ToolSpec
 from thinkloop.protocols import parse_tool_calls
 from thinkloop.protocols.stream import StreamParser
 from thinkloop.protocols.table import family_of
-from thinkloop.types import ToolSpec
 
 URCHIN_TOOL = re.compile(r"<<TOOL:(\w+)(?::([\s\S]+?))?>>")
 URCHIN_THINK = re.compile(r"<<THINK>>([\s\S]+?)<</THINK>>")

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from thinkloop.core.types import Message, ModelResponse, ToolSpec
 from thinkloop.protocols import Act, Answer, AutoProtocol, Malformed, parse_tool_calls
 from thinkloop.protocols.stream import CallReady
 from thinkloop.protocols.table import family_of
-from thinkloop.types import Message, ModelResponse, ToolSpec
 
 from .families import TOOLS
 from .newfamilies import CASES, Case
