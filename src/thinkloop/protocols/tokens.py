@@ -181,7 +181,9 @@ class TokenHandlers(XmlHandlers):
         end = start
         # v11+: "name[ARGS]{...}" per call; models often drop the [TOOL_CALLS] between calls.
         while named is not None:
-            json_end = self._span_end(named.end())
+            # [ARGS] holds a JSON object: a "[" there is the next marker, not arguments.
+            json_end = self._span_end(named.end()) if self.at(
+                "{", self.space(named.end())) else None
             if json_end is None:
                 break
             args, err = fmt.decode_arguments(self.text[named.end():json_end])
