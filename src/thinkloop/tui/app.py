@@ -42,7 +42,7 @@ TabbedContent { height: 1fr; }
 #run-head, #memory-head { height: 1; text-style: bold; }
 #sessions-table { height: 40%; }
 HelpScreen { align: center middle; }
-HelpScreen > VerticalScroll { width: 76; max-height: 22; border: round $accent;
+HelpScreen > VerticalScroll { width: 78; max-height: 24; border: round $accent;
                               background: $surface; padding: 0 1; }
 """
 

@@ -14,17 +14,18 @@ from textual.widgets import Static
 COMMANDS = "/model [NAME]  /tools  /session [ID]  /agent [NAME]  /clear  /help"
 
 KEYS = (
-    ("everywhere", (("F1", "this help"), ("F2", "chat"), ("F3", "operator"),
-                    ("Ctrl-Q", "quit"))),
+    ("everywhere", (("F1", "this help · F2 chat · F3 operator · Ctrl-Q quit"),)),
     ("chat", (("Enter", "send the message"), ("Ctrl-C", "abort the run (not the app)"),
-              ("y / a / n", "approve once / always for this tool / deny, on a prompt"),
-              ("Tab", "next prompt or tool call; Enter folds it open"),
-              ("PgUp / PgDn", "scroll"), ("Esc", "back to the message line"))),
-    ("operator", (("r", "runs"), ("Enter", "open the selected run (steps stream)"),
+              ("y / a / n", "on an approval: approve once / always this tool / deny"),
+              ("Tab, Enter", "move to a prompt or a tool call; Enter folds it open"),
+              ("PgUp / PgDn", "scroll · Esc back to the message line"),
+              ("/commands", COMMANDS))),
+    ("operator", (("r, Enter", "runs; Enter opens the selected run (its steps stream)"),
                   ("y / n", "approve / deny what the open run waits on"),
-                  ("x", "abort the selected or open run"), ("s", "sessions (Enter: messages)"),
-                  ("m", "memory of the run's user"), ("f", "memory: only what the run wrote"),
-                  ("t", "the run's trace"), ("Tab", "next table or tab"))),
+                  ("x", "abort the selected or open run"),
+                  ("s", "sessions (Enter: their messages) · Tab next table or tab"),
+                  ("m / f", "memory of the run's user / only what the run wrote"),
+                  ("t", "the run's trace, a tree with timings, tokens and cost"))),
 )
 
 
@@ -36,10 +37,9 @@ class HelpScreen(ModalScreen[None]):
         for where, keys in KEYS:
             text.append(f"{where}\n", style="bold underline")
             for key, what in keys:
-                text.append(f"  {key:<12}", style="bold")
+                text.append(f" {key:<12}", style="bold")
                 text.append(f"{what}\n")
-        text.append("chat commands\n", style="bold underline")
-        text.append(f"  {COMMANDS}\n")
+        text.append("Esc, F1 or q closes this help", style="italic")
         with VerticalScroll():
             yield Static(text)
 
