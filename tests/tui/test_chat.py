@@ -23,6 +23,7 @@ async def test_two_turns_on_one_session_with_a_tool_call_folded(
                   Reply(body=completion("Doubled, that is 168.")))
     app = make_app(agent="helper", session="math")
     async with running(app) as pilot:
+        assert app.screen.query_one("#prompt").has_focus  # type at once
         await say(pilot, "What is 12*7?")
         await until(pilot, lambda: "completed" in turns(app)[0].classes if turns(app) else False)
         first = turns(app)[0]
@@ -101,7 +102,9 @@ async def test_ctrl_c_aborts_the_run_not_the_app(make_app: MakeApp, model: OpenA
     async with running(app) as pilot:
         await say(pilot, "Take your time")
         await until(pilot, lambda: app.screen.run_id is not None and bool(turns(app)))
-        await pilot.pause(0.3)
+        await say(pilot, "Next question")  # kept in the line while the run goes on
+        assert app.screen.query_one("#prompt", Input).value == "Next question"
+        assert len(turns(app)) == 1
         await pilot.press("ctrl+c")
         await until(pilot, lambda: "cancelled" in turns(app)[0].classes)
         assert app.is_running and app.screen.run_id is None

@@ -90,9 +90,9 @@ async def test_approve_deny_and_abort_from_the_keyboard(
         await pilot.press("r")
         await until(pilot, lambda: bool(row(app, second)))
         table = app.screen.query_one("#runs-table", DataTable)
-        table.move_cursor(row=table.get_row_index(second))
-        table.focus()
-        await pilot.press("enter")
+        assert table.has_focus  # r: the runs, the cursor still on the run it was on
+        await pilot.press("up", "enter")  # the newest run is the top row
+        assert app.screen.selected == second
         await until(pilot, lambda: "waits for approval" in log_text(app))
         await pilot.press("n")
         await until(pilot, lambda: "end of the run's events" in log_text(app))
@@ -101,9 +101,8 @@ async def test_approve_deny_and_abort_from_the_keyboard(
         third = await app.backend.start("helper", "slow one", None)
         await pilot.press("r")
         await until(pilot, lambda: bool(row(app, third)))
-        table.move_cursor(row=table.get_row_index(third))
-        table.focus()
-        await pilot.press("enter")
+        await pilot.press("up", "enter")
+        assert app.screen.selected == third
         await until(pilot, lambda: "started" in log_text(app))
         await pilot.press("x")
         await until(pilot, lambda: "end of the run's events" in log_text(app))

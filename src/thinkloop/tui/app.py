@@ -36,6 +36,7 @@ UserMessage { margin-top: 1; color: $text-primary; }
 .approval:focus { border: round $accent; }
 .approval.approved { border: round $success; }
 .approval.denied { border: round $error; }
+.approval Label, .question Label { width: 1fr; }
 .choices { height: 1; }
 .choices Button { margin-right: 2; }
 TabbedContent { height: 1fr; }

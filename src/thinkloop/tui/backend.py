@@ -20,6 +20,13 @@ ENDED = frozenset({"completed", "failed", "cancelled", "max_steps", "loop_detect
                    "budget_exceeded", "blocked", "paused", "timeout"})
 
 
+def verdict(approved: bool | None) -> str:
+    """The reason an answer gives the run (the model may read it)."""
+    if approved is None:
+        return "answered by the person in thinkloop ui"
+    return f"{'approved' if approved else 'denied'} by the person in thinkloop ui"
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One run as the operator screen lists it (live or recorded)."""

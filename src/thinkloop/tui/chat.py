@@ -51,6 +51,7 @@ def new_session() -> str:
 
 
 class ChatScreen(Screen[None]):
+    AUTO_FOCUS = "#prompt"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "abort", "Abort run", priority=True),
         Binding("escape", "focus_prompt", "Prompt", show=False),
@@ -97,7 +98,7 @@ class ChatScreen(Screen[None]):
         try:
             info = await self.backend.agent(self.agent, self.model)
             self.query_one("#status", Static).update(Text(
-                f"{self.agent} · {info.model} · session {self.session} · "
+                f"agent {self.agent} · model {info.model} · session {self.session} · "
                 f"{self.backend.label}"))
             history = await self._history()
         except ThinkloopError as exc:
@@ -123,11 +124,13 @@ class ChatScreen(Screen[None]):
         text = event.value.strip()
         if not text:
             return
+        if self.run_id is not None and not text.startswith("/"):
+            # The message stays in the line, to be sent when the run has ended.
+            self.notify("a run is going: wait for it, or Ctrl-C to abort it", severity="warning")
+            return
         event.input.value = ""
         if text.startswith("/"):
             self.command(text)
-        elif self.run_id is not None:
-            self.notify("a run is going: wait for it, or Ctrl-C to abort it", severity="warning")
         else:
             self.log_view.mount(UserMessage(text))
             self.converse(text)

@@ -38,6 +38,7 @@ from thinkloop.tui.backend import (
     RunRow,
     SessionRow,
     SpanRow,
+    verdict,
 )
 from thinkloop.tui.recipe import build
 
@@ -59,7 +60,7 @@ class LocalBackend:
 
     @property
     def label(self) -> str:
-        return f"local · {self.settings.store_location}"
+        return f"in process · {self.settings.store_location}"
 
     @property
     def online(self) -> bool:
@@ -158,7 +159,7 @@ class LocalBackend:
     async def answer(self, run_id: str, input_id: str, *, approved: bool | None = None,
                      text: str | None = None) -> None:
         kind = self.hub.answer(run_id, input_id,
-                               Answer(approved, text, "answered in thinkloop ui"))
+                               Answer(approved, text, verdict(approved)))
         if kind is None:
             raise ThinkloopError(f"run {run_id} is not waiting for {input_id!r}")
 

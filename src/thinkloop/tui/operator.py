@@ -50,6 +50,7 @@ def run_cells(r: RunRow) -> tuple[str, ...]:
 
 
 class OperatorScreen(Screen[None]):
+    AUTO_FOCUS = "#runs-table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "tab('runs')", "Runs"),
         Binding("enter", "open", "Open run", show=False),
@@ -132,6 +133,7 @@ class OperatorScreen(Screen[None]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self.query_one(f"#{tab}-table", DataTable).focus()
         if tab == "sessions":
             self.load_sessions()
 
@@ -149,6 +151,7 @@ class OperatorScreen(Screen[None]):
         self.waiting.clear()
         self.query_one("#run-log", RichLog).clear()
         self.query_one(TabbedContent).active = "run"
+        self.query_one("#run-log", RichLog).focus()
         self.follow(run_id)
 
     @work(exclusive=True, group="follow")
@@ -250,6 +253,7 @@ class OperatorScreen(Screen[None]):
 
     def action_memory(self) -> None:
         self.query_one(TabbedContent).active = "memory"
+        self.query_one("#memory-table", DataTable).focus()
         self.load_memory(self._current())
 
     def action_filter(self) -> None:

@@ -25,6 +25,7 @@ from thinkloop.tui.backend import (
     RunRow,
     SessionRow,
     SpanRow,
+    verdict,
 )
 
 RETRY_S = 0.5  # between attempts to reach a gateway that went away
@@ -128,7 +129,7 @@ class GatewayBackend:
 
     async def answer(self, run_id: str, input_id: str, *, approved: bool | None = None,
                      text: str | None = None) -> None:
-        body: dict[str, Any] = {"id": input_id, "reason": "answered in thinkloop ui"}
+        body: dict[str, Any] = {"id": input_id, "reason": verdict(approved)}
         body.update({"approved": approved} if approved is not None else {"answer": text or ""})
         await self._call("POST", f"/v1/runs/{run_id}/input", json=body)
 

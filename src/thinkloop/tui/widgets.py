@@ -154,6 +154,7 @@ class Turn(Vertical):
         self.run_id = run_id
         self.text = ""
         self.answer = Static("", classes="answer")
+        self.answer.display = False
         self.status = Static("", classes="status")
         self.folds: dict[str, ToolFold] = {}
         self.prompts: dict[str, ApprovalPrompt] = {}
@@ -163,6 +164,7 @@ class Turn(Vertical):
         yield self.status
 
     def _answer(self) -> None:
+        self.answer.display = bool(self.text)  # no empty "agent" line while tools run
         self.answer.update(Text.assemble(("agent  ", "bold"), self.text))
 
     def chunk(self, text: str) -> None:
