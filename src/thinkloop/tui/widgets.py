@@ -26,6 +26,9 @@ from thinkloop.events import (
 
 ARGS_CHARS = 60  # of a tool call's arguments in its folded title
 RESULT_CHARS = 4000  # of a tool result shown unfolded
+# Who decided an approval (``approval.decided``'s source), in words.
+SOURCES = {"approver": "by you", "cache": "remembered", "timeout": "no answer in time",
+           "error": "the approver failed", "none": "no approver"}
 
 
 def short(text: str, limit: int) -> str:
@@ -114,9 +117,10 @@ class ApprovalPrompt(Vertical, can_focus=True):
         self.answered = True
         self.remove_children()
         verdict = "approved" if event.approved else "denied"
+        how = SOURCES.get(event.source, event.source)
         self.mount(Label(Text.assemble((f"{verdict} ", "bold"),
                                        call_text(self.event.tool, self.event.arguments),
-                                       f"  ({event.source})")))
+                                       f"  ({how})")))
         self.add_class("approved" if event.approved else "denied")
 
 
