@@ -49,7 +49,7 @@ agents:
     memory: false
   noter:
     model: openai:fake
-    tools: none
+    tools: [calculator]
     memory: true
     approve: auto
 """

@@ -18,12 +18,13 @@ from pathlib import Path
 import orjson
 
 from thinkloop.agent import Agent
+from thinkloop.build import AgentSpec
 from thinkloop.errors import NotFoundError, ThinkloopError
 from thinkloop.events import Event, from_dict
 from thinkloop.memory.layers import owner_of
 from thinkloop.runlog import run_memories
 from thinkloop.runs import RunRegistry
-from thinkloop.server.agents import DEFAULT_AGENT, AgentSpec, load_agents_file
+from thinkloop.server.agents import DEFAULT_AGENT, load_agents_file
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun
 from thinkloop.settings import Settings
