@@ -166,3 +166,19 @@ async def test_the_help_screen_lists_every_key(make_app: MakeApp, model: OpenAIS
         assert app.screen.name == "operator"
         await pilot.press("f2")
         assert app.screen.name == "chat"
+
+
+async def test_the_runs_take_the_room_a_larger_terminal_gives(
+        make_app: MakeApp, model: OpenAIServer, tmp_path: Path) -> None:
+    task = "Summarise the quarterly figures for the northern region and flag every outlier"
+    model.enqueue(Reply(body=completion("Nothing stands out in the northern figures.")))
+    run_id = ""
+    for size, whole in (((140, 40), True), ((80, 24), False)):  # the same run, twice
+        app = make_app(agent="helper", start="operator")
+        async with running(app, size) as pilot:
+            if whole:
+                run_id = await app.backend.start("helper", task, None)
+            await until(pilot, lambda a=app, r=run_id: row(a, r) and row(a, r)[1]
+                        == "completed")
+            text = shot(app, tmp_path, f"runs-{size[0]}")
+            assert (task in text) is whole and "Summarise the" in text

@@ -138,6 +138,10 @@ class ChatScreen(Screen[None]):
     def command(self, text: str) -> None:
         name, _, arg = text.partition(" ")
         arg = arg.strip()
+        if self.run_id is not None and (name == "/clear" or arg):
+            self.notify(f"{name} changes the chat: wait for the run, or Ctrl-C to abort it",
+                        severity="warning")
+            return
         if name == "/clear":
             self.session = new_session()
             self.load()

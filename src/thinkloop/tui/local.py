@@ -44,6 +44,7 @@ from thinkloop.tui.backend import (
 from thinkloop.tui.recipe import build
 
 POLL_S = 0.3  # how often a run of another process is read again from the store
+KEEP_FINISHED = 200  # finished runs of this process kept with their numbered events
 
 
 class LocalBackend:
@@ -106,6 +107,9 @@ class LocalBackend:
         handle = built.start(task, session=session, user_id=self.user, stream_model=True)
         run = LiveRun(handle.run_id, self.user or "", agent, session, handle)
         self.live[run.id] = run
+        finished = [r for r in self.live.values() if r.done]
+        for r in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self.live[r.id]  # the store keeps them; only their live numbers go
         pump = asyncio.get_running_loop().create_task(self._pump(run))
         self._pumps.add(pump)
         pump.add_done_callback(self._pumps.discard)
@@ -119,7 +123,10 @@ class LocalBackend:
                 run.publish(event)
             result = await run.handle.result()
         except asyncio.CancelledError:
-            error = "aborted before it started"
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the UI is closing
+            error = "aborted before it started"  # waiting for its session, nothing ran
         except Exception as exc:  # the run never started (its store failed, ...)
             error = f"{type(exc).__name__}: {exc}"
         finally:

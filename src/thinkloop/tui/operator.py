@@ -37,16 +37,18 @@ from thinkloop.tui.widgets import Banner, call_text, short
 
 REFRESH_S = 1.0
 RUN_COLUMNS = ("run", "status", "agent", "steps", "tokens", "cost $", "time", "task")
+OTHERS = 60  # about what the columns before the task take, with their padding
 
 
 def elapsed(seconds: float) -> str:
     return f"{seconds:.1f}s" if seconds < 60 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
-def run_cells(r: RunRow) -> tuple[str, ...]:
+def run_cells(r: RunRow, width: int) -> tuple[str, ...]:
+    """A run's row; the task gets what the other columns leave of ``width``."""
     status = r.status + (" ?" if r.waiting else "")
     return (r.id[:8], status, r.agent, str(r.steps), f"{r.input_tokens}/{r.output_tokens}",
-            f"{r.cost_usd:.4f}", elapsed(r.elapsed_s), short(r.task, 40))
+            f"{r.cost_usd:.4f}", elapsed(r.elapsed_s), short(r.task, max(12, width - OTHERS)))
 
 
 class OperatorScreen(Screen[None]):
@@ -114,7 +116,7 @@ class OperatorScreen(Screen[None]):
         self.rows = {r.id: r for r in rows}
         table.clear()
         for r in rows:
-            table.add_row(*run_cells(r), key=r.id)
+            table.add_row(*run_cells(r, self.size.width), key=r.id)
         if keep in self.rows:
             table.move_cursor(row=table.get_row_index(keep))
 
