@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkloop.checkpoints import Checkpointer
-from thinkloop.errors import RunAccessError
-from thinkloop.events import Chunk, Event
+from thinkloop.core.errors import RunAccessError
+from thinkloop.core.events import Chunk, Event
 from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (

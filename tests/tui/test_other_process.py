@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.tui.conftest import running, shot, until
 from textual.widgets import RichLog
 
-from tests.tui.conftest import running, shot, until
 from thinkloop.settings import load_settings
 from thinkloop.store.open import open_store
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
@@ -50,7 +50,8 @@ async def test_a_run_of_another_process_followed_then_one_aborted(
             text = "\n".join(line.text for line in log.lines)
             assert 'call calculator({"expression":"2+2"})' in text
             assert "result calculator: 4" in text and "completed 2+2 is 4." in text
-            assert await asyncio.to_thread(first.wait, 30) == 0 and first.stdout.read().strip() == "2+2 is 4."
+            assert await asyncio.to_thread(first.wait, 30) == 0
+            assert first.stdout is not None and first.stdout.read().strip() == "2+2 is 4."
 
             second = run_elsewhere("Take a long time")
             await until(pilot, lambda: rows(app).get("Take a long time") == "running", 30)

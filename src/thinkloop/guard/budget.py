@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from thinkloop.events import BudgetAssigned, BudgetExtended, PolicyDenied
+from thinkloop.core.events import BudgetAssigned, BudgetExtended, PolicyDenied
+from thinkloop.core.types import Message, Step
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
-from thinkloop.types import Message, Step
 
 log = logging.getLogger("thinkloop.guard")
 

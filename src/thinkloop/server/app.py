@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ConfigError,
     ConflictError,
     NotFoundError,
@@ -20,11 +20,11 @@ from thinkloop.errors import (
     RunLimitError,
     UnknownAgentError,
 )
+from thinkloop.core.settings import Settings, load_settings
+from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Gateway
-from thinkloop.settings import Settings, load_settings
 from thinkloop.text import validation_summary
-from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from thinkloop.errors import RunLimitError
-from thinkloop.events import Event, to_dict
+from thinkloop.core.errors import RunLimitError
+from thinkloop.core.events import Event, to_dict
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 
