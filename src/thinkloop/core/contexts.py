@@ -3,16 +3,26 @@ way to stop the run."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec
 
+from thinkloop.core.errors import ConfigError
 from thinkloop.core.events import Event, LlmRequest, LlmResponse
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.registry import Stage
 from thinkloop.core.run import RunConfig, RunState
 from thinkloop.core.tool import Tool
-from thinkloop.core.types import Message, ModelResponse, RunStatus, ToolCall, ToolResult, ToolSpec
+from thinkloop.core.types import (
+    Message,
+    ModelResponse,
+    PendingApproval,
+    RunStatus,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 
 P = ParamSpec("P")
 
@@ -44,6 +54,13 @@ class HookContext:
         self.stop_reason = reason
         self.stop_status = status
         self.stop_answer = answer
+
+    def set_step_budget(self, max_steps: int, *, lean: bool | None = None) -> None:
+        """Size this run: at most ``max_steps`` steps (a step budget); ``lean``: a trivial
+        task, answered with a lean prompt. The one way a hook changes the run's limits."""
+        self.state.max_steps = max_steps
+        if lean is not None:
+            self.state.lean = lean
 
     def emit(self, kind: Callable[Concatenate[str, int, P], Event], /,
              *args: P.args, **fields: P.kwargs) -> None:
@@ -90,6 +107,16 @@ class ToolHookContext(HookContext):
     result: ToolResult | None = None
     # Set by ``withhold_tools``: the notice for a next reply that gets no tools.
     answer_now: str | None = None
+
+    def defer(self, call: ToolCall, reason: str) -> None:
+        """Park ``call`` until a person decides (``thinkloop approvals decide``): the run
+        pauses after this step. Only a run with a session can pause."""
+        state, session = self.state, self.cfg.session_id
+        if session is None:
+            raise ConfigError("a run without a session cannot pause: deny the call instead")
+        state.pending.append(PendingApproval(
+            state.run_id, session, call.id, call.name, dict(call.arguments), reason,
+            time.time(), state.task, state.max_steps or self.cfg.limits.max_steps))
 
     def withhold_tools(self, notice: str) -> None:
         """Give the model no tools for its next reply, with ``notice``, so that it answers."""

@@ -21,7 +21,7 @@ import orjson
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
 from thinkloop.core.settings import APPROVAL_TIMEOUT_S
-from thinkloop.core.types import PendingApproval, ToolCall
+from thinkloop.core.types import ToolCall
 from thinkloop.hooks import ToolHookContext
 
 
@@ -248,9 +248,6 @@ class ApprovalGate:
             ctx.emit(ApprovalDecided, tool=call.name, id=call.id, approved=False,
                      reason=denied.reason, source="defer")
             return denied
-        state = ctx.state
-        state.pending.append(PendingApproval(
-            state.run_id, session, call.id, call.name, dict(call.arguments), reason,
-            time.time(), state.task, state.max_steps or ctx.cfg.limits.max_steps))
+        ctx.defer(call, reason)
         ctx.emit(ApprovalDeferred, tool=call.name, id=call.id, reason=decision.reason)
         return decision
