@@ -100,6 +100,14 @@ def test_auto_reports_an_unreadable_or_unknown_call_to_the_model(case: Case) -> 
     assert isinstance(_read(case), Malformed)
 
 
+def test_a_call_to_an_unknown_tool_is_answered_with_the_tools_there_are() -> None:
+    case = next(c for c in CASES if c[0] == "hermes-unknown-tool-stays-text")
+    reading = _read(case)
+    assert isinstance(reading, Malformed)
+    assert reading.problem.startswith("unknown tool 'launch_rocket'; available tools: echo, "
+                                      "get_time, get_weather, search, set_flags, write_file.")
+
+
 def test_a_final_answer_call_is_the_answer_where_no_such_tool_is_offered() -> None:
     case = next(c for c in CASES if c[0] == "hermes-final-answer-not-offered")
     reading = _read(case)

@@ -119,7 +119,10 @@ class TextProtocol:
             calls = tuple(conform(c, self._specs) for c in parsed.calls)
             return Act(calls, parsed.content, thought)
         if parsed.problems:
-            return Malformed(self._problem("; ".join(parsed.problems)), msg.content)
+            what = "; ".join(parsed.problems)
+            if self._specs and any(p.startswith("unknown tool") for p in parsed.problems):
+                what += f"; available tools: {', '.join(sorted(self._specs))}"
+            return Malformed(self._problem(what), msg.content)
         return self.finish(parsed, thought, msg.content)
 
     def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:
