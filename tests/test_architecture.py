@@ -20,9 +20,9 @@ BOUNDARY = "# plugin boundary"
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "types errors text spotlight lifetime events plugins tuning",
+    "core types errors text spotlight lifetime events plugins tuning",
     "settings",
-    "models store protocols sandbox channels runs",
+    "models store protocols sandbox runs",
     "context",
     "tools",
     "hooks side_calls",
@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "tracing checkpoints runlog",
     "session",
     "agent",
-    "server cli testing tui workers __main__",
+    "server cli testing tui workers channels __main__",
 ))
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

@@ -183,7 +183,7 @@ def test_command_flags_join_the_settings_as_arguments(tmp_path: Path) -> None:
 
 
 async def test_ask_human_waits_as_long_as_the_setting_says(tmp_path: Path) -> None:
-    from thinkloop.channels import Outgoing
+    from thinkloop.core.channel import Outgoing
     from thinkloop.settings import ToolSettings
 
     asked: list[float] = []

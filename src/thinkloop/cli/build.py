@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkloop.agent import Agent
-from thinkloop.channels import ConsoleChannel
+from thinkloop.core.channel import ConsoleChannel
 from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
 from thinkloop.memory.manager import Memory
 from thinkloop.models.base import Model

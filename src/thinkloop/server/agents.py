@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
-from thinkloop.channels import Channel
+from thinkloop.core.channel import Channel
 from thinkloop.errors import ConfigError, UnknownAgentError
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry

@@ -1,0 +1,1 @@
+"""thinkloop's vocabulary: the small types and protocols every layer shares."""
