@@ -14,4 +14,5 @@ from thinkloop.core.channel import (
 )
 from thinkloop.errors import ChannelError
 
-__all__ = ["CallbackChannel", "Channel", "ChannelError", "ConsoleChannel", "Outgoing", "WebhookChannel"]
+__all__ = ["CallbackChannel", "Channel", "ChannelError", "ConsoleChannel", "Outgoing",
+           "WebhookChannel"]

@@ -172,6 +172,8 @@ class Wiring:
     approval_timeout_s: float = GATEWAY_APPROVAL_TIMEOUT_S
     extra: Sequence[Any] = ()
     runs: RunRegistry | None = None  # the gateway's one registry of runs in progress
+    # Adjusts the guards of every agent built (a chat channel's message cap and nudge).
+    guards: Callable[[Any], Any] | None = None
 
 
 def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
@@ -193,6 +195,8 @@ def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
     approver = wiring.approver if spec.approve == "ask" else approver_for(spec.approve)
     base = GuardSettings() if spec.guards else GuardSettings.off()
+    if wiring.guards is not None and spec.guards:
+        base = wiring.guards(base)
     guard = replace(base, approval=ApprovalSettings(approver, wiring.approval_timeout_s),
                     policy=replace(base.policy, rules=(*base.policy.rules,
                                                        *_ask_rules(spec.ask_before, tools))))

@@ -1,0 +1,81 @@
+"""Each channel's settings, validated from ``Settings.channels`` (``[channels.telegram]`` in
+thinkloop.toml, ``THINKLOOP_CHANNELS_TELEGRAM_*`` and ``TELEGRAM_BOT_TOKEN`` in the
+environment). The seeds' policies are on by default; each is a setting here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from thinkloop.errors import ConfigError
+from thinkloop.settings import Settings
+from thinkloop.text import validation_summary
+
+
+class Mission(BaseModel):
+    """A chat's own instructions and tool set (Stingyclaw's MISSION.md per group)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instructions: str | None = None  # None: the agent's
+    tools: str | list[str] | None = None  # None: the agent's
+
+
+class ChannelSettings(BaseModel):
+    """What every channel has: who may talk, which agent answers, and the policies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str = Field("default", description="the agent (gateway definitions) that answers")
+    allow_users: list[str] | None = Field(
+        None, description="sender ids allowed to talk to the agent; None: everyone")
+    allow_chats: list[str] | None = Field(None, description="chat ids served; None: every chat")
+    admins: list[str] = Field(default_factory=list,
+                              description="senders whose runs may send to other chats")
+    cross_chat: Literal["admin", "allow", "deny"] = Field(
+        "admin", description="send_message to another chat or channel: only runs an admin "
+        "started (admin), always (allow) or never (deny)")
+    max_messages: int = Field(10, ge=1, description="messages one run may send")
+    transparency_after: int = Field(5, ge=1, description="silent steps before the agent is "
+                                    "nudged to tell the person how it is going")
+    typing_every_s: float = Field(4.0, gt=0, description="typing indicator refresh")
+    approval_timeout_s: float = Field(300.0, gt=0)
+    missions: dict[str, Mission] = Field(default_factory=dict,
+                                         description="chat id -> its instructions and tools")
+
+
+class TelegramSettings(ChannelSettings):
+    token: SecretStr | None = Field(None, description="TELEGRAM_BOT_TOKEN")
+    api_url: str = Field("https://api.telegram.org/bot",
+                         description="Bot API base URL (a self-hosted Bot API server's)")
+    file_url: str | None = Field(None, description="file base URL; None: api_url's /file/bot")
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = Field(None, description="public URL of the gateway's "
+                                    "/v1/channels/telegram/webhook (webhook mode)")
+    webhook_secret: SecretStr | None = None
+    poll_timeout_s: float = Field(10.0, ge=0, description="getUpdates long-poll timeout")
+    max_retries: int = Field(3, ge=0, description="retries of a send refused with 429")
+
+    def files(self) -> str:
+        if self.file_url:
+            return self.file_url
+        base = self.api_url.rstrip("/")
+        root, _, _ = base.rpartition("/")
+        return f"{root}/file/bot"
+
+
+PLATFORMS: dict[str, type[ChannelSettings]] = {"telegram": TelegramSettings}
+
+
+def channel_settings(settings: Settings, platform: str) -> ChannelSettings:
+    """The validated settings of ``platform``; one ConfigError naming what is wrong."""
+    model = PLATFORMS.get(platform)
+    if model is None:
+        raise ConfigError(f"unknown channel {platform!r}; available: {', '.join(PLATFORMS)}")
+    raw: Any = settings.channels.get(platform, {})
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"channels.{platform}: "
+                          f"{validation_summary(exc, root=platform)}") from None

@@ -1,0 +1,111 @@
+"""Channels served by one process: the adapters, the hub, and the agents that answer, built
+through the gateway's recipe (``build_agent``) in this one place, with the same store and run
+registry as the REST API when the gateway serves them (``thinkloop serve --channel``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from thinkloop.agent import Agent
+from thinkloop.channels.base import ChatAdapter
+from thinkloop.channels.config import ChannelSettings, Mission, TelegramSettings, channel_settings
+from thinkloop.channels.hub import ChatHub
+from thinkloop.channels.voice import send_voice_tool
+from thinkloop.errors import ChannelError, ConfigError
+from thinkloop.runs import RunRegistry
+from thinkloop.server.agents import Definitions, Wiring, build_agent
+from thinkloop.settings import Settings
+from thinkloop.tools.workspace import Workspace
+
+log = logging.getLogger("thinkloop.channels")
+
+
+def make_adapter(platform: str, settings: ChannelSettings) -> ChatAdapter:
+    if isinstance(settings, TelegramSettings):
+        try:
+            from thinkloop.channels.telegram import TelegramAdapter
+        except ImportError:
+            raise ConfigError("the telegram channel needs its extra: "
+                              "pip install 'thinkloop[channels]'") from None
+        return TelegramAdapter(settings)
+    raise ConfigError(f"no adapter for channel {platform!r}")
+
+
+class ChannelService:
+    """``platforms`` served over ``store``; ``runs``: the gateway's registry, when it has one."""
+
+    def __init__(self, settings: Settings, store: Any, platforms: Sequence[str], *,
+                 runs: RunRegistry | None = None, agents_file: Path | None = None,
+                 adapters: dict[str, ChatAdapter] | None = None) -> None:
+        if not platforms:
+            raise ConfigError("name at least one channel (telegram)")
+        self.settings = settings
+        self.store = store
+        self.runs = runs or RunRegistry()
+        self.definitions = Definitions(store, agents_file)
+        configs = {p: channel_settings(settings, p) for p in platforms}
+        given = adapters or {}
+        self.channels = {p: (given.get(p) or make_adapter(p, c), c) for p, c in configs.items()}
+        self.hub = ChatHub(self.channels, self.agent_for, Workspace.of(settings.tools))
+        self._agents: dict[tuple[str, ...], Agent] = {}
+        self._started: list[ChatAdapter] = []
+
+    async def agent_for(self, settings: ChannelSettings, mission: Mission | None) -> Agent:
+        """The agent that answers a chat: the named definition with the chat's mission."""
+        spec = await self.definitions.get(settings.agent)
+        if spec is None:
+            raise ConfigError(f"no agent named {settings.agent!r} (channels.*.agent)")
+        if mission is not None:
+            spec = spec.model_copy(update=mission.model_dump(exclude_none=True))
+        key = (settings.agent, spec.fingerprint(), str(settings.max_messages),
+               str(settings.transparency_after), str(settings.approval_timeout_s))
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = build_agent(settings.agent, spec, self._wiring(settings))
+            self._agents[key] = agent
+        return agent
+
+    def _wiring(self, s: ChannelSettings) -> Wiring:
+        def home(run_id: str) -> Any:
+            run = self.hub.runs.get(run_id)
+            return (run.adapter, run.home) if run else None
+
+        return Wiring(self.settings, self.store, self.hub, self.hub, s.approval_timeout_s,
+                      (send_voice_tool(home),), self.runs, _guards(s))
+
+    async def start(self) -> None:
+        """Connect every adapter; a refused token is one ChannelError, nothing left running."""
+        for platform, (adapter, _) in self.channels.items():
+            try:
+                await adapter.start(self.hub.deliver)
+            except BaseException:
+                await self.stop()
+                raise
+            self._started.append(adapter)
+            log.info("channel %s started", platform)
+
+    async def stop(self) -> None:
+        for adapter in reversed(self._started):
+            try:
+                await adapter.stop()
+            except (ChannelError, OSError) as exc:
+                log.warning("stopping %s: %s", adapter.platform, exc)
+        self._started.clear()
+        for run in list(self.hub.runs):
+            self.runs.abort(run)
+        await self.hub.aclose()
+        for agent in self._agents.values():
+            await agent.aclose()
+        self._agents.clear()
+
+
+def _guards(s: ChannelSettings) -> Callable[[Any], Any]:
+    def adjust(g: Any) -> Any:
+        return replace(g, messages=replace(g.messages, max_per_run=s.max_messages),
+                       nudges=replace(g.nudges, transparency_after=s.transparency_after))
+
+    return adjust
