@@ -50,10 +50,6 @@ class TelegramSettings(ChannelSettings):
     api_url: str = Field("https://api.telegram.org/bot",
                          description="Bot API base URL (a self-hosted Bot API server's)")
     file_url: str | None = Field(None, description="file base URL; None: api_url's /file/bot")
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = Field(None, description="public URL of the gateway's "
-                                    "/v1/channels/telegram/webhook (webhook mode)")
-    webhook_secret: SecretStr | None = None
     poll_timeout_s: float = Field(10.0, ge=0, description="getUpdates long-poll timeout")
     max_retries: int = Field(3, ge=0, description="retries of a send refused with 429")
 

@@ -5,7 +5,8 @@ registry as the REST API when the gateway serves them (``thinkloop serve --chann
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,23 @@ class ChannelService:
         for agent in self._agents.values():
             await agent.aclose()
         self._agents.clear()
+
+
+def gateway_service(platforms: Sequence[str], agents_file: Path | None = None
+                    ) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """Channels inside the gateway (``create_app(services=[...])``): its settings, its store
+    and its run registry, so ``thinkloop runs`` lists channel runs and aborts them."""
+    @asynccontextmanager
+    async def serve(gateway: Any) -> AsyncIterator[None]:
+        service = ChannelService(gateway.settings, gateway.store, platforms,
+                                 runs=gateway.runs, agents_file=agents_file)
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    return serve
 
 
 def _guards(s: ChannelSettings) -> Callable[[Any], Any]:

@@ -1,6 +1,6 @@
-"""Telegram through python-telegram-bot: long polling by default (``getUpdates``), or updates
-POSTed to the gateway (``mode = "webhook"``); the Bot API base URL is a setting, so a
-self-hosted Bot API server (or a test's stand-in) serves as well as Telegram's own.
+"""Telegram through python-telegram-bot, by long polling (``getUpdates``); the Bot API base URL
+is a setting, so a self-hosted Bot API server (or a test's stand-in) serves as well as
+Telegram's own.
 
 Sends go through the library's :class:`~telegram.ext.AIORateLimiter` (30 messages a second
 overall, 20 a minute per group) which waits the ``retry_after`` of a 429 and tries again.
@@ -64,43 +64,21 @@ class TelegramAdapter:
         bot = self._make_bot()
         try:
             await bot.initialize()  # getMe: a wrong token fails here, once
-        except InvalidToken:
-            raise ChannelError("telegram refused the bot token (TELEGRAM_BOT_TOKEN): "
-                               "check it with @BotFather") from None
-        except TelegramError as exc:
+        except (InvalidToken, TelegramError) as exc:
+            await _close(bot)
+            if isinstance(exc, InvalidToken):
+                raise ChannelError("telegram refused the bot token (TELEGRAM_BOT_TOKEN): "
+                                   "check it with @BotFather") from None
             raise ChannelError(f"cannot reach the Telegram Bot API at "
                                f"{self.settings.api_url}: {exc}") from None
         self.bot = bot
         self.username = bot.username or ""
         self._consumer = asyncio.get_running_loop().create_task(self._consume(deliver))
-        if self.settings.mode == "webhook":
-            await self._set_webhook(bot)
-            return
         self.updater = Updater(bot, self.queue)
         await self.updater.initialize()
         await self.updater.start_polling(timeout=int(self.settings.poll_timeout_s),
                                          allowed_updates=ALLOWED)
         log.info("telegram: polling as @%s", self.username)
-
-    async def _set_webhook(self, bot: ExtBot[Any]) -> None:
-        s = self.settings
-        if not s.webhook_url:
-            raise ConfigError("channels.telegram.mode = webhook needs channels.telegram."
-                              "webhook_url (the public URL of /v1/channels/telegram/webhook)")
-        secret = s.webhook_secret.get_secret_value() if s.webhook_secret else None
-        await bot.set_webhook(s.webhook_url, secret_token=secret, allowed_updates=ALLOWED)
-        log.info("telegram: webhook at %s as @%s", s.webhook_url, self.username)
-
-    def accept_webhook(self, data: dict[str, Any], secret: str | None) -> bool:
-        """An update POSTed by Telegram to the gateway; False when its secret is wrong."""
-        from telegram import Update
-
-        s = self.settings
-        expected = s.webhook_secret.get_secret_value() if s.webhook_secret else None
-        if expected is not None and secret != expected:
-            return False
-        self.queue.put_nowait(Update.de_json(data, self.bot))
-        return True
 
     async def stop(self) -> None:
         if self.updater is not None and self.updater.running:
@@ -192,6 +170,13 @@ class TelegramAdapter:
 
     async def typing(self, to: Address) -> None:
         await self._bot().send_chat_action(to.chat, "typing", message_thread_id=_thread(to))
+
+
+async def _close(bot: ExtBot[Any]) -> None:
+    """The HTTP clients of a bot whose start failed: initialize() opened them, and shutdown()
+    closes nothing of a bot that never finished initializing."""
+    for request in bot._request:  # (getUpdates' client, the other methods')
+        await request.shutdown()
 
 
 def _thread(to: Address) -> int | None:

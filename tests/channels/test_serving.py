@@ -1,0 +1,93 @@
+"""Channels as a user starts them: ``thinkloop channel telegram`` (a real process) and
+``thinkloop serve --channel telegram`` (inside the gateway, sharing its store)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.channels.conftest import env_for
+from tests.channels.telegram_api import BotAPI
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+async def _cli(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
+    full = {**os.environ, **env, "PYTHONPATH": SRC}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "thinkloop", *args, env=full,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def test_thinkloop_channel_telegram_answers_and_records_the_run(
+        model: OpenAIServer, home: Path) -> None:
+    api = BotAPI()
+    url = await api.start()
+    env = env_for(model, home, api_url=f"{url}/bot", poll_timeout_s="1")
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    proc = await _cli(env, "channel", "telegram", "--agents", str(home / "agents.yaml"))
+    try:
+        model.enqueue(Reply(body=completion("Hi from the CLI.")))
+        await api.wait_for(lambda: api.sent("getUpdates") or len(api.calls) >= 2, 30)
+        api.message(42, 7, "hello")
+        await api.wait_for(lambda: "Hi from the CLI." in api.texts(42), 30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+        await api.stop()
+        model.clear()
+    assert proc.returncode == 0, err.decode()
+    assert api.token not in err.decode()  # the token is never printed
+    runs = await _cli(env, "runs", "--json")
+    out, _ = await runs.communicate()
+    assert b"telegram:42" in out  # the run is in the store: `thinkloop runs` lists it
+
+
+async def test_a_wrong_token_stops_the_command_with_one_clear_line(
+        model: OpenAIServer, home: Path) -> None:
+    api = BotAPI()
+    url = await api.start()
+    env = env_for(model, home, api_url=f"{url}/bot")
+    env["TELEGRAM_BOT_TOKEN"] = "1:definitely-wrong-secret"
+    proc = await _cli(env, "channel", "telegram")
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    await api.stop()
+    text = err.decode().strip()
+    assert proc.returncode == 2
+    assert text.splitlines() == [
+        "error: telegram refused the bot token (TELEGRAM_BOT_TOKEN): check it with "
+        "@BotFather"], text
+    assert "definitely-wrong-secret" not in text
+
+
+async def test_the_gateway_serves_a_channel_with_its_own_store(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = BotAPI()
+    url = await api.start()
+    env = env_for(model, home, api_url=f"{url}/bot", poll_timeout_s="1")
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    settings = load_settings(env=env, cwd=home)
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents), store=store, settings=settings,
+                     services=[gateway_service(["telegram"], agents)])
+    try:
+        async with app.router.lifespan_context(app):
+            model.enqueue(Reply(body=completion("Served by the gateway.")))
+            api.message(42, 7, "hello")
+            await api.wait_for(lambda: "Served by the gateway." in api.texts(42))
+            gateway = app.state.gateway
+            await api.wait_for(lambda: len(gateway.runs) == 0)
+    finally:
+        await api.stop()
+        model.clear()
+    runs = await store.list_runs(None, None, 10)
+    assert [r.session_id for r in runs] == ["telegram:42"]
