@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.channels.conftest import env_for
 from tests.channels.telegram_api import BotAPI
+
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -199,3 +199,46 @@ async def test_a_wrong_token_is_one_clear_error_at_start(
     with pytest.raises(ChannelError, match="telegram refused the bot token"):
         async with serving(model, home, store, token="1:wrong"):
             pass
+
+
+async def test_a_chat_has_its_own_mission_instructions_and_tools(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    missions = {"42": {"instructions": "You are the chess club's bot.", "tools": ["calculator"]}}
+    async with serving(model, home, store, missions=missions) as (api, _):
+        model.enqueue(said("Chess it is."), said("Plain."))
+        api.message(CHAT, ANN, "hello")
+        await api.wait_for(lambda: "Chess it is." in api.texts(CHAT))
+        api.message(99, ANN, "hello")
+        await api.wait_for(lambda: "Plain." in api.texts(99))
+        chess, plain = model.requests[-2], model.requests[-1]
+        assert "chess club" in chess["messages"][0]["content"]
+        assert "chess club" not in plain["messages"][0]["content"]
+        assert {t["function"]["name"] for t in chess["tools"]} == {"calculator", "send_voice"}
+        assert "read_file" in {t["function"]["name"] for t in plain["tools"]}
+
+
+async def test_a_run_silent_for_five_steps_is_nudged_to_tell_the_person(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (api, _):
+        steps = [said(calls=[("calculator", {"expression": f"{i}+1"})]) for i in range(5)]
+        model.enqueue(*steps, said("All sums done."))
+        api.message(CHAT, ANN, "add things")
+        await api.wait_for(lambda: "All sums done." in api.texts(CHAT))
+        assert "TRANSPARENCY" not in request_text(model, -2)
+        assert "TRANSPARENCY ALERT" in request_text(model)
+
+
+async def test_send_voice_speaks_with_espeak_and_says_clearly_when_no_engine_is_there(
+        model: OpenAIServer, home: Path, store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with serving(model, home, store) as (api, _):
+        model.enqueue(said(calls=[("send_voice", {"text": "good morning"})]), said("Spoken."))
+        api.message(CHAT, ANN, "say good morning")
+        await api.wait_for(lambda: "Spoken." in api.texts(CHAT))
+        voice = api.sent("sendVoice", CHAT)[0].files["voice"]
+        assert voice[:4] in (b"RIFF", b"OggS") and len(voice) > 1000
+        monkeypatch.setenv("PATH", str(home))  # no engine on the PATH any more
+        model.enqueue(said(calls=[("send_voice", {"text": "again"})]), *[said("Text then.")] * 3)
+        api.message(CHAT, ANN, "say it again")
+        await api.wait_for(lambda: "Text then." in api.texts(CHAT))
+        assert "no text-to-speech engine is installed" in request_text(model, -1)
+        assert len(api.sent("sendVoice", CHAT)) == 1
