@@ -4,6 +4,7 @@ environment). The seeds' policies are on by default; each is a setting here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
@@ -41,6 +42,8 @@ class ChannelSettings(BaseModel):
                                     "nudged to tell the person how it is going")
     typing_every_s: float = Field(4.0, gt=0, description="typing indicator refresh")
     approval_timeout_s: float = Field(300.0, gt=0)
+    piper_voice: Path | None = Field(None, description="piper's .onnx voice for send_voice "
+                                     "(else espeak-ng speaks)")
     missions: dict[str, Mission] = Field(default_factory=dict,
                                          description="chat id -> its instructions and tools")
 

@@ -76,7 +76,7 @@ class ChannelService:
             return (run.adapter, run.home) if run else None
 
         return Wiring(self.settings, self.store, self.hub, self.hub, s.approval_timeout_s,
-                      (send_voice_tool(home),), self.runs, _guards(s))
+                      (send_voice_tool(home, s.piper_voice),), self.runs, _guards(s))
 
     async def start(self) -> None:
         """Connect every adapter; a refused token is one ChannelError, nothing left running."""

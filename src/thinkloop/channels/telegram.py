@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from thinkloop.channels.base import Address, Attachment, Choice, Deliver, Inbound
 from thinkloop.channels.config import TelegramSettings
 from thinkloop.errors import ChannelError, ConfigError
+from thinkloop.settings import export_environment
 
 if TYPE_CHECKING:
     from telegram import Message, Update
@@ -60,7 +60,7 @@ class TelegramAdapter:
 
         # python-telegram-bot's coming retry_after type, opted into now: the old one warns
         # on every 429 (and the rate limiter reads the new one anyway).
-        os.environ.setdefault("PTB_TIMEDELTA", "1")
+        export_environment({"PTB_TIMEDELTA": "1"})
         bot = self._make_bot()
         try:
             await bot.initialize()  # getMe: a wrong token fails here, once

@@ -5,7 +5,6 @@ no engine installed the model gets a clear error result, never a crash."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from thinkloop.errors import ToolExecutionError
 from thinkloop.tools.base import Tool, ToolContext, make_tool
 
 NO_ENGINE = ("send_voice is unavailable: no text-to-speech engine is installed on this host "
-             "(install espeak-ng, or piper with a voice in PIPER_VOICE). Send text instead.")
+             "(install espeak-ng, or piper and set channels.NAME.piper_voice). Send text instead.")
 MAX_CHARS = 2000
 Home = Callable[[str], tuple[ChatAdapter, Address] | None]  # run id -> where it answers
 
@@ -32,14 +31,16 @@ async def _run(cmd: list[str], stdin: bytes | None = None) -> bytes:
     return out
 
 
-async def speak(text: str) -> bytes:
-    """``text`` as audio: WAV from the engine, OGG/Opus if ffmpeg can encode it."""
-    piper, voice = shutil.which("piper"), os.environ.get("PIPER_VOICE")
+async def speak(text: str, voice: Path | None = None) -> bytes:
+    """``text`` as audio: WAV from the engine, OGG/Opus if ffmpeg can encode it. Piper speaks
+    when it is installed and ``voice`` (its .onnx model) is given; else espeak-ng."""
+    piper = shutil.which("piper")
     espeak = shutil.which("espeak-ng") or shutil.which("espeak")
     with tempfile.TemporaryDirectory() as tmp:
         wav = Path(tmp) / "voice.wav"
         if piper and voice:
-            await _run([piper, "--model", voice, "--output_file", str(wav)], text.encode())
+            await _run([piper, "--model", str(voice), "--output_file", str(wav)],
+                       text.encode())
         elif espeak:
             await _run([espeak, "-w", str(wav), "--stdin"], text.encode())
         else:
@@ -52,7 +53,7 @@ async def speak(text: str) -> bytes:
         return ogg.read_bytes()
 
 
-def send_voice_tool(home: Home) -> Tool:
+def send_voice_tool(home: Home, voice: Path | None = None) -> Tool:
     async def send_voice(ctx: ToolContext, text: str) -> str:
         """Say something to the person as a voice note in their chat.
 
@@ -64,7 +65,7 @@ def send_voice_tool(home: Home) -> Tool:
             raise ToolExecutionError("send_voice: this run was not started from a chat")
         if len(text) > MAX_CHARS:
             raise ToolExecutionError(f"send_voice: at most {MAX_CHARS} characters")
-        audio = await speak(text)
+        audio = await speak(text, voice)
         adapter, where = target
         await adapter.send_voice(where, audio)
         return f"voice note sent to {where.key} ({len(audio)} bytes)"
