@@ -3,8 +3,10 @@ python-telegram-bot, the loopback OpenAI-compatible server as the model, a SQLit
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,15 @@ agents:
     memory: false
     max_steps: 6
 """
+
+
+async def until(predicate: Any, timeout_s: float = 15.0, what: Any = None) -> None:
+    """Wait until ``predicate()`` holds; fail naming ``what()`` (what was seen) if it never does."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen in time; seen: {what() if what else '-'}")
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -106,12 +106,10 @@ class BotAPI:
         return [str(c.params.get("text")) for c in self.sent("sendMessage", chat)]
 
     async def wait_for(self, predicate: Any, timeout_s: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not seen in time; calls: "
-                                     f"{[(c.method, c.params) for c in self.calls][-12:]}")
-            await asyncio.sleep(0.02)
+        from tests.channels.conftest import until
+
+        await until(predicate, timeout_s,
+                    lambda: [(c.method, c.params) for c in self.calls][-12:])
 
     # --- the wire --------------------------------------------------------------------------
 

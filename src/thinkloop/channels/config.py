@@ -64,7 +64,29 @@ class TelegramSettings(ChannelSettings):
         return f"{root}/file/bot"
 
 
-PLATFORMS: dict[str, type[ChannelSettings]] = {"telegram": TelegramSettings}
+class EmailSettings(ChannelSettings):
+    """An inbox: IMAP to read (IDLE, else polling), SMTP to answer."""
+
+    username: str | None = Field(None, description="the mailbox's login")
+    password: SecretStr | None = Field(None, description="THINKLOOP_CHANNELS_EMAIL_PASSWORD")
+    address: str | None = Field(None, description="the From address; None: username")
+    imap_host: str | None = None
+    imap_port: int = 993
+    imap_ssl: bool = True
+    mailbox: str = "INBOX"
+    idle: bool = Field(True, description="IMAP IDLE when the server has it, else polling")
+    poll_s: float = Field(60.0, gt=0, description="polling interval; also the IDLE renewal")
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_ssl: bool = Field(False, description="implicit TLS (port 465)")
+    smtp_starttls: bool | None = Field(None, description="None: STARTTLS when offered")
+    smtp_login: bool = Field(True, description="log in to SMTP with username and password")
+    max_retries: int = Field(3, ge=0, description="retries of a send the server defers (4xx)")
+    retry_after_s: float = Field(5.0, ge=0, description="wait before the first retry")
+
+
+PLATFORMS: dict[str, type[ChannelSettings]] = {"telegram": TelegramSettings,
+                                               "email": EmailSettings}
 
 
 def channel_settings(settings: Settings, platform: str) -> ChannelSettings:

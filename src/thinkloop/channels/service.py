@@ -13,7 +13,13 @@ from typing import Any
 
 from thinkloop.agent import Agent
 from thinkloop.channels.base import ChatAdapter
-from thinkloop.channels.config import ChannelSettings, Mission, TelegramSettings, channel_settings
+from thinkloop.channels.config import (
+    ChannelSettings,
+    EmailSettings,
+    Mission,
+    TelegramSettings,
+    channel_settings,
+)
 from thinkloop.channels.hub import ChatHub
 from thinkloop.channels.voice import send_voice_tool
 from thinkloop.errors import ChannelError, ConfigError
@@ -33,6 +39,13 @@ def make_adapter(platform: str, settings: ChannelSettings) -> ChatAdapter:
             raise ConfigError("the telegram channel needs its extra: "
                               "pip install 'thinkloop[channels]'") from None
         return TelegramAdapter(settings)
+    if isinstance(settings, EmailSettings):
+        try:
+            from thinkloop.channels.email import EmailAdapter
+        except ImportError:
+            raise ConfigError("the email channel needs its extra: "
+                              "pip install 'thinkloop[channels]'") from None
+        return EmailAdapter(settings)
     raise ConfigError(f"no adapter for channel {platform!r}")
 
 
