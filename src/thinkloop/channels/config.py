@@ -85,8 +85,22 @@ class EmailSettings(ChannelSettings):
     retry_after_s: float = Field(5.0, ge=0, description="wait before the first retry")
 
 
-PLATFORMS: dict[str, type[ChannelSettings]] = {"telegram": TelegramSettings,
-                                               "email": EmailSettings}
+class WebhookSettings(ChannelSettings):
+    """Another system, both ways, over HMAC-signed HTTP (thinkloop.channels.webhook)."""
+
+    url: str | None = Field(None, description="where the agent's messages are POSTed")
+    secret: SecretStr | None = Field(None, description="THINKLOOP_CHANNELS_WEBHOOK_SECRET, "
+                                     "the HMAC-SHA256 key of both directions")
+    host: str = Field("127.0.0.1", description="address of the inbound endpoint")
+    port: int = Field(8090, ge=0, le=65535, description="port of POST /messages")
+    max_len: int = Field(20_000, ge=100, description="longest message sent in one piece")
+    max_skew_s: float = Field(300.0, gt=0, description="oldest signature timestamp accepted")
+    max_body_bytes: int = Field(20 * 1024 * 1024, ge=1024)
+    max_retries: int = Field(3, ge=0, description="retries of a POST answered 429")
+
+
+PLATFORMS: dict[str, type[ChannelSettings]] = {
+    "telegram": TelegramSettings, "email": EmailSettings, "webhook": WebhookSettings}
 
 
 def channel_settings(settings: Settings, platform: str) -> ChannelSettings:

@@ -18,6 +18,7 @@ from thinkloop.channels.config import (
     EmailSettings,
     Mission,
     TelegramSettings,
+    WebhookSettings,
     channel_settings,
 )
 from thinkloop.channels.hub import ChatHub
@@ -32,20 +33,22 @@ log = logging.getLogger("thinkloop.channels")
 
 
 def make_adapter(platform: str, settings: ChannelSettings) -> ChatAdapter:
-    if isinstance(settings, TelegramSettings):
-        try:
+    try:
+        if isinstance(settings, TelegramSettings):
             from thinkloop.channels.telegram import TelegramAdapter
-        except ImportError:
-            raise ConfigError("the telegram channel needs its extra: "
-                              "pip install 'thinkloop[channels]'") from None
-        return TelegramAdapter(settings)
-    if isinstance(settings, EmailSettings):
-        try:
+
+            return TelegramAdapter(settings)
+        if isinstance(settings, EmailSettings):
             from thinkloop.channels.email import EmailAdapter
-        except ImportError:
-            raise ConfigError("the email channel needs its extra: "
-                              "pip install 'thinkloop[channels]'") from None
-        return EmailAdapter(settings)
+
+            return EmailAdapter(settings)
+        if isinstance(settings, WebhookSettings):
+            from thinkloop.channels.webhook import WebhookAdapter
+
+            return WebhookAdapter(settings)
+    except ImportError:
+        raise ConfigError(f"the {platform} channel needs its extra: "
+                          "pip install 'thinkloop[channels]'") from None
     raise ConfigError(f"no adapter for channel {platform!r}")
 
 
