@@ -99,8 +99,19 @@ class WebhookSettings(ChannelSettings):
     max_retries: int = Field(3, ge=0, description="retries of a POST answered 429")
 
 
+class SlackSettings(ChannelSettings):
+    """A Slack app: Socket Mode in, the Web API out."""
+
+    bot_token: SecretStr | None = Field(None, description="SLACK_BOT_TOKEN (xoxb-...)")
+    app_token: SecretStr | None = Field(None, description="SLACK_APP_TOKEN (xapp-..., with "
+                                        "connections:write, for Socket Mode)")
+    api_url: str = Field("https://slack.com/api/", description="Web API base URL")
+    max_retries: int = Field(3, ge=0, description="retries of a call answered 429")
+
+
 PLATFORMS: dict[str, type[ChannelSettings]] = {
-    "telegram": TelegramSettings, "email": EmailSettings, "webhook": WebhookSettings}
+    "telegram": TelegramSettings, "email": EmailSettings, "webhook": WebhookSettings,
+    "slack": SlackSettings}
 
 
 def channel_settings(settings: Settings, platform: str) -> ChannelSettings:

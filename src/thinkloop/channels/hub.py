@@ -231,23 +231,31 @@ class ChatHub:
         run = self.runs.get(question.run_id or "")
         if run is None:
             raise ChannelError("this run was not started from a chat: nobody to ask")
-        await self._send(run.home, question.text)
-        return await self._wait(run, "question", timeout_s)
+        waiting = self._register(run, "question")  # before the person can see the question
+        return await self._wait(waiting, timeout_s, self._send(run.home, question.text))
 
-    async def _wait(self, run: ChatRun, kind: Literal["question", "approval"],
-                    timeout_s: float | None, token: str | None = None) -> str:
+    def _register(self, run: ChatRun, kind: Literal["question", "approval"]) -> _Waiting:
         key = run.home.key
         if key in self._waiting:
             raise ChannelError(f"{key} is already waiting for an answer")
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._waiting[key] = _Waiting(kind, token or uuid.uuid4().hex[:8], run, future)
+        waiting = _Waiting(kind, uuid.uuid4().hex[:8], run, future)
+        self._waiting[key] = waiting
+        return waiting
+
+    async def _wait(self, waiting: _Waiting, timeout_s: float | None,
+                    prompt: Awaitable[Any]) -> str:
+        """Send ``prompt``, then wait for the answer ``waiting`` expects (or time out)."""
+        key = waiting.run.home.key
         try:
+            await prompt
             async with asyncio.timeout(timeout_s):
-                return await future
+                return await waiting.future
         except TimeoutError:
             raise ChannelError(f"no answer in {key} within {timeout_s:g}s") from None
         finally:
-            self._waiting.pop(key, None)
+            if self._waiting.get(key) is waiting:
+                del self._waiting[key]
 
     # --- the agents' Approver --------------------------------------------------------------
 
@@ -257,18 +265,21 @@ class ChatHub:
             return Decision(False, "no chat to ask for approval in", remember=False)
         if request.tool == "send_message":  # where it may go is the delivery rules' call
             return Decision(True, "messages are checked by the channel's delivery rules")
-        token = uuid.uuid4().hex[:8]
         args = ", ".join(f"{k}={str(v)[:200]!r}" for k, v in request.arguments.items())
         text = f"May I run {request.tool}({args})?"
-        choices = [("Approve", f"ap:{token}:y"), ("Deny", f"ap:{token}:n")]
-        if not await run.adapter.send_choice(run.home, text, choices):
-            await self._send(run.home, f"{text}\nReply yes or no.")
+        waiting = self._register(run, "approval")
         try:
-            answer = await self._wait(run, "approval", run.settings.approval_timeout_s, token)
+            answer = await self._wait(waiting, run.settings.approval_timeout_s,
+                                      self._prompt(run, text, waiting.token))
         except ChannelError as exc:
             return Decision(False, str(exc), remember=False)
         approved = answer == "y"
         return Decision(approved, f"{'approved' if approved else 'denied'} in {run.home.key}")
+
+    async def _prompt(self, run: ChatRun, text: str, token: str) -> None:
+        choices = [("Approve", f"ap:{token}:y"), ("Deny", f"ap:{token}:n")]
+        if not await run.adapter.send_choice(run.home, text, choices):
+            await self._send(run.home, f"{text}\nReply yes or no.")
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from thinkloop.channels.config import (
     ChannelSettings,
     EmailSettings,
     Mission,
+    SlackSettings,
     TelegramSettings,
     WebhookSettings,
     channel_settings,
@@ -42,6 +43,10 @@ def make_adapter(platform: str, settings: ChannelSettings) -> ChatAdapter:
             from thinkloop.channels.email import EmailAdapter
 
             return EmailAdapter(settings)
+        if isinstance(settings, SlackSettings):
+            from thinkloop.channels.slack import SlackAdapter
+
+            return SlackAdapter(settings)
         if isinstance(settings, WebhookSettings):
             from thinkloop.channels.webhook import WebhookAdapter
 
