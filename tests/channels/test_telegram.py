@@ -242,3 +242,15 @@ async def test_send_voice_speaks_with_espeak_and_says_clearly_when_no_engine_is_
         await api.wait_for(lambda: "Text then." in api.texts(CHAT))
         assert "no text-to-speech engine is installed" in request_text(model, -1)
         assert len(api.sent("sendVoice", CHAT)) == 1
+
+
+async def test_an_operator_aborts_a_chat_run_through_the_store(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (api, service):
+        model.enqueue(said(calls=[("ask_human", {"question": "Are you there?"})]))
+        api.message(CHAT, ANN, "wait for me")
+        await api.wait_for(lambda: "Are you there?" in api.texts(CHAT))
+        [run_id] = list(service.hub.runs)
+        assert await store.request_abort(run_id)  # what `thinkloop runs abort` does
+        await api.wait_for(lambda: any("cancelled" in t for t in api.texts(CHAT)), 20)
+        assert service.hub.runs == {}

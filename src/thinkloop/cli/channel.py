@@ -1,4 +1,4 @@
-"""``thinkloop channel telegram``: serve agents on chat channels, without the HTTP gateway.
+"""``thinkloop channel telegram`` (slack, email, webhook): serve agents on chat channels, without the HTTP gateway.
 
 (``thinkloop serve --channel telegram`` serves them inside the gateway instead, sharing its
 store and run registry with the REST API.)"""
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 def channel(
     platforms: Annotated[list[str], typer.Argument(
-        help="Channels to serve: telegram. Each is configured by [channels.NAME] in "
-             "thinkloop.toml and THINKLOOP_CHANNELS_NAME_* (the token: TELEGRAM_BOT_TOKEN).")],
+        help="Channels to serve: telegram, slack, email, webhook. Each is configured by "
+             "[channels.NAME] in thinkloop.toml and THINKLOOP_CHANNELS_NAME_* (tokens: "
+             "TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN, SLACK_APP_TOKEN). See docs/channels.md.")],
     agents: Annotated[Path | None, typer.Option(
         help="YAML file of agents (default: agents in the store, else 'default').")] = None,
 ) -> None:
