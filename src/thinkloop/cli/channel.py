@@ -1,4 +1,5 @@
-"""``thinkloop channel telegram`` (slack, email, webhook): serve agents on chat channels, without the HTTP gateway.
+"""``thinkloop channel telegram`` (slack, email, webhook): serve agents on chat channels,
+without the HTTP gateway.
 
 (``thinkloop serve --channel telegram`` serves them inside the gateway instead, sharing its
 store and run registry with the REST API.)"""
