@@ -1,4 +1,5 @@
-"""Chat channels: people talk to agents from Telegram, Slack, e-mail and signed webhooks.
+"""Chat channels: people talk to agents from Telegram, Slack, Discord,
+e-mail and signed webhooks.
 
 The :class:`~thinkloop.core.channel.Channel` vocabulary (``Outgoing``, ``ConsoleChannel``,
 ``WebhookChannel``, ``CallbackChannel``) lives in :mod:`thinkloop.core.channel`; it is

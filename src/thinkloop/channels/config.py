@@ -109,9 +109,17 @@ class SlackSettings(ChannelSettings):
     max_retries: int = Field(3, ge=0, description="retries of a call answered 429")
 
 
+class DiscordSettings(ChannelSettings):
+    """A Discord bot: the gateway in, REST out."""
+
+    token: SecretStr | None = Field(None, description="DISCORD_BOT_TOKEN")
+    api_url: str = Field("https://discord.com/api/v10", description="REST API base URL")
+    connect_timeout_s: float = Field(60.0, gt=0, description="wait for the gateway's READY")
+
+
 PLATFORMS: dict[str, type[ChannelSettings]] = {
     "telegram": TelegramSettings, "email": EmailSettings, "webhook": WebhookSettings,
-    "slack": SlackSettings}
+    "slack": SlackSettings, "discord": DiscordSettings}
 
 
 def channel_settings(settings: Settings, platform: str) -> ChannelSettings:

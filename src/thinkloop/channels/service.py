@@ -15,6 +15,7 @@ from thinkloop.agent import Agent
 from thinkloop.channels.base import ChatAdapter
 from thinkloop.channels.config import (
     ChannelSettings,
+    DiscordSettings,
     EmailSettings,
     Mission,
     SlackSettings,
@@ -43,6 +44,10 @@ def make_adapter(platform: str, settings: ChannelSettings) -> ChatAdapter:
             from thinkloop.channels.email import EmailAdapter
 
             return EmailAdapter(settings)
+        if isinstance(settings, DiscordSettings):
+            from thinkloop.channels.discord import DiscordAdapter
+
+            return DiscordAdapter(settings)
         if isinstance(settings, SlackSettings):
             from thinkloop.channels.slack import SlackAdapter
 

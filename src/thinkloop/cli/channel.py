@@ -1,4 +1,4 @@
-"""``thinkloop channel telegram`` (slack, email, webhook): serve agents on chat channels,
+"""``thinkloop channel telegram`` (slack, discord, email, webhook): serve agents on chat channels,
 without the HTTP gateway.
 
 (``thinkloop serve --channel telegram`` serves them inside the gateway instead, sharing its
@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 def channel(
     platforms: Annotated[list[str], typer.Argument(
-        help="Channels to serve: telegram, slack, email, webhook. Each is configured by "
-             "[channels.NAME] in thinkloop.toml and THINKLOOP_CHANNELS_NAME_* (tokens: "
-             "TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN, SLACK_APP_TOKEN). See docs/channels.md.")],
+        help="Channels to serve: telegram, slack, discord, email, webhook. Each is configured "
+             "by [channels.NAME] in thinkloop.toml and THINKLOOP_CHANNELS_NAME_* (tokens: "
+             "TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN, SLACK_APP_TOKEN, DISCORD_BOT_TOKEN). See "
+             "docs/channels.md.")],
     agents: Annotated[Path | None, typer.Option(
         help="YAML file of agents (default: agents in the store, else 'default').")] = None,
 ) -> None:

@@ -30,7 +30,7 @@ def serve(
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
     channel: Annotated[list[str] | None, typer.Option(
-        help="Also serve this chat channel (repeatable): telegram, slack, email, webhook.")
+        help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
     ] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
