@@ -59,6 +59,10 @@ def env_for(model: OpenAIServer, home: Path, **channel: Any) -> dict[str, str]:
     """The environment a user sets: the model endpoint and THINKLOOP_CHANNELS_TELEGRAM_*."""
     env = {"OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "sk-test",
            "THINKLOOP_HOME": str(home), "THINKLOOP_TOOLS_SANDBOX": "none"}
+    # Nobody may talk to an agent until allowed: these tests allow everyone unless they test
+    # the allow list itself.
+    for platform in ("TELEGRAM", "EMAIL", "SLACK", "DISCORD"):
+        env[f"THINKLOOP_CHANNELS_{platform}_ALLOW_USERS"] = '["*"]'
     for key, value in channel.items():
         raw = value if isinstance(value, str) else json.dumps(value)
         env[f"THINKLOOP_CHANNELS_TELEGRAM_{key.upper()}"] = raw

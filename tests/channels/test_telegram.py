@@ -73,6 +73,17 @@ async def test_a_sender_off_the_allow_list_is_told_and_no_run_starts(
         assert model.requests == []
 
 
+async def test_with_no_allow_list_nobody_is_served_and_the_sender_learns_their_id(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store, allow_users="") as (api, _):  # unset
+        api.message(CHAT, ANN, "hello?")
+        await api.wait_for(lambda: bool(api.texts(CHAT)))
+        assert api.texts(CHAT) == [
+            "This agent does not talk to anyone yet. Your id is 7: its operator can allow you "
+            "with THINKLOOP_CHANNELS_TELEGRAM_ALLOW_USERS='[\"7\"]'."]
+        assert model.requests == []
+
+
 async def test_an_approval_is_asked_with_buttons_and_answered_in_the_chat(
         model: OpenAIServer, home: Path, store: Any) -> None:
     async with serving(model, home, store, agent="shell") as (api, _):

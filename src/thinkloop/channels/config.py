@@ -30,7 +30,8 @@ class ChannelSettings(BaseModel):
 
     agent: str = Field("default", description="the agent (gateway definitions) that answers")
     allow_users: list[str] | None = Field(
-        None, description="sender ids allowed to talk to the agent; None: everyone")
+        None, description="sender ids allowed to talk to the agent; [\"*\"]: everyone; unset: "
+        "nobody yet (a sender is told the id to allow)")
     allow_chats: list[str] | None = Field(None, description="chat ids served; None: every chat")
     admins: list[str] = Field(default_factory=list,
                               description="senders whose runs may send to other chats")
@@ -88,6 +89,8 @@ class EmailSettings(ChannelSettings):
 class WebhookSettings(ChannelSettings):
     """Another system, both ways, over HMAC-signed HTTP (thinkloop.channels.webhook)."""
 
+    # The shared secret already authenticates the other system: it vouches for its senders.
+    allow_users: list[str] | None = Field(["*"], description="sender ids allowed")
     url: str | None = Field(None, description="where the agent's messages are POSTed")
     secret: SecretStr | None = Field(None, description="THINKLOOP_CHANNELS_WEBHOOK_SECRET, "
                                      "the HMAC-SHA256 key of both directions")

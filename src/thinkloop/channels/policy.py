@@ -45,14 +45,20 @@ class ChatRun:
 
 
 def refusal_for_sender(msg: Inbound, s: ChannelSettings) -> str | None:
-    """Why ``msg``'s sender may not talk to the agent here, or None."""
+    """Why ``msg``'s sender may not talk to the agent here, or None. Nobody may until the
+    operator allows them (``allow_users``; ``["*"]``: everyone): the refusal tells the sender
+    the id to allow."""
     if s.allow_chats is not None and msg.where.chat not in s.allow_chats:
         return "This chat is not served by this agent."
-    if s.allow_users is not None and msg.sender not in s.allow_users and \
-            msg.sender not in s.admins:
-        return (f"Sorry, you (id {msg.sender}) are not on this agent's allow list; "
-                "ask its operator to add you.")
-    return None
+    users = s.allow_users
+    if msg.sender in s.admins or (users is not None and ("*" in users or msg.sender in users)):
+        return None
+    var = f"THINKLOOP_CHANNELS_{msg.where.platform.upper()}_ALLOW_USERS"
+    if users is None:
+        return (f"This agent does not talk to anyone yet. Your id is {msg.sender}: its operator "
+                f"can allow you with {var}='[\"{msg.sender}\"]'.")
+    return (f"Sorry, you (id {msg.sender}) are not on this agent's allow list; "
+            "ask its operator to add you.")
 
 
 def refusal_for_target(run: ChatRun, target: Address) -> str | None:
