@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from thinkloop.errors import ConfigError
-from thinkloop.settings import Settings
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.settings import Settings
 from thinkloop.text import validation_summary
 
 
@@ -38,9 +38,8 @@ class ChannelSettings(BaseModel):
     cross_chat: Literal["admin", "allow", "deny"] = Field(
         "admin", description="send_message to another chat or channel: only runs an admin "
         "started (admin), always (allow) or never (deny)")
-    max_messages: int = Field(10, ge=1, description="messages one run may send")
-    transparency_after: int = Field(5, ge=1, description="silent steps before the agent is "
-                                    "nudged to tell the person how it is going")
+    max_messages: int = Field(10, ge=1, description="messages one run may send (the "
+                              "guards cap every run at 10 as well)")
     typing_every_s: float = Field(4.0, gt=0, description="typing indicator refresh")
     approval_timeout_s: float = Field(300.0, gt=0)
     piper_voice: Path | None = Field(None, description="piper's .onnx voice for send_voice "

@@ -61,6 +61,7 @@ class ChatHub:
         self.runs: dict[str, ChatRun] = {}
         self._waiting: dict[str, _Waiting] = {}  # by the chat's address key
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._sent: dict[str, int] = {}  # messages each run has sent (max_messages)
 
     # --- people -> runs --------------------------------------------------------------------
 
@@ -168,6 +169,7 @@ class ChatHub:
         finally:
             typing.cancel()
             self.runs.pop(handle.run_id, None)
+            self._sent.pop(handle.run_id, None)
         if result is not None:
             await self._reply(run, result)
 
@@ -217,9 +219,21 @@ class ChatHub:
             raise ChannelError(f"send refused: {reason}")
         return run, target
 
+    def count(self, run_id: str) -> None:
+        """One more message of ``run_id``; past ``max_messages`` a ChannelError (not sent)."""
+        run = self.runs.get(run_id)
+        if run is None:
+            return
+        n = self._sent.get(run_id, 0) + 1
+        if n > run.settings.max_messages:
+            raise ChannelError(f"send refused: more than {run.settings.max_messages} messages "
+                               "in one task; put the rest in your final answer")
+        self._sent[run_id] = n
+
     async def send(self, message: Outgoing) -> None:
         try:
             _, target = self._target(message)
+            self.count(message.run_id or "")
         except ChannelError as exc:
             origin = self.runs.get(message.run_id or "")
             if origin is not None:  # the person sees what their run was refused

@@ -1,5 +1,5 @@
 """Channels served by one process: the adapters, the hub, and the agents that answer, built
-through the gateway's recipe (``build_agent``) in this one place, with the same store and run
+through the one recipe (``thinkloop.build``) in this one place, with the same store and run
 registry as the REST API when the gateway serves them (``thinkloop serve --channel``)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from thinkloop.agent import Agent
+from thinkloop.build import AgentSpec, build_agent
 from thinkloop.channels.base import ChatAdapter
 from thinkloop.channels.config import (
     ChannelSettings,
@@ -27,7 +27,7 @@ from thinkloop.channels.hub import ChatHub
 from thinkloop.channels.voice import send_voice_tool
 from thinkloop.errors import ChannelError, ConfigError
 from thinkloop.runs import RunRegistry
-from thinkloop.server.agents import Definitions, Wiring, build_agent
+from thinkloop.server.agents import Definitions
 from thinkloop.settings import Settings
 from thinkloop.tools.workspace import Workspace
 
@@ -78,7 +78,7 @@ class ChannelService:
         given = adapters or {}
         self.channels = {p: (given.get(p) or make_adapter(p, c), c) for p, c in configs.items()}
         self.hub = ChatHub(self.channels, self.agent_for, Workspace.of(settings.tools))
-        self._agents: dict[tuple[str, ...], Agent] = {}
+        self._agents: dict[tuple[Any, ...], Agent] = {}
         self._started: list[ChatAdapter] = []
 
     async def agent_for(self, settings: ChannelSettings, mission: Mission | None) -> Agent:
@@ -88,21 +88,25 @@ class ChannelService:
             raise ConfigError(f"no agent named {settings.agent!r} (channels.*.agent)")
         if mission is not None:
             spec = spec.model_copy(update=mission.model_dump(exclude_none=True))
-        key = (settings.agent, spec.fingerprint(), str(settings.max_messages),
-               str(settings.transparency_after), str(settings.approval_timeout_s))
+        key = (settings.agent, spec.fingerprint(), settings.piper_voice,
+               settings.approval_timeout_s)
         agent = self._agents.get(key)
         if agent is None:
-            agent = build_agent(settings.agent, spec, self._wiring(settings))
+            agent = self._build(settings, spec)
             self._agents[key] = agent
         return agent
 
-    def _wiring(self, s: ChannelSettings) -> Wiring:
+    def _build(self, s: ChannelSettings, spec: AgentSpec) -> Agent:
+        """The one recipe (thinkloop.build): people answer through the hub, in their chat."""
         def home(run_id: str) -> Any:
             run = self.hub.runs.get(run_id)
             return (run.adapter, run.home) if run else None
 
-        return Wiring(self.settings, self.store, self.hub, self.hub, s.approval_timeout_s,
-                      (send_voice_tool(home, s.piper_voice),), self.runs, _guards(s))
+        voice = send_voice_tool(home, s.piper_voice, self.hub.count)
+        return build_agent(spec.model_copy(update={"name": s.agent}), self.settings,
+                           approver=self.hub, approval_timeout_s=s.approval_timeout_s,
+                           channels=[self.hub], extra_tools=[voice], store=self.store,
+                           registry=self.runs)
 
     async def start(self) -> None:
         """Connect every adapter; a refused token is one ChannelError, nothing left running."""
@@ -147,9 +151,3 @@ def gateway_service(platforms: Sequence[str], agents_file: Path | None = None
     return serve
 
 
-def _guards(s: ChannelSettings) -> Callable[[Any], Any]:
-    def adjust(g: Any) -> Any:
-        return replace(g, messages=replace(g.messages, max_per_run=s.max_messages),
-                       nudges=replace(g.nudges, transparency_after=s.transparency_after))
-
-    return adjust

@@ -18,6 +18,7 @@ NO_ENGINE = ("send_voice is unavailable: no text-to-speech engine is installed o
              "(install espeak-ng, or piper and set channels.NAME.piper_voice). Send text instead.")
 MAX_CHARS = 2000
 Home = Callable[[str], tuple[ChatAdapter, Address] | None]  # run id -> where it answers
+Count = Callable[[str], None]  # run id -> counted, or a ChannelError past the cap
 
 
 async def _run(cmd: list[str], stdin: bytes | None = None) -> bytes:
@@ -53,7 +54,7 @@ async def speak(text: str, voice: Path | None = None) -> bytes:
         return ogg.read_bytes()
 
 
-def send_voice_tool(home: Home, voice: Path | None = None) -> Tool:
+def send_voice_tool(home: Home, voice: Path | None = None, count: Count | None = None) -> Tool:
     async def send_voice(ctx: ToolContext, text: str) -> str:
         """Say something to the person as a voice note in their chat.
 
@@ -65,6 +66,8 @@ def send_voice_tool(home: Home, voice: Path | None = None) -> Tool:
             raise ToolExecutionError("send_voice: this run was not started from a chat")
         if len(text) > MAX_CHARS:
             raise ToolExecutionError(f"send_voice: at most {MAX_CHARS} characters")
+        if count is not None:
+            count(ctx.run_id or "")
         audio = await speak(text, voice)
         adapter, where = target
         await adapter.send_voice(where, audio)

@@ -1,1 +1,1 @@
-"""thinkloop's vocabulary: the small types and protocols every layer shares."""
+"""The vocabulary every part of thinkloop speaks; it imports nothing above it."""
