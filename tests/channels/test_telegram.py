@@ -101,7 +101,7 @@ async def test_an_approval_is_asked_with_buttons_and_answered_in_the_chat(
         assert "approved-run" in request_text(model)
 
 
-async def test_a_denial_can_be_typed_and_another_user_cannot_answer(
+async def test_a_denial_can_be_typed_and_another_user_cannot_press_the_button(
         model: OpenAIServer, home: Path, store: Any) -> None:
     async with serving(model, home, store, agent="shell") as (api, _):
         # The review guard asks again after an unresolved failed call: the model insists.
@@ -109,7 +109,9 @@ async def test_a_denial_can_be_typed_and_another_user_cannot_answer(
                       *[said("I did not run it.")] * 3)
         api.message(CHAT, ANN, "clean up")
         await api.wait_for(lambda: any("reply_markup" in c.params for c in api.sent()))
-        api.message(CHAT, 8, "yes")  # not the person who asked
+        prompt = next(c for c in api.sent() if "reply_markup" in c.params)
+        yes = prompt.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        api.press(CHAT, 8, yes)  # not the person who asked
         await api.wait_for(lambda: any("Only the person" in t for t in api.texts(CHAT)))
         api.message(CHAT, ANN, "no")
         await api.wait_for(lambda: "I did not run it." in api.texts(CHAT))

@@ -69,12 +69,15 @@ class ChatHub:
         """Handle one message (never raises: a bad message must not stop the adapter)."""
         try:
             await self._deliver(msg)
-        except Exception as exc:
+        except Exception as exc:  # the details go to the log, not to whoever is in the chat
             log.exception("message from %s in %s failed", msg.sender, msg.where.key)
-            await self._say(msg.where, f"Sorry, that message could not be handled: {exc}")
+            await self._say(msg.where, "Sorry, that message could not be handled "
+                                       f"({type(exc).__name__}).")
 
     async def _deliver(self, msg: Inbound) -> None:
         adapter, settings = self.channels[msg.where.platform]
+        if not msg.addressed and msg.choice is None and msg.where.key not in self._waiting:
+            return  # a group's chatter: not for the agent, and no refusal either
         refusal = refusal_for_sender(msg, settings)
         if refusal:
             log.info("refused %s in %s: %s", msg.user, msg.where.key, refusal)
@@ -141,6 +144,8 @@ class ChatHub:
         else:
             text = msg.text
         if not waiting.run.may_answer(msg.sender):
+            if msg.choice is None:
+                return False  # someone else talking in the chat: not an answer
             await self._say(msg.where, "Only the person who asked (or an admin) can answer.")
             return True
         if waiting.kind == "approval":
