@@ -88,3 +88,18 @@ async def test_a_wrong_token_is_one_clear_error_at_start(
     with pytest.raises(ChannelError, match=r"discord refused the bot token \(DISCORD_BOT_TOKEN"):
         async with serving(model, home, store, token="wrong"):
             pass
+
+
+async def test_ask_human_and_a_cross_chat_send_refused_in_sight(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (api, _):
+        send = ("send_message", {"text": "psst", "recipient": "discord:909"})
+        model.enqueue(said(calls=[("ask_human", {"question": "Which day?"})]),
+                      said(calls=[send]), *[said("Could not tell 909.")] * 3)
+        await api.message("103", "7", "plan it")
+        await until(lambda: "Which day?" in api.texts("103"))
+        await api.message("103", "7", "Friday")
+        await until(lambda: "Could not tell 909." in api.texts("103"), what=lambda: api.calls)
+        assert "The user answered: Friday" in json.dumps(model.requests[1])
+        assert api.texts("909") == []
+        assert any("Refused" in t and "discord:909" in t for t in api.texts("103"))

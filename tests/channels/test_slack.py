@@ -86,3 +86,18 @@ async def test_a_wrong_bot_token_is_one_clear_error_at_start(
     with pytest.raises(ChannelError, match="slack refused SLACK_BOT_TOKEN: invalid_auth"):
         async with serving(model, home, store, bot="xoxb-wrong"):
             pass
+
+
+async def test_ask_human_in_a_dm_and_a_cross_chat_send_refused_in_sight(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (api, _):
+        send = ("send_message", {"text": "psst", "recipient": "slack:C9"})
+        model.enqueue(said(calls=[("ask_human", {"question": "Which report?"})]),
+                      said(calls=[send]), *[said("Could not tell C9.")] * 3)
+        await api.message("D3", "U7", "send the report", im=True)
+        await until(lambda: "Which report?" in api.texts("D3"))
+        await api.message("D3", "U7", "the weekly one", im=True)
+        await until(lambda: "Could not tell C9." in api.texts("D3"), what=lambda: api.calls)
+        assert "The user answered: the weekly one" in json.dumps(model.requests[1])
+        assert api.texts("C9") == []
+        assert any("Refused" in t and "slack:C9" in t for t in api.texts("D3"))

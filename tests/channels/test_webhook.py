@@ -125,3 +125,15 @@ async def test_an_approval_with_buttons_and_a_429_retried(
                                  "choice": choice["choices"][0]["data"]})
         await until(lambda: "Ran it." in receiver.texts())
         assert receiver.refused == 1 and "hooked" in json.dumps(model.requests[-1])
+
+
+async def test_ask_human_is_answered_by_a_signed_post(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (receiver, url, client):
+        model.enqueue(said(calls=[("ask_human", {"question": "Which size?"})]),
+                      said("Ordering size M."))
+        await post(client, url, {"chat": "shop", "sender": "cy", "text": "order a shirt"})
+        await until(lambda: "Which size?" in receiver.texts())
+        await post(client, url, {"chat": "shop", "sender": "cy", "text": "M"})
+        await until(lambda: "Ordering size M." in receiver.texts())
+        assert "The user answered: M" in json.dumps(model.requests[-1])
