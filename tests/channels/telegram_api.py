@@ -96,6 +96,18 @@ class BotAPI:
             "from": {"id": user, "is_bot": False, "first_name": f"User{user}"},
             "message": message}})
 
+    async def post_webhook(self, update: dict[str, Any], secret: str | None = None) -> int:
+        """Deliver ``update`` the way Telegram does to a bot in webhook mode: a POST to the URL
+        of its setWebhook, with its secret token in X-Telegram-Bot-Api-Secret-Token."""
+        import aiohttp
+
+        hook = self.sent("setWebhook")[-1].params
+        token = hook.get("secret_token", "") if secret is None else secret
+        async with aiohttp.ClientSession() as http, http.post(
+                hook["url"], json=update,
+                headers={"X-Telegram-Bot-Api-Secret-Token": token}) as r:
+            return r.status
+
     # --- what the bot did ----------------------------------------------------------------
 
     def sent(self, method: str = "sendMessage", chat: int | None = None) -> list[Call]:

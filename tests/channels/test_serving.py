@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.channels.conftest import env_for
+from tests.channels.conftest import env_for, until
 from tests.channels.telegram_api import BotAPI
 
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
@@ -92,3 +92,55 @@ async def test_the_gateway_serves_a_channel_with_its_own_store(
         model.clear()
     runs = await store.list_runs(None, None, 10)
     assert [r.session_id for r in runs] == ["telegram:42"]
+
+
+async def test_in_webhook_mode_telegram_posts_updates_to_the_gateway(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    import socket
+
+    import uvicorn
+
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = BotAPI()
+    url = await api.start()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    hook = f"http://127.0.0.1:{port}/v1/channels/telegram/webhook"
+    env = env_for(model, home, api_url=f"{url}/bot", mode="webhook", webhook_url=hook,
+                  webhook_secret="hook-secret")
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents), store=store,
+                     settings=load_settings(env=env, cwd=home),
+                     services=[gateway_service(["telegram"], agents)])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        await until(lambda: server.started, 20)
+        assert api.sent("setWebhook")[0].params["url"] == hook
+        assert api.sent("getUpdates") == []  # no polling in webhook mode
+        model.enqueue(Reply(body=completion("Hooked in.")))
+        update = api.message(42, 7, "hello")
+        assert await api.post_webhook(update, secret="wrong") == 401
+        assert await api.post_webhook(update) == 200
+        await api.wait_for(lambda: api.texts(42) == ["Hooked in."])
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 20)
+        sock.close()
+        await api.stop()
+        model.clear()
+
+
+async def test_webhook_mode_outside_the_gateway_says_where_to_serve_it(
+        model: OpenAIServer, home: Path) -> None:
+    env = env_for(model, home, mode="webhook")
+    env["TELEGRAM_BOT_TOKEN"] = "1:x"
+    proc = await _cli(env, "channel", "telegram")
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    assert "thinkloop serve --channel telegram" in err.decode()

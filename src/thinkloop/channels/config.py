@@ -53,6 +53,13 @@ class TelegramSettings(ChannelSettings):
     api_url: str = Field("https://api.telegram.org/bot",
                          description="Bot API base URL (a self-hosted Bot API server's)")
     file_url: str | None = Field(None, description="file base URL; None: api_url's /file/bot")
+    mode: Literal["polling", "webhook"] = Field(
+        "polling", description="webhook: Telegram POSTs updates to the gateway's "
+        "/v1/channels/telegram/webhook (thinkloop serve --channel telegram)")
+    webhook_url: str | None = Field(None, description="the public https URL of that route")
+    webhook_secret: SecretStr | None = Field(
+        None, description="THINKLOOP_CHANNELS_TELEGRAM_WEBHOOK_SECRET: Telegram sends it in "
+        "X-Telegram-Bot-Api-Secret-Token, and updates without it are refused")
     poll_timeout_s: float = Field(10.0, ge=0, description="getUpdates long-poll timeout")
     max_retries: int = Field(3, ge=0, description="retries of a send refused with 429")
 

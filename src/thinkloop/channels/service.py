@@ -67,7 +67,7 @@ class ChannelService:
 
     def __init__(self, settings: Settings, store: Any, platforms: Sequence[str], *,
                  runs: RunRegistry | None = None, agents_file: Path | None = None,
-                 adapters: dict[str, ChatAdapter] | None = None) -> None:
+                 adapters: dict[str, ChatAdapter] | None = None, gateway: bool = False) -> None:
         if not platforms:
             raise ConfigError("name at least one channel (telegram)")
         self.settings = settings
@@ -75,6 +75,10 @@ class ChannelService:
         self.runs = runs or RunRegistry()
         self.definitions = Definitions(store, agents_file)
         configs = {p: channel_settings(settings, p) for p in platforms}
+        for p, c in configs.items():
+            if getattr(c, "mode", "polling") == "webhook" and not gateway:
+                raise ConfigError(f"channels.{p}.mode = webhook: the updates arrive at the "
+                                  f"gateway, so serve it there: thinkloop serve --channel {p}")
         given = adapters or {}
         self.channels = {p: (given.get(p) or make_adapter(p, c), c) for p, c in configs.items()}
         self.hub = ChatHub(self.channels, self.agent_for, Workspace.of(settings.tools))
@@ -137,11 +141,19 @@ class ChannelService:
 def gateway_service(platforms: Sequence[str], agents_file: Path | None = None
                     ) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     """Channels inside the gateway (``create_app(services=[...])``): its settings, its store
-    and its run registry, so ``thinkloop runs`` lists channel runs and aborts them."""
+    and its run registry, so ``thinkloop runs`` lists channel runs and aborts them; a channel
+    in webhook mode gets its route (``POST /v1/channels/NAME/webhook``) on the app."""
     @asynccontextmanager
-    async def serve(gateway: Any) -> AsyncIterator[None]:
+    async def serve(app: Any) -> AsyncIterator[None]:
+        gateway = app.state.gateway
         service = ChannelService(gateway.settings, gateway.store, platforms,
-                                 runs=gateway.runs, agents_file=agents_file)
+                                 runs=gateway.runs, agents_file=agents_file, gateway=True)
+        for platform, (adapter, _) in service.channels.items():
+            route = getattr(adapter, "webhook_route", None)
+            if route is not None:
+                # A plain Starlette route: the handler takes the request as it is.
+                app.add_route(f"/v1/channels/{platform}/webhook", route, methods=["POST"],
+                              include_in_schema=False)
         await service.start()
         try:
             yield

@@ -1,5 +1,7 @@
-"""Telegram through python-telegram-bot, by long polling (``getUpdates``); the Bot API base URL
-is a setting, so a self-hosted Bot API server (or a test's stand-in) serves as well as
+"""Telegram through python-telegram-bot, by long polling (``getUpdates``) or, inside the
+gateway, by webhook (``mode = "webhook"``: Telegram POSTs updates to
+``/v1/channels/telegram/webhook``, checked by their secret token); the Bot API base URL is a
+setting, so a self-hosted Bot API server (or a test's stand-in) serves as well as
 Telegram's own.
 
 Sends go through the library's :class:`~telegram.ext.AIORateLimiter` (30 messages a second
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,11 +77,46 @@ class TelegramAdapter:
         self.bot = bot
         self.username = bot.username or ""
         self._consumer = asyncio.get_running_loop().create_task(self._consume(deliver))
+        if self.settings.mode == "webhook":
+            await self._set_webhook(bot)
+            return
         self.updater = Updater(bot, self.queue)
         await self.updater.initialize()
         await self.updater.start_polling(timeout=int(self.settings.poll_timeout_s),
                                          allowed_updates=ALLOWED)
         log.info("telegram: polling as @%s", self.username)
+
+    async def _set_webhook(self, bot: ExtBot[Any]) -> None:
+        s = self.settings
+        if not s.webhook_url or s.webhook_secret is None:
+            raise ConfigError("channels.telegram.mode = webhook needs webhook_url (the public "
+                              "URL of /v1/channels/telegram/webhook) and webhook_secret")
+        await bot.set_webhook(s.webhook_url, secret_token=s.webhook_secret.get_secret_value(),
+                              allowed_updates=ALLOWED)
+        log.info("telegram: updates by webhook at %s as @%s", s.webhook_url, self.username)
+
+    @property
+    def webhook_route(self) -> Any:
+        """The gateway's handler of Telegram's POSTs (webhook mode), else None."""
+        if self.settings.mode != "webhook":
+            return None
+        from starlette.responses import Response
+
+        async def telegram_webhook(request: Any) -> Response:
+            from telegram import Update
+
+            secret = self.settings.webhook_secret
+            given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+            if secret is None or not hmac.compare_digest(given, secret.get_secret_value()):
+                return Response(status_code=401)
+            try:
+                update = Update.de_json(await request.json(), self.bot)
+            except (ValueError, TypeError, KeyError):
+                return Response(status_code=400)
+            self.queue.put_nowait(update)
+            return Response(status_code=200)
+
+        return telegram_webhook
 
     async def stop(self) -> None:
         if self.updater is not None and self.updater.running:

@@ -40,7 +40,9 @@ def validation_message(exc: RequestValidationError) -> str:
     return validation_summary(exc, root="body", skip=("body",))
 
 
-Service = Callable[[Gateway], AbstractAsyncContextManager[Any]]
+# What runs beside the API while it serves, given the app (its gateway: app.state.gateway); it
+# may add routes of its own (a chat platform's webhook).
+Service = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
 
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
@@ -72,7 +74,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         try:
             async with AsyncExitStack() as stack:
                 for service in services:
-                    await stack.enter_async_context(service(gateway))
+                    await stack.enter_async_context(service(app))
                 yield
         finally:
             await gateway.aclose()
