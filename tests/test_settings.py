@@ -240,7 +240,7 @@ def test_channel_settings_come_from_toml_and_environment_and_tokens_are_masked(
     assert tg.api_url == "http://127.0.0.1:8081/bot" and tg.files() == \
         "http://127.0.0.1:8081/file/bot"
     assert tg.missions["42"].instructions == "Chess club"
-    assert tg.token is not None and "secret" not in repr(tg)
+    assert tg.token is not None and "secret-token-value" not in repr(tg)
     shown = {k: (v, o) for k, v, o in describe(s)}
     assert shown["channels.telegram.token"] == ("****alue", "environment")
     assert shown["channels.telegram.max_messages"] == (4, "thinkloop.toml")
