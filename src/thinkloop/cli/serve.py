@@ -50,14 +50,16 @@ def serve(
                               "gateway.per_user_runs": per_user_runs,
                               "gateway.max_runs": max_runs})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    services = []
+    if channel:
+        from thinkloop.channels.service import ChannelService, gateway_service
+
+        # Their settings checked now (a missing token is one line), before anything listens.
+        ChannelService(settings, None, channel, agents_file=agents, gateway=True)
+        services.append(gateway_service(channel, agents))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    services = []
-    if channel:
-        from thinkloop.channels.service import gateway_service
-
-        services.append(gateway_service(channel, agents))
     uvicorn.run(create_app(config, settings=settings, services=services), host=config.host,
                 port=config.port, log_level="warning", timeout_graceful_shutdown=10)
 
