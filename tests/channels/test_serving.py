@@ -144,3 +144,66 @@ async def test_webhook_mode_outside_the_gateway_says_where_to_serve_it(
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
     assert "thinkloop serve --channel telegram" in err.decode()
+
+
+def _slack_signed(secret: str, body: bytes) -> dict[str, str]:
+    """Headers as Slack signs an Events API request (v0 HMAC-SHA256 of "v0:<ts>:<body>")."""
+    import hashlib
+    import hmac
+    import time
+
+    ts = str(int(time.time()))
+    mac = hmac.new(secret.encode(), f"v0:{ts}:".encode() + body, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={mac}",
+            "Content-Type": "application/json"}
+
+
+async def test_slack_events_api_behind_the_gateway(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    import json
+    import socket
+
+    import aiohttp
+    import uvicorn
+
+    from tests.channels.slack_api import BOT_TOKEN, SlackAPI
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = SlackAPI()
+    url = await api.start()
+    env = {**env_for(model, home), "SLACK_BOT_TOKEN": BOT_TOKEN,
+           "SLACK_SIGNING_SECRET": "sign-me", "THINKLOOP_CHANNELS_SLACK_MODE": "events",
+           "THINKLOOP_CHANNELS_SLACK_API_URL": f"{url}/api/"}
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents), store=store,
+                     settings=load_settings(env=env, cwd=home),
+                     services=[gateway_service(["slack"], agents)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    hook = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/channels/slack/webhook"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        await until(lambda: server.started, 20)
+        model.enqueue(Reply(body=completion("Hello over HTTP.")))
+        check = json.dumps({"type": "url_verification", "challenge": "abc"}).encode()
+        event = json.dumps({"type": "event_callback", "event_id": "Ev1", "event": {
+            "type": "message", "channel": "D5", "channel_type": "im", "user": "U7",
+            "text": "hi", "ts": "1700000000.000100"}}).encode()
+        async with aiohttp.ClientSession() as http:
+            async with http.post(hook, data=check, headers=_slack_signed("sign-me", check)) as r:
+                assert (r.status, await r.json()) == (200, {"challenge": "abc"})
+            async with http.post(hook, data=event, headers=_slack_signed("wrong", event)) as r:
+                assert r.status == 401
+            async with http.post(hook, data=event, headers=_slack_signed("sign-me", event)) as r:
+                assert r.status == 200
+        await until(lambda: api.texts("D5") == ["Hello over HTTP."], what=lambda: api.calls)
+        assert not any(c.method == "apps.connections.open" for c in api.calls)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 20)
+        sock.close()
+        await api.stop()
+        model.clear()

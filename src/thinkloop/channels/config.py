@@ -114,6 +114,11 @@ class SlackSettings(ChannelSettings):
     bot_token: SecretStr | None = Field(None, description="SLACK_BOT_TOKEN (xoxb-...)")
     app_token: SecretStr | None = Field(None, description="SLACK_APP_TOKEN (xapp-..., with "
                                         "connections:write, for Socket Mode)")
+    mode: Literal["socket", "events"] = Field(
+        "socket", description="events: the Events API POSTs to the gateway's "
+        "/v1/channels/slack/webhook (thinkloop serve --channel slack)")
+    signing_secret: SecretStr | None = Field(None, description="SLACK_SIGNING_SECRET: "
+                                             "verifies the Events API's requests")
     api_url: str = Field("https://slack.com/api/", description="Web API base URL")
     max_retries: int = Field(3, ge=0, description="retries of a call answered 429")
 

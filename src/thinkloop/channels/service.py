@@ -76,8 +76,9 @@ class ChannelService:
         self.definitions = Definitions(store, agents_file)
         configs = {p: channel_settings(settings, p) for p in platforms}
         for p, c in configs.items():
-            if getattr(c, "mode", "polling") == "webhook" and not gateway:
-                raise ConfigError(f"channels.{p}.mode = webhook: the updates arrive at the "
+            mode = getattr(c, "mode", None)
+            if mode in ("webhook", "events") and not gateway:
+                raise ConfigError(f"channels.{p}.mode = {mode}: the updates arrive at the "
                                   f"gateway, so serve it there: thinkloop serve --channel {p}")
         given = adapters or {}
         self.channels = {p: (given.get(p) or make_adapter(p, c), c) for p, c in configs.items()}

@@ -1,8 +1,10 @@
-"""Slack through slack-sdk: events arrive over Socket Mode (no public URL needed), the answer
-goes out with the Web API. A thread is a session: a mention in a channel starts a thread under
-it, and later messages in that thread continue it without a mention; in a direct message every
-message counts. Approvals are Block Kit buttons. The Web API base URL is a setting (the tests
-point it at a stand-in); 429s are retried by the SDK's rate-limit handler (``Retry-After``).
+"""Slack through slack-sdk: events arrive over Socket Mode (no public URL needed), or, behind
+the gateway, from the Events API (``mode = "events"``, requests verified by the signing
+secret); the answer goes out with the Web API. A thread is a session: a mention in a channel
+starts a thread under it, and later messages in that thread continue it without a mention; in
+a direct message every message counts. Approvals are Block Kit buttons. The Web API base URL
+is a setting (the tests point it at a stand-in); 429s are retried by the SDK's rate-limit
+handler (``Retry-After``).
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ class SlackAdapter:
     max_len = MAX_LEN
 
     def __init__(self, settings: SlackSettings) -> None:
-        if settings.bot_token is None or settings.app_token is None:
-            raise ConfigError("the slack channel needs SLACK_BOT_TOKEN (xoxb-...) and "
-                              "SLACK_APP_TOKEN (xapp-..., Socket Mode)")
+        if settings.bot_token is None:
+            raise ConfigError("the slack channel needs SLACK_BOT_TOKEN (xoxb-...)")
+        if settings.mode == "socket" and settings.app_token is None:
+            raise ConfigError("the slack channel needs SLACK_APP_TOKEN (xapp-..., Socket Mode), "
+                              "or mode = events with SLACK_SIGNING_SECRET behind the gateway")
+        if settings.mode == "events" and settings.signing_secret is None:
+            raise ConfigError("channels.slack.mode = events needs SLACK_SIGNING_SECRET")
         self.settings = settings
         self.web: Any = None
         self.socket: Any = None
@@ -46,17 +52,54 @@ class SlackAdapter:
                                   retry_handlers=[retry])
         try:
             auth = await self._checked("SLACK_BOT_TOKEN", self.web.auth_test())
+            self.bot_user = str(auth["user_id"])
+            self._deliver = deliver
+            if s.mode == "events":
+                log.info("slack: events by the Events API, as %s", self.bot_user)
+                return
             opened = await self._checked("SLACK_APP_TOKEN", self.web.apps_connections_open(
                 app_token=_secret(s.app_token)))
         except OSError as exc:
             raise ChannelError(f"cannot reach the Slack API at {s.api_url}: {exc}") from None
-        self.bot_user = str(auth["user_id"])
-        self._deliver = deliver
         self.socket = SocketModeClient(_secret(s.app_token), web_client=self.web)
         self.socket.wss_uri = opened["url"]  # checked above: connect() would retry forever
         self.socket.socket_mode_request_listeners.append(self._on_request)
         await self.socket.connect()
         log.info("slack: connected by Socket Mode as %s", self.bot_user)
+
+    @property
+    def webhook_route(self) -> Any:
+        """The gateway's handler of the Events API (mode = events), else None: requests are
+        verified by their signature, answered at once, and handled in the background."""
+        if self.settings.mode != "events":
+            return None
+        from slack_sdk.signature import SignatureVerifier
+        from starlette.responses import JSONResponse, Response
+
+        verifier = SignatureVerifier(_secret(self.settings.signing_secret))
+
+        async def slack_events(request: Any) -> Response:
+            body = await request.body()
+            if not verifier.is_valid_request(body, dict(request.headers)):
+                return Response(status_code=401)
+            if request.headers.get("X-Slack-Retry-Num"):
+                return Response(status_code=200)  # handled the first time it came
+            kind, payload = _event_body(body, request.headers.get("content-type", ""))
+            if kind == "url_verification":
+                return JSONResponse({"challenge": payload.get("challenge")})
+            asyncio.get_running_loop().create_task(self._handle(kind, payload))
+            return Response(status_code=200)
+
+        return slack_events
+
+    async def _handle(self, kind: str, payload: dict[str, Any]) -> None:
+        try:
+            msg = await self._inbound(kind, payload)
+        except Exception as exc:  # one odd event must not stop the others
+            log.warning("slack: event not understood: %s", exc)
+            return
+        if msg is not None and self._deliver is not None:
+            await self._deliver(msg)
 
     @staticmethod
     async def _checked(token: str, call: Any) -> Any:
@@ -71,13 +114,7 @@ class SlackAdapter:
         from slack_sdk.socket_mode.response import SocketModeResponse
 
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-        try:
-            msg = await self._inbound(req.type, req.payload)
-        except Exception as exc:  # one odd event must not stop the others
-            log.warning("slack: event not understood: %s", exc)
-            return
-        if msg is not None and self._deliver is not None:
-            asyncio.get_running_loop().create_task(self._deliver(msg))
+        asyncio.get_running_loop().create_task(self._handle(req.type, req.payload))
 
     async def _inbound(self, kind: str, payload: dict[str, Any]) -> Inbound | None:
         if kind == "interactive":
@@ -148,6 +185,20 @@ class SlackAdapter:
     async def stop(self) -> None:
         if self.socket is not None:
             await self.socket.close()
+
+
+def _event_body(body: bytes, content_type: str) -> tuple[str, dict[str, Any]]:
+    """(kind, payload) of an Events API request: an event callback or URL check (JSON), or an
+    interaction (a form with its JSON in ``payload``) -- the kinds Socket Mode names."""
+    import json
+    from urllib.parse import parse_qs
+
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        form = parse_qs(body.decode())
+        return "interactive", json.loads(form.get("payload", ["{}"])[0])
+    data = json.loads(body or b"{}")
+    kind = str(data.get("type", ""))
+    return ("url_verification" if kind == "url_verification" else "events_api"), data
 
 
 def _secret(value: Any) -> str:

@@ -172,6 +172,7 @@ CHANNEL_PREFIX = "THINKLOOP_CHANNELS_"
 CHANNEL_ENV = {
     "channels.telegram.token": "TELEGRAM_BOT_TOKEN", "channels.slack.bot_token": "SLACK_BOT_TOKEN",
     "channels.slack.app_token": "SLACK_APP_TOKEN", "channels.discord.token": "DISCORD_BOT_TOKEN",
+    "channels.slack.signing_secret": "SLACK_SIGNING_SECRET",
 }
 
 
