@@ -165,8 +165,8 @@ async def test_slack_events_api_behind_the_gateway(
 
     import aiohttp
     import uvicorn
-
     from tests.channels.slack_api import BOT_TOKEN, SlackAPI
+
     from thinkloop.channels.service import gateway_service
     from thinkloop.server import GatewayConfig, create_app
     from thinkloop.settings import load_settings
