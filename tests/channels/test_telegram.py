@@ -4,6 +4,7 @@ loopback model server. Every assertion is on the wire (Bot API calls) or on mode
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -49,7 +50,8 @@ def request_text(model: OpenAIServer, index: int = -1) -> str:
 
 
 async def test_a_message_is_answered_and_the_next_one_continues_the_session(
-        model: OpenAIServer, home: Path, store: Any) -> None:
+        model: OpenAIServer, home: Path, store: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     async with serving(model, home, store) as (api, _):
         model.enqueue(said("Hello Ann, 6*7 is 42."))
         api.message(CHAT, ANN, "hi, what is 6*7?")
@@ -60,6 +62,9 @@ async def test_a_message_is_answered_and_the_next_one_continues_the_session(
         await api.wait_for(lambda: "You asked about 6*7." in api.texts(CHAT))
         second = request_text(model)
         assert "hi, what is 6*7?" in second and "Hello Ann, 6*7 is 42." in second
+    ours = [r.getMessage() for r in caplog.records if r.name != "aiohttp.access"]  # not the API's
+    assert any("getUpdates" in m for m in ours)  # requests are logged, with the token masked
+    assert [m for m in ours if api.token in m] == []
     history = await store.load("telegram:42")
     assert [m.role for m in history][-4:] == ["user", "assistant", "user", "assistant"]
 

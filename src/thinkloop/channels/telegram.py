@@ -31,6 +31,24 @@ MAX_LEN = 4096  # the Bot API's limit for one message's text
 ALLOWED = ["message", "callback_query"]
 
 
+class _Redact(logging.Filter):
+    """The Bot API puts the token in every URL, and httpx logs URLs (INFO): mask it."""
+
+    def __init__(self, secret: str) -> None:
+        super().__init__()
+        self.secret = secret
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if self.secret in text:
+            record.msg, record.args = text.replace(self.secret, "****"), ()
+        return True
+
+
+# Loggers whose records can hold a URL (filters do not pass down to child loggers).
+LOGGERS = ("httpx", "telegram.Bot", "telegram.ext.ExtBot", "telegram.ext.Updater")
+
+
 class TelegramAdapter:
     platform = "telegram"
     max_len = MAX_LEN
@@ -45,6 +63,7 @@ class TelegramAdapter:
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self._consumer: asyncio.Task[None] | None = None
         self.username = ""
+        self._redact = _Redact(settings.token.get_secret_value())
 
     def _make_bot(self) -> ExtBot[Any]:
         from telegram.ext import AIORateLimiter, ExtBot
@@ -64,6 +83,8 @@ class TelegramAdapter:
         # python-telegram-bot's coming retry_after type, opted into now: the old one warns
         # on every 429 (and the rate limiter reads the new one anyway).
         export_environment({"PTB_TIMEDELTA": "1"})
+        for name in LOGGERS:
+            logging.getLogger(name).addFilter(self._redact)
         bot = self._make_bot()
         try:
             await bot.initialize()  # getMe: a wrong token fails here, once
@@ -128,6 +149,8 @@ class TelegramAdapter:
                 await self._consumer
         if self.bot is not None:
             await self.bot.shutdown()
+        for name in LOGGERS:
+            logging.getLogger(name).removeFilter(self._redact)
 
     async def _consume(self, deliver: Deliver) -> None:
         from telegram import Update
