@@ -201,5 +201,10 @@ class StoreError(ThinkloopError):
     """A store could not be opened, migrated, read or written; the message is one line."""
 
 
+class DamagedStoreError(StoreError):
+    """The store's file is damaged (truncated, overwritten) or not a database at all; the
+    message names the file and what to do about it."""
+
+
 class InternalError(ThinkloopError):
     """An invariant inside thinkloop broke: a bug, never the caller's, model's or tool's."""

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
 from thinkloop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from thinkloop.settings import Settings
 
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
                        rich_markup_mode=None)
@@ -47,11 +50,29 @@ def serve(
                               "gateway.per_user_runs": per_user_runs,
                               "gateway.max_runs": max_runs})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    check_store(config.store_url, settings)
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
     uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
                 log_level="warning", timeout_graceful_shutdown=10)
+
+
+def check_store(url: str | None, settings: Settings) -> None:
+    """Open the gateway's store once before serving: a damaged or unreachable one is one
+    error line (exit 1), not a traceback from the server's startup."""
+    import asyncio
+
+    from thinkloop.store.open import open_store
+
+    async def probe() -> None:
+        store = open_store(url, settings=settings)
+        try:
+            await store.connect()
+        finally:
+            await store.aclose()
+
+    asyncio.run(probe())
 
 
 @keys_app.command("create")
