@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ def serve(
         import uvicorn
 
         from thinkloop.server import GatewayConfig, create_app
+        from thinkloop.server.connections import uvicorn_config
         from thinkloop.settings import load_settings, quiet_model_loaders
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
@@ -54,8 +56,12 @@ def serve(
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
-                log_level="warning", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(uvicorn_config(create_app(config, settings=settings), config))
+    # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code
+        raise typer.Exit(3)
 
 
 def check_store(url: str | None, settings: Settings) -> None:

@@ -29,10 +29,11 @@ from thinkloop.errors import (
     NotFoundError,
     RequestError,
     RunLimitError,
+    StoreError,
     UnknownAgentError,
 )
 from thinkloop.server.agents import DEFAULT_AGENT
-from thinkloop.server.auth import Principal
+from thinkloop.server.auth import Principal, authenticate, key_from_headers
 from thinkloop.server.deps import caller, gateway, identify
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
@@ -122,6 +123,22 @@ class Socket:
         else:
             await self.error(400, "frame type must be run, subscribe, abort or input")
 
+    async def watch_key(self, key: str | None, every_s: float) -> None:
+        """Close the socket once its key is revoked (``thinkloop keys revoke``, which may
+        run in another process: the store is asked again every ``every_s``)."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                valid = await authenticate(self.gw.store, key) is not None
+            except StoreError:  # the store is down a moment: ask again next time
+                continue
+            if not valid:
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                    await self.error(401, "the API key was revoked")
+                    async with self._lock:
+                        await self.ws.close(code=4401, reason="API key revoked")
+                return
+
     async def close(self) -> None:
         for task in self.follows.values():
             task.cancel()
@@ -132,14 +149,15 @@ class Socket:
 @router.websocket("/ws")
 async def websocket(ws: WebSocket) -> None:
     gw: Gateway = ws.app.state.gateway
-    await ws.accept()
-    who = await identify(gw, ws.headers)
-    if who is None:
-        await ws.send_text(orjson.dumps({"type": "error", "status": 401,
-                                         "message": "an API key is required"}).decode())
+    who = await identify(gw, ws.headers, ws.scope)
+    if who is None:  # refused at the handshake (the doors answer 401 before this)
         await ws.close(code=4401)
         return
+    await ws.accept()
     sock = Socket(ws, gw, who)
+    key = key_from_headers(ws.headers.get("authorization"), ws.headers.get("x-api-key"))
+    watch = None if gw.config.no_auth else asyncio.get_running_loop().create_task(
+        sock.watch_key(key, gw.config.key_recheck_s))
     try:
         while True:
             raw = await ws.receive_text()
@@ -160,6 +178,8 @@ async def websocket(ws: WebSocket) -> None:
     except WebSocketDisconnect:
         pass
     finally:
+        if watch is not None:
+            watch.cancel()
         await sock.close()
 
 
