@@ -6,11 +6,11 @@ application, so that cheap floods cannot take the gateway's file descriptors.
   keep-alive timer stops at the first byte of the next request, so a head sent a byte at a
   time was never dropped.
 - Each client address holds at most ``per_client_connections``, and all together at most a
-  budget under the open-file limit (``max_connections``, lowered to ``RLIMIT_NOFILE -
-  fd_reserve``). At a cap, the oldest connection that is not serving a request (idle, or its
-  head still coming) makes room; if every one is busy, the new connection may only ask
-  ``/healthz`` (a few such places are kept above the budget), so the gateway can always say
-  how it is.
+  budget under the open-file limit: ``max_connections``, lowered to ``RLIMIT_NOFILE -
+  fd_reserve`` less what asyncio accepts in one go (``2 * ACCEPT_BATCH``). At a cap, the
+  oldest connection that is not serving a request (idle, or its head still coming) makes
+  room; if every one is busy, the new connection may only ask ``/healthz`` (a few such
+  places are kept above the budget), so the gateway can always say how it is.
 
 Heads are capped by h11 (``max_header_bytes``); bodies by :mod:`thinkloop.server.doors`.
 """
@@ -31,6 +31,9 @@ from thinkloop.server.config import GatewayConfig
 # Connections kept above the budget for /healthz alone, and how long their head may take.
 HEALTHZ_ROOM = 8
 HEALTHZ_HEAD_S = 2.0
+# The listen backlog, which is also how many connections asyncio accepts at a time before
+# any is admitted: twice that is kept out of the budget (uvicorn's 2048 took every file).
+ACCEPT_BATCH = 128
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -184,7 +187,8 @@ def connection_budget(cfg: GatewayConfig) -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return cfg.max_connections
-    return max(8, min(cfg.max_connections, soft - cfg.fd_reserve - HEALTHZ_ROOM))
+    room = soft - cfg.fd_reserve - HEALTHZ_ROOM - 2 * ACCEPT_BATCH
+    return max(8, min(cfg.max_connections, room))
 
 
 def uvicorn_config(app: Any, cfg: GatewayConfig, **options: Any) -> uvicorn.Config:
@@ -197,6 +201,7 @@ def uvicorn_config(app: Any, cfg: GatewayConfig, **options: Any) -> uvicorn.Conf
     return uvicorn.Config(
         app, host=cfg.host, port=cfg.port, http=protocol,
         h11_max_incomplete_event_size=cfg.max_header_bytes, timeout_keep_alive=cfg.keep_alive_s,
+        backlog=ACCEPT_BATCH,
         # uvicorn's own cap (503 at a request's head), as a backstop above ours.
         limit_concurrency=budget.total + HEALTHZ_ROOM + cfg.per_client_connections,
         ws_max_size=cfg.max_body_bytes, **options)
