@@ -32,6 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "tracing checkpoints runlog",
     "session",
     "agent",
+    "build",
     "server cli testing tui workers __main__",
 ))
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}

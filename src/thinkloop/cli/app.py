@@ -128,8 +128,9 @@ def run(
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     # Read once and passed down; container mode reads its own, with the payload's secrets.
     settings = None if stdio else _settings()
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool, isolation=isolation,
+    opts = AgentOptions(model=model, tools=tools, max_steps=max_steps, timeout_s=timeout,
+                        protocol=protocol, approve=approve, judgement=judgement,
+                        model_pool=model_pool, isolation=isolation,
                         workspace=_workspace(workspace, settings))
     if stdio:
         from thinkloop.cli.stdio import main_stdio

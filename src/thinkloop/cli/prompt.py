@@ -17,8 +17,6 @@ import typer
 from thinkloop.cli.render import console, escape
 
 if TYPE_CHECKING:
-    from thinkloop.context.prompt import PromptBuilder
-    from thinkloop.settings import Settings
     from thinkloop.types import ModelResponse, TextDelta, ToolSpec
 
 
@@ -75,17 +73,6 @@ def prompt(
     table.add_row("[bold]total[/]", f"[bold]{sum(t for _, _, t in sections)}[/]")
     out.print()
     out.print(table)
-
-
-def cli_prompt_builder(settings: Settings) -> PromptBuilder:
-    """The prompt of agents the CLI runs: bootstrap files under ``THINKLOOP_HOME``.
-
-    ``thinkloop run`` must build its agent with this too, so the preview is what runs see.
-    """
-    from thinkloop.context.bootstrap import Bootstrap
-    from thinkloop.context.prompt import PromptBuilder, PromptOptions
-
-    return PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(settings.home)))
 
 
 def render_sections(

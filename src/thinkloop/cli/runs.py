@@ -165,7 +165,8 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
     store = open_store(db, settings=settings)
     try:
         rec = await _record(store, run_id)
-        opts = AgentOptions(model or rec.model, tools, approve=approve, name=rec.agent)
+        opts = AgentOptions(model=model or rec.model, tools=tools, approve=approve,
+                            name=rec.agent)
         agent = build_agent(opts, settings, store=store,
                             memory=rec.session_id is not None or rec.user_id is not None)
         if not quiet:

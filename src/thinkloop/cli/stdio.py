@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from dataclasses import replace
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -123,9 +122,9 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
     tools = settings.tools.model_copy(
         update={"sandbox_env": (*settings.tools.sandbox_env, *payload.secrets)})
     settings = settings.model_copy(update={"tools": tools})
-    opts = replace(defaults, model=payload.model or defaults.model,
-                   tools=payload.tools or defaults.tools,
-                   max_steps=payload.max_steps or defaults.max_steps, approve=payload.approve)
+    opts = defaults.model_copy(update={
+        "model": payload.model or defaults.model, "tools": payload.tools or defaults.tools,
+        "max_steps": payload.max_steps or defaults.max_steps, "approve": payload.approve})
     saved, sys.stderr = sys.stderr, RedactingStream(err, output.redact)
     try:
         result = asyncio.run(_run(payload, opts, output, settings))

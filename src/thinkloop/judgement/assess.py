@@ -151,8 +151,7 @@ class Assessor:
     async def _fan_out(self, ctx: AssessContext, found: Assessment) -> str:
         assert self.subagents is not None
         known = self.subagents.by_name
-        kinds = [a for a in found.suggested_subagents if a in known] or [
-            self.subagents.specs[0].name]
+        kinds = [a for a in found.suggested_subagents if a in known] or [next(iter(known))]
         if found.decision == "parallelize" and found.subtasks:
             jobs = [(kinds[0], t) for t in found.subtasks]
         else:
