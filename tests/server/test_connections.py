@@ -15,11 +15,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.server.conftest import wait_for
 
 FD_LIMIT = 512  # the gateway's: 1,100 connections exhausted it before
 FLOOD = 1100
@@ -106,13 +108,17 @@ class Peak:
 
 
 def half_sent(base: str, n: int) -> list[socket.socket]:
+    """``n`` connections that each send part of a request head, opened 16 at a time (a
+    connect that finds the gateway's accept queue full waits a second for the kernel)."""
     port = int(base.rsplit(":", 1)[1])
-    socks = []
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    def one(_: int) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
         s.sendall(HALF_SENT)
-        socks.append(s)
-    return socks
+        return s
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(one, range(n)))
 
 
 def closed_by_server(socks: list[socket.socket], within_s: float) -> int:
@@ -147,12 +153,13 @@ def test_slowloris_neither_exhausts_files_nor_stops_healthz(
         with peak:
             socks = half_sent(base, FLOOD)
         try:
-            held = open_fds(proc)
-            assert peak.most < FD_LIMIT - 64, peak.most  # never near the limit
+            assert peak.most < FD_LIMIT - 32, peak.most  # never at the limit
             # The cap (64 from one address) or the budget (512 - 128 reserved - 8 for
-            # /healthz - 2 * 128 accepted at a time = 120) holds: the oldest half-sent make
-            # room (and about 30 files are the gateway's own).
-            assert held < (140 if not settings else 220), held
+            # /healthz - 3 * 64 accepted before admission = 184) holds once what was
+            # accepted is admitted: the oldest half-sent made room (and about 30 files are
+            # the gateway's own).
+            most = 110 if not settings else 250
+            wait_for(lambda: open_fds(proc) < most, 5)
             started = time.monotonic()
             r = httpx.get(base + "/healthz", timeout=5)
             assert r.status_code == 200 and r.json()["status"] == "ok"

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from tests.server.conftest import Stack, start_stack, wait_for
+from tests.server.test_runs import calling
 from tests.server.test_ws import recv, ws_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -142,12 +143,7 @@ async def test_revoking_a_key_closes_its_open_websockets(keyed: Stack) -> None:
     async with connect(ws_url(keyed), additional_headers={"Authorization": f"Bearer {ana}"}
                        ) as a_ws, connect(ws_url(keyed), additional_headers={
                            "Authorization": f"Bearer {ben}"}) as b_ws:
-        env = {**os.environ, "THINKLOOP_DATABASE_URL": str(keyed.gateway.store_path)}
-        key_id = ana.split("_")[1]
-        revoked = await asyncio.to_thread(subprocess.run, [
-            sys.executable, "-c", "from thinkloop.cli.app import main; main()", "keys",
-            "revoke", key_id], capture_output=True, text=True, timeout=60, env=env)
-        assert revoked.returncode == 0, revoked.stderr
+        await asyncio.to_thread(revoke, keyed, ana)
         frame = await asyncio.wait_for(recv(a_ws), 10)
         assert frame == {"type": "error", "status": 401, "message": "the API key was revoked"}
         with pytest.raises(ConnectionClosed) as closed:
@@ -159,6 +155,37 @@ async def test_revoking_a_key_closes_its_open_websockets(keyed: Stack) -> None:
     with pytest.raises(InvalidStatus):  # and the revoked key opens no new one
         async with connect(ws_url(keyed), additional_headers={"Authorization": f"Bearer {ana}"}):
             raise AssertionError("the socket opened")
+
+
+def revoke(stack: Stack, key: str) -> None:
+    """``thinkloop keys revoke`` in a process of its own, on the gateway's store."""
+    env = {**os.environ, "THINKLOOP_DATABASE_URL": str(stack.gateway.store_path)}
+    revoked = subprocess.run([
+        sys.executable, "-c", "from thinkloop.cli.app import main; main()", "keys",
+        "revoke", key.split("_")[1]], capture_output=True, text=True, timeout=60, env=env)
+    assert revoked.returncode == 0, revoked.stderr
+
+
+def test_revoking_a_key_ends_its_open_event_streams(keyed: Stack) -> None:
+    keyed.model.clear()
+    keyed.model.enqueue(calling("c1", "calculator", {"expression": "1+1"}))
+    key = keyed.gateway.key("cy")
+    with keyed.client(key) as c:
+        run_id = c.post("/v1/runs", json={"agent": "worker", "task": "add"}).json()["id"]
+        frames: list[str] = []
+        started: float | None = None
+        with c.stream("GET", f"/v1/runs/{run_id}/events") as r:
+            for line in r.iter_lines():
+                frames.append(line)
+                if "approval.requested" in line:  # the run waits for a person now
+                    revoke(keyed, key)
+                    started = time.monotonic()
+        assert started is not None and time.monotonic() - started < 5
+        assert frames[-3:-1] == ["event: error",
+                                 'data: {"status":401,"message":"the API key was revoked"}']
+        assert c.get(f"/v1/runs/{run_id}").status_code == 401
+    with keyed.client(keyed.gateway.key("cy")) as c:  # the run is cy's: a new key aborts it
+        assert c.post(f"/v1/runs/{run_id}/abort").status_code == 202
 
 
 def raw(stack: Stack, head: str, body: bytes = b"", wait_s: float = 5.0) -> bytes:

@@ -7,7 +7,7 @@ application, so that cheap floods cannot take the gateway's file descriptors.
   time was never dropped.
 - Each client address holds at most ``per_client_connections``, and all together at most a
   budget under the open-file limit: ``max_connections``, lowered to ``RLIMIT_NOFILE -
-  fd_reserve`` less what asyncio accepts in one go (``2 * ACCEPT_BATCH``). At a cap, the
+  fd_reserve`` less what asyncio may accept before admitting (``3 * ACCEPT_BATCH``). At a cap, the
   oldest connection that is not serving a request (idle, or its head still coming) makes
   room; if every one is busy, the new connection may only ask ``/healthz`` (a few such
   places are kept above the budget), so the gateway can always say how it is.
@@ -31,9 +31,10 @@ from thinkloop.server.config import GatewayConfig
 # Connections kept above the budget for /healthz alone, and how long their head may take.
 HEALTHZ_ROOM = 8
 HEALTHZ_HEAD_S = 2.0
-# The listen backlog, which is also how many connections asyncio accepts at a time before
-# any is admitted: twice that is kept out of the budget (uvicorn's 2048 took every file).
-ACCEPT_BATCH = 128
+# The listen backlog, which is also how many connections asyncio accepts at a time: a batch
+# is admitted two loop turns after it was accepted and what it evicted is closed a turn
+# later, so three batches are kept out of the budget (uvicorn's 2048 took every file).
+ACCEPT_BATCH = 64
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -187,7 +188,7 @@ def connection_budget(cfg: GatewayConfig) -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return cfg.max_connections
-    room = soft - cfg.fd_reserve - HEALTHZ_ROOM - 2 * ACCEPT_BATCH
+    room = soft - cfg.fd_reserve - HEALTHZ_ROOM - 3 * ACCEPT_BATCH
     return max(8, min(cfg.max_connections, room))
 
 

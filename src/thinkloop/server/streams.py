@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDisconnect
@@ -42,6 +42,7 @@ from thinkloop.server.routes import InputRequest, RunRequest
 from thinkloop.text import validation_summary
 
 router = APIRouter(prefix="/v1")
+T = TypeVar("T")
 
 
 @router.get("/runs/{run_id}/events")
@@ -54,14 +55,49 @@ async def run_events(
     ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
     run = gw.run(who, run_id)
     start = after if after is not None else _int(last_event_id)
+    key = key_from_headers(request.headers.get("authorization"),
+                           request.headers.get("x-api-key"))
 
     async def events() -> AsyncIterator[ServerSentEvent]:
-        async for seq, data in run.follow(start):
-            yield ServerSentEvent(data=data.decode(), id=str(seq), event="event")
+        follow = run.follow(start)
+        if not gw.config.no_auth:  # a key revoked meanwhile ends the stream
+            follow = while_valid(follow, gw, key)
+        try:
+            async for seq, data in follow:
+                yield ServerSentEvent(data=data.decode(), id=str(seq), event="event")
+        except KeyRevoked:
+            yield ServerSentEvent(data='{"status":401,"message":"the API key was revoked"}',
+                                  event="error")
+            return
         yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": run.status})
                               .decode(), event="end")
 
     return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+class KeyRevoked(Exception):
+    pass
+
+
+async def while_valid(items: AsyncIterator[T], gw: Gateway, key: str | None
+                      ) -> AsyncIterator[T]:
+    """``items`` until they end, or until ``key`` is revoked (asked every key_recheck_s)."""
+    every = gw.config.key_recheck_s
+    while True:
+        nxt = asyncio.ensure_future(anext(items))
+        try:
+            while not (await asyncio.wait({nxt}, timeout=every))[0]:
+                with contextlib.suppress(StoreError):  # down a moment: ask again later
+                    if await authenticate(gw.store, key) is None:
+                        raise KeyRevoked
+        finally:
+            if not nxt.done():
+                nxt.cancel()
+        try:
+            item = nxt.result()
+        except StopAsyncIteration:
+            return
+        yield item
 
 
 def _int(value: str | None) -> int:
