@@ -80,6 +80,10 @@ def test_another_origin_cannot_drive_a_no_auth_gateway(local: Stack) -> None:
         r = evil.get("/v1/agents")
         assert r.status_code == 403
         assert "open the gateway's page (/) first" in r.json()["error"]["message"]
+        name = next(iter(cookie))
+        for forged in ("x", "é" * 43, ""):  # a wrong token is refused, whatever its bytes
+            r = evil.get("/v1/agents", headers={"Cookie": f"{name}={forged}".encode()})
+            assert r.status_code == 403, forged
     # A configured origin may, with the page's token.
     with httpx.Client(base_url=local.url, timeout=30, cookies=cookie, headers={
             "Origin": "http://app.example", "Sec-Fetch-Site": "cross-site"}) as app:

@@ -110,7 +110,9 @@ class Doors:
                                "gateway.allowed_origins)", "permission_error")
         if self.config.no_auth and _from_browser(headers) and not _open(scope):
             given = _cookie(headers.get("cookie", ""), cookie_name(scope))
-            if given is None or not secrets.compare_digest(given, self.token):
+            # Bytes: compare_digest refuses a str with non-ASCII characters (a 500).
+            if given is None or not secrets.compare_digest(given.encode("latin-1"),
+                                                           self.token.encode()):
                 raise Refused(403, "open the gateway's page (/) first: a browser needs its "
                                    "token", "permission_error")
 
