@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec
 from thinkloop.channels import ConsoleChannel
+from thinkloop.core.model import Model
+from thinkloop.core.settings import Settings, quiet_model_loaders
+from thinkloop.core.tool import Tool
 from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
-from thinkloop.models.base import Model
-from thinkloop.settings import Settings, quiet_model_loaders
 from thinkloop.store.base import Store
-from thinkloop.tools.base import Tool
 
 # The CLI's flags are an agent spec (``thinkloop.build``): the one recipe builds from it.
 AgentOptions = AgentSpec

@@ -17,7 +17,7 @@ import typer
 from thinkloop.cli.render import console, escape
 
 if TYPE_CHECKING:
-    from thinkloop.types import ModelResponse, TextDelta, ToolSpec
+    from thinkloop.core.types import ModelResponse, TextDelta, ToolSpec
 
 
 class Mode(StrEnum):
@@ -85,8 +85,8 @@ def render_sections(
     from thinkloop.context.focus import is_small
     from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
+    from thinkloop.core.settings import load_settings
     from thinkloop.models.decision import tools_prompt
-    from thinkloop.settings import load_settings
 
     settings = load_settings()
     spec = model or settings.model_spec()

@@ -12,10 +12,10 @@ import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from thinkloop.settings import Settings
+    from thinkloop.core.settings import Settings
 
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
                        rich_markup_mode=None)
@@ -39,9 +39,9 @@ def serve(
     try:
         import uvicorn
 
+        from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
         from thinkloop.server.connections import uvicorn_config
-        from thinkloop.settings import load_settings, quiet_model_loaders
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None

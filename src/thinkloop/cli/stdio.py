@@ -27,11 +27,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.cli.build import AgentOptions, build_agent
-from thinkloop.errors import ThinkloopError
-from thinkloop.events import StepCompleted
+from thinkloop.core.errors import ThinkloopError
+from thinkloop.core.events import StepCompleted
+from thinkloop.core.settings import Settings, export_environment, load_settings
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
-from thinkloop.settings import Settings, export_environment, load_settings
 from thinkloop.store.open import open_store
 from thinkloop.text import validation_summary
 

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 from thinkloop.agent import Agent
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.channels import Channel
-from thinkloop.errors import ConfigError, UnknownAgentError
+from thinkloop.core.errors import ConfigError, UnknownAgentError
+from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
-from thinkloop.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.text import validation_summary

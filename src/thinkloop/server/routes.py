@@ -8,7 +8,7 @@ import orjson
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from thinkloop.errors import NotFoundError
+from thinkloop.core.errors import NotFoundError
 from thinkloop.server.agents import DEFAULT_AGENT, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from thinkloop.errors import DamagedStoreError
+from thinkloop.core.errors import DamagedStoreError
 from thinkloop.store.base import one_line
 
 MAGIC = b"SQLite format 3\x00"

@@ -16,13 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-# The one agent spec (``thinkloop.build``): a kind of child agent the parent may spawn.
-from thinkloop.build import MINIMAL_INSTRUCTIONS, AgentSpec, inherited  # plugin boundary
-from thinkloop.errors import ConfigError, ToolArgumentsError
-from thinkloop.events import Event, Handoff
-from thinkloop.models.base import Model
-from thinkloop.tools.base import Tool, ToolContext, make_tool
-from thinkloop.types import Usage
+from thinkloop.core.errors import ConfigError, ToolArgumentsError
+from thinkloop.core.events import Event, Handoff
+from thinkloop.core.model import Model
+
+# The one agent spec: a kind of child agent the parent may spawn.
+from thinkloop.core.spec import MINIMAL_INSTRUCTIONS, AgentSpec, Child, Spawn, inherited
+from thinkloop.core.tool import Tool, ToolContext, make_tool
+from thinkloop.core.types import Usage
 
 __all__ = ["MINIMAL_INSTRUCTIONS", "AgentSpec", "ChildResult", "SubAgents", "inherited",
            "render_results"]
@@ -54,6 +55,8 @@ class SubAgents:
     model: str | Model | None = None
     max_concurrency: int = 4
     on_event: Callable[[Event], Any] | None = None
+    # How children start (None: the calling run's ``spawn``; thinkloop.subagents gives one).
+    spawn: Spawn | None = None
     _usage: defaultdict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
 
     def __post_init__(self) -> None:
@@ -86,21 +89,26 @@ class SubAgents:
         if callable(charge):
             charge(usage)
 
-    def _agent(self, spec: AgentSpec, parent: ToolContext | None) -> Any:
-        # A child run is a whole agent, built by the one recipe.
-        from thinkloop.build import build_child  # plugin boundary
-
-        return build_child(spec, getattr(parent, "run", None), self.model)
+    def _agent(self, spec: AgentSpec, parent: ToolContext | None, spawn: Spawn | None) -> Child:
+        # A child run is a whole agent: the caller's, this runner's or the parent run's spawn
+        # makes it, so that nothing here imports the agent.
+        run = getattr(parent, "run", None)
+        spawn = spawn or self.spawn or getattr(run, "spawn", None)
+        if spawn is None:
+            raise ConfigError("sub-agents need a way to start agents: run them inside an "
+                              "agent's run, or use thinkloop.subagents.SubAgents")
+        return spawn(spec, run, self.model)
 
     async def run_one(
-        self, task: str, agent: str | None = None, parent: ToolContext | None = None
+        self, task: str, agent: str | None = None, parent: ToolContext | None = None,
+        spawn: Spawn | None = None,
     ) -> ChildResult:
         spec = self.by_name.get(agent or _name(self.specs[0]))
         if spec is None:
             known = ", ".join(self.by_name)
             raise ToolArgumentsError(f"unknown sub-agent {agent!r}; available: {known}")
         async with self._limit:
-            child = self._agent(spec, parent)
+            child = self._agent(spec, parent, spawn)
             handle = child.start(task, user_id=parent.user_id if parent else None,
                                  stream_model=False)
             self._emit(parent, direction="to_child", agent=_name(spec), task=task,
@@ -115,11 +123,12 @@ class SubAgents:
                            result.run_id, result.error)
 
     async def fan_out(
-        self, tasks: Sequence[str | tuple[str, str]], parent: ToolContext | None = None
+        self, tasks: Sequence[str | tuple[str, str]], parent: ToolContext | None = None,
+        spawn: Spawn | None = None,
     ) -> list[ChildResult]:
         """Run every task (``"task"`` or ``("agent", "task")``); results keep the given order."""
         jobs = [(None, t) if isinstance(t, str) else t for t in tasks]
-        return list(await asyncio.gather(*(self.run_one(t, a, parent) for a, t in jobs)))
+        return list(await asyncio.gather(*(self.run_one(t, a, parent, spawn) for a, t in jobs)))
 
     def tool(self) -> Tool:
         """The ``spawn_agent`` tool bound to these specs."""
