@@ -47,7 +47,8 @@ async def test_destructive_and_open_world_mcp_tools_need_approval(tmp_path: Path
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     marker = tmp_path / "wiped.txt"
-    cfg = MCPServerConfig(name="files", command=[sys.executable, str(script), str(marker)])
+    cfg = MCPServerConfig(name="files", command=[sys.executable, str(script), str(marker)],
+                          trusted=True)
     asked: list[str] = []
 
     def deny(request: ApprovalRequest) -> Decision:

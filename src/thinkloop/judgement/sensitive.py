@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +29,7 @@ from thinkloop.guard.approval import Decision as Approval
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, json_object, side_call
+from thinkloop.spotlight import is_spotlit
 from thinkloop.types import Message, ToolCall, ToolResult
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
@@ -173,8 +174,13 @@ class Verdict(BaseModel):
 
 @dataclass
 class Supervisor:
-    """An approver in front of the human one (``fallback``; None: escalation denies)."""
+    """An approver in front of the human one (``fallback``; None: escalation denies).
 
+    It is advisory: provenance gating never asks it (it asks ``fallback``), and once the run
+    has read outside content it approves nothing (a model that read the injection, or that
+    judges arguments the injection chose, is not a second opinion); it escalates."""
+
+    advisory: ClassVar[bool] = True
     model: Model | None = None  # None: the run's model
     fallback: Approver | None = None
     threshold: float = 0.8
@@ -183,13 +189,16 @@ class Supervisor:
     async def decide(self, request: ApprovalRequest) -> Approval:
         ctx = CURRENT.get()
         model = self.model or (ctx.cfg.model if ctx is not None else None)
-        verdict = await self._verdict(model, request, ctx) if model is not None else None
+        tainted = ctx is not None and _read_outside(ctx)
+        verdict = await self._verdict(model, request, ctx) \
+            if model is not None and not tainted else None
         secret = "SECRET" in request.reason
         if verdict is not None and verdict.verdict == "approve" and not secret \
                 and verdict.confidence >= self.threshold:
             return Approval(True, f"supervisor approved ({verdict.confidence:.2f}): "
                                   f"{verdict.reason}")
-        why = ("secret data always goes to a human" if secret and verdict is not None
+        why = ("the run read outside content" if tainted
+               else "secret data always goes to a human" if secret and verdict is not None
                else verdict.reason if verdict is not None else "no readable verdict")
         if ctx is not None:
             ctx.emit(SupervisorEscalated, tool=request.tool, id=request.call_id, reason=why)
@@ -292,6 +301,10 @@ class SensitivityGuard:
             if hidden != result.content:
                 ctx.emit(SecretsRedacted, where="tool_result", tool=result.call.name)
             ctx.result = replace(result, call=call, content=hidden)
+
+
+def _read_outside(ctx: HookContext) -> bool:
+    return any(m.role != "system" and is_spotlit(m.content) for m in ctx.state.messages)
 
 
 def _hidden_args(vault: Vault, args: dict[str, Any]) -> dict[str, Any]:
