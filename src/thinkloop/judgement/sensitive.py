@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar, Literal
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -135,7 +137,15 @@ class Vault:
                     self.by_value[value] = f"[SECRET_{len(self.by_value) + 1}]"
         for value, mark in sorted(self.by_value.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(value, mark)
+            for form in encodings(value):  # the same secret, encoded: hidden all the same
+                text = re.sub(re.escape(form), mark, text, flags=re.IGNORECASE) \
+                    if form.isalnum() and _HEX.fullmatch(form) else text.replace(form, mark)
         return text
+
+    def secrets_in(self, text: str) -> list[str]:
+        """The placeholders whose secret (or an encoding of it) ``text`` holds."""
+        return [mark for value, mark in self.by_value.items()
+                if value in text or any(f in text for f in encodings(value))]
 
     def reveal(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -147,6 +157,27 @@ class Vault:
         if isinstance(value, dict):
             return {k: self.reveal(v) for k, v in value.items()}
         return value
+
+
+_HEX = re.compile(r"[0-9a-f]+", re.IGNORECASE)
+
+
+def encodings(secret: str) -> list[str]:
+    """Common encodings of ``secret`` a tool's output may carry: base64 (standard and URL-safe,
+    at each of the three alignments it can have inside a longer encoded text), hex,
+    URL-encoding, reversed."""
+    raw = secret.encode()
+    every = "".join(c if c.isalnum() else f"%{ord(c):02X}" for c in secret)
+    forms = {raw.hex(), quote(secret, safe=""), every, every.lower(), secret[::-1]}
+    for pad in range(3):
+        full = base64.b64encode(b"\0" * pad + raw).decode().rstrip("=")
+        # Characters that depend only on the secret: skip those mixed with the padding
+        # bytes before it, and the last one, mixed with whatever follows.
+        core = full[(pad * 4 + 2) // 3: -1] if pad else full[:-1]
+        if len(core) >= 8:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    forms.discard(secret)
+    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
 
 
 # The hook context of the tool call being approved, for the supervisor's events and usage
@@ -263,7 +294,11 @@ class SensitivityGuard:
             ctx.emit(SecretsRedacted, where="task", count=len(vault.by_value))
 
     def drop(self, ctx: HookContext) -> None:
-        self.vaults.pop(ctx.run_id, None)
+        vault = self.vaults.pop(ctx.run_id, None)
+        text = getattr(ctx, "text", None)
+        if vault is not None and isinstance(text, str) and vault.secrets_in(text):
+            ctx.emit(SecretsRedacted, where="answer")
+            ctx.text = vault.hide(text)  # type: ignore[attr-defined]
 
     def mark(self, ctx: ToolHookContext) -> None:
         CURRENT.set(ctx)
@@ -277,6 +312,10 @@ class SensitivityGuard:
         ctx.emit(SensitivityClassified, tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
         gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
+        leak = self._leak(ctx, call) if ctx.result is None and self.settings.redact else None
+        if leak is not None:
+            ctx.result = ToolResult(call, f"Not run: {leak}.", is_error=True)
+            return
         if ctx.result is None and not gated \
                 and RANK[found.level] >= RANK[self.settings.approve_at]:
             reason = f"sensitivity {found.level}: {', '.join(found.why)}"
@@ -288,6 +327,29 @@ class SensitivityGuard:
         if ctx.result is None and self.settings.redact:
             # Last moment: the tool gets the real values, nothing upstream saw them.
             ctx.call = replace(call, arguments=self.vault(ctx.run_id).reveal(dict(call.arguments)))
+
+    def _leak(self, ctx: ToolHookContext, call: ToolCall) -> str | None:
+        """Why a request ``call`` makes would carry a vaulted secret out, or None: never in a
+        host name (it reaches DNS before any connection), and only to a host the user's own
+        request names."""
+        from thinkloop.guard.targets import hosts_in
+
+        vault = self.vaults.get(ctx.run_id)
+        outbound = ctx.tool.meta.get("outbound", ()) if ctx.tool is not None else ()
+        if vault is None or not vault.by_value or not outbound:
+            return None
+        for name in outbound:
+            url = vault.reveal(call.arguments.get(name))
+            if not isinstance(url, str) or not vault.secrets_in(url):
+                continue
+            host = (urlsplit(url).hostname or "").lower()
+            if vault.secrets_in(host) or vault.secrets_in(urlsplit(url).netloc):
+                return f"{call.name}'s {name} puts a secret in a host name"
+            named = hosts_in(ctx.state.task.lower())
+            if not any(host == h or host.endswith("." + h) for h in named):
+                return f"{call.name}'s {name} would send a secret to {host}, a host the " \
+                       "user's request did not name"
+        return None
 
     def hide_result(self, ctx: ToolHookContext) -> None:
         result = ctx.result
