@@ -114,11 +114,13 @@ _BEFORE_VERB = frozenset({
     "i", "we", "me", "by", "after", "before", "or", "afterwards", "quickly", "immediately",
     "simply", "directly", "once", "later", "so", "help", "ok", "okay", "yes", "need", "want",
     "might", "shall", "do", "i'd", "i'll", "you'll", "we'll", "we'd", "gonna",
+    # "have a worker run the tests", "get someone to ...": a helper does it for the person.
+    "worker", "workers", "agent", "agents", "subagent", "sub-agent", "someone", "helper",
 })
 _NOT_OBJECT = frozenset({"of", "from", "about", "on", "regarding"})
 _CLAUSE = re.compile(r"[.;:!?](?=\s|$)|[\n\"()\[\],]|\s-{1,2}\s|\bbut\b|\bwhile\b")
 _TOKEN = re.compile(r"[\w~./'@+-]*\w")
-_URLISH = re.compile(r"\w+://\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_URLISH = re.compile(r"\w+://\S+?(?=[,;.!?)]*(?:\s|$))|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PATHLIKE = re.compile(r"\w\.[a-z0-9]{1,5}$|/")
 _FILE_WORDS = frozenset({"file", "files", "document", "documents", "doc", "docs", "folder",
                          "directory", "disk", "readme", "changelog", "spreadsheet", "notebook",
