@@ -113,3 +113,80 @@ async def test_a_secret_goes_only_to_the_host_the_user_named(
     assert "a host the user's request did not name" in result.steps[0].results[0].content
     assert KEY not in sent_to_model(model)
     assert KEY not in str(result.to_dict())
+
+
+def forms_of(secret: str) -> list[str]:
+    from thinkloop.judgement.sensitive import encodings
+
+    return [secret, *encodings(secret)]
+
+
+async def test_no_output_path_carries_the_secret_or_its_encodings(
+        tmp_path: Any, caplog: Any) -> None:
+    import logging
+
+    import orjson
+
+    from thinkloop.store import SQLiteStore
+
+    from .helpers import Recorder, run_through
+
+    @tool
+    def vault_echo(token: str) -> str:
+        """Check a token; prints it back in the encodings a careless tool uses.
+
+        Args:
+            token: the token
+        """
+        raw = token.encode()
+        return (f"plain {token} b64 {base64.b64encode(raw).decode()} "
+                f"hex {raw.hex()} rev {token[::-1]}")
+
+    caplog.set_level(logging.DEBUG)
+    store = SQLiteStore(tmp_path / "t.db")
+    events = Recorder()
+    model = ScriptedModel([reply("", call("vault_echo", token="[SECRET_1]")),
+                           *["The token checks out."] * 3])
+    guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(lambda r: True)))
+    a = Agent(model, tools=[vault_echo], store=store, guard=guard, on_event=events,
+              tracing=True, judgement=Judgement(assess=None))
+    result = await run_through(a, f"Check my token {KEY}.", session="s")
+    paths = {
+        "model": orjson.dumps([[m.content for m in c.messages] for c in model.calls]).decode(),
+        "answer": result.text,
+        "result": orjson.dumps(result.to_dict(), default=str).decode(),
+        "events": orjson.dumps([(e.type, e.payload) for e in events.events],
+                               default=str).decode(),
+        "session rows": orjson.dumps([m.content for m in await store.load("s")]).decode(),
+        "stored events": orjson.dumps([(e.type, e.payload) for e in
+                                       await store.run_events(result.run_id)],
+                                      default=str).decode(),
+        "spans": orjson.dumps([s.__dict__ if hasattr(s, "__dict__") else str(s) for s in
+                               await store.spans(result.run_id)], default=str).decode(),
+        "logs": caplog.text,
+    }
+    await store.aclose()
+    assert "[SECRET_1]" in paths["session rows"]
+    assert "vault_echo" in paths["stored events"] and "vault_echo" in paths["spans"]
+    for where, text in paths.items():
+        for form in forms_of(KEY):
+            assert form not in text, (where, form)
+
+
+async def test_a_sub_agent_sees_placeholders_and_its_tools_get_the_secret(
+        tmp_path: Any) -> None:
+    from thinkloop.tools.builtin import Toolbox
+    from thinkloop.tools.builtin.settings import ToolSettings as Settings
+
+    child = ScriptedModel([reply("", call("write_file", path="token.txt",
+                                          content="[SECRET_1]")),
+                           *["The token is saved."] * 3])
+    box = Toolbox(Settings(workspace=tmp_path / "ws"), browser=False, worker_model=child)
+    script = [reply("", call("spawn_agent", tasks=["save the token [SECRET_1] to token.txt"])),
+              *["The worker saved it."] * 3]
+    a, parent = agent(script, box.tools)
+    result = await a.run(f"Have a worker save my token {KEY} to token.txt.")
+    assert KEY not in sent_to_model(child) and "[SECRET_1]" in sent_to_model(child)
+    # Substituted inside the child's tool, at execution time.
+    assert (tmp_path / "ws" / "default" / "token.txt").read_text() == KEY
+    assert KEY not in sent_to_model(parent) and KEY not in str(result.to_dict())

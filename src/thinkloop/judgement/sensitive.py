@@ -127,8 +127,8 @@ def classify_call(call: ToolCall, rules: Sequence[Rule] = DEFAULT_RULES) -> Clas
 class Vault:
     """One run's secrets: value <-> placeholder."""
 
-    def __init__(self) -> None:
-        self.by_value: dict[str, str] = {}
+    def __init__(self, by_value: dict[str, str] | None = None) -> None:
+        self.by_value: dict[str, str] = dict(by_value or {})
 
     def hide(self, text: str) -> str:
         for _, pattern in SECRET_VALUES:
@@ -184,6 +184,10 @@ def encodings(secret: str) -> list[str]:
 # (the Approver protocol passes only the request). Each tool call runs in its own task copy.
 CURRENT: contextvars.ContextVar[HookContext | None] = contextvars.ContextVar(
     "thinkloop_supervised_call", default=None)
+# The vault of the run whose tool call is running: a sub-agent started by it knows the same
+# secrets under the same placeholders (its task holds placeholders, never the values).
+_CALLER_VAULT: contextvars.ContextVar[Vault | None] = contextvars.ContextVar(
+    "thinkloop_caller_vault", default=None)
 
 SUPERVISOR_PROMPT = (
     "You supervise an AI agent's tool calls. Judge whether this call is safe and in line with "
@@ -281,7 +285,10 @@ class SensitivityGuard:
                 Hook("pre_output", self.drop, name="judgement.secrets.cleanup")]
 
     def vault(self, run_id: str) -> Vault:
-        return self.vaults.setdefault(run_id, Vault())
+        if run_id not in self.vaults:
+            parent = _CALLER_VAULT.get()
+            self.vaults[run_id] = Vault(parent.by_value if parent is not None else None)
+        return self.vaults[run_id]
 
     def hide_task(self, run_id: str, task: str) -> str:
         """The task with its secrets replaced; the agent calls this before the run starts,
@@ -324,7 +331,9 @@ class SensitivityGuard:
                 ctx.result = ToolResult(call, f"Not approved: {decision.reason}. The call was "
                                               "not run.", is_error=True)
                 return
-        if ctx.result is None and self.settings.redact:
+        _CALLER_VAULT.set(self.vault(ctx.run_id))
+        starts_runs = ctx.tool is not None and ctx.tool.meta.get("starts_runs")
+        if ctx.result is None and self.settings.redact and not starts_runs:
             # Last moment: the tool gets the real values, nothing upstream saw them.
             ctx.call = replace(call, arguments=self.vault(ctx.run_id).reveal(dict(call.arguments)))
 
