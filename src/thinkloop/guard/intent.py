@@ -119,8 +119,11 @@ _BEFORE_VERB = frozenset({
 })
 _NOT_OBJECT = frozenset({"of", "from", "about", "on", "regarding"})
 _CLAUSE = re.compile(r"[.;:!?](?=\s|$)|[\n\"()\[\],]|\s-{1,2}\s|\bbut\b|\bwhile\b")
-_TOKEN = re.compile(r"[\w~./'@+-]*\w")
-_URLISH = re.compile(r"\w+://\S+?(?=[,;.!?)]*(?:\s|$))|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_TOKEN = re.compile(r"(?<![\w~./'@+-])[\w~./'@+-]*\w")
+# A URL without the punctuation that ends its sentence; an e-mail address.
+# Matches start only where a run of such characters starts: linear on any input.
+_URLISH = re.compile(r"(?<![\w.+-])(?:\w++://\S*[^\s,;.!?)]|[\w.+-]++@[\w-]++(?:\.[\w-]++)*+)")
+_OBJECT_WORDS = 12  # how far after a verb its object is looked for
 _PATHLIKE = re.compile(r"\w\.[a-z0-9]{1,5}$|/")
 _FILE_WORDS = frozenset({"file", "files", "document", "documents", "doc", "docs", "folder",
                          "directory", "disk", "readme", "changelog", "spreadsheet", "notebook",
@@ -183,7 +186,7 @@ def _inside(rest: list[str]) -> bool:
         _is_file(w) and i and rest[i - 1] in _INTO for i, w in enumerate(rest))
 
 
-def _verb_effects(verb: str, rest: list[str], request: str) -> set[str]:
+def _verb_effects(verb: str, rest: list[str], money: bool, date: bool) -> set[str]:
     after = rest[0] if rest else None
     found: set[str] = set()
     if verb in SAVE or (verb in WRITE and _file_after(rest)):
@@ -197,11 +200,11 @@ def _verb_effects(verb: str, rest: list[str], request: str) -> set[str]:
     if verb in SEND or (verb in TELL and after is not None and (
             after in _TO_SOMEONE or (after not in _ME and verb not in _AMBIGUOUS))):
         found.add("send")
-    if verb in PAY or (verb in MONEY and _MONEY.search(request)):
+    if verb in PAY or (verb in MONEY and money):
         found.add("pay")
     if verb in RUN:
         found.add("run")
-    if verb in SCHEDULE and (verb not in _SCHEDULE_WEAK or _DATE.search(request)):
+    if verb in SCHEDULE and (verb not in _SCHEDULE_WEAK or date):
         found.add("schedule")
     if verb in FETCH:
         found.add("fetch")
@@ -220,32 +223,41 @@ _SCHEDULE_WEAK = _forms("set:sets,setting", "add", "create", "move", "put:puts,p
                         "block", "plan:plans,planning,planned", "organize", "organise", "invite")
 
 
-def _is_verb(words: list[str], i: int) -> bool:
+def _is_verb(words: list[str], i: int, negated: bool) -> bool:
     """Is ``words[i]`` an action the person asks for: in the position of a verb, not negated
-    ("don't send it"), not the person's own ("a reply I could send", "if I ran"), not a
-    question about how ("how do I delete", "tell me how to run")?"""
-    if i and words[i - 1] not in _BEFORE_VERB:
+    ("don't send it": ``negated``, a negation earlier in the clause), not the person's own
+    ("a reply I could send", "if I ran"), not a question about how ("how do I delete", "tell
+    me how to run")?"""
+    if negated or (i and words[i - 1] not in _BEFORE_VERB):
         return False
-    before = words[:i]
-    if _NEGATION & set(before):
+    prev, prev2 = (words[i - 1] if i else None), (words[i - 2] if i > 1 else None)
+    question = words[0] in _QUESTION
+    if prev in ("i", "we") and (question or i > 1):
         return False
-    if before and before[-1] in ("i", "we") and (_QUESTION & set(before) or len(before) > 1):
+    if prev in _MODALS and prev2 in ("i", "we"):
         return False
-    if len(before) >= 2 and before[-1] in _MODALS and before[-2] in ("i", "we"):
+    if prev == "to" and prev2 in _QUESTION:
         return False
-    return not (len(before) >= 2 and before[-1] == "to" and before[-2] in _QUESTION) and not (
-        before[:1] and before[0] in _QUESTION and len(before) >= 2 and before[1] in _MODALS)
+    return not (question and i >= 2 and words[1] in _MODALS)
+
+
+_VERBS = WRITE | SAVE | EDIT | EDIT_OBJECT | DELETE | SEND | TELL | PAY | MONEY | RUN | \
+    SCHEDULE | FETCH | BROWSE
 
 
 def asked_effects(request: str) -> frozenset[str]:
     """The effects an action verb of ``request`` asks for."""
     found: set[str] = set()
+    money, date = bool(_MONEY.search(request)), bool(_DATE.search(request))
     for words in _clauses(request):
+        negated = False
         for i, word in enumerate(words):
             if word == "drop" and words[i + 1: i + 3] == ["a", "line"]:
                 found.add("send")
-            elif _is_verb(words, i):
-                found |= _verb_effects(word, words[i + 1:], request)
+            elif word in _VERBS and _is_verb(words, i, negated):
+                rest = words[i + 1: i + 1 + _OBJECT_WORDS]
+                found |= _verb_effects(word, rest, money, date)
+            negated = negated or word in _NEGATION
     return frozenset(found)
 
 
