@@ -28,18 +28,18 @@ from pathlib import Path
 
 import orjson
 
-from thinkloop.events import EntitiesRecalled
+from thinkloop.core.events import EntitiesRecalled
+from thinkloop.core.model import Model
+from thinkloop.core.tool import Tool
+from thinkloop.core.types import ANSWERED, Message, Skill
 from thinkloop.hooks import AssessContext, Hook, OutputContext
 from thinkloop.judgement.skills import SkillLibrary, redact_personal, skill_dir
 from thinkloop.memory.jobs import PostTurnJob, Turn, kept, outside, run_jobs
 from thinkloop.memory.layers import owner_of
-from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, ProfileBackend
-from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.embeddings import Embedder
 from thinkloop.tools.workspace import atomic_write
-from thinkloop.types import ANSWERED, Message, Skill
 
 REFLECT_PROMPT = (
     "Review this finished agent turn. Name at most three short, reusable lessons about how "
