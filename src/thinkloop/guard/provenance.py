@@ -5,10 +5,19 @@ a session history holding such output), a call to a tool that changes or sends
 (``needs_approval``) is checked before it runs:
 
 - its *targets*, every argument except free text the model composes (``body``, ``content``,
-  ...), must come from the user's request (or from the output of trusted tools in this run),
-  or match the tool's allow list (recipients, domains, paths: globs per argument);
-- its *action* must be one the request asked for: a word of the tool's name, or a synonym
-  (``transfer_money`` is asked for by "pay", ``delete_file`` by "remove"), appears in it.
+  ...), must come from the user's request (or from trusted output read before the run was
+  tainted), compared normalised (guard/targets.py), or match the tool's allow list
+  (recipients, domains, paths: globs per argument);
+- its *action* must be one the request asked for by intent (guard/intent.py): an action verb
+  mapped to the tool's effect ("pay" asks for ``transfer_money``, "tell me" sends nothing).
+
+A request leaving the machine (``Tool.meta["outbound"]``: web_fetch's and browser_open's URL)
+is checked too: its URL goes only to a host the user named or the configuration trusts, or is
+a link the run read verbatim; anything else could carry the run's data out (guard/targets.py).
+
+Taint follows values: once the run is tainted, no tool's output is the user's text any more
+(calculator, string tools and file writes echo what the model gave them), unless the tool
+declares ``meta={"independent_output": True}``.
 
 A tool declared ``confined`` (file writes in the workspace; ``shell`` in the sandbox without
 network) is checked for its action only: fixing a bug edits text the model read and runs a
@@ -24,9 +33,10 @@ as outside content when the run had read some, and a later run whose prompt reca
 memory, or whose trusted tool hands one back, is tainted by it: a saved memory cannot carry an
 injection into a session that never read the original.
 
-A call that fails either check needs a person's approval, and is refused when no one can
+A call that fails a check needs a person's approval, and is refused when no one can
 approve (no approver, or only a blanket ``AutoApprove``, which decided nothing about a call
-that outside content may have steered). The observation tells the model why. The gate is a
+that outside content may have steered; an advisory approver such as judgement's supervisor is
+skipped for the person behind it). The observation tells the model why. The gate is a
 ``pre_tool`` hook ahead of the tool gate; it shares the tool gate's approvals, so a person
 who approves here is not asked twice.
 """
