@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from thinkloop.cli.approvals import approvals_app
+from thinkloop.cli.channel import channel
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
@@ -304,6 +305,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
+app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
 app.command("ui")(ui)

@@ -29,6 +29,9 @@ def serve(
         help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
+    channel: Annotated[list[str] | None, typer.Option(
+        help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
+    ] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
     Every option is also a setting ([gateway] in thinkloop.toml, THINKLOOP_GATEWAY_*)."""
@@ -47,11 +50,18 @@ def serve(
                               "gateway.per_user_runs": per_user_runs,
                               "gateway.max_runs": max_runs})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    services = []
+    if channel:
+        from thinkloop.channels.service import ChannelService, gateway_service
+
+        # Their settings checked now (a missing token is one line), before anything listens.
+        ChannelService(settings, None, channel, agents_file=agents, gateway=True)
+        services.append(gateway_service(channel, agents))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
-                log_level="warning", timeout_graceful_shutdown=10)
+    uvicorn.run(create_app(config, settings=settings, services=services), host=config.host,
+                port=config.port, log_level="warning", timeout_graceful_shutdown=10)
 
 
 @keys_app.command("create")

@@ -36,6 +36,8 @@
     │   ├── OutputValidationError    structured output still invalid after its retries
     │   └── HookFailed               a critical hook raised; the run fails with it
     ├── StoreError                   a store could not be opened, migrated, read or written
+    ├── GatewayError                 a gateway a client talks to (``thinkloop ui --gateway``)
+    │   └── GatewayUnreachableError  it did not answer (it is down, or the network is)
     └── InternalError                a broken invariant inside thinkloop: a bug to report
 
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
@@ -98,6 +100,23 @@ class ConflictError(RequestError):
 
 class RunLimitError(RequestError):
     """Too many runs at once (per user or in all); the client should retry later."""
+
+
+class GatewayError(ThinkloopError):
+    """A gateway a client talks to refused a call (its message and HTTP status), or did not
+    answer (:class:`GatewayUnreachableError`)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class GatewayUnreachableError(GatewayError):
+    """A gateway a client (``thinkloop ui --gateway``) talks to did not answer (it is down, or
+    the network is); its ``status`` is 0: no answer came."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0)
 
 
 class ModelError(ThinkloopError):

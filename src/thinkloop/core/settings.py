@@ -165,6 +165,15 @@ PROVIDER_ENV = {
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
 GROUPS = ("tools", "models", "gateway")
+# Chat channels (thinkloop.channels validates each platform's section): [channels.telegram] in
+# thinkloop.toml, THINKLOOP_CHANNELS_TELEGRAM_<KEY>, and the platforms' own token variables.
+CHANNELS = "channels"
+CHANNEL_PREFIX = "THINKLOOP_CHANNELS_"
+CHANNEL_ENV = {
+    "channels.telegram.token": "TELEGRAM_BOT_TOKEN", "channels.slack.bot_token": "SLACK_BOT_TOKEN",
+    "channels.slack.app_token": "SLACK_APP_TOKEN", "channels.discord.token": "DISCORD_BOT_TOKEN",
+    "channels.slack.signing_secret": "SLACK_SIGNING_SECRET",
+}
 
 
 class Settings(BaseSettings):
@@ -197,6 +206,8 @@ class Settings(BaseSettings):
     models: ProviderSettings = Field(default_factory=ProviderSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    channels: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="chat channels by platform ([channels.telegram])")
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
 
     @classmethod
@@ -301,7 +312,7 @@ def env_names() -> dict[str, tuple[str, ...]]:
     """Each setting's environment variables (dotted name -> names, the first set wins)."""
     out: dict[str, tuple[str, ...]] = {
         n: OTHER_ENV.get(n, (f"THINKLOOP_{n.upper()}",))
-        for n in Settings.model_fields if n not in GROUPS}
+        for n in Settings.model_fields if n not in (*GROUPS, CHANNELS)}
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
     for group, fields in (("tools", ToolSettings.model_fields),
                           ("gateway", GatewaySettings.model_fields)):
@@ -316,12 +327,24 @@ def from_env(env: Mapping[str, str]) -> dict[str, Any]:
         value = next((env[v] for v in names if env.get(v)), None)
         if value is not None:
             found[key] = _decoded(value)
+    found.update(_channel_env(env))
     return nest(found)
 
 
+def _channel_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """``THINKLOOP_CHANNELS_TELEGRAM_API_URL`` -> ``channels.telegram.api_url`` (a platform's
+    name has no underscore), and the platforms' token variables."""
+    found: dict[str, Any] = {k: env[v] for k, v in CHANNEL_ENV.items() if env.get(v)}
+    for var, value in env.items():
+        platform, _, name = var.removeprefix(CHANNEL_PREFIX).lower().partition("_")
+        if var.startswith(CHANNEL_PREFIX) and name and value:
+            found[f"{CHANNELS}.{platform}.{name}"] = _decoded(value)
+    return found
+
+
 def _decoded(raw: str) -> Any:
-    """A list variable is JSON (``["PATH","LANG"]``); anything else stays text."""
-    return json.loads(raw) if raw.lstrip().startswith("[") else raw
+    """A list or mapping variable is JSON (``["PATH","LANG"]``); anything else stays text."""
+    return json.loads(raw) if raw.lstrip().startswith(("[", "{")) else raw
 
 
 def find_toml(home: Path, cwd: Path | None = None) -> Path | None:
@@ -341,14 +364,15 @@ def read_toml(path: Path | None) -> dict[str, Any]:
 
 
 def nest(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"tools.sandbox": "none"}`` -> ``{"tools": {"sandbox": "none"}}``."""
+    """``{"tools.sandbox": "none"}`` -> ``{"tools": {"sandbox": "none"}}`` (at any depth:
+    ``channels.telegram.api_url``)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        group, _, name = key.partition(".")
-        if name:
-            out.setdefault(group, {})[name] = value
-        else:
-            out[key] = value
+        *groups, name = key.split(".")
+        here = out
+        for group in groups:
+            here = here.setdefault(group, {})
+        here[name] = value
     return out
 
 
@@ -358,12 +382,15 @@ def flatten(values: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key in GROUPS and isinstance(value, Mapping):
             out.update({f"{key}.{k}": v for k, v in value.items()})
+        elif key == CHANNELS and isinstance(value, Mapping):
+            out.update({f"{key}.{p}.{k}": v for p, section in value.items()
+                        for k, v in (section.items() if isinstance(section, Mapping) else ())})
         else:
             out[key] = value
     return out
 
 
-SECRET_SUFFIXES = ("api_key",)
+SECRET_SUFFIXES = ("api_key", "token", "password", "secret")
 
 
 def describe(settings: Settings) -> list[tuple[str, Any, Origin]]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,18 @@ def validation_message(exc: RequestValidationError) -> str:
     return validation_summary(exc, root="body", skip=("body",))
 
 
+# What runs beside the API while it serves, given the app (its gateway: app.state.gateway); it
+# may add routes of its own (a chat platform's webhook).
+Service = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
-               settings: Settings | None = None, tools: Sequence[Tool] = ()) -> FastAPI:
+               settings: Settings | None = None, tools: Sequence[Tool] = (),
+               services: Sequence[Service] = ()) -> FastAPI:
     """The gateway app. ``store``: an open durable store (default: ``open_store(url)``,
     opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
-    gets besides the built-in ones its definition names."""
+    gets besides the built-in ones its definition names; ``services``: what runs beside the
+    API for as long as it serves, given the gateway (chat channels)."""
     from thinkloop.server.openai_api import router as openai_router
     from thinkloop.server.operator import router as operator_router
     from thinkloop.server.routes import router as rest_router
@@ -65,7 +72,10 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         gateway = Gateway(cfg, db, settings, tools)
         app.state.gateway = gateway
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for service in services:
+                    await stack.enter_async_context(service(app))
+                yield
         finally:
             await gateway.aclose()
             if owned:
