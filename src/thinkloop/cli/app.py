@@ -189,6 +189,7 @@ async def _run(
         # needs it. Every run is recorded (``thinkloop runs``).
         store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
+        await store.connect()  # a damaged store is one error now, not tracebacks mid-run
         agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
@@ -316,7 +317,8 @@ def main() -> None:
         app()
     except ThinkloopError as exc:
         fail(str(exc))
-        sys.exit(USAGE_ERROR)
+        # A broken store is an error (1), not a usage mistake (2).
+        sys.exit(1 if isinstance(exc, StoreError) else USAGE_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
 

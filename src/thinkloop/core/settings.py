@@ -132,7 +132,35 @@ class ProviderSettings(BaseModel):
     local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
 
 
-class GatewaySettings(BaseModel):
+class GatewayDoors(BaseModel):
+    """The gateway's limits on what comes in (docs/gateway-security.md): who may call it
+    from a browser, and how much of the machine a client may hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="browser origins (https://app.example) that may call the gateway "
+                        "besides its own page")
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Host names the gateway answers to besides its address (and "
+                        "localhost on loopback); checked always with --no-auth, else if set")
+    max_header_bytes: int = Field(16 * 1024, ge=1024, description="a request's head, at most")
+    max_body_bytes: int = Field(4 * MIB, ge=1024,
+                                description="a request body or WebSocket message, at most")
+    header_timeout_s: float = Field(10.0, gt=0, description="time to send a request's head")
+    body_timeout_s: float = Field(30.0, gt=0, description="time to send a request's body")
+    keep_alive_s: int = Field(5, ge=1, description="an idle connection is closed after this")
+    per_client_connections: int = Field(64, ge=1, description="open connections per client "
+                                        "address")
+    max_connections: int = Field(1024, ge=8, description="open connections in all; lowered "
+                                 "to the open-file limit less fd_reserve")
+    fd_reserve: int = Field(128, ge=16, description="file descriptors kept for the store, "
+                            "models and tools")
+    key_recheck_s: float = Field(5.0, gt=0, description="how often an open WebSocket's key "
+                                 "is checked again (a revoked key closes it)")
+
+
+class GatewaySettings(GatewayDoors):
     """``thinkloop serve``'s settings (``[gateway]``, ``THINKLOOP_GATEWAY_*``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

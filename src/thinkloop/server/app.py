@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from thinkloop.core.errors import (
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
+from thinkloop.server.doors import Doors, cookie_name
 from thinkloop.server.gateway import Gateway
 from thinkloop.text import validation_summary
 
@@ -83,6 +85,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
 
     app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
                   redoc_url=None)
+    token = secrets.token_urlsafe(32)  # the page's, for this process (--no-auth)
+    app.add_middleware(Doors, config=cfg, token=token)
     app.include_router(rest_router)
     app.include_router(stream_router)
     app.include_router(openai_router)
@@ -116,8 +120,12 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         return error(400, str(exc))
 
     @app.get("/", include_in_schema=False)
-    async def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+    async def page(request: Request) -> HTMLResponse:
+        response = HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        if cfg.no_auth:  # what lets this page, and no other, call the gateway
+            response.set_cookie(cookie_name(request.scope), token, httponly=True,
+                                samesite="strict")
+        return response
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, Any]:
