@@ -29,6 +29,9 @@ def serve(
         help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL: queue runs for 'thinkloop worker' processes instead of running "
+             "them here (default: THINKLOOP_QUEUE_URL; needs PostgreSQL).")] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
     Every option is also a setting ([gateway] in thinkloop.toml, THINKLOOP_GATEWAY_*)."""
@@ -45,13 +48,59 @@ def serve(
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"gateway.host": host, "gateway.port": port,
                               "gateway.per_user_runs": per_user_runs,
-                              "gateway.max_runs": max_runs})
+                              "gateway.max_runs": max_runs, "queue_url": queue})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    fleet = None
+    if settings.queue_url:
+        from thinkloop.workers.fleet import fleet_factory
+
+        fleet = fleet_factory(settings)  # a queue without PostgreSQL fails here, in one line
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
-        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
-                log_level="warning", timeout_graceful_shutdown=10)
+        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else "")
+        + (" (runs queued for workers)" if fleet else ""), highlight=False)
+    uvicorn.run(create_app(config, settings=settings, fleet=fleet), host=config.host,
+                port=config.port, log_level="warning", timeout_graceful_shutdown=10)
+
+
+def worker(
+    agents: Annotated[Path | None, typer.Option(
+        help="YAML file of agents, as 'serve' takes (default: agents in the store, else "
+             "'default').")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL of the queue (default: THINKLOOP_QUEUE_URL).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Runs executed at once (default: worker.concurrency, 64).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="This worker's name in /metrics (default: host-pid).")] = None,
+) -> None:
+    """Execute the runs 'thinkloop serve --queue' queues (needs PostgreSQL and Redis).
+    SIGTERM finishes the runs in progress for worker.drain_s, then hands the rest back."""
+    import asyncio
+
+    try:
+        from thinkloop.settings import load_settings, quiet_model_loaders
+        from thinkloop.workers.worker import serve_worker
+    except ImportError:
+        raise ConfigError("workers need their extra: pip install 'thinkloop[worker]'") \
+            from None
+    quiet_model_loaders()
+    if agents is not None and not agents.is_file():
+        raise ConfigError(f"agents file not found: {agents}")
+    settings = load_settings({"queue_url": queue, "worker.concurrency": concurrency})
+    console(stderr=True).print(
+        f"thinkloop worker on {_redacted(settings.queue_url)} "
+        f"({settings.worker.concurrency} runs at once)", highlight=False)
+    asyncio.run(serve_worker(settings, agents, name))
+
+
+def _redacted(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "(no queue)"
+    parts = urlsplit(url)
+    return url.replace(parts.password, "***") if parts.password else url
 
 
 @keys_app.command("create")

@@ -1,0 +1,83 @@
+"""``thinkloop worker``: an arq worker that executes the runs gateways queue.
+
+It serves the same agents as ``thinkloop serve`` (``--agents agents.yaml``, agents in the
+store), built by the gateway's recipe, with approvals and questions answered through any
+gateway. SIGTERM stops taking runs, lets those in progress finish for ``worker.drain_s``,
+then hands the rest back (each resumes on another worker from its last checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from arq.worker import Worker, func
+
+from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
+from thinkloop.settings import Settings
+from thinkloop.workers.bus import Bus
+from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
+from thinkloop.workers.execute import FleetHub
+from thinkloop.workers.executor import Executor
+
+log = logging.getLogger("thinkloop.workers")
+JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
+
+
+def agent_router(settings: Settings, store: FleetStore, hub: FleetHub,
+                 agents_file: Path | None) -> AgentRouter:
+    """The worker's agents: the gateway's definitions and its one recipe (the only place a
+    worker builds an agent)."""
+    wiring = Wiring(settings, store, hub.approver, hub.channel(),
+                    settings.gateway.approval_timeout_s)
+    return AgentRouter(Definitions(store, agents_file),
+                       lambda name, spec: build_agent(name, spec, wiring),
+                       settings.gateway.agent_ttl_s)
+
+
+async def run_job(ctx: dict[str, Any], run_id: str) -> None:
+    """The arq job: execute one queued run (``ctx["thinkloop"]`` is the worker's executor)."""
+    executor: Executor = ctx["thinkloop"]
+    await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def serve_worker(settings: Settings, agents_file: Path | None = None,
+                       name: str | None = None) -> None:
+    """Execute queued runs until SIGTERM or SIGINT."""
+    from thinkloop.store.open import open_store
+
+    check_store(settings)
+    ws = settings.worker
+    pool = redis_pool(settings)
+    store: Any = open_store(settings.store_location, settings=settings)
+    bus = Bus(pool, ws.prefix, settings.gateway.keep_finished_s)
+    executor = Executor(name or worker_name(), bus, store, ws,
+                        lambda hub: agent_router(settings, store, hub, agents_file))
+    worker = Worker(
+        functions=[func(run_job, name=JOB, max_tries=1000)], queue_name=bus.queue,
+        redis_pool=pool, max_jobs=ws.concurrency, job_timeout=JOB_TIMEOUT_S, keep_result=0,
+        poll_delay=ws.poll_s, max_tries=1000, job_completion_wait=int(ws.drain_s),
+        ctx={"thinkloop": executor}, retry_jobs=True, log_results=False,
+        health_check_interval=60, job_serializer=pool.job_serializer,
+        job_deserializer=pool.job_deserializer)
+    try:
+        await pool.ping()
+        await executor.start()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker.async_run()
+    finally:
+        # Runs in progress hand back (or finish) inside close(), which needs Redis: the
+        # control channel stops first, the pool closes last.
+        await executor.stop()
+        await worker.close()
+        await executor.aclose()
+        await store.aclose()
