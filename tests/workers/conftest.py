@@ -38,6 +38,11 @@ agents:
     tools: none
     memory: false
     guards: false
+  one:
+    model: openai:steps-1
+    tools: none
+    memory: false
+    guards: false
   slow:
     model: openai:steps-6
     tools: none
@@ -102,7 +107,7 @@ class Fleet:
             "OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "sk-test",
             "THINKLOOP_DATABASE_URL": f"{PG_DSN}?schema={self.schema}",
             "THINKLOOP_QUEUE_URL": REDIS_URL, "THINKLOOP_WORKER_PREFIX": self.prefix,
-            "THINKLOOP_WORKER_LEASE_S": "2", "THINKLOOP_WORKER_POLL_S": "0.05",
+            "THINKLOOP_WORKER_LEASE_S": "4", "THINKLOOP_WORKER_POLL_S": "0.05",
             "THINKLOOP_GATEWAY_PER_USER_RUNS": "500", "THINKLOOP_GATEWAY_MAX_RUNS": "1000",
             "RECORD_FILE": str(self.records)})
         self.gateways: list[tuple[subprocess.Popen[bytes], str]] = []
@@ -147,6 +152,77 @@ class Fleet:
         while httpx.get(base + "/healthz", timeout=2).json().get("workers", 0) < want:
             assert time.monotonic() < deadline, "workers did not come up\n" + self.logs()
             time.sleep(0.2)
+
+    @property
+    def g1(self) -> str:
+        return self.gateways[0][1]
+
+    @property
+    def g2(self) -> str:
+        return self.gateways[1][1]
+
+    def live_workers(self) -> list[subprocess.Popen[bytes]]:
+        return [w for w in self.workers if w.poll() is None]
+
+    def start(self, base: str, agent: str, task: str = "go", **extra: Any) -> str:
+        r = httpx.post(base + "/v1/runs", json={"task": task, "agent": agent, **extra},
+                       timeout=10)
+        assert r.status_code == 202, r.text
+        return str(r.json()["id"])
+
+    def status(self, base: str, run_id: str) -> dict[str, Any]:
+        r = httpx.get(f"{base}/v1/runs/{run_id}", timeout=10)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def wait_done(self, base: str, ids: list[str], timeout: float = 60) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        views: dict[str, dict[str, Any]] = {}
+        while True:
+            for run_id in ids:
+                if run_id not in views:
+                    v = self.status(base, run_id)
+                    if v["finished_at"] is not None:
+                        views[run_id] = v
+            if len(views) == len(ids):
+                return [views[i] for i in ids]
+            assert time.monotonic() < deadline, (
+                f"{len(ids) - len(views)} runs not done\n" + self.logs())
+            time.sleep(0.1)
+
+    def metric(self, name: str) -> float:
+        text = httpx.get(self.g1 + "/metrics", timeout=10).text
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def runs_on(self, worker: str) -> int:
+        return int(self.metric(f'thinkloop_worker_runs{{worker="{worker}"}}'))
+
+    def hold(self, count: int, timeout: float = 60) -> None:
+        """Hold the model until ``count`` requests wait for it."""
+        self.model.pause()
+        deadline = time.monotonic() + timeout
+        while self.model.held < count:
+            assert time.monotonic() < deadline, (
+                f"{self.model.held} of {count} runs reached the model\n" + self.logs())
+            time.sleep(0.02)
+
+    def start_in_step(self, base: str, agent: str, count: int) -> list[str]:
+        """Start ``count`` runs and catch them all waiting for the model after their first
+        tool call, in step: each at a known point, its finished calls checkpointed
+        (``model.resume()`` lets them go on)."""
+        self.hold(0)
+        ids = [self.start(base, agent, f"task {i}") for i in range(count)]
+        self.hold(count)  # all at their first model call
+        self.model.resume()
+        deadline = time.monotonic() + 60
+        while {r for r, _ in self.executions()} < set(ids):
+            assert time.monotonic() < deadline, "the runs did not step\n" + self.logs()
+            time.sleep(0.01)
+        self.hold(count)  # all past a tool call, at the model again
+        return ids
 
     def executions(self) -> list[tuple[str, str]]:
         if not self.records.exists():
@@ -194,16 +270,23 @@ async def _cleanup(schema: str, prefix: str) -> None:
         await redis.aclose()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def model() -> Iterator[OpenAIServer]:
     with OpenAIServer(record=False, delay_s=0.2) as srv:
         yield srv
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, model: OpenAIServer) -> Iterator[Fleet]:
-    f = Fleet(tmp_path, model)
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, model: OpenAIServer) -> Iterator[Fleet]:
+    """Two gateways and two workers, shared by a module's tests (starting them is most of
+    the time a test takes); a test that stops a worker starts another."""
+    f = Fleet(tmp_path_factory.mktemp("fleet"), model)
     try:
+        f.gateway()
+        f.gateway()
+        f.worker("w1")
+        f.worker("w2")
+        f.wait_ready()
         yield f
     finally:
         f.stop()

@@ -17,6 +17,7 @@ from arq.worker import Retry
 from thinkloop.agent import Agent
 from thinkloop.errors import RunAccessError
 from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
@@ -142,7 +143,9 @@ class Executor:
         ms = int(self.settings.lease_s * 1000)
         while True:
             try:
-                kept = await self.bus.redis.pexpire(key, ms)
+                kept = (await self.bus.redis.pexpire(key, ms)
+                        # Renewed late (a busy loop) but nobody took it: still ours.
+                        or await self.bus.redis.set(key, b"1", px=ms, nx=True))
             except Exception:
                 log.exception("run %s: the lease could not be renewed", run_id)
                 kept = True  # Redis is away: the run goes on until the lease is known lost
@@ -195,25 +198,31 @@ class Executor:
 
     async def _pump(self, job: Job) -> None:
         handle, pump = job.handle, job.pump
-        try:
+
+        async def forward() -> RunResult:
             async for event in handle:
                 pump.publish(event)
-            result = await handle.result()
+            return await handle.result()
+
+        # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
+        # must not reach the handle's iterator, which would cancel the run as ended.
+        forwarding = asyncio.get_running_loop().create_task(forward())
+        try:
+            result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:
-            await self._hand_back(job)
+            await self._hand_back(job, forwarding)
             raise
         if pump.dropping:  # the lease was lost: another worker has the run
             return
         await pump.close()
         await self.bus.finish(job.row, result.status, result_view(result, job.row.session))
 
-    async def _hand_back(self, job: Job) -> None:
+    async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
         """SIGTERM: stop the run without ending it; the next worker resumes it."""
         job.pump.dropping = True
         if not job.agent.hand_back(job.row.id):
-            job.handle.cancel()
-        with contextlib.suppress(BaseException):
-            await job.handle.result()
+            job.handle.cancel()  # it had not begun: nothing of it is recorded
+        await asyncio.gather(forwarding, return_exceptions=True)
         await self.bus.bump(job.row.id, "handbacks")
         await self.bus.count_up("handbacks")
         log.info("run %s handed back", job.row.id)
