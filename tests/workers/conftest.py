@@ -48,7 +48,14 @@ agents:
     tools: none
     memory: false
     guards: false
-  chat:
+  asker:
+    model: openai:fake
+    tools: [ask_human, calculator]
+    memory: false
+    approve: ask
+    ask_before: [calculator]
+    guards: false
+  crasher:
     model: openai:fake
     tools: none
     memory: false
@@ -68,6 +75,11 @@ def echo(text: str, ctx: ToolContext) -> str:
     finally:
         os.close(fd)
     return text
+
+def crash(reason: str) -> str:
+    """Stop this process at once, as a lost machine would."""
+    os.kill(os.getpid(), 9)
+    return "never"
 '''
 
 
@@ -83,7 +95,8 @@ def _plugin_site(root: Path) -> Path:
     dist.mkdir(parents=True)
     (site / "echo_recorder.py").write_text(PLUGIN)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-recorder\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[thinkloop.tools]\necho = echo_recorder:echo\n")
+    (dist / "entry_points.txt").write_text(
+        "[thinkloop.tools]\necho = echo_recorder:echo\ncrash = echo_recorder:crash\n")
     return site
 
 

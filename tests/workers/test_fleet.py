@@ -12,6 +12,26 @@ import httpx
 from tests.server.sse import read_events
 from tests.workers.conftest import Fleet
 
+from thinkloop.testing.openai_server import Reply, completion
+
+
+def calling(call_id: str, name: str, args: dict[str, object]) -> Reply:
+    body = completion(tool_calls=[(name, args)])
+    body["choices"][0]["message"]["tool_calls"][0]["id"] = call_id
+    return Reply(body=body)
+
+
+def waiting_for(base: str, run_id: str, kind: str) -> dict[str, str]:
+    deadline = time.monotonic() + 30
+    while True:
+        waits = httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).json()["waiting_for"]
+        if waits and waits[0]["kind"] == kind:
+            return dict(waits[0])
+        assert time.monotonic() < deadline, (
+            f"the run never waited for a {kind}: "
+            + httpx.get(f"{base}/v1/runs/{run_id}", timeout=10).text)
+        time.sleep(0.05)
+
 
 def _exactly_once(fleet: Fleet, ids: list[str], steps: int) -> None:
     """Every run's tool calls (step 1..steps) executed once each, none twice."""
@@ -59,6 +79,54 @@ def test_abort_through_the_other_gateway_stops_the_run_within_two_seconds(fleet:
     assert end["status"] == "cancelled" and events[-1]["type"] == "run.cancelled"
     again = httpx.post(f"{fleet.g1}/v1/runs/{run_id}/abort", timeout=10)
     assert again.status_code == 409
+
+
+def test_a_question_and_an_approval_are_answered_through_either_gateway(fleet: Fleet) -> None:
+    fleet.model.enqueue(
+        calling("q1", "ask_human", {"question": "Which number?"}),
+        calling("c1", "calculator", {"expression": "6*7"}),
+        Reply(body=completion("It is 42.")))
+    run_id = fleet.start(fleet.g1, "asker", "pick a number and multiply it")
+    question = waiting_for(fleet.g2, run_id, "question")
+    wrong = httpx.post(f"{fleet.g2}/v1/runs/{run_id}/input",
+                       json={"id": question["id"], "approved": True}, timeout=10)
+    assert wrong.status_code == 400  # a question is answered with 'answer'
+    r = httpx.post(f"{fleet.g2}/v1/runs/{run_id}/input",
+                   json={"id": question["id"], "answer": "six"}, timeout=10)
+    assert r.status_code == 200 and r.json()["kind"] == "question"
+    approval = waiting_for(fleet.g1, run_id, "approval")
+    assert approval == {"id": "c1", "kind": "approval"}
+    r = httpx.post(f"{fleet.g1}/v1/runs/{run_id}/input",
+                   json={"id": "c1", "approved": True}, timeout=10)
+    assert r.status_code == 200 and r.json()["kind"] == "approval"
+    (view,) = fleet.wait_done(fleet.g2, [run_id])
+    assert view["status"] == "completed" and view["text"] == "It is 42."
+    with httpx.Client(base_url=fleet.g2, timeout=30) as c:
+        events, _ = read_events(c, run_id)
+    asked = [e["payload"] for e in events if e["type"] == "input.requested"]
+    assert asked == [{"id": question["id"], "kind": "question", "question": "Which number?"}]
+    results = [e["payload"]["content"] for e in events if e["type"] == "tool.result"]
+    assert "The user answered: six" in results[0] and results[1] == "42"
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
+    g3 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
+    g4 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
+    fleet.wait_ready()
+    fleet.hold(0)
+    try:
+        ids = [fleet.start(g3, "steps"), fleet.start(g4, "steps")]
+        refused = httpx.post(g3 + "/v1/runs", json={"task": "x", "agent": "steps"}, timeout=10)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        assert "2 runs in progress" in refused.json()["error"]["message"]
+        assert httpx.post(g4 + "/v1/runs", json={"task": "x", "agent": "steps"},
+                          timeout=10).status_code == 429
+    finally:
+        fleet.model.resume()
+    fleet.wait_done(g3, ids)
+    again = fleet.start(g4, "steps")  # slots come back when runs end
+    fleet.wait_done(g3, [again])
 
 
 def test_two_runs_on_one_session_from_two_gateways_serialise(fleet: Fleet) -> None:

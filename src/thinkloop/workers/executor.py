@@ -113,8 +113,8 @@ class Executor:
             if deaths > row.deaths:  # the try before this one died under the run
                 await self._dead(row, deaths)
             if deaths >= self.settings.max_deaths:
-                await self._end(row, "failed", f"its worker died {deaths} times")
                 await self.bus.count_up("failed_deaths")
+                await self._end(row, "failed", f"its worker died {deaths} times")
                 return
             old = await self.bus.move(run_id, ("queued", "running"), status="running",
                                       worker=self.name)
