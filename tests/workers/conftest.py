@@ -135,6 +135,13 @@ class Fleet:
             [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
             env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
 
+    def cli(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", "from thinkloop.cli.app import main; main()", *args],
+            env=self.env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def gateway(self, **env: str) -> str:
         port = free_port()
         proc = self._spawn(["serve", "--no-auth", "--port", str(port), "--agents",

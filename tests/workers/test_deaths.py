@@ -3,6 +3,7 @@ take the fleet down with it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,10 @@ def test_a_run_whose_worker_died_max_deaths_times_ends_failed_with_the_reason(
     # call again (it has no result) and dies too.
     small.model.enqueue(Reply(body=completion(tool_calls=[("crash", {"reason": "a test"})])))
     run_id = small.start(small.g1, "crasher", "crash, please")
+    # No worker yet: the run waits, and `thinkloop runs` shows it so.
+    (queued,) = [json.loads(line) for line in small.cli("runs", "--json").splitlines()]
+    assert (queued["id"], queued["status"], queued["agent"]) == (run_id, "queued", "crasher")
+    assert small.status(small.g1, run_id)["status"] == "queued"
     for name in ("d1", "d2"):
         proc = small.worker(name)
         assert proc.wait(60) == -9, small.logs()  # killed by its own tool
@@ -42,6 +47,8 @@ def test_a_run_whose_worker_died_max_deaths_times_ends_failed_with_the_reason(
     assert view["status"] == "failed"
     assert view["error"] == "its worker died 2 times"
     assert survivor.poll() is None  # the run was not executed a third time
+    (ended,) = [json.loads(line) for line in small.cli("runs", "--json").splitlines()]
+    assert (ended["status"], ended["error"]) == ("failed", "its worker died 2 times")
     metrics = httpx.get(small.g1 + "/metrics", timeout=10).text
     assert "thinkloop_fleet_failed_deaths 1.0" in metrics
     assert "thinkloop_fleet_lease_expiries 2.0" in metrics

@@ -80,6 +80,7 @@ def worker(
 
     try:
         from thinkloop.settings import load_settings, quiet_model_loaders
+        from thinkloop.workers.connect import check_store
         from thinkloop.workers.worker import serve_worker
     except ImportError:
         raise ConfigError("workers need their extra: pip install 'thinkloop[worker]'") \
@@ -88,6 +89,7 @@ def worker(
     if agents is not None and not agents.is_file():
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"queue_url": queue, "worker.concurrency": concurrency})
+    check_store(settings)  # no queue, or no PostgreSQL: one line, before anything starts
     console(stderr=True).print(
         f"thinkloop worker on {_redacted(settings.queue_url)} "
         f"({settings.worker.concurrency} runs at once)", highlight=False)
