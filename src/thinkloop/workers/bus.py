@@ -109,11 +109,13 @@ class Bus:
     # --- runs ------------------------------------------------------------------------------
 
     async def create(self, row: RunRow) -> None:
-        await self.redis.hset(self.key("run", row.id), mapping={
-            "user": row.user, "agent": row.agent, "session": row.session or "",
-            "status": row.status, "created_at": repr(row.created_at), "task": row.task,
-            "stream": "1" if row.stream else "0"})
-        await self.redis.expire(self.key("run", row.id), self.keep_s * 24)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(self.key("run", row.id), mapping={
+                "user": row.user, "agent": row.agent, "session": row.session or "",
+                "status": row.status, "created_at": repr(row.created_at), "task": row.task,
+                "stream": "1" if row.stream else "0"})
+            pipe.expire(self.key("run", row.id), self.keep_s * 24)
+            await pipe.execute()
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))
@@ -133,15 +135,17 @@ class Bus:
 
     async def finish(self, row: RunRow, status: str, view: Mapping[str, Any]) -> None:
         """The run's end: its row, the stream's ``end`` entry, its slot freed."""
-        now = time.time()
         await self.redis.hset(self.key("run", row.id), mapping={
-            "status": status, "finished_at": repr(now),
+            "status": status, "finished_at": repr(time.time()),
             "view": orjson.dumps(view, default=str)})
         await self.append(row.id, await self.last_seq(row.id) + 1, None, status)
-        await self.release(row.id, row.user)
-        for k in (self.key("run", row.id), self.key("ev", row.id)):
-            await self.redis.expire(k, self.keep_s)
-        await self.redis.delete(self.key("wait", row.id), self.key("abort", row.id))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(self.key("active"), row.id)
+            pipe.srem(self.key("active", row.user), row.id)
+            for k in (self.key("run", row.id), self.key("ev", row.id)):
+                pipe.expire(k, self.keep_s)
+            pipe.delete(self.key("wait", row.id), self.key("abort", row.id))
+            await pipe.execute()
 
     # --- limits ----------------------------------------------------------------------------
 

@@ -178,11 +178,12 @@ class Executor:
             await pump.close()
 
     async def _start(self, agent: Agent, row: RunRow, resumed: bool) -> RunHandle | None:
-        rec = await self.store.get_run(row.id)
-        if rec is not None and rec.ended_at is not None:
-            # It ended under a worker that died before telling Redis: tell it now.
-            await self.bus.finish(row, rec.status, {"error": rec.error})
-            return None
+        if resumed:  # another worker had it: it may have ended, or have checkpoints
+            rec = await self.store.get_run(row.id)
+            if rec is not None and rec.ended_at is not None:
+                # It ended under a worker that died before telling Redis: tell it now.
+                await self.bus.finish(row, rec.status, {"error": rec.error})
+                return None
         if resumed and await self.store.checkpoints(row.id):
             try:
                 handle = await agent.start_resume_run(row.id, stream_model=row.stream)
