@@ -17,10 +17,15 @@ The baseline, measured in the same run, is the library alone: the same N runs wi
 checkpoints, audit log). "Queueing CPU per run" is the fleet's CPU per run minus the
 library's: what the queue, the Redis event streams, HTTP and SSE add.
 
+At most ``--active`` runs execute at once, in the fleet (``worker.concurrency`` is
+``active // W``) and in the baseline alike: each run in progress holds a PostgreSQL
+connection of its own (its run lock), and PostgreSQL's default ``max_connections`` is 100.
+
 On a machine with fewer cores than processes the ratio is bounded by the cores, not by the
 design: read the CPU per run to extrapolate to N machines.
 
-Usage: python benchmarks/scale.py [--runs 200] [--model-delay 0.2] [--workers 1,2,4]
+Usage: python benchmarks/scale.py [--runs 200] [--active 72] [--model-delay 0.2]
+                                  [--workers 1,2,4]
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ def plugin_site(root: Path) -> Path:
 
 # --- the library alone -----------------------------------------------------------------------
 
-def direct(runs: int, db: str) -> None:
+def direct(runs: int, db: str, active: int) -> None:
     from thinkloop.agent import Agent
     from thinkloop.tools.base import make_tool
 
@@ -108,9 +113,13 @@ def direct(runs: int, db: str) -> None:
         await agent.run("warm up")
         before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
-        handles = [agent.start(f"task {i}", events=False, stream_model=False)
-                   for i in range(runs)]
-        results = await asyncio.gather(*(h.result() for h in handles))
+        slots = asyncio.Semaphore(active)
+
+        async def one(i: int) -> Any:
+            async with slots:
+                return await agent.start(f"task {i}", events=False, stream_model=False)
+
+        results = await asyncio.gather(*(one(i) for i in range(runs)))
         elapsed = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_SELF)
         await agent.aclose()
@@ -184,12 +193,14 @@ def wait_ready(base: str, workers: int, procs: list[subprocess.Popen[bytes]]) ->
     raise RuntimeError("the fleet did not come up")
 
 
-def fleet(workers: int, runs: int, env: dict[str, str], root: Path) -> dict[str, float]:
+def fleet(workers: int, runs: int, active: int, env: dict[str, str],
+          root: Path) -> dict[str, float]:
     schema, prefix = "bench_" + uuid.uuid4().hex[:8], "bench-" + uuid.uuid4().hex[:8]
     env = {**env, "THINKLOOP_DATABASE_URL": f"{PG}?schema={schema}",
            "THINKLOOP_QUEUE_URL": REDIS, "THINKLOOP_WORKER_PREFIX": prefix,
            "THINKLOOP_GATEWAY_PER_USER_RUNS": str(runs + 10),
-           "THINKLOOP_GATEWAY_MAX_RUNS": str(runs + 10)}
+           "THINKLOOP_GATEWAY_MAX_RUNS": str(runs + 10),
+           "THINKLOOP_WORKER_CONCURRENCY": str(max(1, active // workers))}
     port = free_port()
     agents = str(root / "agents.yaml")
     procs = [subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port), "--agents",
@@ -224,8 +235,9 @@ async def cleanup(schema: str, prefix: str) -> None:
 
 def table(args: argparse.Namespace, base: dict[str, float],
           rows: list[tuple[int, dict[str, float]]]) -> None:
-    print(f"{args.runs} runs at once, 4 model calls each (3 echo steps + answer), model reply "
-          f"delay {args.model_delay:g}s, {os.cpu_count()} cores; Redis and PostgreSQL local\n")
+    print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
+          f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
+          f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
     head = (f"{'':18}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
             f"{'event p99':>11}{'CPU/run':>9}{'queueing':>10}")
     print(head + "\n" + " " * 18 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'ms':>9}"
@@ -246,6 +258,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--active", type=int, default=72)
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--role", choices=["client", "direct"], default="client",
@@ -253,7 +266,7 @@ def main() -> None:
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "direct":
-        return direct(args.runs, args.db)
+        return direct(args.runs, args.db, args.active)
     root = Path(tempfile.mkdtemp(prefix="tl-scale-"))
     (root / "agents.yaml").write_text(AGENTS)
     model_port = free_port()
@@ -268,10 +281,12 @@ def main() -> None:
     schema = "bench_" + uuid.uuid4().hex[:8]
     try:
         time.sleep(1.0)
-        rows = [(w, fleet(w, args.runs, env, root)) for w in map(int, args.workers.split(","))]
+        rows = [(w, fleet(w, args.runs, args.active, env, root))
+                for w in map(int, args.workers.split(","))]
         out = subprocess.run([sys.executable, __file__, "--role", "direct", "--runs",
-                              str(args.runs), "--db", f"{PG}?schema={schema}"], env=env,
-                             check=True, capture_output=True, text=True).stdout
+                              str(args.runs), "--active", str(args.active), "--db",
+                              f"{PG}?schema={schema}"], env=env, check=True,
+                             capture_output=True, text=True).stdout
         base: dict[str, Any] = json.loads(out)
     finally:
         model.terminate()

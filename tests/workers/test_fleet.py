@@ -3,6 +3,8 @@ aborted and answered through the other, surviving a worker killed or stopped und
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 import time
 from collections import Counter
@@ -11,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from tests.server.sse import read_events
 from tests.workers.conftest import Fleet
+from websockets.asyncio.client import connect
 
 from thinkloop.testing.openai_server import Reply, completion
 
@@ -211,3 +214,35 @@ def test_a_worker_stopped_with_sigterm_hands_back_its_runs(fleet: Fleet) -> None
             events, _ = read_events(c, run_id)
             assert "run.cancelled" not in {e["type"] for e in events}
             assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+
+
+def _running(fleet: Fleet, run_id: str) -> None:
+    with httpx.Client(base_url=fleet.g1, timeout=30) as c:
+        read_events(c, run_id, stop_after=2)
+
+
+def test_a_session_abort_and_thinkloop_runs_abort_reach_the_workers(fleet: Fleet) -> None:
+    on_session = fleet.start(fleet.g1, "slow", "t1", session="to-stop")
+    other = fleet.start(fleet.g2, "slow", "t2")
+    _running(fleet, on_session)
+    _running(fleet, other)
+    r = httpx.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
+    assert r.status_code == 202 and r.json()["aborted"] == [on_session]
+    out = fleet.cli("runs", "abort", other)
+    assert f"abort requested for run {other}" in out
+    views = fleet.wait_done(fleet.g1, [on_session, other], timeout=20)
+    assert [v["status"] for v in views] == ["cancelled", "cancelled"]
+
+
+async def test_a_run_started_over_the_websocket_runs_on_a_worker(fleet: Fleet) -> None:
+    frames: list[dict[str, object]] = []
+    async with connect(fleet.g2.replace("http://", "ws://") + "/v1/ws") as ws:
+        await ws.send(json.dumps({"type": "run", "agent": "steps", "task": "over a socket"}))
+        while not frames or frames[-1]["type"] != "run.end":
+            frames.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
+    assert frames[0]["type"] == "run.accepted"
+    events = [f["event"] for f in frames if f["type"] == "event"]
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))  # type: ignore[index]
+    assert frames[-1]["status"] == "completed"
+    run_id = str(frames[0]["run_id"])
+    assert fleet.status(fleet.g1, run_id)["worker"] in ("w1", "w2", "w3")
