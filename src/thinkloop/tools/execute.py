@@ -14,16 +14,16 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ToolArgumentsError,
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
     ToolTimeoutError,
 )
+from thinkloop.core.tool import Tool, ToolContext
+from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.text import valid_text, validation_summary
-from thinkloop.tools.base import Tool, ToolContext
-from thinkloop.types import ToolCall, ToolResult
 
 
 def render_output(value: Any) -> str:

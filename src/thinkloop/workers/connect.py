@@ -9,9 +9,9 @@ import orjson
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 from thinkloop.server.gateway import Backend
-from thinkloop.settings import Settings
+from thinkloop.core.settings import Settings
 from thinkloop.store.base import CheckpointStore, RunRecords
 
 JOB = "thinkloop.run"  # the arq function that executes a queued run

@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 from thinkloop.channels import Outgoing
-from thinkloop.errors import ChannelError
-from thinkloop.events import Event, InputRequested
+from thinkloop.core.errors import ChannelError
+from thinkloop.core.events import Event, InputRequested
 from thinkloop.guard.approval import ApprovalRequest, Decision
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult

@@ -15,13 +15,13 @@ from arq.constants import in_progress_key_prefix
 from arq.worker import Retry
 
 from thinkloop.agent import Agent
-from thinkloop.errors import RunAccessError
+from thinkloop.core.errors import RunAccessError
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.settings import WorkerSettings
+from thinkloop.core.settings import WorkerSettings
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore

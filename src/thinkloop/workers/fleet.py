@@ -15,11 +15,11 @@ from typing import Any, cast
 
 from arq.connections import ArqRedis
 
-from thinkloop.errors import RunLimitError
+from thinkloop.core.errors import RunLimitError
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Backend, FleetFactory, session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.settings import Settings
+from thinkloop.core.settings import Settings
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool

@@ -20,7 +20,7 @@ from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, func
 
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
-from thinkloop.settings import Settings
+from thinkloop.core.settings import Settings
 from thinkloop.workers.bus import Bus
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.execute import FleetHub
