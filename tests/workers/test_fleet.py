@@ -246,3 +246,27 @@ async def test_a_run_started_over_the_websocket_runs_on_a_worker(fleet: Fleet) -
     assert frames[-1]["status"] == "completed"
     run_id = str(frames[0]["run_id"])
     assert fleet.status(fleet.g1, run_id)["worker"] in ("w1", "w2", "w3")
+
+
+def test_a_schedule_fires_once_per_due_time_with_two_workers(fleet: Fleet) -> None:
+    assert len(fleet.live_workers()) >= 2  # each looks for due schedules every second
+    out = fleet.cli("schedules", "add", "--cron", "* * * * * */3", "--task", "tick",
+                    "--agent", "one")
+    sid, first = out.split()[0], float(out.split()[-1])
+    listed = [json.loads(line) for line in fleet.cli("schedules", "list", "--json").splitlines()]
+    assert [(s["id"], s["cron"], s["agent"]) for s in listed] == [(sid, "* * * * * */3", "one")]
+    time.sleep(max(0.0, first + 6.5 - time.time()))  # three due times: first, +3 s, +6 s
+    before = time.time()
+    assert fleet.cli("schedules", "remove", sid).strip() == f"removed {sid}"
+    after = time.time()
+    runs = [json.loads(line) for line in fleet.cli("runs", "--json", "--limit", "500")
+            .splitlines()]
+    ticks = [r["id"] for r in runs if r["task"] == "tick"]
+    due = [first + 3 * i for i in range(10)]
+    # Once per due time: at most one run for each that passed, none missed but (perhaps) the
+    # last, due while the removal was on its way.
+    assert sum(d <= before for d in due) - 1 <= len(ticks) <= sum(d <= after for d in due)
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks)
+    views = fleet.wait_done(fleet.g1, ticks)
+    assert {v["status"] for v in views} == {"completed"}
+    _exactly_once(fleet, ticks, 1)

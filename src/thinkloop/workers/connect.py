@@ -10,8 +10,8 @@ from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
 from thinkloop.core.errors import ConfigError
-from thinkloop.server.gateway import Backend
 from thinkloop.core.settings import Settings
+from thinkloop.server.gateway import Backend
 from thinkloop.store.base import CheckpointStore, RunRecords
 
 JOB = "thinkloop.run"  # the arq function that executes a queued run

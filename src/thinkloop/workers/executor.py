@@ -16,12 +16,12 @@ from arq.worker import Retry
 
 from thinkloop.agent import Agent
 from thinkloop.core.errors import RunAccessError
+from thinkloop.core.settings import WorkerSettings
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.core.settings import WorkerSettings
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore

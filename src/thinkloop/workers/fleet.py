@@ -16,10 +16,10 @@ from typing import Any, cast
 from arq.connections import ArqRedis
 
 from thinkloop.core.errors import RunLimitError
+from thinkloop.core.settings import Settings
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Backend, FleetFactory, session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.core.settings import Settings
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
@@ -86,6 +86,16 @@ class RemoteRun:
         return view
 
 
+async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow) -> None:
+    """Queue ``row``'s run: its row in Redis, a ``queued`` record in the store (``thinkloop
+    runs`` shows it), and the arq job (its id is the run's: queued once)."""
+    await bus.create(row)
+    key = session_key(row.user, row.session) if row.session else None
+    await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at, key,
+                                   row.user, row.task))
+    await pool.enqueue_job(JOB, row.id, _job_id=row.id, _queue_name=bus.queue)
+
+
 class RedisFleet:
     """:class:`thinkloop.server.fleet.Fleet` on arq and Redis, for one gateway."""
 
@@ -107,11 +117,7 @@ class RedisFleet:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
         row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream)
         try:
-            await self.bus.create(row)
-            key = session_key(user, session) if session else None
-            await self.store.save_run(RunRecord(run_id, agent, "", "", "queued", row.created_at,
-                                                key, user, task))
-            await self.pool.enqueue_job(JOB, run_id, _job_id=run_id, _queue_name=self.bus.queue)
+            await queue_run(self.pool, self.bus, self.store, row)
         except BaseException:
             await self.bus.release(run_id, user)
             raise

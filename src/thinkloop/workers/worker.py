@@ -13,18 +13,23 @@ import contextlib
 import logging
 import os
 import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker, func
 
-from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.core.settings import Settings
-from thinkloop.workers.bus import Bus
+from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
+from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.execute import FleetHub
 from thinkloop.workers.executor import Executor
+from thinkloop.workers.fleet import queue_run
+from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
@@ -67,6 +72,21 @@ class FleetWorker(Worker):
         await super().start_jobs(waiting[:free])
 
 
+def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule], Any]:
+    """Queue a due schedule's run (unless it is queued already), counted among the fleet's
+    runs in progress but never refused: a schedule's time does not wait for a slot."""
+
+    async def queue(s: Schedule) -> None:
+        row = RunRow(s.run_id(), s.user, s.agent, s.session, "queued", time.time(), s.task,
+                     False)
+        if await bus.get(row.id) is not None:
+            return
+        await bus.reserve(row.id, s.user, 1 << 30, 1 << 30)
+        await queue_run(pool, bus, store, row)
+
+    return queue
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -90,12 +110,16 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
         ctx={"thinkloop": executor}, retry_jobs=True, log_results=False,
         health_check_interval=60, job_serializer=pool.job_serializer,
         job_deserializer=pool.job_deserializer)
+    beat = asyncio.get_running_loop().create_task(
+        heartbeat(Schedules(store.dsn, store.schema), scheduled(pool, bus, store)))
     try:
         await pool.ping()
         await executor.start()
         with contextlib.suppress(asyncio.CancelledError):
             await worker.async_run()
     finally:
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
         # Runs in progress hand back (or finish) inside close(), which needs Redis: the
         # control channel stops first, the pool closes last.
         await executor.stop()
