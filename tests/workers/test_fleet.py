@@ -270,3 +270,23 @@ def test_a_schedule_fires_once_per_due_time_with_two_workers(fleet: Fleet) -> No
     views = fleet.wait_done(fleet.g1, ticks)
     assert {v["status"] for v in views} == {"completed"}
     _exactly_once(fleet, ticks, 1)
+
+
+def test_schedules_through_the_api_of_any_gateway(fleet: Fleet) -> None:
+    r = httpx.post(fleet.g2 + "/v1/schedules", timeout=10,
+                   json={"cron": "0 9 * * 1-5", "task": "standup notes", "agent": "one"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert (made["cron"], made["agent"], made["fired"]) == ("0 9 * * 1-5", "one", 0)
+    assert made["next_at"] > time.time()
+    listed = httpx.get(fleet.g1 + "/v1/schedules", timeout=10).json()["schedules"]
+    assert made in listed
+    bad = httpx.post(fleet.g1 + "/v1/schedules", timeout=10,
+                     json={"cron": "every monday", "task": "x", "agent": "one"})
+    assert bad.status_code in (400, 422) and "cron" in bad.text
+    unknown = httpx.post(fleet.g1 + "/v1/schedules", timeout=10,
+                         json={"cron": "0 9 * * *", "task": "x", "agent": "nobody"})
+    assert unknown.status_code == 404
+    gone = httpx.delete(f"{fleet.g1}/v1/schedules/{made['id']}", timeout=10)
+    assert gone.status_code == 200 and gone.json() == {"id": made["id"], "deleted": True}
+    assert httpx.delete(f"{fleet.g2}/v1/schedules/{made['id']}", timeout=10).status_code == 404

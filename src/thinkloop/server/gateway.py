@@ -160,6 +160,12 @@ class Gateway:
             ids += await self.fleet.abort_session(who.user, session)
         return ids
 
+    def fleet_of(self, what: str) -> Fleet:
+        """The fleet, for what only a fleet has (schedules); else one clear error."""
+        if self.fleet is None:
+            raise ConflictError(f"{what} need workers: serve with a queue (--queue redis://...)")
+        return self.fleet
+
     async def waiting_for(self, run: Followed) -> list[tuple[str, str]]:
         """(input id, kind) of what ``run`` waits on."""
         if isinstance(run, LiveRun) or self.fleet is None:

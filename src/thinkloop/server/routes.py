@@ -94,6 +94,37 @@ async def get_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
     return await gw.session(who, session_id)
 
 
+class ScheduleRequest(BaseModel):
+    """A cron schedule of runs (``thinkloop worker``s fire it; a sixth cron field is seconds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str = Field(min_length=9, max_length=200)
+    task: str = Field(min_length=1, max_length=200_000)
+    agent: str = Field(DEFAULT_AGENT, min_length=1, max_length=64)
+    session: str | None = Field(None, min_length=1, max_length=128)
+
+
+@router.get("/schedules")
+async def list_schedules(who: Caller, gw: GW) -> dict[str, Any]:
+    return {"schedules": await gw.fleet_of("schedules").schedules(who.user)}
+
+
+@router.post("/schedules", status_code=201)
+async def add_schedule(body: ScheduleRequest, who: Caller, gw: GW) -> dict[str, Any]:
+    if await gw.router.definitions.get(body.agent) is None:
+        raise NotFoundError(f"no agent named {body.agent!r}")
+    return await gw.fleet_of("schedules").add_schedule(who.user, body.cron, body.agent,
+                                                       body.task, body.session)
+
+
+@router.delete("/schedules/{schedule_id}")
+async def remove_schedule(schedule_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    if not await gw.fleet_of("schedules").remove_schedule(who.user, schedule_id):
+        raise NotFoundError(f"no schedule {schedule_id!r}")
+    return {"id": schedule_id, "deleted": True}
+
+
 @router.get("/agents")
 async def list_agents(_: Caller, gw: GW) -> dict[str, Any]:
     return {"agents": [{"name": n, "description": s.description, "model": s.model,

@@ -23,6 +23,7 @@ from thinkloop.server.inputs import Answer
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
+from thinkloop.workers.schedules import Schedule, Schedules
 
 
 @dataclass(eq=False)
@@ -106,6 +107,7 @@ class RedisFleet:
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
         self.per_user = config.per_user_runs
         self.total = config.max_runs
+        self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
                      stream: bool) -> RemoteRun:
@@ -164,6 +166,18 @@ class RedisFleet:
         await self.bus.answer(run_id, input_id, {"approved": answer.approved,
                                                  "text": answer.text, "reason": answer.reason})
 
+    async def schedules(self, user: str) -> list[dict[str, Any]]:
+        return [schedule_view(s) for s in await self.plans.list() if s.user == user]
+
+    async def add_schedule(self, user: str, cron: str, agent: str, task: str,
+                           session: str | None) -> dict[str, Any]:
+        return schedule_view(await self.plans.add(cron, agent, task, user, session))
+
+    async def remove_schedule(self, user: str, schedule_id: str) -> bool:
+        if not any(s.id == schedule_id for s in await self.plans.list() if s.user == user):
+            return False
+        return await self.plans.remove(schedule_id)
+
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         try:
@@ -191,6 +205,11 @@ class RedisFleet:
 
     async def aclose(self) -> None:
         await self.pool.aclose()
+
+
+def schedule_view(s: Schedule) -> dict[str, Any]:
+    return {"id": s.id, "cron": s.cron, "agent": s.agent, "task": s.task,
+            "session": s.session, "next_at": s.next_at, "fired": s.fired}
 
 
 def fleet_factory(settings: Settings) -> FleetFactory:
