@@ -20,6 +20,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
 from arq.worker import Worker, func
 
 from thinkloop.core.settings import Settings
@@ -52,24 +53,39 @@ async def run_job(ctx: dict[str, Any], run_id: str) -> None:
     await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
 
 
-class FleetWorker(Worker):
-    """arq's worker, looking past the runs other workers hold at once.
+# The first ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no worker
+# holds: one round trip, where arq checks each job with three.
+_WAITING = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, id in ipairs(ids) do
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
+    out[#out + 1] = id
+    if #out >= tonumber(ARGV[3]) then break end
+  end
+end
+return out
+"""
 
-    arq keeps a job in its queue until it ends and checks each one it reads (three round
-    trips) before taking it; with many runs in progress each poll of each worker rechecked
-    them all (most of a fleet's CPU). One pipelined ``EXISTS`` over the batch skips them.
+
+class FleetWorker(Worker):
+    """arq's worker, looking past the runs other workers hold.
+
+    arq keeps a job in its queue until it ends and checks each job it reads before taking it;
+    with many runs in progress each poll of each worker rechecked them all, which was most of
+    a fleet's CPU. A script in Redis returns only the jobs nobody holds.
     """
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         free = self.max_jobs - self.job_counter
         if not job_ids or free <= 0:
             return
-        async with self.pool.pipeline(transaction=False) as pipe:
-            for job_id in job_ids:
-                pipe.exists(in_progress_key_prefix + job_id.decode())
-            held = await pipe.execute()
-        waiting = [j for j, h in zip(job_ids, held, strict=True) if not h]
-        await super().start_jobs(waiting[:free])
+        script = getattr(self, "_waiting", None)
+        if script is None:
+            script = self._waiting = self.pool.register_script(_WAITING)
+        waiting = await script(keys=[self.queue_name], args=[
+            timestamp_ms(), self.queue_read_limit, free, in_progress_key_prefix])
+        await super().start_jobs(list(waiting))
 
 
 def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule], Any]:
