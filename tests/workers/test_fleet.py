@@ -226,6 +226,8 @@ def test_a_session_abort_and_thinkloop_runs_abort_reach_the_workers(fleet: Fleet
     other = fleet.start(fleet.g2, "slow", "t2")
     _running(fleet, on_session)
     _running(fleet, other)
+    seen = httpx.get(f"{fleet.g2}/v1/sessions/to-stop", timeout=10).json()
+    assert seen["runs"] == [{"id": on_session, "status": "running", "agent": "slow"}]
     r = httpx.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
     assert r.status_code == 202 and r.json()["aborted"] == [on_session]
     out = fleet.cli("runs", "abort", other)

@@ -61,6 +61,10 @@ class Fleet(Protocol):
 
     async def abort_session(self, user: str, session: str) -> list[str]: ...
 
+    async def session_runs(self, user: str, session: str) -> list[Followed]:
+        """``user``'s runs in progress (queued included) on ``session``."""
+        ...
+
     async def pending(self, run_id: str) -> list[tuple[str, str]]:
         """(input id, kind) of what the run waits on."""
         ...

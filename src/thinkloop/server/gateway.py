@@ -206,7 +206,9 @@ class Gateway:
             raise NotFoundError(f"no session {session}")
         key = session_key(who.user, session)
         info = await self.store.session_info(key)
-        runs = self.live.of_session(who.user, session)
+        runs: list[Followed] = list(self.live.of_session(who.user, session))
+        if self.fleet is not None:
+            runs += await self.fleet.session_runs(who.user, session)
         if info is None and not runs:
             raise NotFoundError(f"no session {session}")
         messages = await self.store.load(key)

@@ -18,6 +18,7 @@ from arq.connections import ArqRedis
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.settings import Settings
 from thinkloop.server.config import GatewayConfig
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Backend, FleetFactory, session_key
 from thinkloop.server.inputs import Answer
 from thinkloop.store.base import RunRecord
@@ -158,6 +159,10 @@ class RedisFleet:
             if row is not None and row.session == session and await self.abort(run_id):
                 ids.append(run_id)
         return ids
+
+    async def session_runs(self, user: str, session: str) -> list[Followed]:
+        rows = [await self.bus.get(run_id) for run_id in await self.bus.active_of(user)]
+        return [RemoteRun(self.bus, r) for r in rows if r is not None and r.session == session]
 
     async def pending(self, run_id: str) -> list[tuple[str, str]]:
         return sorted((await self.bus.waits(run_id)).items())
