@@ -45,6 +45,7 @@ from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.memory.manager import Memory
+from thinkloop.models.catalog import facts_of
 from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
@@ -150,6 +151,8 @@ class Agent:
                         else default_tracing(stored=tracing or self.runbook is not None,
                                              settings=self.config))
         self._policy = None if guard is False else gs.policy
+        if guard is not False:
+            _check_cost_cap(gs.limits.max_cost_usd, self.model)
         self.hooks = self._stage_hooks(None if guard is False else gs, max_steps is not None,
                                        normalise(hooks), plugins)
         self.prompt = prompt if prompt is not None else PromptBuilder()
@@ -425,6 +428,17 @@ def spawn_child(spec: AgentSpec, run: Any, model: str | Model | None = None) -> 
     return Agent(**child_options(spec, run, model))
 
 
+def _check_cost_cap(cap: float | None, model: Model) -> None:
+    """A cost cap needs a price: on a model with none it would never trip (issue 28)."""
+    if cap is None:
+        return
+    facts = facts_of(model)
+    if not facts.priced:
+        raise ConfigError(f"a cost cap (max_cost_usd={cap:g}) needs the model's price, and "
+                          f"{facts.name} has no known price; add it to the price table "
+                          "(thinkloop.models.catalog.HAND_PRICES) or cap tokens instead")
+
+
 def _check_settings(settings: object, config: object) -> None:
     """The two kinds of settings, each where it belongs: mixed up, a run failed at its first
     model call with an AttributeError instead of here with a clear error."""
@@ -483,7 +497,7 @@ def pipeline_hook() -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
     def run(ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
+        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model))
 
     return Hook("pre_reason", run, name="context.pipeline")
 
