@@ -19,6 +19,7 @@ from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_s
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
+from thinkloop.cli.ui import ui
 from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
@@ -303,6 +304,7 @@ app.command("trace")(trace)
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
+app.command("ui")(ui)
 
 
 def main() -> None:

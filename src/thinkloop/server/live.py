@@ -125,6 +125,10 @@ class LiveRuns:
     def of_session(self, user: str, session: str) -> list[LiveRun]:
         return [r for r in self._runs.values() if r.user == user and r.session == session]
 
+    def of_user(self, user: str) -> list[LiveRun]:
+        """``user``'s runs the gateway still holds, running or finished."""
+        return [r for r in self._runs.values() if r.user == user]
+
     def active(self) -> list[LiveRun]:
         return [r for r in self._runs.values() if not r.done]
 
