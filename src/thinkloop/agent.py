@@ -50,7 +50,7 @@ from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
-from thinkloop.session import Sessions, post_turn
+from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tracing import Tracing, default_tracing
@@ -121,7 +121,6 @@ class Agent:
         self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
-        self.sessions = Sessions(self.store)
         if memory is True and not isinstance(self.store, MemoryBackend):
             raise ConfigError(f"memory=True needs a store that keeps memories; "
                               f"{type(self.store).__name__} does not (use the default store, "
@@ -150,6 +149,8 @@ class Agent:
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
                         else default_tracing(stored=tracing or self.runbook is not None,
                                              settings=self.config))
+        self.sessions = Sessions(self.store, agent=name, registry=self.registry,
+                                 runbook=self.runbook, tracing=self.tracing)
         self._policy = None if guard is False else gs.policy
         if guard is not False:
             _check_cost_cap(gs.limits.max_cost_usd, self.model)
@@ -308,20 +309,9 @@ class Agent:
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
-        """Start the run's task: recorded when the store keeps runs, registered, and tracked
-        by the sessions until its post-turn jobs are done."""
-        subscribers = self.subscribers
-        spans = None
-        if self.tracing is not None:
-            traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
-            subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
-        if self.runbook is not None:
-            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
-            subscribers = [*subscribers, log_event]
-        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events,
-                           after=post_turn)
-        self.registry.add(handle)
-        return self.sessions.track(handle)
+        """The run's whole lifetime is the session's (session.py)."""
+        return self.sessions.launch(cfg, state, scope, self.subscribers, events=events,
+                                    base=base, recovering=recovering)
 
     async def pending_approvals(self, session: str) -> list[PendingApproval]:
         """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
