@@ -113,6 +113,32 @@ def test_a_question_and_an_approval_are_answered_through_either_gateway(fleet: F
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
 
 
+def test_an_approval_answered_twice_at_once_through_two_gateways_is_taken_once(
+        fleet: Fleet) -> None:
+    fleet.model.enqueue(
+        calling("c2", "calculator", {"expression": "6*7"}),
+        Reply(body=completion("It is 42.")))
+    run_id = fleet.start(fleet.g1, "asker", "multiply")
+    waiting_for(fleet.g2, run_id, "approval")
+    answers = [(fleet.g1, True), (fleet.g2, False)] * 3
+
+    def answer(given: tuple[str, bool]) -> int:
+        base, approved = given
+        return httpx.post(f"{base}/v1/runs/{run_id}/input",
+                          json={"id": "c2", "approved": approved}, timeout=10).status_code
+
+    with ThreadPoolExecutor(len(answers)) as pool:
+        codes = list(pool.map(answer, answers))
+    assert sorted(codes) == [200] + [409] * (len(answers) - 1), codes
+    approved = answers[codes.index(200)][1]
+    (view,) = fleet.wait_done(fleet.g1, [run_id])
+    assert view["status"] == "completed"
+    with httpx.Client(base_url=fleet.g2, timeout=30) as c:
+        events, _ = read_events(c, run_id)
+    decided = [e["payload"] for e in events if e["type"] == "tool.result"]
+    assert len(decided) == 1 and (decided[0]["content"] == "42") == approved, decided
+
+
 def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
     g3 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
     g4 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")

@@ -69,7 +69,9 @@ class Fleet(Protocol):
         """(input id, kind) of what the run waits on."""
         ...
 
-    async def answer(self, run_id: str, input_id: str, answer: Answer) -> None: ...
+    async def answer(self, run_id: str, input_id: str, answer: Answer) -> bool:
+        """Deliver ``answer`` once: False if another answer took the input first."""
+        ...
 
     async def schedules(self, user: str) -> list[dict[str, Any]]:
         """``user``'s schedules."""

@@ -186,8 +186,8 @@ class Gateway:
                               f"{kind}: answer it with {field!r}")
         if isinstance(run, LiveRun) or self.fleet is None:
             self.hub.answer(run.id, input_id, answer)
-        else:
-            await self.fleet.answer(run.id, input_id, answer)
+        elif not await self.fleet.answer(run.id, input_id, answer):
+            raise ConflictError(f"input {input_id!r} of run {run_id} was answered already")
         return kind
 
     async def trace(self, run: Followed) -> dict[str, Any]:

@@ -167,8 +167,8 @@ class RedisFleet:
     async def pending(self, run_id: str) -> list[tuple[str, str]]:
         return sorted((await self.bus.waits(run_id)).items())
 
-    async def answer(self, run_id: str, input_id: str, answer: Answer) -> None:
-        await self.bus.answer(run_id, input_id, {"approved": answer.approved,
+    async def answer(self, run_id: str, input_id: str, answer: Answer) -> bool:
+        return await self.bus.answer(run_id, input_id, {"approved": answer.approved,
                                                  "text": answer.text, "reason": answer.reason})
 
     async def schedules(self, user: str) -> list[dict[str, Any]]:
