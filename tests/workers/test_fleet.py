@@ -139,6 +139,19 @@ def test_an_approval_answered_twice_at_once_through_two_gateways_is_taken_once(
     assert len(decided) == 1 and (decided[0]["content"] == "42") == approved, decided
 
 
+def test_get_runs_on_any_gateway_lists_the_runs_executing_on_workers(fleet: Fleet) -> None:
+    run_id = fleet.start(fleet.g1, "slow", "listed")
+    _running(fleet, run_id)
+    listed = httpx.get(f"{fleet.g2}/v1/runs", timeout=10).json()["runs"]
+    (row,) = [r for r in listed if r["id"] == run_id]
+    assert row["status"] == "running" and row["worker"] in ("w1", "w2")
+    assert (row["agent"], row["task"], row["ended_at"]) == ("slow", "listed", None)
+    fleet.wait_done(fleet.g1, [run_id])
+    listed = httpx.get(f"{fleet.g2}/v1/runs", timeout=10).json()["runs"]
+    (row,) = [r for r in listed if r["id"] == run_id]
+    assert row["status"] == "completed" and row["ended_at"] is not None
+
+
 def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
     g3 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
     g4 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")

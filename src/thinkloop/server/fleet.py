@@ -61,6 +61,10 @@ class Fleet(Protocol):
 
     async def abort_session(self, user: str, session: str) -> list[str]: ...
 
+    async def active_runs(self, user: str) -> list[Followed]:
+        """``user``'s runs in progress (queued included), wherever they execute."""
+        ...
+
     async def session_runs(self, user: str, session: str) -> list[Followed]:
         """``user``'s runs in progress (queued included) on ``session``."""
         ...

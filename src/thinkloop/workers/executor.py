@@ -116,6 +116,11 @@ class Executor:
                 await self.bus.count_up("failed_deaths")
                 await self._end(row, "failed", f"its worker died {deaths} times")
                 return
+            if row.status == "queued" and await self.store.abort_requests([run_id]):
+                # `thinkloop runs abort` (through the store) before any worker took it.
+                if await self.bus.move(run_id, ("queued",), status="cancelling"):
+                    await self._end(row, "cancelled", "aborted while queued")
+                return
             old = await self.bus.move(run_id, ("queued", "running"), status="running",
                                       worker=self.name)
             if old is None:

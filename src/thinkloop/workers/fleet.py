@@ -160,9 +160,12 @@ class RedisFleet:
                 ids.append(run_id)
         return ids
 
-    async def session_runs(self, user: str, session: str) -> list[Followed]:
+    async def active_runs(self, user: str) -> list[Followed]:
         rows = [await self.bus.get(run_id) for run_id in await self.bus.active_of(user)]
-        return [RemoteRun(self.bus, r) for r in rows if r is not None and r.session == session]
+        return [RemoteRun(self.bus, r) for r in rows if r is not None]
+
+    async def session_runs(self, user: str, session: str) -> list[Followed]:
+        return [r for r in await self.active_runs(user) if r.session == session]
 
     async def pending(self, run_id: str) -> list[tuple[str, str]]:
         return sorted((await self.bus.waits(run_id)).items())
