@@ -152,6 +152,37 @@ def test_get_runs_on_any_gateway_lists_the_runs_executing_on_workers(fleet: Flee
     assert row["status"] == "completed" and row["ended_at"] is not None
 
 
+def test_chat_completions_run_on_the_workers_streamed_or_not(fleet: Fleet) -> None:
+    body = {"model": "steps", "messages": [
+        {"role": "user", "content": "earlier turn"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "go"}]}
+    r = httpx.post(f"{fleet.g2}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["choices"][0]["message"]["content"] == "done after 2 steps"
+    assert got["thinkloop"]["status"] == "completed" and got["thinkloop"]["steps"] == 3
+    assert got["usage"]["total_tokens"] > 0
+    view = fleet.status(fleet.g1, got["thinkloop"]["run_id"])
+    assert view["worker"] in ("w1", "w2")  # it ran on a worker, not in the gateway
+    chunks = []
+    with httpx.stream("POST", f"{fleet.g1}/v1/chat/completions", timeout=60,
+                      json={**body, "stream": True,
+                            "stream_options": {"include_usage": True}}) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: "):
+                chunks.append(line.removeprefix("data: "))
+    assert chunks[-1] == "[DONE]"
+    parsed = [json.loads(c) for c in chunks[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "")
+                   for c in parsed if c["choices"])
+    assert text.endswith("done after 2 steps")
+    assert parsed[-2]["choices"][0]["finish_reason"] == "stop"
+    assert parsed[-1]["usage"]["total_tokens"] > 0
+    run_id = parsed[0]["id"].removeprefix("chatcmpl-")
+    assert fleet.status(fleet.g2, run_id)["worker"] in ("w1", "w2")
+
+
 def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
     g3 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
     g4 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
