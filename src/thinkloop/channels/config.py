@@ -64,6 +64,9 @@ class TelegramSettings(ChannelSettings):
         "X-Telegram-Bot-Api-Secret-Token, and updates without it are refused")
     poll_timeout_s: float = Field(10.0, ge=0, description="getUpdates long-poll timeout")
     max_retries: int = Field(3, ge=0, description="retries of a send refused with 429")
+    chat_rate_per_s: float = Field(1.0, gt=0, description="messages a second to one chat "
+                                   "(Telegram's limit; a burst is spaced, none dropped)")
+    rate_per_s: float = Field(30.0, gt=0, description="messages a second in all")
 
     def files(self) -> str:
         if self.file_url:
