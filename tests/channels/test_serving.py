@@ -275,3 +275,70 @@ async def test_a_rest_abort_ends_a_telegram_run_and_the_chat_is_told(
         sock.close()
         await api.stop()
         model.clear()
+
+
+async def test_missions_are_kept_in_the_store_and_edited_through_the_gateway(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    import socket
+
+    import aiohttp
+    import uvicorn
+
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = BotAPI()
+    url = await api.start()
+    default = {"43": {"instructions": "You are the book club's bot."}}
+    env = env_for(model, home, api_url=f"{url}/bot", poll_timeout_s="1", missions=default)
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents, no_auth=True), store=store,
+                     settings=load_settings(env=env, cwd=home),
+                     services=[gateway_service(["telegram"], agents)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/channels/telegram/missions"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+
+    def system(i: int) -> str:
+        return str(model.requests[i]["messages"][0]["content"])
+
+    try:
+        await until(lambda: server.started, 20)
+        async with aiohttp.ClientSession() as http:
+            chess = {"instructions": "You are the chess club's bot.", "tools": ["calculator"]}
+            async with http.put(f"{base}/42", json=chess) as r:
+                assert r.status == 200, await r.text()
+            async with http.put(f"{base}/42", json={"mission": "x"}) as r:
+                assert r.status in (400, 422)  # one clear error, nothing stored
+            async with http.get(base) as r:
+                listed = (await r.json())["missions"]
+            assert listed["42"]["source"] == "store" and listed["43"]["source"] == "settings"
+            model.enqueue(Reply(body=completion("Chess it is.")),
+                          Reply(body=completion("Books it is.")))
+            api.message(42, 7, "hello")
+            await api.wait_for(lambda: "Chess it is." in api.texts(42))
+            api.message(43, 7, "hello")
+            await api.wait_for(lambda: "Books it is." in api.texts(43))
+            assert "chess club" in system(0) and "book club" in system(1)
+            assert {t["function"]["name"] for t in model.requests[0]["tools"]} == \
+                {"calculator", "send_voice"}
+            async with http.delete(f"{base}/42") as r:
+                assert r.status == 200
+            model.enqueue(Reply(body=completion("Plain again.")))
+            api.message(42, 7, "hello again")
+            await api.wait_for(lambda: "Plain again." in api.texts(42))
+            assert "chess club" not in system(-1)
+            async with http.get(base.replace("telegram", "slack")) as r:
+                assert r.status == 404
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 20)
+        sock.close()
+        await api.stop()
+        model.clear()
+    # Kept in the store (the profile table), where a restarted gateway finds it.
+    assert await store.profile("channel-missions:telegram") == {"42": "null"}  # deleted

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from thinkloop.agent import Agent
 from thinkloop.channels.base import Address, Attachment, ChatAdapter, Inbound, split_text
-from thinkloop.channels.config import ChannelSettings, Mission
+from thinkloop.channels.config import ChannelSettings
 from thinkloop.channels.policy import (
     NO_ORIGIN,
     ChatRun,
@@ -37,7 +37,8 @@ from thinkloop.protocols.sanitize import is_silent
 from thinkloop.tools.workspace import Workspace
 
 log = logging.getLogger("thinkloop.channels")
-AgentFor = Callable[[ChannelSettings, Mission | None], Awaitable[Agent]]
+# The agent that answers in a chat (None: a scheduled run's, with no chat of its own).
+AgentFor = Callable[[ChannelSettings, Address | None], Awaitable[Agent]]
 SILENT = ("NO_REPLY", "NO_SEND")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -99,8 +100,7 @@ class ChatHub:
             return
         if await self._answer(msg) or not msg.addressed or msg.choice is not None:
             return
-        mission = settings.missions.get(msg.where.chat)
-        agent = await self.agents(settings, mission)
+        agent = await self.agents(settings, msg.where)
         task = self._task(msg)
         handle = agent.start(task, session=msg.where.key, user_id=msg.user)
         self._adopt(handle, ChatRun(adapter, settings, msg, (msg.where,)))

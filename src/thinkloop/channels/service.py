@@ -12,18 +12,18 @@ from typing import Any
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec, build_agent
-from thinkloop.channels.base import ChatAdapter
+from thinkloop.channels.base import Address, ChatAdapter
 from thinkloop.channels.config import (
     ChannelSettings,
     DiscordSettings,
     EmailSettings,
-    Mission,
     SlackSettings,
     TelegramSettings,
     WebhookSettings,
     channel_settings,
 )
 from thinkloop.channels.hub import Board, ChatHub
+from thinkloop.channels.missions import Missions
 from thinkloop.channels.voice import send_voice_tool
 from thinkloop.errors import ChannelError, ConfigError
 from thinkloop.runs import RunRegistry
@@ -75,6 +75,7 @@ class ChannelService:
         self.store = store
         self.runs = runs if runs is not None else RunRegistry()  # (an empty one is falsy)
         self.definitions = Definitions(store, agents_file)
+        self.missions = Missions(store)
         configs = {p: channel_settings(settings, p) for p in platforms}
         for p, c in configs.items():
             mode = getattr(c, "mode", None)
@@ -87,11 +88,12 @@ class ChannelService:
         self._agents: dict[tuple[Any, ...], Agent] = {}
         self._started: list[ChatAdapter] = []
 
-    async def agent_for(self, settings: ChannelSettings, mission: Mission | None) -> Agent:
+    async def agent_for(self, settings: ChannelSettings, where: Address | None) -> Agent:
         """The agent that answers a chat: the named definition with the chat's mission."""
         spec = await self.definitions.get(settings.agent)
         if spec is None:
             raise ConfigError(f"no agent named {settings.agent!r} (channels.*.agent)")
+        mission = await self.missions.of(where, settings) if where is not None else None
         if mission is not None:
             spec = spec.model_copy(update=mission.model_dump(exclude_none=True))
         key = (settings.agent, spec.fingerprint(), settings.piper_voice,
@@ -155,6 +157,10 @@ def gateway_service(platforms: Sequence[str], agents_file: Path | None = None,
         service = ChannelService(gateway.settings, gateway.store, platforms,
                                  runs=gateway.runs, agents_file=agents_file, gateway=True,
                                  board=gateway.adopt)
+        from thinkloop.channels.routes import mission_routes
+
+        app.include_router(mission_routes(
+            service.missions, {p: c for p, (_, c) in service.channels.items()}))
         for platform, (adapter, _) in service.channels.items():
             route = getattr(adapter, "webhook_route", None)
             if route is not None:
