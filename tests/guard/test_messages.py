@@ -44,7 +44,7 @@ APPROVED = replace(GuardSettings(), approval=ApprovalSettings(AutoApprove()))
 
 
 def flood(n: int) -> object:
-    """One step sending n messages at once (a loop of single sends trips the loop guard)."""
+    """One step sending n messages at once."""
     return reply("", *(call("send_message", text=f"m{i}") for i in range(n)))
 
 
