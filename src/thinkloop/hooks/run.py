@@ -13,7 +13,13 @@ from thinkloop.events import Event
 from thinkloop.hooks.registry import Hooks
 from thinkloop.models.base import Model, ModelSettings
 from thinkloop.protocols.base import ToolCallProtocol
-from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
+from thinkloop.settings import (
+    MAX_PARALLEL_CALLS,
+    RUN_TIMEOUT_S,
+    TOOL_OUTPUT_CHARS,
+    TOOL_TIMEOUT_S,
+    Settings,
+)
 from thinkloop.tools.base import Tool
 from thinkloop.types import (
     Message,
@@ -34,6 +40,8 @@ class Limits:
     timeout_s: float | None = RUN_TIMEOUT_S
     tool_timeout_s: float | None = TOOL_TIMEOUT_S
     output_retries: int = 2
+    parallel_calls: int = MAX_PARALLEL_CALLS  # a reply's calls past it are refused
+    tool_output_chars: int = TOOL_OUTPUT_CHARS  # a tool's output is cut to it
 
 
 @dataclass(frozen=True)
