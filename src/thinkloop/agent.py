@@ -138,11 +138,11 @@ class Agent:
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
         self.deps = deps
         # Runs in progress (abort by run, session or all); a shared registry sees every
-        # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
+        # agent's. Runs are recorded (row, checkpoints, audit log) in every durable store, the
+        # default one too, so a process killed mid-turn loses nothing and the run resumes.
         self.registry = registry if registry is not None else RunRegistry()
         self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
-                        if store not in (None, "memory") and isinstance(self.store, RunRecords)
-                        else None)
+                        if store != "memory" and isinstance(self.store, RunRecords) else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
@@ -354,8 +354,8 @@ class Agent:
         :class:`RunAccessError` if the run ended, is unknown, or is still running somewhere.
         """
         if self.runbook is None:
-            raise ConfigError("resuming a run needs the store it was recorded in: "
-                              "Agent(store=...)")
+            raise ConfigError("resuming a run needs the durable store it was recorded in "
+                              "(the default store, or Agent(store=...)), not store='memory'")
         if run_id in self.registry:
             raise RunAccessError(f"run {run_id} is running in this process")
         recovery = await load_recovery(self.store, run_id)

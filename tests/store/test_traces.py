@@ -144,13 +144,13 @@ async def test_the_trace_is_stored_with_the_run(store: Backend) -> None:
     assert bad.status == "ERROR" and bad.attributes["thinkloop.tool.error"] is True
 
 
-async def test_no_tracing_without_a_store_or_an_endpoint(
+async def test_no_tracing_with_store_memory_and_no_endpoint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     model = ScriptedModel(["hi"])
-    agent = Agent(model, guard=False)
+    agent = Agent(model, store="memory", guard=False)
     assert agent.tracing is None and agent.hooks.by_stage["pre_tool"] == []
     handle = agent.start("x", events=False)
     assert handle.cfg.model is model  # no wrapper on the hot path

@@ -101,12 +101,10 @@ async def _use_wal(db: aiosqlite.Connection) -> None:
 async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
     """A write transaction from its start: writers in other processes wait their turn.
 
-    Atomic under cancellation: each statement settles before a cancel is raised, the ROLLBACK
-    or COMMIT at the end is settled too, and a connection left inside a transaction by any
-    error is rolled back, so the next transaction always starts on a clean connection."""
+    Each statement settles before a cancel is raised, and so does the ROLLBACK of a
+    transaction that did not finish; what a cancel can still leave behind (a statement whose
+    own task the event loop cancelled at exit) is reset by the store before its next use."""
     tx = _Tx(db)
-    if db.in_transaction:  # never expected; a wedged connection is reset, not kept
-        await tx.execute("ROLLBACK")
     await tx.execute("BEGIN IMMEDIATE")
     try:
         yield tx
@@ -133,6 +131,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         self._migrate_upto = migrate_upto
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
+        self._dirty = False  # an operation ended by an error or a cancel: reset before reuse
         self._open_lock = asyncio.Lock()
         self._local = LocalLocks()
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
@@ -174,21 +173,39 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         return self._db
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[_Tx]:
+    async def _held(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The connection, for this coroutine alone (never inside another's transaction), and
+        clean: after an operation ended by any error or cancel, whatever it left queued in
+        aiosqlite's thread has run (a statement queued behind it has) and a transaction it
+        left open is rolled back, before the next one starts. Without it, a cancel wedged
+        the store: every later write failed with "cannot start a transaction within a
+        transaction" until the process restarted (issue 30)."""
         db = await self._open()
-        async with self._tx_lock, _immediate(db) as tx:
+        async with self._tx_lock:
+            if self._dirty:
+                await db.execute("SELECT 1")
+                if db.in_transaction:
+                    await _rollback(db)
+                self._dirty = False
+            try:
+                yield db
+            except BaseException:
+                self._dirty = True
+                raise
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Tx]:
+        async with self._held() as db, _immediate(db) as tx:
             yield tx
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        db = await self._open()
-        async with self._tx_lock:  # never inside another coroutine's open transaction
+        async with self._held() as db:
             return await _Tx(db).fetch(sql, *args)
 
     async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """Rows appended one statement each, in autocommit (each row is whole on its own), so
         one trip to the database thread."""
-        db = await self._open()
-        async with self._tx_lock:
+        async with self._held() as db:
             await _Tx(db).executemany(sql, rows)
 
     async def aclose(self) -> None:
