@@ -2,9 +2,9 @@
 higher ones (the layers of /work/shared/design.md, as the code has them).
 
 Every import counts, at the top of a module, inside a function or under ``if TYPE_CHECKING:``
-(a type a module names is a dependency of its design even if the import never runs), except
-those marked ``# plugin boundary`` on the import line: a deliberate reach upwards where a lower
-part hands work to a whole agent (a sub-agent tool), which the caller opts into.
+(a type a module names is a dependency of its design even if the import never runs), with no
+exemption: a lower part that starts a whole agent (a sub-agent tool, the memory flush,
+judgement) gets ``spawn`` from its run (``thinkloop.core.spec.Spawn``) instead of importing it.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 import thinkloop
 
 ROOT = Path(thinkloop.__file__).parent
-BOUNDARY = "# plugin boundary"
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "types errors text spotlight lifetime events plugins tuning",
-    "settings",
+    "text spotlight lifetime tuning",
+    "core",
+    "types errors events plugins settings",
     "models store protocols sandbox channels runs",
     "context",
     "tools",
@@ -32,6 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "tracing checkpoints runlog",
     "session",
     "agent",
+    "subagents build",
     "server cli testing tui workers __main__",
 ))
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
@@ -73,13 +74,9 @@ def import_edges() -> dict[tuple[str, str], list[str]]:
         module = ".".join(rel.parts)
         package = module.removesuffix(".__init__") if path.name == "__init__.py" else \
             module.rpartition(".")[0]
-        source = path.read_text(encoding="utf-8")
-        lines = source.splitlines()
-        tree = ast.parse(source)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            if BOUNDARY in lines[node.lineno - 1]:
                 continue
             for target in _targets(node, package):
                 src, dst = _unit(module), _unit(target)

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 import thinkloop
-from thinkloop import Agent, errors
+from thinkloop import Agent
+from thinkloop.core import errors
 from thinkloop.errors import (
     ChannelError,
     ConfigError,
@@ -56,13 +57,13 @@ def _defined_exceptions() -> Iterator[type[BaseException]]:
 
 def test_every_exception_thinkloop_defines_lives_in_errors_and_is_a_thinkloop_error() -> None:
     found = {f"{c.__module__}.{c.__qualname__}": c for c in _defined_exceptions()}
-    assert {n for n, c in found.items() if c.__module__ != "thinkloop.errors"} == SIGNALS
+    assert {n for n, c in found.items() if c.__module__ != "thinkloop.core.errors"} == SIGNALS
     assert [n for n, c in found.items()
             if n not in SIGNALS and not issubclass(c, ThinkloopError)] == []
     # ... and the tree drawn in its docstring names each of them, no more.
     drawn = set(re.findall(r"([A-Z]\w+(?:Error|Failed))\b", errors.__doc__ or ""))
     drawn -= {"StopRun", "Unsettled"}
-    assert {c.__name__ for c in found.values() if c.__module__ == "thinkloop.errors"} == drawn
+    assert {c.__name__ for c in found.values() if c.__module__ == "thinkloop.core.errors"} == drawn
 
 
 @pytest.mark.parametrize(("branch", "members"), [

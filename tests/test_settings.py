@@ -133,7 +133,7 @@ def test_describe_masks_secrets_and_says_where_each_came_from(tmp_path: Path) ->
 def test_only_settings_reads_the_environment() -> None:
     pattern = re.compile(r"os\.environ|getenv")
     readers = [f"{p.relative_to(SRC)}:{n}" for p in sorted(SRC.rglob("*.py"))
-               if p.name != "settings.py" or p.parent != SRC
+               if p.name != "settings.py" or p.parent != SRC / "core"
                for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert readers == []
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
-    from thinkloop.errors import ThinkloopError
-    from thinkloop.events import Event
+    from thinkloop.core.errors import ThinkloopError
+    from thinkloop.core.events import Event
+    from thinkloop.core.types import Message, ModelResponse, Step, ToolCall, ToolResult, Usage
     from thinkloop.loop import RunHandle, RunResult
     from thinkloop.models import Model, ModelSettings, ScriptedModel
     from thinkloop.tools import Tool, ToolContext, tool
-    from thinkloop.types import Message, ModelResponse, Step, ToolCall, ToolResult, Usage
 
 __version__ = "0.1.0"
 
@@ -30,22 +30,22 @@ __version__ = "0.1.0"
 # the ``thinkloop`` command's start-up do not pay for the engine, pydantic and the HTTP stack.
 _EXPORTS: dict[str, str] = {
     "Agent": "thinkloop.agent",
-    "Event": "thinkloop.events",
-    "Message": "thinkloop.types",
-    "Model": "thinkloop.models",
-    "ModelResponse": "thinkloop.types",
-    "ModelSettings": "thinkloop.models",
+    "Event": "thinkloop.core.events",
+    "Message": "thinkloop.core.types",
+    "Model": "thinkloop.core.model",
+    "ModelResponse": "thinkloop.core.types",
+    "ModelSettings": "thinkloop.core.model",
     "RunHandle": "thinkloop.loop",
     "RunResult": "thinkloop.loop",
     "ScriptedModel": "thinkloop.models",
-    "Step": "thinkloop.types",
-    "ThinkloopError": "thinkloop.errors",
-    "Tool": "thinkloop.tools",
-    "ToolCall": "thinkloop.types",
-    "ToolContext": "thinkloop.tools",
-    "ToolResult": "thinkloop.types",
-    "Usage": "thinkloop.types",
-    "tool": "thinkloop.tools",
+    "Step": "thinkloop.core.types",
+    "ThinkloopError": "thinkloop.core.errors",
+    "Tool": "thinkloop.core.tool",
+    "ToolCall": "thinkloop.core.types",
+    "ToolContext": "thinkloop.core.tool",
+    "ToolResult": "thinkloop.core.types",
+    "Usage": "thinkloop.core.types",
+    "tool": "thinkloop.core.tool",
 }
 
 __all__ = [

@@ -15,8 +15,13 @@ from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
 from thinkloop.context.prompt import PromptBuilder, prompt_context
 from thinkloop.context.sections import PromptMode
-from thinkloop.errors import ConfigError, RunAccessError
-from thinkloop.events import Event
+from thinkloop.core.errors import ConfigError, RunAccessError
+from thinkloop.core.events import Event
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
+from thinkloop.core.spec import AgentSpec, child_options
+from thinkloop.core.tool import Tool, as_tool
+from thinkloop.core.types import PendingApproval
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
 from thinkloop.guard.focus import focus_hook
@@ -40,18 +45,14 @@ from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.memory.manager import Memory
-from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
-from thinkloop.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
-from thinkloop.tools.base import Tool, as_tool
 from thinkloop.tracing import Tracing, default_tracing
-from thinkloop.types import PendingApproval
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 
@@ -257,6 +258,7 @@ class Agent:
             deps=self.deps,
             hooks=self.hooks,
             config=self.config,
+            spawn=spawn_child,
         )
 
     def start(
@@ -414,6 +416,13 @@ class Agent:
                 await self.aclose()
 
         return asyncio.run(run_then_close())
+
+
+def spawn_child(spec: AgentSpec, run: Any, model: str | Model | None = None) -> Agent:
+    """A sub-agent of ``spec`` (``thinkloop.core.spec.Spawn``): started inside the run ``run``
+    (a ``RunConfig``) it may do at most what its parent may; outside a run (None) the
+    default guards apply."""
+    return Agent(**child_options(spec, run, model))
 
 
 def _check_settings(settings: object, config: object) -> None:

@@ -23,11 +23,11 @@ from typing import Any
 
 import orjson
 
-from thinkloop.errors import RunAccessError
+from thinkloop.core.errors import RunAccessError
+from thinkloop.core.types import Message, Step, ToolCall, ToolResult, Usage
 from thinkloop.hooks import Recovered, RunState
 from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
 from thinkloop.store.serialize import message_from_dict, message_to_dict
-from thinkloop.types import Message, Step, ToolCall, ToolResult, Usage
 
 
 def _usage(u: Usage) -> list[Any]:

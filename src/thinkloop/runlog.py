@@ -16,19 +16,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkloop.checkpoints import Checkpointer
-from thinkloop.errors import RunAccessError
-from thinkloop.events import Chunk, Event
+from thinkloop.core.errors import RunAccessError
+from thinkloop.core.events import Chunk, Event
 from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (
     AbortRequests,
     AuditLog,
     CheckpointStore,
+    MemoryRecord,
     RunRecord,
     RunRecords,
     SpanRecord,
@@ -37,7 +38,6 @@ from thinkloop.store.base import (
 )
 
 log = logging.getLogger("thinkloop.runs")
-
 
 
 @dataclass
@@ -291,3 +291,15 @@ class AbortWatcher:
             for run_id in asked:
                 self.runs.discard(run_id)
                 self.cancel(run_id)
+
+
+def run_memories(records: Sequence[MemoryRecord], run: RunRecord, later: Sequence[RunRecord] = (),
+                 grace_s: float = 120.0) -> list[MemoryRecord]:
+    """What ``run`` wrote to memory (an operator's "memory filtered by run"): rows keyed by
+    its id (plans, observations), and rows written while it ran or by its post-turn jobs soon
+    after (episodes, summaries, notes), until another of ``later`` (runs of the same owner)
+    began; memory rows carry no run id of their own."""
+    end = (run.ended_at if run.ended_at is not None else time.time()) + grace_s
+    end = min([end, *(r.started_at for r in later if r.started_at > run.started_at)])
+    return [r for r in records
+            if run.id in r.key or run.started_at <= r.created_at <= end]

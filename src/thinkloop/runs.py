@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from thinkloop.errors import RunAccessError
+from thinkloop.core.errors import RunAccessError
 
 
 class ActiveRun(Protocol):

@@ -21,13 +21,13 @@ from contextlib import asynccontextmanager
 
 from thinkloop.checkpoints import Recovery
 from thinkloop.context.inputs import RunContext, user_message
-from thinkloop.errors import PendingApprovalError
+from thinkloop.core.errors import PendingApprovalError
+from thinkloop.core.types import UNSAVED, Message, PendingApproval
 from thinkloop.hooks import OutputContext, Resumption, RunConfig, RunState
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.resume import rebuild_steps
 from thinkloop.store.base import ApprovalStore, Store, StoreError
 from thinkloop.store.locks import LocalLocks, session_lock
-from thinkloop.types import UNSAVED, Message, PendingApproval
 
 log = logging.getLogger("thinkloop")
 

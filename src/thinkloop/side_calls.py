@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from thinkloop.models.base import Model, ModelSettings
-from thinkloop.types import Message, ModelResponse, Usage
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.types import Message, ModelResponse, Usage
 
 if TYPE_CHECKING:
     from thinkloop.hooks import HookContext

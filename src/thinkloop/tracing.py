@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.trace import Span, Status, StatusCode
 
-from thinkloop.events import (
+from thinkloop.core.events import (
     Event,
     LlmRequest,
     LlmResponse,
@@ -47,12 +47,12 @@ from thinkloop.events import (
     ToolCalled,
     ToolReturned,
 )
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.settings import Settings, load_settings
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
-from thinkloop.models.base import Model, ModelSettings
-from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SpanRecord
 from thinkloop.store.serialize import message_to_dict, to_json
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 PREVIEW_CHARS = 500
 VERBOSE_CHARS = 50_000

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from thinkloop import Agent, ScriptedModel
+from thinkloop.agent import spawn_child
 from thinkloop.memory import Memory, MemorySettings, Turn, run_jobs
 from thinkloop.models.scripted import call, reply
 from thinkloop.store import PostgresStore, SQLiteStore
@@ -160,9 +161,9 @@ async def test_one_compaction_at_a_time_per_session(store: Backend) -> None:
     model = ScriptedModel(["NO_REPLY", "summary"], delay_s=0.05)
     memory = Memory(store, embedder=None, model=model, jobs=(),
                     settings=MemorySettings(compact_after_messages=50))
-    first = asyncio.create_task(memory.compact("s", "session:s", model))
+    first = asyncio.create_task(memory.compact("s", "session:s", model, spawn_child))
     await asyncio.sleep(0.02)
-    assert await memory.compact("s", "session:s", model) is False  # busy: skipped
+    assert await memory.compact("s", "session:s", model, spawn_child) is False  # busy
     assert await first is True
     assert len(await store.load("s")) == 4
 

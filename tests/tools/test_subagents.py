@@ -15,9 +15,9 @@ from thinkloop.events import Event, Handoff
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
+from thinkloop.subagents import AgentSpec, SubAgents
 from thinkloop.tools.base import ToolContext, tool
 from thinkloop.tools.plugins import load_plugin_tools
-from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
 
 

@@ -19,16 +19,17 @@ from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_s
 from thinkloop.cli.runs import runs_app, trace
 from thinkloop.cli.serve import keys_app, serve
 from thinkloop.cli.sessions import sessions_app
-from thinkloop.errors import StoreError, ThinkloopError
+from thinkloop.cli.ui import ui
+from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
     from thinkloop.agent import Agent
     from thinkloop.cli.build import AgentOptions
+    from thinkloop.core.settings import Settings
+    from thinkloop.core.tool import Tool
     from thinkloop.loop.result import RunResult
-    from thinkloop.settings import Settings
-    from thinkloop.tools.base import Tool
 
 app = typer.Typer(
     name="thinkloop",
@@ -128,8 +129,9 @@ def run(
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     # Read once and passed down; container mode reads its own, with the payload's secrets.
     settings = None if stdio else _settings()
-    opts = AgentOptions(model, tools, max_steps, timeout, protocol, approve,
-                        judgement=judgement, model_pool=model_pool, isolation=isolation,
+    opts = AgentOptions(model=model, tools=tools, max_steps=max_steps, timeout_s=timeout,
+                        protocol=protocol, approve=approve, judgement=judgement,
+                        model_pool=model_pool, isolation=isolation,
                         workspace=_workspace(workspace, settings))
     if stdio:
         from thinkloop.cli.stdio import main_stdio
@@ -226,7 +228,7 @@ def _where(agent: Agent, user: str | None) -> str:
 
 
 def _settings() -> Settings:
-    from thinkloop.settings import load_settings
+    from thinkloop.core.settings import load_settings
 
     try:
         return load_settings()
@@ -307,6 +309,7 @@ app.command("trace")(trace)
 app.command("serve")(serve)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
+app.command("ui")(ui)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import typer
 
 from thinkloop.cli.render import console, escape, fail
 from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
-from thinkloop.errors import ThinkloopError
+from thinkloop.core.errors import ThinkloopError
 
 if TYPE_CHECKING:
     from thinkloop.loop.result import RunResult
@@ -79,8 +79,8 @@ async def _decide(
 ) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.printers import EventPrinter
+    from thinkloop.core.settings import load_settings
     from thinkloop.guard.approval import Decision
-    from thinkloop.settings import load_settings
     from thinkloop.store.open import open_store
 
     async with contextlib.AsyncExitStack() as stack:

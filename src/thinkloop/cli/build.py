@@ -4,46 +4,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
 
 from thinkloop.agent import Agent
+from thinkloop.build import AgentSpec
 from thinkloop.channels import ConsoleChannel
+from thinkloop.core.model import Model
+from thinkloop.core.settings import Settings, quiet_model_loaders
+from thinkloop.core.tool import Tool
 from thinkloop.guard.approval import ApprovalRequest, Approver, Decision
-from thinkloop.memory.manager import Memory
-from thinkloop.models.base import Model
-from thinkloop.settings import Settings, quiet_model_loaders
 from thinkloop.store.base import Store
-from thinkloop.tools.base import Tool
 
-
-@dataclass(frozen=True)
-class AgentOptions:
-    model: str | None = None
-    tools: str = "default"
-    max_steps: int | None = None
-    timeout_s: float | None = None
-    protocol: str | None = None
-    approve: str | None = None  # None: ask on a terminal, else refuse (cli_approver)
-    name: str = "thinkloop"
-    judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
-    model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
-    isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
-    # --workspace: the tools work in this directory itself, whoever the user is.
-    workspace: Path | None = None
-
-    def settings_args(self) -> dict[str, Any]:
-        """The options that are settings, by setting name (None: not given)."""
-        own = self.workspace is not None
-        return {"model": self.model, "max_steps": self.max_steps, "timeout_s": self.timeout_s,
-                "protocol": self.protocol, "judgement": self.judgement,
-                "model_pool": self.model_pool, "tools.workspace": self.workspace,
-                "tools.workspace_per_user": False if own else None}
+# The CLI's flags are an agent spec (``thinkloop.build``): the one recipe builds from it.
+AgentOptions = AgentSpec
 
 
 def build_agent(
-    opts: AgentOptions,
+    opts: AgentSpec,
     settings: Settings,
     *,
     model: Model | None = None,
@@ -56,56 +32,16 @@ def build_agent(
     With a durable ``store`` the agent also gets the memory layers and the memory tools
     (unless ``memory=False``: the store then only records the runs).
     """
-    from thinkloop.cli.prompt import cli_prompt_builder
-    from thinkloop.guard import GuardSettings
-    from thinkloop.guard.approval import ApprovalSettings
-    from thinkloop.judgement import Judgement
-    from thinkloop.tools.defaults import default_tools
+    from thinkloop import build
 
     # The CLI draws its own progress: model loaders' progress bars stay off the terminal
     # (here, where models load, rather than at start-up: pydantic is not for --help).
     quiet_model_loaders()
-    # The flags join the settings as arguments (``agent.config.origin`` says so).
-    settings = settings.with_arguments(opts.settings_args())
-    spec = settings.model_spec()
+    spec = opts if memory else opts.model_copy(update={"memory": False})
     # The agent talks to the person on stderr: stdout carries the run's output (--json).
-    tools, guidance = default_tools(opts.tools, settings=settings.tools, worker_model=spec,
-                                    channels=[ConsoleChannel(out=sys.stderr)])
-    builder = cli_prompt_builder(settings)
-    if guidance:
-        text = "\n\n".join(guidance)
-        builder.add("tool_guidance", lambda ctx: text, after="tooling")
-    guard = replace(GuardSettings(), approval=ApprovalSettings(cli_approver(opts.approve),
-                                                               settings.approval_timeout_s))
-    return Agent(
-        model or spec,
-        tools=[*tools, *extra_tools],
-        name=opts.name,
-        max_steps=settings.max_steps,
-        timeout_s=settings.timeout_s,
-        tool_timeout_s=settings.tool_timeout_s,
-        protocol=settings.protocol,
-        prompt=builder,
-        isolation=opts.isolation,  # type: ignore[arg-type]  # Agent checks the value
-        guard=guard,
-        store=store,
-        memory=_memory(store, opts.tools) if memory else False,
-        config=settings,
-        judgement=Judgement.parse(settings.judgement, settings.model_pool),
-    )
-
-
-def _memory(store: Store | None, tools: str) -> Memory | bool:
-    """The memory layers with a durable store; ``--tools none`` also means no memory tools."""
-    if store is None:
-        return False
-    from thinkloop.memory.manager import Memory
-
-    class ToollessMemory(Memory):
-        def tools(self) -> list[Tool]:
-            return []
-
-    return ToollessMemory(store) if tools.strip() in ("", "none") else True
+    return build.build_agent(spec, settings, approver=cli_approver(opts.approve),
+                             channels=[ConsoleChannel(out=sys.stderr)],
+                             extra_tools=extra_tools, store=store, model=model)
 
 
 def _ask_on_stderr(prompt: str) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from thinkloop.cli.render import console
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 
 
 def config(
@@ -19,7 +19,7 @@ def config(
 ) -> None:
     """Print the effective settings, each with its source: default, thinkloop.toml,
     environment or argument (secrets masked)."""
-    from thinkloop.settings import describe, load_settings  # pydantic: not for --help
+    from thinkloop.core.settings import describe, load_settings  # pydantic: not for --help
 
     args: dict[str, str] = {}
     for item in overrides or ():

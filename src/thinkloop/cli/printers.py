@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.status import Status
 
-from thinkloop.events import (
+from thinkloop.core.events import (
     Chunk,
     Event,
     HookErrored,

@@ -17,9 +17,7 @@ import typer
 from thinkloop.cli.render import console, escape
 
 if TYPE_CHECKING:
-    from thinkloop.context.prompt import PromptBuilder
-    from thinkloop.settings import Settings
-    from thinkloop.types import ModelResponse, TextDelta, ToolSpec
+    from thinkloop.core.types import ModelResponse, TextDelta, ToolSpec
 
 
 class Mode(StrEnum):
@@ -77,17 +75,6 @@ def prompt(
     out.print(table)
 
 
-def cli_prompt_builder(settings: Settings) -> PromptBuilder:
-    """The prompt of agents the CLI runs: bootstrap files under ``THINKLOOP_HOME``.
-
-    ``thinkloop run`` must build its agent with this too, so the preview is what runs see.
-    """
-    from thinkloop.context.bootstrap import Bootstrap
-    from thinkloop.context.prompt import PromptBuilder, PromptOptions
-
-    return PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(settings.home)))
-
-
 def render_sections(
     agent_name: str, mode: str | None, user: str | None, session: str | None,
     model: str | None, no_tools: bool,
@@ -98,8 +85,8 @@ def render_sections(
     from thinkloop.context.focus import is_small
     from thinkloop.context.prompt import prompt_context
     from thinkloop.context.tokens import heuristic_count
+    from thinkloop.core.settings import load_settings
     from thinkloop.models.decision import tools_prompt
-    from thinkloop.settings import load_settings
 
     settings = load_settings()
     spec = model or settings.model_spec()

@@ -21,13 +21,13 @@ import typer
 
 from thinkloop.cli.render import EXIT_CODES, console, escape, fail
 from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
-from thinkloop.errors import StoreError, ThinkloopError
+from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The store, the events and rich load when a command runs, not for ``--help``.
     from rich.tree import Tree
 
-    from thinkloop.events import Event
+    from thinkloop.core.events import Event
     from thinkloop.loop.result import RunResult
     from thinkloop.store.base import DurableStore, RunRecord, SpanRecord
 
@@ -80,7 +80,7 @@ def show_run(
     as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
 ) -> None:
     """A run's record and its steps, from its audit log."""
-    from thinkloop.events import LlmResponse, ToolCalled, ToolReturned
+    from thinkloop.core.events import LlmResponse, ToolCalled, ToolReturned
     from thinkloop.store.serialize import event_to_dict
 
     async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
@@ -158,14 +158,15 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
                   *, quiet: bool) -> RunResult:
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.printers import EventPrinter
-    from thinkloop.settings import load_settings
+    from thinkloop.core.settings import load_settings
     from thinkloop.store.open import open_store
 
     settings = load_settings()
     store = open_store(db, settings=settings)
     try:
         rec = await _record(store, run_id)
-        opts = AgentOptions(model or rec.model, tools, approve=approve, name=rec.agent)
+        opts = AgentOptions(model=model or rec.model, tools=tools, approve=approve,
+                            name=rec.agent)
         agent = build_agent(opts, settings, store=store,
                             memory=rec.session_id is not None or rec.user_id is not None)
         if not quiet:
@@ -189,7 +190,7 @@ def replay_run(
 ) -> None:
     """Re-show a run step by step from its audit log; no model is called."""
     from thinkloop.cli.printers import ReplayPrinter
-    from thinkloop.events import StepCompleted
+    from thinkloop.core.events import StepCompleted
 
     async def read(store: DurableStore) -> list[Event]:
         await _record(store, run_id)

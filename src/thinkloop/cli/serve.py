@@ -11,7 +11,7 @@ import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
                        rich_markup_mode=None)
@@ -35,8 +35,8 @@ def serve(
     try:
         import uvicorn
 
+        from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
-        from thinkloop.settings import load_settings, quiet_model_loaders
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None

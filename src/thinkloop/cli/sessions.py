@@ -16,14 +16,14 @@ import orjson
 import typer
 
 from thinkloop.cli.render import console, escape, fail
-from thinkloop.errors import ThinkloopError
+from thinkloop.core.errors import ThinkloopError
 
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
+    from thinkloop.core.types import Message
     from thinkloop.store.base import SessionInfo
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.sqlite import SQLiteStore
-    from thinkloop.types import Message
 
 sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True,
                            rich_markup_mode=None)

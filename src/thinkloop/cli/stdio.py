@@ -21,18 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from dataclasses import replace
 from typing import Any, Literal, TextIO
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.cli.build import AgentOptions, build_agent
-from thinkloop.errors import ThinkloopError
-from thinkloop.events import StepCompleted
+from thinkloop.core.errors import ThinkloopError
+from thinkloop.core.events import StepCompleted
+from thinkloop.core.settings import Settings, export_environment, load_settings
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
-from thinkloop.settings import Settings, export_environment, load_settings
 from thinkloop.store.open import open_store
 from thinkloop.text import validation_summary
 
@@ -123,9 +122,9 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
     tools = settings.tools.model_copy(
         update={"sandbox_env": (*settings.tools.sandbox_env, *payload.secrets)})
     settings = settings.model_copy(update={"tools": tools})
-    opts = replace(defaults, model=payload.model or defaults.model,
-                   tools=payload.tools or defaults.tools,
-                   max_steps=payload.max_steps or defaults.max_steps, approve=payload.approve)
+    opts = defaults.model_copy(update={
+        "model": payload.model or defaults.model, "tools": payload.tools or defaults.tools,
+        "max_steps": payload.max_steps or defaults.max_steps, "approve": payload.approve})
     saved, sys.stderr = sys.stderr, RedactingStream(err, output.redact)
     try:
         result = asyncio.run(_run(payload, opts, output, settings))

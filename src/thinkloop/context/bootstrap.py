@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from thinkloop.context.sections import ContextFile
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 
 TEMPLATES: Mapping[str, str] = MappingProxyType({
     "IDENTITY.md": "# IDENTITY.md\n\n- Name: {agent}\n- Role: a personal assistant\n",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thinkloop.context.tokens import model_window
-from thinkloop.types import ToolSpec
+from thinkloop.core.types import ToolSpec
 
 # Models with a context window below this are "small": minimal prompt, few tools.
 SMALL_WINDOW = 8192

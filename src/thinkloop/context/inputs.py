@@ -20,10 +20,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from thinkloop.context.tokens import model_window
-from thinkloop.errors import ConfigError
-from thinkloop.models.base import input_kinds
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.model import input_kinds
+from thinkloop.core.types import ContentPart, Message
 from thinkloop.text import validation_summary
-from thinkloop.types import ContentPart, Message
 
 DEFAULT_BUDGET_CHARS = 60_000
 MAX_IMAGE_BYTES = 5 * 1024 * 1024

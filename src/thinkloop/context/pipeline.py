@@ -21,8 +21,8 @@ from thinkloop.context.tokens import (
     heuristic_count,
     message_tokens,
 )
+from thinkloop.core.types import OBSERVATION, Message
 from thinkloop.models.sanitize import repair_tool_pairs
-from thinkloop.types import OBSERVATION, Message
 
 CLEARED_RESULT = "[Old tool result content cleared]"
 

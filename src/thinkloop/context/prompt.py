@@ -27,10 +27,10 @@ from thinkloop.context.sections import (
     Section,
     SectionFn,
 )
-from thinkloop.errors import ConfigError
-from thinkloop.models.base import Model
-from thinkloop.protocols.base import ToolCallProtocol
-from thinkloop.types import Skill, ToolSpec
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.model import Model
+from thinkloop.core.protocol import ToolCallProtocol
+from thinkloop.core.types import Skill, ToolSpec
 
 
 class DescribedTool(Protocol):

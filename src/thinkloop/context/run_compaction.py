@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from thinkloop.types import OBSERVATION, Message
+from thinkloop.core.types import OBSERVATION, Message
 
 if TYPE_CHECKING:
     from thinkloop.context.pipeline import ContextSettings

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from thinkloop.types import Skill, ToolSpec
+from thinkloop.core.types import Skill, ToolSpec
 
 PromptMode = Literal["full", "minimal"]
 BOTH: frozenset[PromptMode] = frozenset({"full", "minimal"})

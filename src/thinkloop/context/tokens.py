@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from thinkloop.types import Message
+from thinkloop.core.types import Message
 
 TokenCounter = Callable[[str], int]
 

@@ -18,11 +18,11 @@ from typing import Any, Literal, Protocol, cast
 
 import orjson
 
-from thinkloop.errors import ConfigError
-from thinkloop.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.events import ApprovalDecided, ApprovalDeferred, ApprovalRequested
+from thinkloop.core.settings import APPROVAL_TIMEOUT_S
+from thinkloop.core.types import ToolCall
 from thinkloop.hooks import ToolHookContext
-from thinkloop.settings import APPROVAL_TIMEOUT_S
-from thinkloop.types import PendingApproval, ToolCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +137,7 @@ def approver_for(mode: str) -> Approver:
     choices: dict[str, Callable[[], Approver]] = {
         "ask": ConsoleApprover, "auto": AutoApprove, "deny": AutoDeny, "pause": DeferAll}
     if mode not in choices:
-        from thinkloop.errors import ConfigError
+        from thinkloop.core.errors import ConfigError
 
         raise ConfigError(f"--approve must be one of ask, auto, deny, pause (got {mode!r})")
     return choices[mode]()
@@ -248,9 +248,6 @@ class ApprovalGate:
             ctx.emit(ApprovalDecided, tool=call.name, id=call.id, approved=False,
                      reason=denied.reason, source="defer")
             return denied
-        state = ctx.state
-        state.pending.append(PendingApproval(
-            state.run_id, session, call.id, call.name, dict(call.arguments), reason,
-            time.time(), state.task, state.max_steps or ctx.cfg.limits.max_steps))
+        ctx.defer(call, reason)
         ctx.emit(ApprovalDeferred, tool=call.name, id=call.id, reason=decision.reason)
         return decision

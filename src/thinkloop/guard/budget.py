@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from thinkloop.events import BudgetAssigned, BudgetExtended, PolicyDenied
+from thinkloop.core.events import BudgetAssigned, BudgetExtended, PolicyDenied
+from thinkloop.core.types import Message, Step
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ReasonContext
-from thinkloop.types import Message, Step
 
 log = logging.getLogger("thinkloop.guard")
 
@@ -115,8 +115,8 @@ class StepBudget:
         if done[0] or not bigger or not _progress(s.steps):
             return
         done[0] = True
-        s.max_steps = bigger[0]
-        ctx.emit(BudgetExtended, max_steps=s.max_steps, reason="progress")
+        ctx.set_step_budget(bigger[0])
+        ctx.emit(BudgetExtended, max_steps=bigger[0], reason="progress")
 
     async def _classify(self, ctx: AssessContext) -> tuple[Complexity, str]:
         if self.settings.use_model:
@@ -134,15 +134,15 @@ class StepBudget:
             ctx.emit(PolicyDenied, guard="time_capsule", user_id=ctx.cfg.user_id,
                      reason="time-capsule mode is for admin users only")
         if capsule_active(s, ctx):
-            ctx.state.max_steps = max(s.time_capsule_steps, ctx.cfg.limits.max_steps)
-            ctx.emit(BudgetAssigned, complexity=None, max_steps=ctx.state.max_steps,
+            steps = max(s.time_capsule_steps, ctx.cfg.limits.max_steps)
+            ctx.set_step_budget(steps)
+            ctx.emit(BudgetAssigned, complexity=None, max_steps=steps,
                      lean=False, mode="time_capsule", source="admin")
             return
         if self.fixed_steps:
             return
         complexity, source = await self._classify(ctx)
-        ctx.state.max_steps = s.budgets[complexity]
-        ctx.state.lean = s.lean_for_trivial and complexity == "trivial"
-        ctx.emit(BudgetAssigned, complexity=complexity, max_steps=ctx.state.max_steps,
-                 lean=ctx.state.lean, mode="lean" if ctx.state.lean else "normal",
-                 source=source)
+        lean = s.lean_for_trivial and complexity == "trivial"
+        ctx.set_step_budget(s.budgets[complexity], lean=lean)
+        ctx.emit(BudgetAssigned, complexity=complexity, max_steps=s.budgets[complexity],
+                 lean=lean, mode="lean" if lean else "normal", source=source)

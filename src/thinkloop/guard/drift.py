@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from thinkloop.events import DriftDetected
+from thinkloop.core.events import DriftDetected
 from thinkloop.hooks import AssessContext, Hook
 
 _PHRASES = re.compile(

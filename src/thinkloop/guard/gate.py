@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from thinkloop.events import PolicyDenied
+from thinkloop.core.events import PolicyDenied
+from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.guard.approval import ApprovalGate, ApprovalSettings
 from thinkloop.guard.policy import ToolPolicy, Verdict
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ReasonContext, ToolHookContext
-from thinkloop.types import ToolCall, ToolResult
 
 DENIED = "Denied by policy: {reason}. The call was not run; do not retry it as is."
 AWAITING = "[waiting for approval]"

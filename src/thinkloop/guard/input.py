@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from thinkloop.context.focus import is_small
-from thinkloop.events import GuardBlocked, GuardDetected, GuardTruncated
+from thinkloop.core.events import GuardBlocked, GuardDetected, GuardTruncated
+from thinkloop.core.types import ToolResult
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.spotlight import Spotlight, spotlight
-from thinkloop.types import ToolResult
 
 if TYPE_CHECKING:
     from thinkloop.guard.semantic import SemanticDetector

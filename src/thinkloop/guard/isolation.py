@@ -24,12 +24,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from thinkloop.events import IsolationPlanned, IsolationQuarantined, IsolationRefused
+from thinkloop.core.events import IsolationPlanned, IsolationQuarantined, IsolationRefused
+from thinkloop.core.model import ModelSettings
+from thinkloop.core.types import Message, ToolResult
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
-from thinkloop.models.base import ModelSettings
 from thinkloop.spotlight import is_spotlit, spotlight, unwrap
-from thinkloop.types import Message, ToolResult
 
 PLANNER = (
     "PLAN. You plan tool use for the request below before any work starts. Available tools: "

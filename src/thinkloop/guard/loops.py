@@ -27,10 +27,10 @@ from typing import Literal
 
 import orjson
 
-from thinkloop.events import GuardBlocked
+from thinkloop.core.events import GuardBlocked
+from thinkloop.core.types import Step, ToolCall, ToolResult
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, RunState, ToolHookContext
-from thinkloop.types import Step, ToolCall, ToolResult
 
 DUPLICATE_NOTE = ("\n\n[Note: you already made this exact call ({name} with the same "
                   "arguments) in step {step}; this is that result. Do not repeat it.]")

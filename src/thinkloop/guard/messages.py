@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from thinkloop.events import PolicyDenied
+from thinkloop.core.events import PolicyDenied
+from thinkloop.core.types import ToolResult
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ToolHookContext
-from thinkloop.types import ToolResult
 
 CHANNEL_TOOL_GLOBS = ("send_message", "send_*")
 LIMIT_REACHED = ("Message limit reached: at most {n} messages may be sent per task, and this "

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thinkloop.events import Nudge
+from thinkloop.core.events import Nudge
+from thinkloop.core.types import Message
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.hooks import Hook, ReasonContext
-from thinkloop.types import Message
 
 URGENCY = ("[Urgent] Only {n} step(s) left for this task. Stop calling tools unless one is "
            "essential, and produce the deliverable now (for a file task, write the file).")

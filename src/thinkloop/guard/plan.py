@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thinkloop.events import PlanCreated, PlanSkipped
+from thinkloop.core.events import PlanCreated, PlanSkipped
+from thinkloop.core.types import Message
 from thinkloop.hooks import AssessContext, Hook
-from thinkloop.types import Message
 
 PLAN_PROMPT = (
     "Before any work starts, write a short plan for the task below: 2-5 numbered steps naming "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from thinkloop.types import ToolCall
+from thinkloop.core.types import ToolCall
 
 # A callable argument check returns why the value is refused, or None when it is fine.
 ArgCheck = Callable[[Any], str | None]

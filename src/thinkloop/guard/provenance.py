@@ -42,13 +42,13 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from thinkloop.context.inputs import CONTEXT_OPEN
-from thinkloop.events import GuardProvenance
+from thinkloop.core.events import GuardProvenance
+from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ToolHookContext
 from thinkloop.spotlight import as_outside, has_block, is_spotlit
-from thinkloop.types import ToolCall, ToolResult
 
 # Arguments whose value the model writes itself; the recipient, not the words, is the risk.
 FREE_TEXT = ("body", "content", "text", "message", "subject", "summary", "description", "note",

@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from thinkloop.events import ReviewBlocked
+from thinkloop.core.events import ReviewBlocked
+from thinkloop.core.types import ToolResult
 from thinkloop.guard.messages import run_channel_tools
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, ReflectContext
 from thinkloop.spotlight import unwrap
-from thinkloop.types import ToolResult
 
 FIXES = {
     "ERROR_UNRESOLVED": "A tool call failed ({detail}) and was not resolved. Retry it in a "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thinkloop.events import GuardBlocked
+from thinkloop.core.events import GuardBlocked
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, HookContext, ReasonContext, ToolHookContext
 

@@ -29,8 +29,7 @@ Installed packages register hooks for every agent through the entry point group
 ``Agent(plugins=False)`` leaves them out.
 """
 
-from thinkloop.errors import HookFailed  # its earlier import path
-from thinkloop.hooks.contexts import (
+from thinkloop.core.contexts import (
     AssessContext,
     HookContext,
     OutputContext,
@@ -38,7 +37,8 @@ from thinkloop.hooks.contexts import (
     ReflectContext,
     ToolHookContext,
 )
-from thinkloop.hooks.registry import (
+from thinkloop.core.errors import HookFailed  # its earlier import path
+from thinkloop.core.registry import (
     ENTRY_POINT_GROUP,
     STAGES,
     Hook,
@@ -50,7 +50,7 @@ from thinkloop.hooks.registry import (
     load_plugin_hooks,
     normalise,
 )
-from thinkloop.hooks.run import Limits, Recovered, Resumption, RunConfig, RunState
+from thinkloop.core.run import Limits, Recovered, Resumption, RunConfig, RunState
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.model import Model
+from thinkloop.core.tool import Tool
 from thinkloop.guard.approval import ApprovalSettings
 from thinkloop.hooks import Hook
 from thinkloop.judgement.assess import Assessor, AssessSettings
@@ -29,9 +31,7 @@ from thinkloop.judgement.sensitive import (
     classify_call,
 )
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
-from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, side_call
-from thinkloop.tools.base import Tool
 from thinkloop.tools.subagents import SubAgents
 
 PARTS = ("assess", "select", "sensitive", "learn")

@@ -20,16 +20,16 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from thinkloop.events import Assessed, AssessmentEscalated, AssessmentFanOut
+from thinkloop.core.events import Assessed, AssessmentEscalated, AssessmentFanOut
+from thinkloop.core.model import Model
+from thinkloop.core.tool import ToolContext
+from thinkloop.core.types import Message
 from thinkloop.hooks import AssessContext, Hook
 from thinkloop.judgement.signals import DECISIONS, Assessment, heuristic
 from thinkloop.memory.layers import owner_of
-from thinkloop.models.base import Model
 from thinkloop.side_calls import json_object, side_call
 from thinkloop.store.base import MemoryBackend
-from thinkloop.tools.base import ToolContext
 from thinkloop.tools.subagents import SubAgents, render_results
-from thinkloop.types import Message
 
 ASSESS_PROMPT = (
     "Decide how an agent should approach the task below before it acts. Reply with only a "
@@ -151,8 +151,7 @@ class Assessor:
     async def _fan_out(self, ctx: AssessContext, found: Assessment) -> str:
         assert self.subagents is not None
         known = self.subagents.by_name
-        kinds = [a for a in found.suggested_subagents if a in known] or [
-            self.subagents.specs[0].name]
+        kinds = [a for a in found.suggested_subagents if a in known] or [next(iter(known))]
         if found.decision == "parallelize" and found.subtasks:
             jobs = [(kinds[0], t) for t in found.subtasks]
         else:
@@ -161,6 +160,6 @@ class Assessor:
                              ctx.cfg.deps, emit=ctx.state.emit, charge_usage=ctx.state.charge)
         ctx.emit(AssessmentFanOut, decision=found.decision, agents=[a for a, _ in jobs],
                  tasks=[t for _, t in jobs])
-        results = await self.subagents.fan_out(jobs, parent)
+        results = await self.subagents.fan_out(jobs, parent, spawn=ctx.cfg.spawn)
         return ("SUB-AGENT RESULTS (the task was split before starting; build your answer on "
                 f"them, check what they left open):\n{render_results(results)}")

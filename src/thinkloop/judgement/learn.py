@@ -26,19 +26,19 @@ from pathlib import Path
 
 import orjson
 
-from thinkloop.events import EntitiesRecalled
+from thinkloop.core.events import EntitiesRecalled
+from thinkloop.core.model import Model
+from thinkloop.core.tool import Tool
+from thinkloop.core.types import ANSWERED, Message, Skill
 from thinkloop.hooks import AssessContext, Hook, OutputContext
 from thinkloop.memory.jobs import PostTurnJob, Turn, kept, outside, run_jobs
 from thinkloop.memory.layers import owner_of
-from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, ProfileBackend
-from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.embeddings import Embedder
 from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
 from thinkloop.tools.builtin.workflows import load_skills
 from thinkloop.tools.workspace import atomic_write
-from thinkloop.types import ANSWERED, Message, Skill
 
 SKILLS_OWNER = "skills"
 REFLECT_PROMPT = (

@@ -25,17 +25,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from thinkloop.errors import ConfigError
-from thinkloop.events import ModelSelected
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.events import ModelSelected
+from thinkloop.core.model import Model
+from thinkloop.core.types import Usage
 from thinkloop.guard.budget import classify
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import AssessContext, Hook, ReasonContext
 from thinkloop.judgement.assess import Assessor
 from thinkloop.judgement.signals import Assessment, heuristic
-from thinkloop.models.base import Model
 from thinkloop.models.pricing import price_for
 from thinkloop.models.registry import resolve_model
-from thinkloop.types import Usage
 
 Mode = Literal["enforce", "suggest", "defer"]
 Effort = Literal["low", "medium", "high"]

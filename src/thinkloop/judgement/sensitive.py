@@ -23,13 +23,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from thinkloop.events import SecretsRedacted, SensitivityClassified, SupervisorEscalated
+from thinkloop.core.events import SecretsRedacted, SensitivityClassified, SupervisorEscalated
+from thinkloop.core.model import Model
+from thinkloop.core.types import Message, ToolCall, ToolResult
 from thinkloop.guard.approval import ApprovalGate, ApprovalRequest, ApprovalSettings, Approver
 from thinkloop.guard.approval import Decision as Approval
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
-from thinkloop.models.base import Model
 from thinkloop.side_calls import UsageMeter, json_object, side_call
-from thinkloop.types import Message, ToolCall, ToolResult
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
 RANK: dict[Level, int] = {"PUBLIC": 0, "NORMAL": 1, "SENSITIVE": 2, "SECRET": 3}

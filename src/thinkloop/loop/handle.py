@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Seque
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
-from thinkloop.events import Event
+from thinkloop.core.events import Event
 from thinkloop.hooks import RunConfig, RunState
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from thinkloop.types import Message, ToolCall
+from thinkloop.core.types import Message, ToolCall
 
 
 @dataclass(frozen=True, slots=True)

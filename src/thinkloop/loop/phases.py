@@ -10,8 +10,27 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from thinkloop.errors import InternalError, OutputValidationError
-from thinkloop.events import Chunk, LlmRequest, LlmResponse, StepCompleted, ToolCalled, ToolReturned
+from thinkloop.core.errors import InternalError, OutputValidationError
+from thinkloop.core.events import (
+    Chunk,
+    LlmRequest,
+    LlmResponse,
+    StepCompleted,
+    ToolCalled,
+    ToolReturned,
+)
+from thinkloop.core.protocol import Act, Answer, Malformed
+from thinkloop.core.tool import ToolContext
+from thinkloop.core.types import (
+    Message,
+    ModelResponse,
+    RunStatus,
+    Step,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from thinkloop.hooks import (
     HookContext,
     ReasonContext,
@@ -23,20 +42,8 @@ from thinkloop.hooks import (
 from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
-from thinkloop.protocols.base import Act, Answer, Malformed
 from thinkloop.protocols.stream import ChunkFilter, chunk_filter
-from thinkloop.tools.base import ToolContext
 from thinkloop.tools.execute import run_call
-from thinkloop.types import (
-    Message,
-    ModelResponse,
-    RunStatus,
-    Step,
-    TextDelta,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
 
 MALFORMED_NOTICE = (
     "Your last reply looked like a tool call but it could not be read: {problem}. "

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from thinkloop.types import Message, PendingApproval, RunStatus, Step, ToolCall, Usage
+from thinkloop.core.types import Message, PendingApproval, RunStatus, Step, ToolCall, Usage
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from thinkloop.events import ApprovalDecided, ToolCalled, ToolReturned
-from thinkloop.hooks.run import RunConfig, RunState
-from thinkloop.loop.phases import act, run_tool
-from thinkloop.types import (
+from thinkloop.core.events import ApprovalDecided, ToolCalled, ToolReturned
+from thinkloop.core.run import RunConfig, RunState
+from thinkloop.core.types import (
     Message,
     ModelResponse,
     Step,
@@ -22,6 +21,7 @@ from thinkloop.types import (
     ToolResult,
     Usage,
 )
+from thinkloop.loop.phases import act, run_tool
 
 DENIED = "denied: {reason}"
 

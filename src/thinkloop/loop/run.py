@@ -11,23 +11,23 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from thinkloop.events import (
+from thinkloop.core.events import (
     RunCancelled,
     RunCompleted,
     RunFailed,
     RunStarted,
     usage_payload,
 )
+from thinkloop.core.protocol import Act, Answer
+from thinkloop.core.types import Message, RunStatus
 from thinkloop.hooks import AssessContext, OutputContext, RunConfig, RunState
 from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.loop.resume import continue_paused, continue_recovered
-from thinkloop.protocols.base import Act, Answer
 from thinkloop.protocols.sanitize import CLEANERS, is_silent, sanitize_output
 from thinkloop.spotlight import strip_echo
-from thinkloop.types import Message, RunStatus
 
 # The protocol's cleaners, first undoing spotlight markup the model copied from a tool result.
 ANSWER_CLEANERS = (strip_echo, *CLEANERS)

@@ -10,15 +10,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.types import Message
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, llm_facts
 from thinkloop.memory.recall import embed_one
-from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.embedding import Embedder
 from thinkloop.side_calls import side_call
 from thinkloop.spotlight import as_outside, has_block
 from thinkloop.store.base import MemoryBackend, ProfileBackend
-from thinkloop.types import Message
 
 log = logging.getLogger("thinkloop.memory")
 

@@ -17,19 +17,20 @@ from typing import Literal
 
 from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
 from thinkloop.context.tokens import context_window
-from thinkloop.errors import ConfigError
-from thinkloop.events import MemoryRecallSkipped
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.events import MemoryRecallSkipped
+from thinkloop.core.model import Model
+from thinkloop.core.spec import Spawn
+from thinkloop.core.tool import Tool
+from thinkloop.core.types import ENDED_SAVED
 from thinkloop.hooks import AssessContext, Hook, OutputContext, ReasonContext
 from thinkloop.memory.jobs import DEFAULT_JOBS, PostTurnJob, Turn, run_jobs
 from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
 from thinkloop.memory.profile import FactExtractor, extract_facts
 from thinkloop.memory.recall import Retriever, default_embedder, make_retriever
 from thinkloop.memory.session_compaction import Compactor
-from thinkloop.models.base import Model
 from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Store
-from thinkloop.tools.base import Tool
-from thinkloop.types import ENDED_SAVED
 
 log = logging.getLogger("thinkloop.memory")
 
@@ -120,18 +121,21 @@ class Memory:
         )
         await run_jobs(turn, self.jobs)
         if self.auto_compact and cfg.session_id is not None:
-            await self.compact(cfg.session_id, owner, turn.model or cfg.model)
+            await self.compact(cfg.session_id, owner, turn.model or cfg.model, cfg.spawn)
         if self.retriever is not None:
             try:  # rebuild the recall index now, so the next turn's search is warm
                 await self.retriever.refresh(owner)
             except Exception:
                 log.exception("refreshing the recall index failed for %s", owner)
 
-    async def compact(self, session_id: str, owner: str, model: Model) -> bool:
+    async def compact(self, session_id: str, owner: str, model: Model,
+                      spawn: Spawn | None = None) -> bool:
+        """Compact the session when it is over a threshold (``spawn``: how the memory flush
+        before it starts its agent; without it, no flush)."""
         window = self.context.context_window if self.context else context_window(model.name)
         try:
             return await self.compactor.maybe_compact(
-                self.store, session_id, owner, model, window, self.embedder
+                self.store, session_id, owner, model, window, self.embedder, spawn
             )
         except Exception:
             log.exception("auto-compaction failed for session %s", session_id)

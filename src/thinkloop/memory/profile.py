@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import orjson
 
-from thinkloop.models.base import Model, ModelSettings
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.types import Message
 from thinkloop.side_calls import side_call
-from thinkloop.types import Message
 
 FactExtractor = Callable[[str], dict[str, str]]
 

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 import orjson
 
 from thinkloop.context.tokens import estimate_tokens
+from thinkloop.core.model import Model, ModelSettings
+from thinkloop.core.spec import AgentSpec, Spawn
+from thinkloop.core.types import Message
 from thinkloop.memory.layers import MemorySettings
-from thinkloop.models.base import Model, ModelSettings
 from thinkloop.models.embedding import Embedder
 from thinkloop.side_calls import side_call
 from thinkloop.store.base import Compacting, MemoryBackend, SessionAdmin, Store, TryLocking
-from thinkloop.tools.subagents import AgentSpec, SubAgents
-from thinkloop.types import Message
+from thinkloop.tools.subagents import SubAgents
 
 log = logging.getLogger("thinkloop.memory")
 
@@ -52,9 +53,14 @@ def needs_compaction(history: Sequence[Message], settings: MemorySettings, windo
 
 async def memory_flush(
     model: Model, store: MemoryBackend, owner: str, recent: Sequence[Message],
-    settings: MemorySettings, embedder: Embedder | None = None,
+    settings: MemorySettings, embedder: Embedder | None = None, spawn: Spawn | None = None,
 ) -> str:
-    """A sub-agent turn that may call remember/forget; returns its answer (NO_REPLY if idle)."""
+    """A sub-agent turn that may call remember/forget; returns its answer (NO_REPLY if idle).
+
+    ``spawn`` starts it (the run's, ``RunConfig.spawn``); without one there is no flush."""
+    if spawn is None:
+        log.warning("memory flush skipped: no way to start an agent (spawn) was given")
+        return "NO_REPLY"
     from thinkloop.memory.tools import memory_tools
 
     flusher = AgentSpec(
@@ -62,7 +68,7 @@ async def memory_flush(
         tools=memory_tools(store, embedder=embedder, owner=owner), model=model,
         max_steps=settings.flush_steps, timeout_s=settings.flush_timeout_s, plugins=False)
     result = await SubAgents([flusher]).run_one(
-        f"{FLUSH_PROMPT}\n\nRecent conversation:\n{transcript(recent)}")
+        f"{FLUSH_PROMPT}\n\nRecent conversation:\n{transcript(recent)}", spawn=spawn)
     return result.text
 
 
@@ -97,7 +103,7 @@ class Compactor:
 
     async def maybe_compact(
         self, store: Store, session_id: str, owner: str, model: Model, window: int,
-        embedder: Embedder | None = None,
+        embedder: Embedder | None = None, spawn: Spawn | None = None,
     ) -> bool:
         """Compact the session if it is over a threshold; False if not needed or busy."""
         if session_id in self.running or not isinstance(store, Compacting):
@@ -111,20 +117,20 @@ class Compactor:
             async with held as taken:
                 # Another process compacting this session: skip, as GoClaw's TryLock does.
                 return taken and await self._compact(store, session_id, owner, model, window,
-                                                     embedder)
+                                                     embedder, spawn)
         finally:
             self.running.discard(session_id)
 
     async def _compact(
         self, store: Store, session_id: str, owner: str, model: Model, window: int,
-        embedder: Embedder | None,
+        embedder: Embedder | None, spawn: Spawn | None,
     ) -> bool:
         s = self.settings
         history = await store.load(session_id)
         if not needs_compaction(history, s, window):
             return False
         if isinstance(store, MemoryBackend):
-            await memory_flush(model, store, owner, history[-10:], s, embedder)
+            await memory_flush(model, store, owner, history[-10:], s, embedder, spawn)
         cut = max(len(history) - s.keep_after_compaction, 0)
         while 0 < cut < len(history) and history[cut].role == "tool":
             cut -= 1  # never keep a tool result without the call before it

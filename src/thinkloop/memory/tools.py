@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.memory.layers import owner_of
 from thinkloop.memory.recall import Retriever, embed_one, make_retriever
 from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import MemoryBackend
-from thinkloop.tools.base import Tool, ToolContext, make_tool
 
 NO_OWNER = "Memory is not available: this run has no session and no user."
 

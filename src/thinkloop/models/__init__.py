@@ -4,8 +4,8 @@
 thinkloop does not load the Anthropic SDK or llama.cpp.
 """
 
-from thinkloop.errors import MissingCredentialsError, RetriesExhaustedError
-from thinkloop.models.base import Model, ModelSettings
+from thinkloop.core.errors import MissingCredentialsError, RetriesExhaustedError
+from thinkloop.core.model import Model, ModelSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
 from thinkloop.models.presets import PRESETS, Preset

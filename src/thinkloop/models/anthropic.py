@@ -13,14 +13,14 @@ from typing import Any
 import anthropic
 import orjson
 
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.model import THINKING_BUDGETS, ModelSettings
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models import anthropic_wire as wire
-from thinkloop.models.base import THINKING_BUDGETS, ModelSettings
 from thinkloop.models.openai_wire import decode_arguments
 from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.sdk_errors import Sdk
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_RETRY = RetryPolicy()
@@ -184,7 +184,7 @@ def build_anthropic(name: str, env: Mapping[str, str]) -> AnthropicModel:
     key = env.get("ANTHROPIC_API_KEY")
     base_url = env.get("ANTHROPIC_BASE_URL") or None
     if not key and not base_url:
-        from thinkloop.errors import MissingCredentialsError
+        from thinkloop.core.errors import MissingCredentialsError
 
         raise MissingCredentialsError(
             f"model 'anthropic:{name}' needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)"

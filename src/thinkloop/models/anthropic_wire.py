@@ -12,8 +12,8 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from thinkloop.core.types import ContentPart, Message, ModelResponse, ToolCall, ToolSpec, Usage
 from thinkloop.models.sanitize import repair_tool_pairs
-from thinkloop.types import ContentPart, Message, ModelResponse, ToolCall, ToolSpec, Usage
 
 # Where an assistant message keeps the thinking blocks it arrived with, for replay.
 BLOCKS_KEY = "anthropic.thinking"

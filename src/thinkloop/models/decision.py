@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
+from thinkloop.core.types import Message, ToolCall, ToolSpec
 from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
 from thinkloop.spotlight import content_of, is_spotlit
-from thinkloop.types import Message, ToolCall, ToolSpec
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 

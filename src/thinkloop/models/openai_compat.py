@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from thinkloop.models.base import ModelSettings
+from thinkloop.core.model import ModelSettings
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
 from thinkloop.models.openai_wire import (
     StreamAccumulator,
     ToolsEncoder,
@@ -20,7 +21,6 @@ from thinkloop.models.openai_wire import (
 from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.transport import HttpTransport
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 DEFAULT_QUIRKS = WireQuirks()
 DEFAULT_RETRY = RetryPolicy()

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from thinkloop.models.base import ModelSettings
+from thinkloop.core.model import ModelSettings
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
 from thinkloop.models.openai_wire import (
     StreamAccumulator,
     WireQuirks,
@@ -22,7 +23,6 @@ from thinkloop.models.openai_wire import (
 from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy
 from thinkloop.models.sdk_errors import Sdk
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 # The SDK retries by itself (its max_retries); a second layer would multiply the attempts.
 SDK_RETRIES = RetryPolicy(max_attempts=1)

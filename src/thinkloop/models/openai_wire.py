@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 import orjson
 
-from thinkloop.errors import ModelResponseError
-from thinkloop.models.base import ModelSettings, ReplyConstraint
+from thinkloop.core.errors import ModelResponseError
+from thinkloop.core.model import ModelSettings, ReplyConstraint
+from thinkloop.core.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
 from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
-from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec, Usage
 
 WIRE = "openai"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from thinkloop.errors import ConfigError, MissingCredentialsError
-from thinkloop.models.base import Model
+from thinkloop.core.errors import ConfigError, MissingCredentialsError
+from thinkloop.core.model import Model
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
 from thinkloop.models.retry import RetryPolicy

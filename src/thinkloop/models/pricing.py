@@ -10,7 +10,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import replace
 
-from thinkloop.types import ModelResponse, Usage
+from thinkloop.core.types import ModelResponse, Usage
 
 # (input, output) USD per 1M tokens, list prices.
 PRICES: Mapping[str, tuple[float, float]] = {

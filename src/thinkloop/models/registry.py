@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from importlib.metadata import EntryPoint
 
-from thinkloop.errors import ConfigError, MissingCredentialsError, UnknownModelError
-from thinkloop.models.base import Model
+from thinkloop.core.errors import ConfigError, MissingCredentialsError, UnknownModelError
+from thinkloop.core.model import Model
+from thinkloop.core.plugins import discover
+from thinkloop.core.settings import load_settings
 from thinkloop.models.presets import PRESETS, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
-from thinkloop.plugins import discover
-from thinkloop.settings import load_settings
 
 Factory = Callable[[str, Mapping[str, str]], Model]
 ModelSpec = str | Model

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from thinkloop.errors import ConfigError, ModelError, ModelHTTPError, RetriesExhaustedError
-from thinkloop.settings import MODEL_MAX_ATTEMPTS
+from thinkloop.core.errors import ConfigError, ModelError, ModelHTTPError, RetriesExhaustedError
+from thinkloop.core.settings import MODEL_MAX_ATTEMPTS
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

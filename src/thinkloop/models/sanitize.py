@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from thinkloop.types import Message, ToolCall
+from thinkloop.core.types import Message, ToolCall
 
 Sanitizer = Callable[[Sequence[Message]], Sequence[Message]]
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from thinkloop.errors import ModelResponseError
-from thinkloop.models.base import ModelSettings
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolCall, ToolSpec, Usage
+from thinkloop.core.errors import ModelResponseError
+from thinkloop.core.model import ModelSettings
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolCall, ToolSpec, Usage
 
 
 @dataclass(frozen=True, slots=True)

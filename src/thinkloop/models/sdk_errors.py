@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from thinkloop.errors import ModelConnectionError, ModelError, ModelTimeoutError
+from thinkloop.core.errors import ModelConnectionError, ModelError, ModelTimeoutError
 from thinkloop.models.retry import RetryPolicy, with_retries
 from thinkloop.models.transport import http_error
 

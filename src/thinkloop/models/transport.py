@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ContextOverflowError,
     ModelAuthError,
     ModelConnectionError,

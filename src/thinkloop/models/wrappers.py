@@ -9,10 +9,10 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from thinkloop.errors import ContextOverflowError, ModelError
-from thinkloop.models.base import Model, ModelSettings, input_kinds
+from thinkloop.core.errors import ContextOverflowError, ModelError
+from thinkloop.core.model import Model, ModelSettings, input_kinds
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
 from thinkloop.models.sanitize import trim_history
-from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class FallbackModel:
 
     def __init__(self, models: Sequence[Model]) -> None:
         if not models:
-            from thinkloop.errors import ConfigError
+            from thinkloop.core.errors import ConfigError
 
             raise ConfigError("a fallback list needs at least one model")
         self.models = list(models)

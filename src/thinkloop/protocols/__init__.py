@@ -1,7 +1,7 @@
 """Tool-call protocols: how calls are described to, and read from, a model."""
 
+from thinkloop.core.protocol import Act, Answer, Malformed, Reading, ToolCallProtocol
 from thinkloop.protocols.auto import AutoProtocol
-from thinkloop.protocols.base import Act, Answer, Malformed, Reading, ToolCallProtocol
 from thinkloop.protocols.native import NativeProtocol
 from thinkloop.protocols.parse import Parsed, parse_tool_calls
 from thinkloop.protocols.registry import ProtocolFactory, ProtocolRegistry

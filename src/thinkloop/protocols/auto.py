@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thinkloop.protocols.base import Act, Answer, Reading
+from thinkloop.core.protocol import Act, Answer, Reading
+from thinkloop.core.types import Message, ModelResponse, ToolResult, ToolSpec
 from thinkloop.protocols.native import NativeTools, tool_messages
 from thinkloop.protocols.parse import Parsed, parse_tool_calls
 from thinkloop.protocols.table import family_of
 from thinkloop.protocols.text import TextProtocol, conform, format_observations
-from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
 
 
 class AutoProtocol(NativeTools, TextProtocol):

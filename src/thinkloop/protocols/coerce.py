@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from thinkloop.errors import JsonRepairError
+from thinkloop.core.errors import JsonRepairError
+from thinkloop.core.types import ToolSpec
 from thinkloop.protocols.jsonfix import loads_lenient
-from thinkloop.types import ToolSpec
 
 _BOOLS = {"true": True, "false": False, "yes": True, "no": False}
 _INTEGER = re.compile(r"[-+]?\d{1,300}")

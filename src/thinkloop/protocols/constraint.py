@@ -18,10 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from thinkloop.models.base import ReplyConstraint
+from thinkloop.core.model import ReplyConstraint
+from thinkloop.core.types import ToolSpec
 from thinkloop.models.decision import tool_parameters
 from thinkloop.protocols import prompts
-from thinkloop.types import ToolSpec
 
 # Bounds that keep every reply closable: a small model can ramble inside the free "reasoning"
 # string, or repeat one call, until max_tokens cuts the reply where it no longer parses. (The

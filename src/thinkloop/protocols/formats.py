@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkloop.errors import JsonRepairError
+from thinkloop.core.errors import JsonRepairError
 from thinkloop.protocols.jsonfix import loads_lenient
 
 # The argument a plain ``<<TOOL:NAME:text>>`` parameter is filed under until the protocol maps

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from thinkloop.errors import JsonRepairError
+from thinkloop.core.errors import JsonRepairError
 
 _LITERALS = {"true": "true", "false": "false", "null": "null", "True": "true",
              "False": "false", "None": "null"}

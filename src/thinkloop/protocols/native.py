@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thinkloop.models.base import ReplyConstraint
-from thinkloop.protocols.base import Act, Answer, Reading
-from thinkloop.types import Message, ModelResponse, ToolResult, ToolSpec
+from thinkloop.core.model import ReplyConstraint
+from thinkloop.core.protocol import Act, Answer, Reading
+from thinkloop.core.types import Message, ModelResponse, ToolResult, ToolSpec
 
 
 class NativeTools:

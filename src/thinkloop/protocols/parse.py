@@ -15,7 +15,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkloop.errors import JsonRepairError
+from thinkloop.core.errors import JsonRepairError
+from thinkloop.core.types import ToolCall, ToolSpec
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols import table
 from thinkloop.protocols.coerce import coerce_arguments, find_spec, tool_specs
@@ -24,7 +25,6 @@ from thinkloop.protocols.jsonfix import loads_lenient
 from thinkloop.protocols.prompts import single_argument
 from thinkloop.protocols.scanbase import SPACE, Unsettled
 from thinkloop.protocols.tokens import TokenHandlers
-from thinkloop.types import ToolCall, ToolSpec
 
 _UTOOL = re.compile(r"([\w.-]+)\s*(:|>>)")
 _KEY_START = re.compile(r"\s*(?:[\"']|[A-Za-z_]\w*\s*:)")

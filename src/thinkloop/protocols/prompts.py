@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thinkloop.types import ToolSpec
+from thinkloop.core.types import ToolSpec
 
 _EXAMPLE_VALUES: dict[str, Any] = {
     "string": "...", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {},

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 
-from thinkloop.errors import ConfigError
-from thinkloop.plugins import discover
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.plugins import discover
+from thinkloop.core.protocol import ToolCallProtocol
 from thinkloop.protocols.auto import AutoProtocol
-from thinkloop.protocols.base import ToolCallProtocol
 from thinkloop.protocols.native import NativeProtocol
 from thinkloop.protocols.text import JsonProtocol, TagsProtocol, XmlProtocol
 

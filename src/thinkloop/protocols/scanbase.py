@@ -16,9 +16,9 @@ from collections.abc import Collection, Mapping
 
 import regex
 
+from thinkloop.core.types import ToolSpec
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols.jsonfix import match_brackets
-from thinkloop.types import ToolSpec
 
 CLOSING_TAG = re.compile(r"</([A-Za-z_][\w.:-]*)\s*>")
 SPACE = re.compile(r"\s*")

@@ -19,13 +19,13 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from thinkloop.errors import InternalError
+from thinkloop.core.errors import InternalError
+from thinkloop.core.types import TextDelta, ToolCall, ToolSpec
 from thinkloop.protocols import formats as fmt
 from thinkloop.protocols.coerce import tool_specs
 from thinkloop.protocols.jsonfix import BracketMatcher
 from thinkloop.protocols.parse import Parsed, Scan, default_ids, format_key, tidy
 from thinkloop.protocols.scanbase import OPEN_ATTEMPTS, Unsettled
-from thinkloop.types import TextDelta, ToolCall, ToolSpec
 
 # Unsettled text up to this size is re-read on every chunk; beyond it, only after it grew by
 # a quarter, so a long unsettled region costs linear time in total.

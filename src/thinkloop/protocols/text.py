@@ -13,14 +13,14 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from thinkloop.models.base import ReplyConstraint
+from thinkloop.core.model import ReplyConstraint
+from thinkloop.core.protocol import Act, Answer, Malformed, Reading
+from thinkloop.core.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
 from thinkloop.protocols import constraint, prompts
-from thinkloop.protocols.base import Act, Answer, Malformed, Reading
 from thinkloop.protocols.coerce import find_spec
 from thinkloop.protocols.formats import PLAIN_PARAM
 from thinkloop.protocols.parse import Parsed, fit, parse_tool_calls
 from thinkloop.protocols.stream import StreamParser
-from thinkloop.types import Message, ModelResponse, ToolCall, ToolResult, ToolSpec
 
 
 def format_observations(results: Sequence[ToolResult]) -> str:

@@ -7,7 +7,10 @@ what is missing; thinkloop never silently falls back to running unconfined.
 
 from __future__ import annotations
 
-from thinkloop.errors import ConfigError, SandboxUnavailableError
+from thinkloop.core.errors import ConfigError, SandboxUnavailableError
+
+# Names copied from the host environment by default: nothing that can hold a credential.
+from thinkloop.core.settings import DEFAULT_ENV_ALLOW
 from thinkloop.sandbox.base import (
     SYSTEM_PATH,
     NoSandbox,
@@ -16,9 +19,6 @@ from thinkloop.sandbox.base import (
     allowed_env,
 )
 from thinkloop.sandbox.bwrap import BwrapSandbox
-
-# Names copied from the host environment by default: nothing that can hold a credential.
-from thinkloop.settings import DEFAULT_ENV_ALLOW
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",

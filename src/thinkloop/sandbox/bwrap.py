@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from thinkloop.errors import SandboxUnavailableError
+from thinkloop.core.errors import SandboxUnavailableError
 from thinkloop.sandbox.base import SandboxLimits
 
 _SYSTEM_DIRS = ("/usr",)

@@ -6,22 +6,22 @@ the way ``thinkloop run`` builds its agent."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
+from thinkloop.agent import Agent
+from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.channels import Channel
-from thinkloop.errors import ConfigError, UnknownAgentError
+from thinkloop.core.errors import ConfigError, UnknownAgentError
+from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
-from thinkloop.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.store.base import Store
 from thinkloop.store.gateway import GatewayStore
 from thinkloop.text import validation_summary
@@ -30,40 +30,17 @@ AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_AGENT = "default"
 
 
-class AgentSpec(BaseModel):
-    """One agent's definition (a YAML entry, or JSON in the store)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    description: str = ""
-    model: str | None = None  # None: THINKLOOP_MODEL or the default model, as `thinkloop run`
-    instructions: str = DEFAULT_INSTRUCTIONS
-    tools: str | list[str] = "default"  # "default", "none", or built-in tool names
-    protocol: str | None = None
-    max_steps: int | None = Field(None, ge=1, le=200)
-    timeout_s: float | None = Field(None, gt=0)
-    tool_timeout_s: float | None = Field(None, gt=0)
-    # "ask": a person answers through the gateway (POST /v1/runs/{id}/input).
-    approve: Literal["ask", "auto", "deny"] = "ask"
-    # Tools (names or globs) whose every call waits for approval, beyond those that need it.
-    ask_before: list[str] = Field(default_factory=list)
-    guards: bool = True
-    memory: bool = True
-
-    def tool_names(self) -> str:
-        return self.tools if isinstance(self.tools, str) else ",".join(self.tools)
-
-    def fingerprint(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
-
-
 def parse_definition(name: str, data: Any) -> AgentSpec:
     if not AGENT_NAME.fullmatch(name):
         raise ConfigError(f"invalid agent name {name!r}: letters, digits and ._- (at most 64)")
     try:
-        return AgentSpec.model_validate(data or {})
+        spec = AgentSpec.model_validate(data or {})
     except ValidationError as exc:
         raise ConfigError(f"agent {name!r}: {validation_summary(exc, root=name)}") from None
+    if spec.approve is not None and spec.approve not in APPROVE_MODES:
+        raise ConfigError(f"agent {name!r}: approve must be one of {', '.join(APPROVE_MODES)} "
+                          f"(got {spec.approve!r})")
+    return spec
 
 
 def load_agents_file(path: Path) -> dict[str, AgentSpec]:
@@ -175,46 +152,13 @@ class Wiring:
 
 
 def build_agent(name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
-    """An agent from ``spec``: with defaults it is the agent ``thinkloop run`` builds, except
-    that people answer (approvals, ask_human) through the gateway, not a terminal."""
-    from thinkloop.context.bootstrap import Bootstrap
-    from thinkloop.context.prompt import PromptBuilder, PromptOptions
-    from thinkloop.guard import GuardSettings
-    from thinkloop.guard.approval import ApprovalSettings, approver_for
-    from thinkloop.tools.defaults import default_tools
+    """An agent from ``spec`` (``thinkloop.build``, the one recipe): with defaults it is the
+    agent ``thinkloop run`` builds, except that people answer (approvals, ask_human) through
+    the gateway, not a terminal."""
+    from thinkloop import build
 
-    s = wiring.settings
-    model = spec.model or s.model_spec()
-    tools, guidance = default_tools(spec.tool_names(), settings=s.tools, worker_model=model,
-                                    channels=[wiring.channel])
-    builder = PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(s.home)))
-    if guidance:
-        text = "\n\n".join(guidance)
-        builder.add("tool_guidance", lambda ctx: text, after="tooling")
-    approver = wiring.approver if spec.approve == "ask" else approver_for(spec.approve)
-    base = GuardSettings() if spec.guards else GuardSettings.off()
-    guard = replace(base, approval=ApprovalSettings(approver, wiring.approval_timeout_s),
-                    policy=replace(base.policy, rules=(*base.policy.rules,
-                                                       *_ask_rules(spec.ask_before, tools))))
-    return Agent(
-        model, tools=[*tools, *wiring.extra], instructions=spec.instructions, name=name,
-        max_steps=spec.max_steps or s.max_steps, timeout_s=spec.timeout_s or s.timeout_s,
-        tool_timeout_s=spec.tool_timeout_s or s.tool_timeout_s,
-        protocol=spec.protocol or s.protocol, prompt=builder, guard=guard,
-        store=wiring.store, memory=spec.memory, registry=wiring.runs, config=s,
-    )
-
-
-def _ask_rules(globs: Sequence[str], tools: Sequence[Any]) -> list[Any]:
-    """One approval rule per tool ``globs`` name: any value of its first argument matches."""
-    from fnmatch import fnmatchcase
-
-    from thinkloop.guard.policy import ArgRule
-
-    rules = []
-    for t in tools:
-        first = next(iter(t.parameters.get("properties", {})), None)
-        if first is not None and any(fnmatchcase(t.name, g) for g in globs):
-            rules.append(ArgRule(t.name, first, re.compile(r"(?s)"), reason="asks before "
-                                 f"each {t.name} call", action="approve"))
-    return rules
+    return build.build_agent(spec.model_copy(update={"name": name}), wiring.settings,
+                             approver=wiring.approver,
+                             approval_timeout_s=wiring.approval_timeout_s,
+                             channels=[wiring.channel], extra_tools=wiring.extra,
+                             store=wiring.store, registry=wiring.runs)

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ConfigError,
     ConflictError,
     NotFoundError,
@@ -20,11 +20,11 @@ from thinkloop.errors import (
     RunLimitError,
     UnknownAgentError,
 )
+from thinkloop.core.settings import Settings, load_settings
+from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.gateway import Gateway
-from thinkloop.settings import Settings, load_settings
 from thinkloop.text import validation_summary
-from thinkloop.tools.base import Tool
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 
@@ -46,6 +46,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
     gets besides the built-in ones its definition names."""
     from thinkloop.server.openai_api import router as openai_router
+    from thinkloop.server.operator import router as operator_router
     from thinkloop.server.routes import router as rest_router
     from thinkloop.server.streams import router as stream_router
 
@@ -75,6 +76,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     app.include_router(rest_router)
     app.include_router(stream_router)
     app.include_router(openai_router)
+    app.include_router(operator_router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
 from thinkloop.store.gateway import GatewayStore
 
 KEY_PREFIX = "tlk_"

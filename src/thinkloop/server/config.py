@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError, model_validator
 
-from thinkloop.errors import ConfigError
-from thinkloop.settings import GatewaySettings, Settings
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.settings import GatewaySettings, Settings
 from thinkloop.text import validation_summary
 
 

@@ -15,8 +15,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from thinkloop.errors import ConfigError, ConflictError, NotFoundError
-from thinkloop.events import Event
+from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError
+from thinkloop.core.events import Event
+from thinkloop.core.settings import Settings, load_settings
+from thinkloop.core.tool import Tool
 from thinkloop.loop.result import RunResult
 from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
@@ -25,10 +27,8 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
-from thinkloop.settings import Settings, load_settings
 from thinkloop.store.base import SessionAdmin, Store
 from thinkloop.store.gateway import GatewayStore
-from thinkloop.tools.base import Tool
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thinkloop.channels import CallbackChannel, Channel, Outgoing
-from thinkloop.errors import ChannelError
-from thinkloop.events import Event, InputRequested, MessageSent
+from thinkloop.core.errors import ChannelError
+from thinkloop.core.events import Event, InputRequested, MessageSent
 from thinkloop.guard.approval import ApprovalRequest, CallbackApprover, Decision
 
 Publish = Callable[[str, Event], bool]  # (run id, event) -> whether the run is known

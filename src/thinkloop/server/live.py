@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from thinkloop.errors import RunLimitError
-from thinkloop.events import Event, to_dict
+from thinkloop.core.errors import RunLimitError
+from thinkloop.core.events import Event, to_dict
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 
@@ -124,6 +124,10 @@ class LiveRuns:
 
     def of_session(self, user: str, session: str) -> list[LiveRun]:
         return [r for r in self._runs.values() if r.user == user and r.session == session]
+
+    def of_user(self, user: str) -> list[LiveRun]:
+        """``user``'s runs the gateway still holds, running or finished."""
+        return [r for r in self._runs.values() if r.user == user]
 
     def active(self) -> list[LiveRun]:
         return [r for r in self._runs.values() if not r.done]

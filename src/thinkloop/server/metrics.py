@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from thinkloop.events import (
+from thinkloop.core.events import (
     Event,
     RunCancelled,
     RunCompleted,

@@ -19,15 +19,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
-from thinkloop.errors import ConfigError
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.types import (
+    UNSAVED,  # ended with no answer: the API reports a failure
+    Message,
+)
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
 from thinkloop.server.gateway import Gateway, session_key
 from thinkloop.server.live import LiveRun
-from thinkloop.types import (
-    UNSAVED,  # ended with no answer: the API reports a failure
-    Message,
-)
 
 router = APIRouter(prefix="/v1")
 

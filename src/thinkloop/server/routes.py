@@ -8,7 +8,7 @@ import orjson
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from thinkloop.errors import NotFoundError
+from thinkloop.core.errors import NotFoundError
 from thinkloop.server.agents import DEFAULT_AGENT, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
@@ -98,7 +98,8 @@ async def get_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
 @router.get("/agents")
 async def list_agents(_: Caller, gw: GW) -> dict[str, Any]:
     return {"agents": [{"name": n, "description": s.description, "model": s.model,
-                        "tools": s.tools, "approve": s.approve}
+                        "tools": s.tools if s.tools is not None else "default",
+                        "approve": s.approve or "ask"}
                        for n, s in await gw.router.names()]}
 
 

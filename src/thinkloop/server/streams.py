@@ -24,7 +24,7 @@ from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDis
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ConfigError,
     NotFoundError,
     RequestError,

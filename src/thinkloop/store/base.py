@@ -13,9 +13,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from thinkloop.errors import StoreError as StoreError  # re-exported: stores raise it
-from thinkloop.events import Event
-from thinkloop.types import Message, PendingApproval
+from thinkloop.core.errors import StoreError as StoreError  # re-exported: stores raise it
+from thinkloop.core.events import Event
+from thinkloop.core.types import Message, PendingApproval
 
 T = TypeVar("T")
 

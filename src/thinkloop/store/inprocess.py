@@ -11,9 +11,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
-from thinkloop.events import Event
+from thinkloop.core.events import Event
+from thinkloop.core.types import Message, PendingApproval
 from thinkloop.store.base import MemoryRecord, RunRecord, SessionInfo, SpanRecord
-from thinkloop.types import Message, PendingApproval
 
 
 class MemoryStore:

@@ -10,13 +10,13 @@ from thinkloop.store.base import StoreError
 from thinkloop.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from thinkloop.settings import Settings
+    from thinkloop.core.settings import Settings
     from thinkloop.store.postgres import PostgresStore
 
 def default_location(settings: Settings | None = None) -> str:
     """The settings' ``database_url``, else ``thinkloop.db`` in their home (loaded if unset)."""
     if settings is None:
-        from thinkloop.settings import load_settings  # pydantic: not on the CLI's import path
+        from thinkloop.core.settings import load_settings  # pydantic: not on the CLI's import path
 
         settings = load_settings()
     return settings.store_location

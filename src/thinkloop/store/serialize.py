@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from thinkloop.events import Event, from_dict, to_dict
+from thinkloop.core.events import Event, from_dict, to_dict
+from thinkloop.core.types import ContentPart, Message, PendingApproval, ToolCall
 from thinkloop.store.base import RunRecord, SpanRecord, StoreError
 from thinkloop.text import valid_text
-from thinkloop.types import ContentPart, Message, PendingApproval, ToolCall
 
 
 def _given(d: dict[str, Any], **optional: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from thinkloop.events import Event
+from thinkloop.core.events import Event
 from thinkloop.store.base import RunRecord, SpanRecord
 from thinkloop.store.serialize import (
     RUN_COLS,

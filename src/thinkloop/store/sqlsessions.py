@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from thinkloop.core.types import Message, PendingApproval
 from thinkloop.store.base import SessionInfo
 from thinkloop.store.serialize import PENDING_COLS, dumps, loads, pending_from_row, pending_row
 from thinkloop.store.sql import SQLBase, Tx
-from thinkloop.types import Message, PendingApproval
 
 _SESSIONS = (
     "SELECT s.id, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkloop.core.tool import Tool, make_tool
+from thinkloop.core.types import Message, ModelResponse, ToolCall, ToolSpec
 from thinkloop.models.scripted import ScriptedModel, reply
-from thinkloop.tools.base import Tool, make_tool
-from thinkloop.types import Message, ModelResponse, ToolCall, ToolSpec
 
 Call = tuple[str, dict[str, Any]]
 EVIL_IBAN = "GB33EVIL00000000666"

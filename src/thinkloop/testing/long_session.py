@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from thinkloop.core.types import Message, ModelResponse, ToolSpec
 from thinkloop.models.scripted import reply
-from thinkloop.types import Message, ModelResponse, ToolSpec
 
 FILLER = "Please also consider the logistics, the budget and the timeline in detail. " * 3
 

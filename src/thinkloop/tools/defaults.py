@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from thinkloop.errors import ConfigError
-from thinkloop.tools.base import Tool
+from thinkloop.core.errors import ConfigError
+from thinkloop.core.tool import Tool
 
 
 def pick_tools(available: list[Tool], names: str) -> list[Tool]:

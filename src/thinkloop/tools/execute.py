@@ -14,17 +14,17 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from thinkloop.errors import (
+from thinkloop.core.errors import (
     ToolArgumentsError,
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
     ToolTimeoutError,
 )
-from thinkloop.settings import TOOL_OUTPUT_CHARS
+from thinkloop.core.settings import TOOL_OUTPUT_CHARS
+from thinkloop.core.tool import Tool, ToolContext
+from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.text import valid_text, validation_summary
-from thinkloop.tools.base import Tool, ToolContext
-from thinkloop.types import ToolCall, ToolResult
 
 CUT_NOTE = ("\n\n[output cut to its first {kept} characters of {n}: ask for less (a part, a "
             "filter, a page) if the rest matters]")

@@ -25,9 +25,9 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, Field, RootModel, model_validator
 
-from thinkloop.errors import ConfigError, ToolExecutionError
-from thinkloop.settings import TOOL_TIMEOUT_S
-from thinkloop.tools.base import Tool
+from thinkloop.core.errors import ConfigError, ToolExecutionError
+from thinkloop.core.settings import TOOL_TIMEOUT_S
+from thinkloop.core.tool import Tool
 
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]+")
 _MAX_NAME = 64

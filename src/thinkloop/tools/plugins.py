@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint
 from typing import Any
 
-from thinkloop.plugins import PluginFailure, load_plugins
-from thinkloop.tools.base import Tool, make_tool
+from thinkloop.core.plugins import PluginFailure, load_plugins
+from thinkloop.core.tool import Tool, make_tool
 
 GROUP = "thinkloop.tools"
 __all__ = ["GROUP", "PluginFailure", "load_plugin_tools"]

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
-from thinkloop.errors import PathEscapeError, ToolExecutionError
+from thinkloop.core.errors import PathEscapeError, ToolExecutionError
 
 if TYPE_CHECKING:
-    from thinkloop.settings import ToolSettings
+    from thinkloop.core.settings import ToolSettings
 
 DEFAULT_USER = "default"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkloop.channels import Channel, ConsoleChannel
+from thinkloop.core.settings import load_settings
+from thinkloop.core.tool import Tool
 from thinkloop.sandbox import Sandbox
-from thinkloop.settings import load_settings
-from thinkloop.tools.base import Tool
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.messaging import ASK_HUMAN_GUIDANCE, SendPolicy, messaging_tools

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from thinkloop.errors import ConfigError, ToolExecutionError
-from thinkloop.tools.base import Tool, ToolContext, make_tool
+from thinkloop.core.errors import ConfigError, ToolExecutionError
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.web import check_address
 from thinkloop.tools.workspace import Workspace, split_path

@@ -8,7 +8,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from thinkloop.tools.base import tool
+from thinkloop.core.tool import tool
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,

@@ -15,9 +15,9 @@ import time
 
 import regex
 
-from thinkloop.errors import PathEscapeError, ToolExecutionError
+from thinkloop.core.errors import PathEscapeError, ToolExecutionError
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.text import valid_text
-from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.workspace import Workspace, split_path
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from thinkloop.channels import Channel, Outgoing
-from thinkloop.errors import ConfigError, ToolArgumentsError, ToolExecutionError
-from thinkloop.settings import ASK_TIMEOUT_S
-from thinkloop.tools.base import Tool, ToolContext, make_tool
+from thinkloop.core.errors import ConfigError, ToolArgumentsError, ToolExecutionError
+from thinkloop.core.settings import ASK_TIMEOUT_S
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 
 ASK_HUMAN_GUIDANCE = (
     "When you are blocked on a decision or on information only the user has, or before an "

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from thinkloop.errors import ToolTimeoutError
+from thinkloop.core.errors import ToolTimeoutError
+from thinkloop.core.settings import host_environment
 from thinkloop.sandbox import DEFAULT_ENV_ALLOW, SYSTEM_PATH, NoSandbox, Sandbox, allowed_env
-from thinkloop.settings import host_environment
 from thinkloop.text import valid_text
 
 # After the main process exits, how long its leftovers may keep the pipe open.

@@ -3,8 +3,8 @@ and the sandbox they ask for."""
 
 from __future__ import annotations
 
+from thinkloop.core.settings import MIB, ToolSettings
 from thinkloop.sandbox import Sandbox, SandboxLimits, sandbox_for
-from thinkloop.settings import MIB, ToolSettings
 
 __all__ = ["MIB", "ToolSettings", "make_sandbox"]
 

@@ -6,11 +6,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from thinkloop.errors import ToolArgumentsError
+from thinkloop.core.errors import ToolArgumentsError
+from thinkloop.core.settings import default_home
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.sandbox import Sandbox
 from thinkloop.sandbox.bwrap import BwrapSandbox
-from thinkloop.settings import default_home
-from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, interpreter, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.workspace import Workspace

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from thinkloop.tools.base import Tool, make_tool
+from thinkloop.core.tool import Tool, make_tool
+from thinkloop.core.types import Skill
 from thinkloop.tools.builtin.embeddings import Embedder, cosine
 from thinkloop.tools.builtin.workflows import Workflow
 from thinkloop.tools.workspace import atomic_write
-from thinkloop.types import Skill
 
 log = logging.getLogger("thinkloop.tools")
 # BM25 (scaled to 0..1 by the best match) is added to the cosine with this weight: meaning

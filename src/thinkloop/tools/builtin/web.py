@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from thinkloop.context.inputs import RunContext, parse_context
-from thinkloop.errors import ConfigError, ToolError, ToolExecutionError
-from thinkloop.tools.base import Tool, make_tool
+from thinkloop.core.errors import ConfigError, ToolError, ToolExecutionError
+from thinkloop.core.tool import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 
 if TYPE_CHECKING:

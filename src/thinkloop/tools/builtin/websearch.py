@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from thinkloop.errors import ConfigError, ToolExecutionError
-from thinkloop.tools.base import Tool, make_tool
+from thinkloop.core.errors import ConfigError, ToolExecutionError
+from thinkloop.core.tool import Tool, make_tool
 from thinkloop.tools.builtin.settings import ToolSettings
 
 if TYPE_CHECKING:

@@ -30,13 +30,13 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from thinkloop.context.sections import render_skills
-from thinkloop.errors import ConfigError, ToolArgumentsError
+from thinkloop.core.errors import ConfigError, ToolArgumentsError
+from thinkloop.core.tool import Tool, ToolContext, make_tool
+from thinkloop.core.types import Skill
 from thinkloop.sandbox import Sandbox
-from thinkloop.tools.base import Tool, ToolContext, make_tool
 from thinkloop.tools.builtin.process import command_env, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.workspace import Workspace
-from thinkloop.types import Skill
 
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
 INLINE_SKILLS_MAX = 5

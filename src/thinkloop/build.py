@@ -1,0 +1,174 @@
+"""The one recipe: :class:`Settings` + an :class:`AgentSpec` -> :class:`Agent`.
+
+Every shell builds its agents here (the CLI, the gateway, workers, channels, the TUI), and so
+do sub-agents and the memory flush: a shell holds no recipe of its own, only what it plugs in
+(who answers approvals and questions, extra tools, the store, the run registry).
+
+:func:`build_agent` is the agent ``thinkloop run`` runs (the default tools, the guards, the
+bootstrap prompt, memory with a durable store); :func:`build_child` is a sub-agent's, which
+inherits what its parent run allows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from thinkloop.agent import spawn_child
+from thinkloop.core.model import Model
+from thinkloop.core.settings import Settings
+from thinkloop.core.spec import (
+    APPROVE_MODES,
+    CHILD_MAX_STEPS,
+    CHILD_TIMEOUT_S,
+    MINIMAL_INSTRUCTIONS,
+    AgentSpec,
+    ToolChoice,
+    inherited,
+    own_tools,
+)
+from thinkloop.core.tool import Tool
+
+if TYPE_CHECKING:
+    from thinkloop.agent import Agent
+    from thinkloop.channels import Channel
+    from thinkloop.context.prompt import PromptBuilder
+    from thinkloop.guard.approval import Approver
+    from thinkloop.memory.manager import Memory
+    from thinkloop.runs import RunRegistry
+    from thinkloop.store.base import Store
+
+@dataclass(frozen=True)
+class Plugs:
+    """What a shell plugs into the agents it builds (none of it is a recipe)."""
+
+    approver: Approver | None = None  # who answers "ask" (None: the console)
+    approval_timeout_s: float | None = None  # None: the setting
+    channels: Sequence[Channel] = ()  # where send_message / ask_human reach a person
+    extra_tools: Sequence[Tool] = ()
+    store: Store | None = None  # None: no memory, runs kept in the default store
+    registry: RunRegistry | None = None
+    model: Model | None = None  # replaces the resolved model (previews)
+
+
+def build_agent(
+    spec: AgentSpec | None = None,
+    settings: Settings | None = None,
+    *,
+    approver: Approver | None = None,
+    approval_timeout_s: float | None = None,
+    channels: Sequence[Channel] = (),
+    extra_tools: Sequence[Tool] = (),
+    store: Store | None = None,
+    registry: RunRegistry | None = None,
+    model: Model | None = None,
+) -> Agent:
+    """The agent ``thinkloop run`` runs, from ``spec`` over ``settings`` (default: loaded
+    now), with what the shell plugs in (:class:`Plugs`: who answers approvals and questions,
+    extra tools, the store, the run registry, a model replacing the resolved one)."""
+    from thinkloop.core.settings import load_settings
+
+    return assemble(spec or AgentSpec(), settings if settings is not None else load_settings(),
+                    Plugs(approver, approval_timeout_s, channels, extra_tools, store, registry,
+                          model))
+
+
+def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
+    """:func:`build_agent`: the chosen built-in tools, the guards (approvals by
+    ``p.approver`` unless the spec says otherwise), the bootstrap prompt, judgement as set,
+    and memory when ``p.store`` keeps memories."""
+    from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
+    from thinkloop.judgement import Judgement
+    from thinkloop.tools.defaults import default_tools
+
+    # The spec's settings join the loaded ones as arguments (``agent.config.origin`` says so).
+    settings = settings.with_arguments(spec.settings_args())
+    model_spec = settings.model_spec()
+    tools, guidance = default_tools(spec.tool_names(), settings=settings.tools,
+                                    worker_model=model_spec, channels=list(p.channels))
+    builder = prompt_builder(settings)
+    if guidance:
+        text = "\n\n".join(guidance)
+        builder.add("tool_guidance", lambda ctx: text, after="tooling")
+    return Agent(
+        p.model or (spec.model if isinstance(spec.model, Model) else model_spec),
+        tools=[*tools, *own_tools(spec), *p.extra_tools],
+        instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
+        name=spec.name or "thinkloop",
+        max_steps=settings.max_steps,
+        timeout_s=settings.timeout_s,
+        tool_timeout_s=settings.tool_timeout_s,
+        protocol=settings.protocol,
+        prompt=builder,
+        isolation=spec.isolation,  # type: ignore[arg-type]  # Agent checks the value
+        guard=_guards(spec, settings, p, tools),
+        store=p.store,
+        memory=_memory(p.store, spec) if spec.memory else False,
+        plugins=spec.plugins,
+        registry=p.registry,
+        config=settings,
+        judgement=Judgement.parse(settings.judgement, settings.model_pool),
+    )
+
+
+# A sub-agent: the agent builds its children (``Agent`` runs give ``spawn`` to lower parts).
+build_child = spawn_child
+
+
+def prompt_builder(settings: Settings) -> PromptBuilder:
+    """The prompt of the agents shells run: bootstrap files under ``THINKLOOP_HOME``."""
+    from thinkloop.context.bootstrap import Bootstrap
+    from thinkloop.context.prompt import PromptBuilder, PromptOptions
+
+    return PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(settings.home)))
+
+
+def _guards(spec: AgentSpec, settings: Settings, p: Plugs, tools: Sequence[Tool]) -> Any:
+    from thinkloop.guard import GuardSettings
+    from thinkloop.guard.approval import ApprovalSettings, ConsoleApprover, approver_for
+
+    mode = spec.approve or "ask"
+    if mode == "ask":
+        approver = p.approver if p.approver is not None else ConsoleApprover()
+    else:
+        approver = approver_for(mode)
+    timeout = p.approval_timeout_s or settings.approval_timeout_s
+    base = GuardSettings() if spec.guards else GuardSettings.off()
+    rules = _ask_rules(spec.ask_before, tools)
+    policy = replace(base.policy, rules=(*base.policy.rules, *rules)) if rules else base.policy
+    return replace(base, approval=ApprovalSettings(approver, timeout), policy=policy)
+
+
+def _memory(store: Store | None, spec: AgentSpec) -> Memory | bool:
+    """The memory layers with a durable store; ``tools: none`` also means no memory tools."""
+    if store is None:
+        return False
+    from thinkloop.memory.manager import Memory
+
+    class ToollessMemory(Memory):
+        def tools(self) -> list[Tool]:
+            return []
+
+    return ToollessMemory(store) if spec.tool_names().strip() in ("", "none") else True
+
+
+def _ask_rules(globs: Sequence[str], tools: Sequence[Tool]) -> list[Any]:
+    """One approval rule per tool ``globs`` name: any value of its first argument matches."""
+    from fnmatch import fnmatchcase
+
+    from thinkloop.guard.policy import ArgRule
+
+    rules = []
+    for t in tools:
+        first = next(iter(t.parameters.get("properties", {})), None)
+        if first is not None and any(fnmatchcase(t.name, g) for g in globs):
+            rules.append(ArgRule(t.name, first, re.compile(r"(?s)"), reason="asks before "
+                                 f"each {t.name} call", action="approve"))
+    return rules
+
+
+__all__ = ["APPROVE_MODES", "CHILD_MAX_STEPS", "CHILD_TIMEOUT_S", "MINIMAL_INSTRUCTIONS",
+           "AgentSpec", "Plugs", "ToolChoice", "assemble", "build_agent", "build_child",
+           "inherited", "prompt_builder"]

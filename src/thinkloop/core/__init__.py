@@ -1,0 +1,1 @@
+"""The vocabulary every part of thinkloop speaks; it imports nothing above it."""
