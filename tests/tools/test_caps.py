@@ -4,15 +4,21 @@ calls past the cap are refused with a message the model acts on."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from thinkloop.agent import Agent
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.settings import MAX_PARALLEL_CALLS, TOOL_OUTPUT_CHARS
+from thinkloop.subagents import AgentSpec, SubAgents
 from thinkloop.tools.base import tool
 from thinkloop.tools.mcp import MCPServer, MCPServerConfig
+from thinkloop.tools.subagents import MAX_SUBAGENT_DEPTH, MAX_SUBAGENT_TASKS
+from thinkloop.types import ModelResponse
 
 TEN_MB = 10 * 1024 * 1024
 ANSWER = "The tool returned its output; here is the summary of what it said."
@@ -93,3 +99,50 @@ async def test_parallel_calls_past_the_cap_are_refused_and_the_model_sends_them_
     assert all(f"at most {MAX_PARALLEL_CALLS} tool calls run per reply" in t for t in refused)
     assert all("make this call again in your next reply" in t for t in refused)
     assert sorted(ran) == list(range(2 * MAX_PARALLEL_CALLS))
+
+
+class Recursive:
+    """A model that hands every task to two sub-agents of its own kind, then sums up."""
+
+    name = "scripted:recursive"
+
+    def __init__(self) -> None:
+        self.spawned = 0
+        self.refused: list[str] = []
+
+    async def complete(self, messages: Any, tools: Any, settings: Any) -> ModelResponse:
+        if any(m.role == "tool" for m in messages):
+            self.refused += [m.content for m in messages if "nested deeper" in m.content]
+            return reply("Both parts are done; their results are summarised above.")
+        self.spawned += 1
+        return reply("", call("spawn_agent", tasks=["part one of it", "part two of it"]))
+
+    async def stream(self, messages: Any, tools: Any, settings: Any) -> AsyncIterator[Any]:
+        yield await self.complete(messages, tools, settings)
+
+
+async def test_a_sub_agent_that_spawns_itself_stops_at_the_depth_cap_without_deadlock() -> None:
+    model = Recursive()
+    subs = SubAgents([AgentSpec(name="worker", model=model, tools=["spawn_agent"])],
+                     max_concurrency=2)
+    agent = Agent(model, tools=[subs.tool()], store="memory", guard=False, max_steps=4)
+    result = await asyncio.wait_for(agent.run("do the thing"), 20)
+    assert result.status == "completed", result.error
+    # The root and its children at depths 1 and 2 spawn (1 + 2 + 4); the 8 at depth 3 try
+    # and are told to do it themselves.
+    assert MAX_SUBAGENT_DEPTH == 3
+    assert model.spawned == 1 + 2 + 4 + 8
+    assert len(model.refused) == 8
+    assert all("sub-agents may not be nested deeper than 3: do this task yourself" in r
+               for r in model.refused)
+
+
+async def test_a_spawn_call_with_too_many_tasks_is_refused_with_the_cap() -> None:
+    model = ScriptedModel([reply("", call("spawn_agent", tasks=[f"t{i}" for i in range(40)])),
+                           ANSWER])
+    subs = SubAgents([AgentSpec(name="worker", model=ScriptedModel([]))])
+    agent = Agent(model, tools=[subs.tool()], store="memory", guard=False, max_steps=4)
+    result = await agent.run("do 40 things")
+    [seen] = _tool_messages(model, 1)
+    assert f"at most {MAX_SUBAGENT_TASKS} tasks per spawn_agent call" in seen
+    assert result.status == "completed"
