@@ -219,6 +219,24 @@ def _span(view: _View, start: int, end: int) -> tuple[int, int]:
     return (min(picked), max(picked) + 1)
 
 
+# Long views are matched a window at a time (each window's matches that start in it, with an
+# overlap for their length): one regex call never holds the interpreter for long, so a scan in
+# a worker thread lets the event loop run between windows.
+_WINDOW = 16_384
+_OVERLAP = 1_024
+
+
+def _matches(regex: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    if len(text) <= _WINDOW + _OVERLAP:
+        yield from regex.finditer(text)
+        return
+    for start in range(0, len(text), _WINDOW):
+        end = min(len(text), start + _WINDOW + _OVERLAP)
+        for m in regex.finditer(text, start, end):
+            if m.start() < start + _WINDOW:
+                yield m
+
+
 def scan_input(
     text: str, patterns: Iterable[InjectionPattern] = DEFAULT_PATTERNS
 ) -> list[Finding]:
@@ -231,7 +249,7 @@ def scan_input(
     pats = tuple(patterns)
     for view in _views(text):
         for p in pats:
-            for m in p.regex.finditer(view.text):
+            for m in _matches(p.regex, view.text):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))
