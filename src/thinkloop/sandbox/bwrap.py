@@ -7,9 +7,8 @@ environment thinkloop runs in read-only (``ToolSettings.sandbox_python``; the sh
 passes it), a private ``/tmp``, ``/proc`` of its own PID namespace and a minimal ``/dev``.
 Nothing else of the host exists inside: not other workspaces, not ``THINKLOOP_HOME`` (store,
 agent prompt files), not ``/root`` or ``/home``. Namespaces: user, PID, network (unless
-allowed), IPC, UTS, cgroup; all
-capabilities dropped; ``--die-with-parent`` and the PID namespace end every process the
-command started (``setsid`` ones too) when the call ends.
+allowed), IPC, UTS, cgroup; all capabilities dropped; ``--die-with-parent`` and the PID
+namespace end every process the command started (``setsid`` ones too) when the call ends.
 
 Limits are rlimits set by ``prlimit`` *inside* the namespaces, so the process count is that of
 the sandbox alone. A process of real uid 0 is exempt from ``RLIMIT_NPROC``; when we run as root
