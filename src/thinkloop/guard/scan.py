@@ -191,7 +191,11 @@ def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
 
 
 def _printable(text: str) -> bool:
-    return bool(text) and sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
+    # Bytes that are not UTF-8 decode to U+FFFD, which is printable: a long word read as
+    # base64 is binary, not text (and canonicalising its view cost seconds).
+    if not text or text.count("\ufffd") > 0.1 * len(text):
+        return False
+    return sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
 
 
 def _views(text: str) -> Iterator[_View]:
