@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from thinkloop.cli.approvals import approvals_app
+from thinkloop.cli.channel import channel
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
@@ -186,6 +187,7 @@ async def _run(
         # needs it. Every run is recorded (``thinkloop runs``).
         store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
+        await store.connect()  # a damaged store is one error now, not tracebacks mid-run
         agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
@@ -307,6 +309,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
+app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
 app.command("ui")(ui)
@@ -317,7 +320,8 @@ def main() -> None:
         app()
     except ThinkloopError as exc:
         fail(str(exc))
-        sys.exit(USAGE_ERROR)
+        # A broken store is an error (1), not a usage mistake (2).
+        sys.exit(1 if isinstance(exc, StoreError) else USAGE_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
 
