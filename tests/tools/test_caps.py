@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from tests.tools.helpers import approving
+
 from thinkloop.agent import Agent
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.settings import MAX_PARALLEL_CALLS, TOOL_OUTPUT_CHARS
@@ -70,7 +72,9 @@ async def test_an_mcp_tools_megabytes_never_reach_the_model(tmp_path: Path) -> N
     script.write_text(MCP_SERVER)
     async with MCPServer(MCPServerConfig(name="big", command=[sys.executable, str(script)])) as s:
         model = ScriptedModel([reply("", call("big_dump")), ANSWER])
-        result = await Agent(model, tools=s.tools, store="memory", max_steps=6).run("dump it")
+        # An MCP tool waits for approval unless its server is trusted: here it is given.
+        agent = Agent(model, tools=s.tools, store="memory", max_steps=6, guard=approving())
+        result = await agent.run("dump it")
     assert result.status == "completed"
     [seen] = _tool_messages(model, 1)
     _assert_cut(seen, MCP_SIZE)

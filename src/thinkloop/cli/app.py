@@ -93,7 +93,9 @@ def run(
     tools: Annotated[str, typer.Option(
         help="'default', 'none', or tool names separated by commas.")] = "default",
     mcp: Annotated[list[str] | None, typer.Option(
-        "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable).")] = None,
+        "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable); "
+        "'trusted:time=...' lets its tool annotations (read-only, closed-world) skip "
+        "approval.")] = None,
     mcp_config: Annotated[Path | None, typer.Option(
         help="JSON/TOML file of MCP servers.")] = None,
     approve: Annotated[str | None, typer.Option(
