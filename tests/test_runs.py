@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import RunAccessError
 from thinkloop.models.scripted import call, reply
 from thinkloop.runs import RunRegistry
@@ -44,7 +45,8 @@ def _clear() -> None:
 
 async def test_runs_are_registered_by_id_and_session_and_leave_when_done() -> None:
     registry = RunRegistry()
-    agent = Agent(ScriptedModel(["hello"] * 3), registry=registry, guard=False)
+    agent = Agent(ScriptedModel(["hello"] * 3), guard=False,
+                  options=AgentOptions(registry=registry))
     handle = agent.start("hi", session="s1", user_id="ada")
     assert len(registry) == 1 and registry.get(handle.run_id) is handle
     assert (handle.session_id, handle.user_id, handle.status) == ("s1", "ada", "running")
@@ -63,8 +65,8 @@ async def test_runs_are_registered_by_id_and_session_and_leave_when_done() -> No
 async def test_abort_by_run_refuses_another_sessions_run_and_keeps_sessions_intact() -> None:
     store, registry = MemoryStore(), RunRegistry()
     await store.append("s1", [Message.user("earlier"), Message.assistant("ok")])
-    agent = Agent(ScriptedModel([waits] * 4), tools=[wait_here], store=store,
-                  registry=registry, guard=False)
+    agent = Agent(ScriptedModel([waits] * 4), tools=[wait_here], store=store, guard=False,
+                  options=AgentOptions(registry=registry))
     a = agent.start("a", session="s1")
     b = agent.start("b", session="s2")
     await _until_tools_run(2)
@@ -93,8 +95,10 @@ async def test_abort_session_and_abort_all() -> None:
     # Two agents share one registry: it sees the runs of both. Each keeps its sessions in
     # its own process store, so both runs on session A are in flight at once (on one durable
     # store the second would wait for the session's lock).
-    one = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
-    two = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
+    one = Agent(model, tools=[wait_here], guard=False, store="memory",
+                options=AgentOptions(registry=registry))
+    two = Agent(model, tools=[wait_here], guard=False, store="memory",
+                options=AgentOptions(registry=registry))
     handles = [one.start("a1", session="A"), two.start("a2", session="A"),
                one.start("b1", session="B"), two.start("free")]
     await _until_tools_run(4)
@@ -112,7 +116,7 @@ async def test_abort_session_and_abort_all() -> None:
 
 async def test_a_run_aborted_before_its_first_step_still_ends_cancelled() -> None:
     registry = RunRegistry()
-    agent = Agent(ScriptedModel(["never"]), registry=registry, guard=False)
+    agent = Agent(ScriptedModel(["never"]), guard=False, options=AgentOptions(registry=registry))
     handle = agent.start("go", session="s")
     assert registry.abort(handle.run_id) is True  # before the task ran at all
     result = await asyncio.wait_for(handle.result(), 5)
