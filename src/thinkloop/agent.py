@@ -300,8 +300,12 @@ class Agent:
         context: ContextArg = None,
         prompt_mode: PromptMode | None = None,
         events: bool = True,
+        run_id: str | None = None,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
+
+        ``run_id``: the id the run is known by already (a run queued for a worker); default
+        a new one.
 
         ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
         tokens (the local model), ``full`` otherwise.
@@ -312,7 +316,7 @@ class Agent:
         inputs = parse_context(context)
         mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
         cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
@@ -384,6 +388,16 @@ class Agent:
         state = RunState(run_id, recovery.task, [], None)
         scope = functools.partial(self.sessions.recovered, recovery)
         return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
+
+    def hand_back(self, run_id: str) -> bool:
+        """Stop a run here without recording its end, so that another process resumes it from
+        its last checkpoint (a worker that is shutting down); ``False`` if it is not running
+        here. Its session keeps nothing of it, as for any run that did not finish."""
+        recorder = self.runbook.by_run.get(run_id) if self.runbook is not None else None
+        if recorder is None:
+            return False
+        recorder.owned = False
+        return self.registry.abort(run_id)
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""
