@@ -148,8 +148,8 @@ async def _aborted(registry: RunRegistry, handle: RunHandle) -> RunResult:
 
 async def test_aborting_a_run_queued_behind_its_session_returns_a_cancelled_result() -> None:
     registry, store = RunRegistry(), MemoryStore()
-    agent = Agent(ScriptedModel([waits, "later"]), tools=[wait_here], store=store,
-                  registry=registry, guard=False)
+    agent = Agent(ScriptedModel([waits, "later"]), tools=[wait_here], store=store, guard=False,
+                  options=AgentOptions(registry=registry))
     first = agent.start("first", session="s")
     await _until_tools_run(1)
     queued = agent.start("queued", session="s")  # waits for the session's lock
@@ -179,7 +179,8 @@ async def test_aborting_a_run_waiting_for_approval_returns_a_cancelled_result() 
         return Decision(True)
 
     guard = replace(GuardSettings.off(), approval=ApprovalSettings(CallbackApprover(never)))
-    agent = Agent(ScriptedModel([asks_first]), tools=[guarded], registry=registry, guard=guard)
+    agent = Agent(ScriptedModel([asks_first]), tools=[guarded], guard=guard,
+                  options=AgentOptions(registry=registry))
     handle = agent.start("go")
     await asyncio.wait_for(asked.wait(), 5)
     result = await _aborted(registry, handle)
@@ -192,8 +193,8 @@ async def test_aborting_a_resumed_paused_run_queued_behind_its_session() -> None
     paused = await Agent(ScriptedModel([asks_first]), tools=[guarded], store=store,
                          guard=pausing).run("pay", session="s")
     assert paused.status == "paused"
-    agent = Agent(ScriptedModel(["done"]), tools=[guarded], store=store,
-                  registry=registry, guard=pausing)
+    agent = Agent(ScriptedModel(["done"]), tools=[guarded], store=store, guard=pausing,
+                  options=AgentOptions(registry=registry))
     async with agent.sessions._locks.hold("s"):  # another run holds the session
         resumed = await agent.start_resume("s", True)
         for _ in range(5):
