@@ -85,7 +85,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     """:func:`build_agent`: the chosen built-in tools, the guards (approvals by
     ``p.approver`` unless the spec says otherwise), the bootstrap prompt, judgement as set,
     and memory when ``p.store`` keeps memories."""
-    from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
+    from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent, AgentOptions
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
@@ -104,18 +104,20 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
         max_steps=settings.max_steps,
-        timeout_s=settings.timeout_s,
-        tool_timeout_s=settings.tool_timeout_s,
-        protocol=settings.protocol,
-        prompt=builder,
-        isolation=spec.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=_guards(spec, settings, p, tools),
         store=p.store,
         memory=_memory(p.store, spec) if spec.memory else False,
         plugins=spec.plugins,
-        registry=p.registry,
-        config=settings,
-        judgement=Judgement.parse(settings.judgement, settings.model_pool),
+        options=AgentOptions(
+            timeout_s=settings.timeout_s,
+            tool_timeout_s=settings.tool_timeout_s,
+            protocol=settings.protocol,
+            prompt=builder,
+            isolation=spec.isolation,  # type: ignore[arg-type]  # Agent checks the value
+            registry=p.registry,
+            config=settings,
+            judgement=Judgement.parse(settings.judgement, settings.model_pool),
+        ),
     )
 
 
