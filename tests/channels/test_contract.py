@@ -1,5 +1,6 @@
 """The channel contract: every chat platform through one suite, each against its wire-protocol
-stand-in driven by its client library (python-telegram-bot, slack-sdk, discord.py). The
+stand-in driven by its client library (python-telegram-bot, slack-sdk, discord.py; the
+generic webhook against a receiver of its signed POSTs). The
 seeds' policies (allow list, cross-chat sends, scheduled delivery, the message cap, the
 transparency nudge) must hold the same on each; the refusals are visible to the sender."""
 
@@ -19,7 +20,7 @@ from thinkloop.channels.service import ChannelService
 from thinkloop.settings import load_settings
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
-PLATFORMS = ["telegram", "slack", "discord"]
+PLATFORMS = ["telegram", "slack", "discord", "webhook"]
 
 
 @dataclass
@@ -60,9 +61,14 @@ def _env(model: OpenAIServer, home: Path, platform: str, extra: dict[str, str],
 
 
 @asynccontextmanager
-async def _stand_in(platform: str) -> AsyncIterator[tuple[Any, dict[str, str], dict[str, Any]]]:
-    """The stand-in, the environment pointing the adapter at it, and the Chat's fields."""
-    if platform == "telegram":
+async def _stand_in(platform: str, box: dict[str, Any]
+                    ) -> AsyncIterator[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """The stand-in, the environment pointing the adapter at it, and the Chat's fields
+    (``box``: where the service will be, for a stand-in that needs to know its port)."""
+    if platform == "webhook":
+        async with _other_system(box) as found:
+            yield found
+    elif platform == "telegram":
         from tests.channels.telegram_api import BotAPI
 
         tg = BotAPI()
@@ -101,6 +107,46 @@ async def _stand_in(platform: str) -> AsyncIterator[tuple[Any, dict[str, str], d
             await dc.stop()
 
 
+@asynccontextmanager
+async def _other_system(box: dict[str, Any]
+                        ) -> AsyncIterator[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """The generic webhook's other system: signed POSTs in, a receiver of signed POSTs."""
+    import aiohttp
+    from aiohttp import web
+    from tests.channels.test_webhook import SECRET, Receiver
+
+    from thinkloop.channels.webhook import signed_headers
+
+    receiver = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", receiver.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async with aiohttp.ClientSession() as client:
+        async def write(chat: str, user: str, text: str) -> None:
+            inbound = box["service"].channels["webhook"][0].port
+            body = json.dumps({"chat": chat, "sender": user, "text": text}).encode()
+            async with client.post(f"http://127.0.0.1:{inbound}/messages", data=body,
+                                   headers=signed_headers(SECRET, body)) as r:
+                assert r.status == 202
+
+        def read(chat: str) -> list[str]:
+            return [p["text"] for p in receiver.posts
+                    if p["type"] == "message" and p["chat"] == chat]
+
+        try:
+            yield receiver, {"THINKLOOP_CHANNELS_WEBHOOK_URL": f"http://127.0.0.1:{port}/hook",
+                             "THINKLOOP_CHANNELS_WEBHOOK_SECRET": SECRET,
+                             "THINKLOOP_CHANNELS_WEBHOOK_PORT": "0"}, dict(
+                write=write, read=read, home="room-1", other="room-9", ann="ann",
+                admin="boss")
+        finally:
+            await runner.cleanup()
+
+
 def _sync(fn: Callable[[str, str, str], Any]) -> Callable[[str, str, str], Awaitable[Any]]:
     async def write(chat: str, user: str, text: str) -> Any:
         return fn(chat, user, text)
@@ -111,9 +157,11 @@ def _sync(fn: Callable[[str, str, str], Any]) -> Callable[[str, str, str], Await
 @asynccontextmanager
 async def serving(platform: str, model: OpenAIServer, home: Path, store: Any,
                   **channel: Any) -> AsyncIterator[Chat]:
-    async with _stand_in(platform) as (_, extra, fields):
+    box: dict[str, Any] = {}
+    async with _stand_in(platform, box) as (_, extra, fields):
         settings = load_settings(env=_env(model, home, platform, extra, channel), cwd=home)
-        service = ChannelService(settings, store, [platform], agents_file=home / "agents.yaml")
+        service = box["service"] = ChannelService(settings, store, [platform],
+                                                  agents_file=home / "agents.yaml")
         try:
             await service.start()
             yield Chat(platform, service, **fields)
@@ -142,7 +190,7 @@ async def test_a_sender_off_the_allow_list_is_told_and_no_run_starts(
 
 async def test_a_send_to_another_chat_is_refused_unless_an_admin_started_the_run(
         platform: str, model: OpenAIServer, home: Path, store: Any) -> None:
-    async with serving(platform, model, home, store, admins=["U1", "1"]) as chat:
+    async with serving(platform, model, home, store, admins=["U1", "1", "boss"]) as chat:
         send = ("send_message", {"text": "psst", "recipient": f"{platform}:{chat.other}"})
         model.enqueue(said(calls=[send]), *[said("I could not send it.")] * 3)
         await chat.says("tell the other chat psst")
