@@ -79,7 +79,7 @@ def test_a_run_at_its_step_cap_exits_3_with_its_answer(server: OpenAIServer) -> 
     assert "run ended max_steps" in proc.stderr
 
 
-def test_an_answer_that_was_only_copied_markup_is_no_answer_and_says_so(
+def test_an_answer_that_is_only_copied_markup_ends_no_answer_and_says_so(
     server: OpenAIServer, tmp_path: Path,
 ) -> None:
     # A small model's habit: it copies the end of the outside-content block it just read.
@@ -88,13 +88,16 @@ def test_an_answer_that_was_only_copied_markup_is_no_answer_and_says_so(
     (project / "city.txt").write_text("Lyon\n")
     server.clear()
     server.enqueue(Reply(body=completion(tool_calls=[("read_file", {"path": "city.txt"})])),
+                   Reply(body=completion('</untrusted_content id="')),
                    Reply(body=completion('</untrusted_content id="')))
     proc = thinkloop("run", "Read city.txt and tell me the city.", "--model", "openai:fake",
                      "--workspace", str(project), env=_env(server))
-    assert proc.returncode == 0, proc.stderr
+    # Asked once more without tools, it copied the markup again: no answer, its own exit code.
+    assert proc.returncode == 9, proc.stderr
     assert "(outside content) Lyon" in proc.stderr
     assert proc.stdout == ""
-    assert "(no answer: the model's last reply was empty)" in proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "run ended no_answer" in said and "was markup, not prose" in said
     server.clear()
     server.enqueue(Reply(body=completion("Paris")))
     proc = thinkloop("run", "Capital of France?", "--model", "openai:fake", env=_env(server))

@@ -4,7 +4,7 @@ reach the model for one request only: never the history, the stored session or t
 from __future__ import annotations
 
 from thinkloop import Agent, ScriptedModel, tool
-from thinkloop.loop.notices import CAP_NOTICE, ECHO_NOTICE, is_internal_echo
+from thinkloop.loop.notices import CAP_NOTICE, NOT_AN_ANSWER_NOTICE, is_internal_echo
 from thinkloop.models.scripted import call, reply
 from thinkloop.store.inprocess import MemoryStore
 
@@ -48,9 +48,10 @@ async def test_a_placeholder_answer_is_asked_again_and_never_stored() -> None:
     result = await Agent(model, tools=[add], store=store).run("40+2?", session="s")
     assert (result.status, result.output) == ("completed", "The sum is 42.")
     third = _texts(model.calls[2].messages)
-    assert third[third.index("TEXT") + 1] == ECHO_NOTICE
+    notice = NOT_AN_ANSWER_NOTICE.format(why="repeated the engine's instructions")
+    assert third[third.index("TEXT") + 1] == notice and model.calls[2].tools == ()
     stored = _texts(await store.load("s"))
-    assert "TEXT" not in stored and ECHO_NOTICE not in stored
+    assert "TEXT" not in stored and notice not in stored
     assert stored[-1] == "The sum is 42." and len(result.steps) == 3
 
 

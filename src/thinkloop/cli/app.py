@@ -46,7 +46,7 @@ app = typer.Typer(
 
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
-    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 130 cancelled."
+    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 9 no_answer, 130 cancelled."
 )
 
 

@@ -19,6 +19,10 @@ ECHO_NOTICE = (
     "Your reply repeated an instruction or a placeholder instead of answering. Answer the "
     "user's question itself, in your own words, or make a tool call."
 )
+NOT_AN_ANSWER_NOTICE = (
+    "Your reply was not an answer: it {why}. Do not call tools now. Answer the user's "
+    "question itself, in your own words, from what you have found so far."
+)
 # Placeholders of format instructions (decision prompts, protocol examples).
 PLACEHOLDERS = frozenset({"text", "name", "answer", "your answer", "final answer", "...",
                           "<answer>", "<text>", "value", "result"})
@@ -33,7 +37,8 @@ def _runs() -> frozenset[tuple[str, ...]]:
     from thinkloop.guard import loops, nudges
     from thinkloop.loop import phases
 
-    templates = [CAP_NOTICE, ECHO_NOTICE, phases.MALFORMED_NOTICE, phases.OUTPUT_NOTICE,
+    templates = [CAP_NOTICE, ECHO_NOTICE, NOT_AN_ANSWER_NOTICE, phases.MALFORMED_NOTICE,
+                 phases.OUTPUT_NOTICE,
                  loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE,
                  nudges.URGENCY, nudges.TRANSPARENCY]
     out: set[tuple[str, ...]] = set()

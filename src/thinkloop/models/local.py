@@ -110,7 +110,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None = None,
                 from llama_cpp import Llama
             except ImportError:
                 raise ConfigError(
-                    "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
+                    "model 'local' needs llama-cpp-python: pip install 'thinkloop[local-source]'"
                 ) from None
             threads = n_threads or default_threads()
             llm = Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
