@@ -52,7 +52,9 @@ def _eval(node: ast.AST) -> Any:
 
 @tool
 def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression exactly, e.g. "12*7" or "sqrt(2) + 3**2".
+    """Evaluate arithmetic in numbers: "15% of 240" is "0.15*240", "root of 144" is "sqrt(144)".
+
+    Units become numbers too: "3 hours in minutes" is "3*60".
 
     Args:
         expression: The arithmetic expression: numbers, + - * / // % **, parentheses,
