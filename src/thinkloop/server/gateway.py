@@ -66,8 +66,10 @@ class Gateway:
     # --- runs ------------------------------------------------------------------------------
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
-                        session: str | None = None, stream: bool = True) -> LiveRun:
-        """Start ``task`` on ``agent_name`` for ``who``; returns at once (the run goes on)."""
+                        session: str | None = None, stream: bool = True,
+                        remember: bool = True) -> LiveRun:
+        """Start ``task`` on ``agent_name`` for ``who``; returns at once (the run goes on).
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         if session is not None and not SESSION_ID.fullmatch(session):
             raise ConfigError("session ids are 1-128 letters, digits and ._- (starting with a "
                               "letter or digit)")
@@ -75,7 +77,8 @@ class Gateway:
         self.live.reserve(who.user)
         try:
             key = session_key(who.user, session) if session else None
-            handle = agent.start(task, session=key, user_id=who.user, stream_model=stream)
+            handle = agent.start(task, session=key, user_id=who.user if remember else None,
+                                 stream_model=stream)
         except BaseException:
             self.live.release(who.user)
             raise
