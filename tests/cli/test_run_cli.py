@@ -271,3 +271,41 @@ def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     assert "exit^code:^1" in results[3] and "1^failed" in results[3]  # the bug, seen
     assert results[4] == "edited calc.py: replaced 1 occurrence"
     assert "exit^code:^0" in results[5] and "1^passed" in results[5]  # and fixed
+
+
+def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    server.clear()
+    # The answer, then the memory jobs' model calls, which hang (a slow extraction model).
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)})
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert proc.stdout.readline() == "Nice to meet you, Ada.\n"  # before the jobs end
+        deadline = time.monotonic() + 60
+        while "saving memory" not in proc.stderr.readline():
+            assert time.monotonic() < deadline
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - asked
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert took < 2.0, took
+    assert proc.returncode == 130

@@ -25,10 +25,13 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
+    from rich.console import Console
+
     from thinkloop.agent import Agent
     from thinkloop.cli.build import AgentOptions
     from thinkloop.core.settings import Settings
     from thinkloop.core.tool import Tool
+    from thinkloop.loop.handle import RunHandle
     from thinkloop.loop.result import RunResult
 
 app = typer.Typer(
@@ -147,12 +150,8 @@ def run(
     except ThinkloopError as exc:
         # A broken store is an error (1), not a usage mistake (2).
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
-    if as_json:
+    if as_json:  # (without --json the answer was printed as soon as the turn was saved)
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
-    else:
-        from thinkloop.cli.printers import print_answer
-
-        print_answer(result, console(soft_wrap=True))
     code = EXIT_CODES.get(result.status, 1)
     if result.status == "failed":
         raise fail(result.error or "run failed", code)
@@ -208,9 +207,35 @@ async def _run(
         finally:
             if printer is not None:
                 printer.close()
-        await handle.wait_background()  # post-turn memory jobs finish before the store closes
+        if not quiet:
+            from thinkloop.cli.printers import print_answer
+
+            print_answer(result, console(soft_wrap=True))  # the answer first, the jobs after
+        await _post_turn_jobs(handle, None if quiet else console(stderr=True))
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
+
+
+async def _post_turn_jobs(handle: RunHandle, progress: Console | None) -> None:
+    """Wait for the turn's memory jobs (before the store closes), saying so; Ctrl-C stops
+    them at once: the answer was already printed and the session turn saved."""
+    import asyncio
+
+    if handle.background.done():
+        return
+    if progress is not None:
+        progress.print("[dim]saving memory… (Ctrl-C skips it; the answer is saved)[/]",
+                       highlight=False)
+    try:
+        await handle.wait_background()
+    except asyncio.CancelledError:
+        # post_turn retries once when cancelled (a loop shutting down); Ctrl-C means stop.
+        for _ in range(3):
+            handle.background.cancel()
+            done, _pending = await asyncio.wait({handle.background}, timeout=0.3)
+            if done:
+                break
+        raise
 
 
 # The built-in tools that read or write the workspace (tools/builtin/files.py, shell.py).
