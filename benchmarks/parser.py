@@ -14,7 +14,12 @@ Worst case: hostile replies (deep nesting, unbalanced braces, thousands of unclo
 timed at 100 KB and at 1 MB. A linear parser takes ~10x longer on 10x the input; a
 backtracking one takes ~100x or never finishes.
 
-Usage: python benchmarks/parser.py [--repeat 5] [--adversarial-repeat 3]
+Per family (LFM2, OLMo 3, Step-3, Llama 3.x JSON, pythonic, Mistral v11+, Hermes/Qwen): 300
+replies in the family's documented format, read with the formats ``auto`` picks for one of
+its model names, whole and streamed in 64-character chunks, and a hostile megabyte made of
+the family's own markers, whole and streamed in 4 KB chunks.
+
+Usage: python benchmarks/parser.py [--repeat 5] [--adversarial-repeat 3] [--families-only]
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ import statistics
 import time
 from collections.abc import Callable
 
+from thinkloop.core.types import ToolSpec
 from thinkloop.protocols import parse_tool_calls
 from thinkloop.protocols.stream import StreamParser
+from thinkloop.protocols.table import family_of
 
 URCHIN_TOOL = re.compile(r"<<TOOL:(\w+)(?::([\s\S]+?))?>>")
 URCHIN_THINK = re.compile(r"<<THINK>>([\s\S]+?)<</THINK>>")
@@ -77,6 +84,98 @@ def _reply(rng: random.Random) -> tuple[str, int]:
         (f"<think>{PROSE}</think>{PROSE}", 0),
     ]
     return kinds[rng.randrange(len(kinds))]
+
+
+def _pycall(name: str, args: dict[str, object], literal: Callable[[object], str]) -> str:
+    return f"{name}({', '.join(f'{k}={literal(v)}' for k, v in args.items())})"
+
+
+def _family_reply(family: str, rng: random.Random) -> tuple[str, int]:
+    """One reply in ``family``'s documented format (sometimes with its usual flaws)."""
+    a, b = _args(rng), {"city": rng.choice(["Paris", "Oslo", "Kyiv"]), "days": rng.randrange(7)}
+    j, jb = json.dumps(a), json.dumps(b)
+    two = rng.random() < 0.5
+    if family == "lfm2":
+        calls = [_pycall("read_file", a, repr)] + ([_pycall("get_weather", b, repr)] if two else [])
+        return f"<|tool_call_start|>[{', '.join(calls)}]<|tool_call_end|>{PROSE[:60]}", 1 + two
+    if family == "olmo3":
+        calls = [_pycall("read_file", a, json.dumps)] + (
+            [_pycall("get_weather", b, json.dumps)] if two else [])
+        return f"{PROSE[:50]}<function_calls>{chr(10).join(calls)}</function_calls>", 1 + two
+    if family == "step3":
+        params = "".join(f'<steptml:parameter name="{k}">{v}</steptml:parameter>\n'
+                         for k, v in b.items())
+        call = (f"<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"get_weather\">"
+                f"\n{params}</steptml:invoke><｜tool_call_end｜>")
+        return f"<｜tool_calls_begin｜>{call}{call if two else ''}<｜tool_calls_end｜>", 1 + two
+    if family == "llama3_json":
+        first = f'{{"name": "read_file", "parameters": {j}}}'
+        rest = f'; {{"name": "get_weather", "arguments": {jb}}}' if two else ""
+        return f"I will read the file. {first}{rest}", 1 + two
+    if family == "pythonic":
+        calls = [_pycall("read_file", a, repr)] + ([_pycall("get_weather", b, repr)] if two else [])
+        return f"{PROSE[:70]}\n[{', '.join(calls)}]", 1 + two
+    if family == "mistral":
+        rest = f"get_weather[ARGS]{jb}" if two else ""
+        return f"[TOOL_CALLS]read_file[CALL_ID]aB3dE5gH7[ARGS]{j}{rest}", 1 + two
+    unknown = '\n<tool_call>\n{"name": "launch_rocket", "arguments": {}}\n</tool_call>'
+    return (f'<tool_call>\n{{"name": "read_file", "arguments": {j}}}\n</tool_call>'
+            f"{unknown if two else ''}", 1)
+
+
+FAMILY_TOOLS = [ToolSpec("read_file", "Read.", {"type": "object", "properties": {
+    "path": {"type": "string"}, "limit": {"type": "integer"}, "flags": {"type": "object"}}}),
+    ToolSpec("get_weather", "Weather.", {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}}})]
+FAMILY_MODELS = {"lfm2": "LiquidAI/LFM2-1.2B", "olmo3": "allenai/Olmo-3-7B-Instruct",
+                 "step3": "stepfun-ai/step3", "llama3_json": "meta-llama/Llama-3.1-8B-Instruct",
+                 "pythonic": "meta-llama/Llama-3.2-3B-Instruct",
+                 "mistral": "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+                 "hermes": "Qwen/Qwen2.5-7B-Instruct"}
+
+
+def family_hostile(n: int) -> dict[str, str]:
+    """Per family, input built from its own markers that never completes a call."""
+    def fill(unit: str) -> str:
+        return unit * (n // len(unit))
+    return {
+        "lfm2": fill('<|tool_call_start|>[read_file(path="]'),
+        "olmo3": fill("<function_calls>read_file(path=1)\n"),
+        "step3": fill("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>"
+                      '<steptml:invoke name="f">'),
+        "llama3_json": fill('Done. {"name": "f", "parameters": {"a": "'),
+        "pythonic": fill("Sure. [f(a="),
+        "mistral": fill("[TOOL_CALLS]f[CALL_ID]"),
+        "hermes": fill('<tool_call>{"name": "x", '),
+    }
+
+
+def family_table(repeat: int) -> None:
+    """Each family's replies read whole (by ``auto``'s choice of formats for the model) and
+    streamed, and a hostile megabyte of the family's own markers."""
+    rng = random.Random(11)
+    hostile = family_hostile(1_000_000)
+    print(f"Per family: 300 replies each, median of {repeat}; hostile input 1 MB")
+    print(f"{'family':12} {'calls':>9} {'MB/s':>7} {'calls/s':>9} {'stream64':>9} "
+          f"{'hostile s':>10} {'streamed s':>11}")
+    for family, model in FAMILY_MODELS.items():
+        replies = [_family_reply(family, rng) for _ in range(300)]
+        formats = family_of(model).formats  # type: ignore[union-attr]
+        expected = sum(n for _, n in replies)
+        found = sum(len(parse_tool_calls(t, tools=FAMILY_TOOLS, formats=formats).calls)
+                    for t, _ in replies)
+        texts = [t for t, _ in replies]
+        mb = sum(len(t.encode()) for t in texts) / 1e6
+        whole = median_time(lambda texts=texts, formats=formats: [
+            parse_tool_calls(t, tools=FAMILY_TOOLS, formats=formats) for t in texts], repeat)
+        stream = median_time(lambda texts=texts: [stream_once(t, 64, FAMILY_TOOLS)
+                                                   for t in texts], repeat)
+        bad = hostile[family]
+        t_bad = median_time(lambda bad=bad: parse_tool_calls(bad, tools=FAMILY_TOOLS), repeat)
+        t_bad_stream = median_time(lambda bad=bad: stream_once(bad, 4096, FAMILY_TOOLS), 1)
+        print(f"{family:12} {f'{found}/{expected}':>9} {mb / whole:7.2f} {found / whole:9.0f} "
+              f"{stream / whole:8.1f}x {t_bad:10.3f} {t_bad_stream:11.3f}")
+    print()
 
 
 def corpus(target_bytes: int = 2_000_000) -> tuple[list[str], int]:
@@ -134,8 +233,8 @@ def streamed(replies: list[str], size: int) -> int:
     return calls
 
 
-def stream_once(text: str, size: int = 64) -> None:
-    parser = StreamParser()
+def stream_once(text: str, size: int = 64, tools: list[ToolSpec] | None = None) -> None:
+    parser = StreamParser(tools=tools)
     for i in range(0, len(text), size):
         parser.feed(text[i:i + size])
     parser.close()
@@ -164,7 +263,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--adversarial-repeat", type=int, default=3)
+    ap.add_argument("--families-only", action="store_true",
+                    help="print only the per-family table (issue 37's families)")
     opts = ap.parse_args()
+    family_table(opts.adversarial_repeat)
+    if opts.families_only:
+        return
 
     replies, expected_calls = corpus()
     mb = sum(len(r.encode()) for r in replies) / 1e6

@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "text spotlight lifetime tuning",
     "core",
     "types errors events plugins settings",
-    "models store protocols sandbox channels runs",
+    "models store protocols sandbox runs",
     "context",
     "tools",
     "hooks side_calls",
@@ -33,7 +33,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "session",
     "agent",
     "subagents build",
-    "server cli testing tui workers __main__",
+    "server cli testing tui workers channels __main__",
 ))
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

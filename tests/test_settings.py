@@ -183,7 +183,7 @@ def test_command_flags_join_the_settings_as_arguments(tmp_path: Path) -> None:
 
 
 async def test_ask_human_waits_as_long_as_the_setting_says(tmp_path: Path) -> None:
-    from thinkloop.channels import Outgoing
+    from thinkloop.core.channel import Outgoing
     from thinkloop.settings import ToolSettings
 
     asked: list[float] = []
@@ -221,3 +221,29 @@ def test_the_two_kinds_of_settings_mixed_up_are_one_clear_error_at_construction(
     agent = Agent(ScriptedModel(["hi"]), settings=ModelSettings(temperature=0.2),
                   config=settings, store="memory")
     assert agent.settings.temperature == 0.2 and agent.config is settings
+
+
+def test_channel_settings_come_from_toml_and_environment_and_tokens_are_masked(
+        tmp_path: Path) -> None:
+    from thinkloop.channels.config import TelegramSettings, channel_settings
+
+    (tmp_path / "thinkloop.toml").write_text(
+        "[channels.telegram]\nagent = \"helper\"\nmax_messages = 4\n"
+        "[channels.telegram.missions.42]\ninstructions = \"Chess club\"\n")
+    env = {"THINKLOOP_HOME": str(tmp_path), "TELEGRAM_BOT_TOKEN": "123456:secret-token-value",
+           "THINKLOOP_CHANNELS_TELEGRAM_API_URL": "http://127.0.0.1:8081/bot",
+           "THINKLOOP_CHANNELS_TELEGRAM_ALLOW_USERS": '["7", "8"]'}
+    s = load_settings(env=env, cwd=tmp_path)
+    tg = channel_settings(s, "telegram")
+    assert isinstance(tg, TelegramSettings)
+    assert (tg.agent, tg.max_messages, tg.allow_users) == ("helper", 4, ["7", "8"])
+    assert tg.api_url == "http://127.0.0.1:8081/bot" and tg.files() == \
+        "http://127.0.0.1:8081/file/bot"
+    assert tg.missions["42"].instructions == "Chess club"
+    assert tg.token is not None and "secret-token-value" not in repr(tg)
+    shown = {k: (v, o) for k, v, o in describe(s)}
+    assert shown["channels.telegram.token"] == ("****alue", "environment")
+    assert shown["channels.telegram.max_messages"] == (4, "thinkloop.toml")
+    with pytest.raises(ConfigError, match=r"channels\.telegram: max_messages: Input should"):
+        channel_settings(load_settings(env={**env, "THINKLOOP_CHANNELS_TELEGRAM_MAX_MESSAGES":
+                                            "0"}, cwd=tmp_path), "telegram")

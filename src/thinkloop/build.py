@@ -33,8 +33,8 @@ from thinkloop.core.tool import Tool
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
-    from thinkloop.channels import Channel
     from thinkloop.context.prompt import PromptBuilder
+    from thinkloop.core.channel import Channel
     from thinkloop.guard.approval import Approver
     from thinkloop.memory.manager import Memory
     from thinkloop.runs import RunRegistry

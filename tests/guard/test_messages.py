@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from thinkloop.channels import CallbackChannel, Outgoing
+from thinkloop.core.channel import CallbackChannel, Outgoing
 from thinkloop.guard import (
     ApprovalSettings,
     AutoApprove,

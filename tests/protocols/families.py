@@ -225,6 +225,29 @@ def step3(calls: list[Call]) -> str:
     return f"<｜tool_calls_begin｜>{body}<｜tool_calls_end｜>"
 
 
+def lfm2(calls: list[Call]) -> str:  # Liquid's tool-use guide: a pythonic list
+    return f"<|tool_call_start|>{pythonic(calls)}<|tool_call_end|>"
+
+
+def lfm2_json(calls: list[Call]) -> str:  # "Output function calls as JSON" in the prompt
+    return "<|tool_call_start|>" + dumps([{"name": n, "arguments": a} for n, a in calls]) + \
+        "<|tool_call_end|>"
+
+
+def olmo3(calls: list[Call]) -> str:  # OLMo 3's template: key=<value as JSON>, a call a line
+    lines = "\n".join(f"{n}({', '.join(f'{k}={dumps(v)}' for k, v in a.items())})"
+                      for n, a in calls)
+    return f"<function_calls>{lines}</function_calls>"
+
+
+def llama_json_semicolons(calls: list[Call]) -> str:  # Llama 3.x, several calls on a line
+    return "; ".join(dumps({"name": n, "parameters": a}) for n, a in calls)
+
+
+def step3_bare_invoke(calls: list[Call]) -> str:  # Step-3 without "function<｜tool_sep｜>"
+    return step3(calls).replace("function<｜tool_sep｜>", "")
+
+
 def think(text: str) -> str:
     return f"<think>\n{text}\n</think>\n\n"
 
@@ -277,6 +300,12 @@ FAMILIES = [
     Family("step3", step3, model="stepfun-ai/step3"),
     Family("magistral", mistral_v11, thinking=lambda t: f"[THINK]{t}[/THINK]",
            model="mistralai/Magistral-Small-2507"),
+    Family("lfm2", lfm2, model="LiquidAI/LFM2-1.2B"),
+    Family("lfm2.5-json", lfm2_json, model="LiquidAI/LFM2.5-1.2B-Instruct"),
+    Family("olmo3", olmo3, model="allenai/Olmo-3-7B-Instruct"),
+    Family("llama3.3-json-semicolons", llama_json_semicolons,
+           model="meta-llama/Llama-3.3-70B-Instruct"),
+    Family("step3-bare-invoke", step3_bare_invoke, model="stepfun-ai/step3"),
 ]
 
 

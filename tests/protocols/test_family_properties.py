@@ -12,14 +12,25 @@ from hypothesis import strategies as st
 from thinkloop.protocols import parse_tool_calls
 from thinkloop.protocols.stream import StreamParser
 
-from .families import FAMILIES, Family, glm, minimax_m2, qwen3_coder, seed_oss, step3
+from .families import (
+    FAMILIES,
+    Family,
+    glm,
+    minimax_m2,
+    qwen3_coder,
+    seed_oss,
+    step3,
+    step3_bare_invoke,
+)
 
 # Formats that carry values as XML text: their values are strings here (no schema given).
-XML_TEXT = {qwen3_coder, glm, minimax_m2, seed_oss, step3}
+XML_TEXT = {qwen3_coder, glm, minimax_m2, seed_oss, step3, step3_bare_invoke}
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True).filter(
     lambda n: not keyword.iskeyword(n) and n not in ("true", "false", "null"))
-keys = st.from_regex(r"[a-z_][a-z0-9_]{0,12}", fullmatch=True)
+# Python keywords included: pythonic formats write them as argument names too (from="en").
+keys = st.from_regex(r"[a-z_][a-z0-9_]{0,12}", fullmatch=True) | st.sampled_from(
+    ["from", "in", "class", "if", "is", "lambda"])
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text | st.floats(
     allow_nan=False, allow_infinity=False)

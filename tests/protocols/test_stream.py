@@ -101,6 +101,10 @@ fragments = st.sampled_from([
     "functools[", "<|tool_call|>", "<|action_start|><|plugin|>", "<|action_end|>",
     "<tool_calls>", "</tool_calls>", "<seed:tool_call>", "`", "[THINK]", "[/THINK]",
     '{"name": "f", "arguments": {"a": 1}}', "[f(a=1)]", "<arg_key>k</arg_key>",
+    "<|tool_call_start|>", "<|tool_call_end|>", "<function_calls>", "</function_calls>",
+    "f(a=1)\n", ";", ". ", '<steptml:invoke name="f">', "</steptml:invoke>",
+    '<steptml:parameter name="a">', "</steptml:parameter>", "[CALL_ID]", "final_answer",
+    '{"name": "f", "parameters": {"a": "',
 ])
 messy = st.lists(fragments | st.text(max_size=4), max_size=40).map("".join)
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from tests.tools.helpers import approving, call
 
 from thinkloop.agent import Agent
-from thinkloop.channels import (
+from thinkloop.core.channel import (
     CallbackChannel,
     Channel,
     ChannelError,

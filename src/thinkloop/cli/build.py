@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec
-from thinkloop.channels import ConsoleChannel
+from thinkloop.core.channel import ConsoleChannel
 from thinkloop.core.model import Model
 from thinkloop.core.settings import Settings, quiet_model_loaders
 from thinkloop.core.tool import Tool

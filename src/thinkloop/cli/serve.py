@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
 from thinkloop.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from thinkloop.core.settings import Settings
 
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
                        rich_markup_mode=None)
@@ -29,6 +33,9 @@ def serve(
         help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
+    channel: Annotated[list[str] | None, typer.Option(
+        help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
+    ] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
     Every option is also a setting ([gateway] in thinkloop.toml, THINKLOOP_GATEWAY_*)."""
@@ -37,6 +44,7 @@ def serve(
 
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
+        from thinkloop.server.connections import uvicorn_config
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None
@@ -47,11 +55,41 @@ def serve(
                               "gateway.per_user_runs": per_user_runs,
                               "gateway.max_runs": max_runs})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    check_store(config.store_url, settings)
+    services = []
+    if channel:
+        from thinkloop.channels.service import ChannelService, gateway_service
+
+        # Their settings checked now (a missing token is one line), before anything listens.
+        ChannelService(settings, None, channel, agents_file=agents, gateway=True)
+        services.append(gateway_service(channel, agents))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config, settings=settings), host=config.host, port=config.port,
-                log_level="warning", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(uvicorn_config(
+        create_app(config, settings=settings, services=services), config))
+    # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code
+        raise typer.Exit(3)
+
+
+def check_store(url: str | None, settings: Settings) -> None:
+    """Open the gateway's store once before serving: a damaged or unreachable one is one
+    error line (exit 1), not a traceback from the server's startup."""
+    import asyncio
+
+    from thinkloop.store.open import open_store
+
+    async def probe() -> None:
+        store = open_store(url, settings=settings)
+        try:
+            await store.connect()
+        finally:
+            await store.aclose()
+
+    asyncio.run(probe())
 
 
 @keys_app.command("create")

@@ -135,7 +135,35 @@ class ProviderSettings(BaseModel):
         "wheel, a source-built llama-cpp-python, or auto (xllamacpp when installed)")
 
 
-class GatewaySettings(BaseModel):
+class GatewayDoors(BaseModel):
+    """The gateway's limits on what comes in (docs/gateway-security.md): who may call it
+    from a browser, and how much of the machine a client may hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="browser origins (https://app.example) that may call the gateway "
+                        "besides its own page")
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Host names the gateway answers to besides its address (and "
+                        "localhost on loopback); checked always with --no-auth, else if set")
+    max_header_bytes: int = Field(16 * 1024, ge=1024, description="a request's head, at most")
+    max_body_bytes: int = Field(4 * MIB, ge=1024,
+                                description="a request body or WebSocket message, at most")
+    header_timeout_s: float = Field(10.0, gt=0, description="time to send a request's head")
+    body_timeout_s: float = Field(30.0, gt=0, description="time to send a request's body")
+    keep_alive_s: int = Field(5, ge=1, description="an idle connection is closed after this")
+    per_client_connections: int = Field(64, ge=1, description="open connections per client "
+                                        "address")
+    max_connections: int = Field(1024, ge=8, description="open connections in all; lowered "
+                                 "to the open-file limit less fd_reserve")
+    fd_reserve: int = Field(128, ge=16, description="file descriptors kept for the store, "
+                            "models and tools")
+    key_recheck_s: float = Field(5.0, gt=0, description="how often an open WebSocket's key "
+                                 "is checked again (a revoked key closes it)")
+
+
+class GatewaySettings(GatewayDoors):
     """``thinkloop serve``'s settings (``[gateway]``, ``THINKLOOP_GATEWAY_*``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -168,6 +196,15 @@ PROVIDER_ENV = {
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
 GROUPS = ("tools", "models", "gateway")
+# Chat channels (thinkloop.channels validates each platform's section): [channels.telegram] in
+# thinkloop.toml, THINKLOOP_CHANNELS_TELEGRAM_<KEY>, and the platforms' own token variables.
+CHANNELS = "channels"
+CHANNEL_PREFIX = "THINKLOOP_CHANNELS_"
+CHANNEL_ENV = {
+    "channels.telegram.token": "TELEGRAM_BOT_TOKEN", "channels.slack.bot_token": "SLACK_BOT_TOKEN",
+    "channels.slack.app_token": "SLACK_APP_TOKEN", "channels.discord.token": "DISCORD_BOT_TOKEN",
+    "channels.slack.signing_secret": "SLACK_SIGNING_SECRET",
+}
 
 
 class Settings(BaseSettings):
@@ -200,6 +237,8 @@ class Settings(BaseSettings):
     models: ProviderSettings = Field(default_factory=ProviderSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    channels: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="chat channels by platform ([channels.telegram])")
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
 
     @classmethod
@@ -304,7 +343,7 @@ def env_names() -> dict[str, tuple[str, ...]]:
     """Each setting's environment variables (dotted name -> names, the first set wins)."""
     out: dict[str, tuple[str, ...]] = {
         n: OTHER_ENV.get(n, (f"THINKLOOP_{n.upper()}",))
-        for n in Settings.model_fields if n not in GROUPS}
+        for n in Settings.model_fields if n not in (*GROUPS, CHANNELS)}
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
     for group, fields in (("tools", ToolSettings.model_fields),
                           ("gateway", GatewaySettings.model_fields)):
@@ -319,12 +358,24 @@ def from_env(env: Mapping[str, str]) -> dict[str, Any]:
         value = next((env[v] for v in names if env.get(v)), None)
         if value is not None:
             found[key] = _decoded(value)
+    found.update(_channel_env(env))
     return nest(found)
 
 
+def _channel_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """``THINKLOOP_CHANNELS_TELEGRAM_API_URL`` -> ``channels.telegram.api_url`` (a platform's
+    name has no underscore), and the platforms' token variables."""
+    found: dict[str, Any] = {k: env[v] for k, v in CHANNEL_ENV.items() if env.get(v)}
+    for var, value in env.items():
+        platform, _, name = var.removeprefix(CHANNEL_PREFIX).lower().partition("_")
+        if var.startswith(CHANNEL_PREFIX) and name and value:
+            found[f"{CHANNELS}.{platform}.{name}"] = _decoded(value)
+    return found
+
+
 def _decoded(raw: str) -> Any:
-    """A list variable is JSON (``["PATH","LANG"]``); anything else stays text."""
-    return json.loads(raw) if raw.lstrip().startswith("[") else raw
+    """A list or mapping variable is JSON (``["PATH","LANG"]``); anything else stays text."""
+    return json.loads(raw) if raw.lstrip().startswith(("[", "{")) else raw
 
 
 def find_toml(home: Path, cwd: Path | None = None) -> Path | None:
@@ -344,14 +395,15 @@ def read_toml(path: Path | None) -> dict[str, Any]:
 
 
 def nest(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"tools.sandbox": "none"}`` -> ``{"tools": {"sandbox": "none"}}``."""
+    """``{"tools.sandbox": "none"}`` -> ``{"tools": {"sandbox": "none"}}`` (at any depth:
+    ``channels.telegram.api_url``)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        group, _, name = key.partition(".")
-        if name:
-            out.setdefault(group, {})[name] = value
-        else:
-            out[key] = value
+        *groups, name = key.split(".")
+        here = out
+        for group in groups:
+            here = here.setdefault(group, {})
+        here[name] = value
     return out
 
 
@@ -361,12 +413,15 @@ def flatten(values: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if key in GROUPS and isinstance(value, Mapping):
             out.update({f"{key}.{k}": v for k, v in value.items()})
+        elif key == CHANNELS and isinstance(value, Mapping):
+            out.update({f"{key}.{p}.{k}": v for p, section in value.items()
+                        for k, v in (section.items() if isinstance(section, Mapping) else ())})
         else:
             out[key] = value
     return out
 
 
-SECRET_SUFFIXES = ("api_key",)
+SECRET_SUFFIXES = ("api_key", "token", "password", "secret")
 
 
 def describe(settings: Settings) -> list[tuple[str, Any, Origin]]:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from thinkloop.core.protocol import Act, Answer, Reading
 from thinkloop.core.types import Message, ModelResponse, ToolResult, ToolSpec
 from thinkloop.protocols.native import NativeTools, tool_messages
-from thinkloop.protocols.parse import Parsed, parse_tool_calls
+from thinkloop.protocols.parse import Parsed
 from thinkloop.protocols.table import family_of
 from thinkloop.protocols.text import TextProtocol, conform, format_observations
 
@@ -38,14 +38,14 @@ class AutoProtocol(NativeTools, TextProtocol):
             return Act(calls, msg.content, msg.thought)
         return super().read(response)
 
-    def parse(self, text: str, model: str | None = None) -> Parsed:
+    def parse(self, text: str, model: str | None = None,
+              formats: frozenset[str] | None = None) -> Parsed:
         family = family_of(model)
-        if family is not None:
-            parsed = parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids,
-                                      formats=family.formats)
-            if parsed.calls or parsed.problems:
+        if family is not None and formats is None:
+            parsed = super().parse(text, model, family.formats)
+            if parsed.calls or parsed.problems or parsed.completed is not None:
                 return parsed
-        return super().parse(text, model)
+        return super().parse(text, model, formats)
 
     def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:
         if not parsed.thoughts and parsed.completed is None:

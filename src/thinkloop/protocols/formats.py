@@ -7,7 +7,11 @@ stays linear: nothing here searches beyond the string it is given.
 from __future__ import annotations
 
 import ast
+import io
+import itertools
+import keyword
 import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +31,8 @@ _CHILD = re.compile(r"<([A-Za-z_][\w.:-]*)((?:[\s=][^<>]*)?)>")
 _SPACE = re.compile(r"\s*")
 # Python sources larger than this are not tried as pythonic calls (ast is not linear in depth).
 _MAX_PYTHONIC = 200_000
+_KEYWORD_PREFIX = "_thinkloop_kw_"
+_KEYWORD_ARG = re.compile(r"(?<![\w.])(?:" + "|".join(keyword.kwlist) + r")\s*=(?!=)")
 
 
 @dataclass(slots=True)
@@ -48,7 +54,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         if not raw.strip():
             return {}, None
         try:
-            raw = loads_lenient(raw)
+            raw = loads_lenient(raw, complete=True)
         except JsonRepairError as exc:
             return {}, f"arguments are not valid JSON: {exc}"
     if isinstance(raw, dict):
@@ -119,14 +125,14 @@ def found_in_value(value: Any, *, need_args: bool) -> Found | None:
 def json_objects(blob: str) -> list[Any] | None:
     """Decode ``blob`` as one JSON value, or as several separated by ``;``/newlines."""
     try:
-        return [loads_lenient(blob)]
+        return [loads_lenient(blob, complete=True)]
     except JsonRepairError:
         pass
     parts = [p for p in re.split(r";\s*|\n\s*(?=[{\[])", blob) if p.strip()]
     if len(parts) < 2:
         return None
     try:
-        return [loads_lenient(p) for p in parts]
+        return [loads_lenient(p, complete=True) for p in parts]
     except JsonRepairError:
         return None
 
@@ -165,8 +171,19 @@ _PY_CONSTANTS = {"true": True, "false": False, "null": None}
 
 
 def _literal(node: ast.expr) -> Any:
+    """A literal value, JSON's ``true``/``false``/``null`` included at any depth: OLMo 3's
+    template writes each argument as JSON (``f(opts={"deep": true})``). Tuples read as lists."""
+    if isinstance(node, ast.Constant) and not isinstance(node.value, bytes | complex):
+        return node.value
     if isinstance(node, ast.Name) and node.id in _PY_CONSTANTS:
         return _PY_CONSTANTS[node.id]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError("a ** in a dict literal")
+        return {_literal(k): _literal(v)  # type: ignore[arg-type]
+                for k, v in zip(node.keys, node.values, strict=True)}
     return ast.literal_eval(node)
 
 
@@ -182,25 +199,74 @@ def _call_name(node: ast.expr) -> str | None:
     return None
 
 
-def pythonic_calls(source: str) -> list[tuple[str, dict[str, Any]]] | None:
-    """``[f(a=1), g(b="x")]`` or ``f(a=1)``: keyword arguments with literal values only."""
+def pythonic_calls(source: str, *, lines: bool = False) -> list[tuple[str, dict[str, Any]]] | None:
+    """``[f(a=1), g(b="x")]`` or ``f(a=1)``: keyword arguments with literal values only.
+
+    ``lines``: several calls may also stand one per line or separated by ``;`` (OLMo 3).
+    """
     source = source.strip()
     if not source or len(source) > _MAX_PYTHONIC:
         return None
     try:
-        tree = ast.parse(source, mode="eval").body
-        nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
-        calls = []
-        for node in nodes:
-            if not isinstance(node, ast.Call) or node.args:
-                return None
-            name = _call_name(node.func)
-            if name is None or any(k.arg is None for k in node.keywords):
-                return None
-            calls.append((name, {str(k.arg): _literal(k.value) for k in node.keywords}))
-        return calls or None
+        try:
+            tree = ast.parse(source, mode="eval").body
+            nodes = tree.elts if isinstance(tree, ast.List | ast.Tuple) else [tree]
+        except SyntaxError:
+            renamed = _rename_keywords(source)
+            if renamed is not None:  # f(from="en"): a tool's argument named like a keyword
+                return pythonic_calls(renamed, lines=lines)
+            if not lines:
+                raise
+            nodes = _statement_calls(source)
+        return _calls(nodes)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
+
+
+def _rename_keywords(source: str) -> str | None:
+    """``source`` with each keyword argument named by a Python keyword (``from=``) prefixed,
+    so Python parses it; None if there is none. Tokens, not text: strings stay as written."""
+    if _KEYWORD_ARG.search(source) is None:
+        return None  # the common case, decided without tokenizing
+    lines = io.StringIO(source).readlines()
+    starts = list(itertools.accumulate((len(line) for line in lines), initial=0))
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    edits = [starts[tok.start[0] - 1] + tok.start[1]
+             for prev, tok, nxt in zip(tokens, tokens[1:], tokens[2:], strict=False)
+             if tok.type == tokenize.NAME and keyword.iskeyword(tok.string)
+             and nxt.string == "=" and prev.string in ("(", ",")]
+    if not edits:
+        return None
+    pieces = [source[a:b] for a, b in zip([0, *edits], [*edits, len(source)], strict=True)]
+    return _KEYWORD_PREFIX.join(pieces)
+
+
+def _statement_calls(source: str) -> list[ast.expr]:
+    # Statements may not be indented; inside brackets indentation means nothing to Python.
+    module = ast.parse("\n".join(line.lstrip() for line in source.split("\n")))
+    nodes: list[ast.expr] = []
+    for stmt in module.body:
+        if not isinstance(stmt, ast.Expr):
+            raise ValueError("not a call")
+        value = stmt.value
+        nodes.extend(value.elts if isinstance(value, ast.List | ast.Tuple) else [value])
+    return nodes
+
+
+def _calls(nodes: list[ast.expr]) -> list[tuple[str, dict[str, Any]]] | None:
+    calls = []
+    for node in nodes:
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        name = _call_name(node.func)
+        if name is None or any(k.arg is None for k in node.keywords):
+            return None
+        calls.append((name, {str(k.arg).removeprefix(_KEYWORD_PREFIX): _literal(k.value)
+                             for k in node.keywords}))
+    return calls or None
 
 
 def attributes(text: str) -> dict[str, str]:

@@ -31,17 +31,22 @@ _CONTROL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _CLOSER = {"{": "}", "[": "]"}
 _SPECIAL = re.compile(r"""[{}\[\]"'\\]""")
 _OPENER = re.compile(r"[{\[]")
-_STRING_CAN_START = frozenset("{[,:")
+# "(" and "=" too: pythonic calls write strings as arguments, ``[f(a="x]")]``.
+_STRING_CAN_START = frozenset("{[,:(=")
 
 
-def loads_lenient(text: str) -> Any:
-    """Decode ``text`` as JSON, repairing the usual model mistakes; ValueError if hopeless."""
+def loads_lenient(text: str, *, complete: bool = False) -> Any:
+    """Decode ``text`` as JSON, repairing the usual model mistakes; ValueError if hopeless.
+
+    ``complete``: text that ends inside a string was cut off (a stream that stopped, a
+    token limit): refuse it rather than run a call with a truncated value.
+    """
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         pass
     try:
-        return orjson.loads(repair_json(text))
+        return orjson.loads(repair_json(text, complete=complete))
     except orjson.JSONDecodeError as exc:
         raise JsonRepairError(f"invalid JSON: {exc}") from None
 
@@ -86,8 +91,19 @@ def _read_string(text: str, i: int, out: list[str]) -> int:
     return n
 
 
-def repair_json(text: str) -> str:
-    """Rewrite almost-JSON as strict JSON in one pass; raise JsonRepairError if impossible."""
+def _closed_at_end(text: str, opened: int) -> bool:
+    """Whether the string opened at ``opened``, which reached the end of ``text``, was closed
+    by the last character (its quote, not escaped)."""
+    last = len(text) - 1
+    if last <= opened or text[last] != text[opened]:
+        return False
+    body = text[opened + 1:last]
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 0
+
+
+def repair_json(text: str, *, complete: bool = False) -> str:
+    """Rewrite almost-JSON as strict JSON in one pass; raise JsonRepairError if impossible
+    (and, with ``complete``, if the text ends inside a string)."""
     out: list[str] = []
     stack: list[str] = []
     pending_comma = False
@@ -121,7 +137,10 @@ def repair_json(text: str) -> str:
             out.append(":")
             i += 1
         elif ch in "\"'":
+            opened = i
             i = _read_string(text, i, out)
+            if complete and i >= n and not _closed_at_end(text, opened):
+                raise JsonRepairError("the text ends inside a string: it was cut off")
         elif (m := _NUMBER.match(text, i)) and m.end() > i:
             out.append(m.group().lstrip("+").replace("_", ""))
             i = m.end()
@@ -146,9 +165,10 @@ def repair_json(text: str) -> str:
 def match_brackets(text: str) -> dict[int, int]:
     """Map the index of each ``{``/``[`` to the index of its closer, in one pass.
 
-    Quotes start a string only inside brackets and only where JSON allows one (after
-    ``{ [ , :``), so apostrophes in prose do not derail the pairing. A closer that does not
-    match the innermost opener is ignored; unmatched openers are absent from the map.
+    Quotes start a string only inside brackets and only where JSON or a Python call allows
+    one (after ``{ [ , : ( =``), so apostrophes in prose do not derail the pairing. A closer
+    that does not match the innermost opener is ignored; unmatched openers are absent from the
+    map.
     """
     matcher = BracketMatcher()
     matcher.feed(text)

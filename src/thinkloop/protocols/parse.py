@@ -10,6 +10,7 @@ tags, so a reply of any shape costs linear time.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,10 @@ _LONGEST_FIXED = 48
 # Every marker that can be cut off starts with one of these ("{" is whole on its own).
 _MARKER_STARTS = frozenset("<[`fF")
 _BLANK_RUNS = re.compile(r"\n{3,}")
+_SEMICOLON = re.compile(r"[ \t]*;[ \t]*")
+# Names models give a "final answer" tool that prompts of other agents offer.
+_ANSWER_NAME = re.compile(r"(?:final[_ -]?)?answer|final(?:[_ -]?(?:response|result))?|finish"
+                          r"|respond(?:[_ -]to[_ -]user)?|submit(?:[_ -]answer)?", re.IGNORECASE)
 _FENCE_LANGS = frozenset({"", "json", "json5", "tool_call", "tool_calls", "tool_code", "tool"})
 _STRICT_FENCES = frozenset({"tool_call", "tool_calls", "tool_code", "tool"})
 
@@ -98,6 +103,18 @@ def format_key(formats: Collection[str] | None) -> frozenset[str] | None:
     if unknown:
         raise ValueError(f"unknown formats {sorted(unknown)}; known: {table.FORMAT_NAMES}")
     return frozenset(formats)
+
+
+def answer_of(call: tuple[str, dict[str, Any], str | None]) -> str | None:
+    """The text a ``final_answer``-like call carries (None: it carries none)."""
+    args = call[1]
+    for key in ("answer", "final_answer", "text", "response", "content", "result", "message"):
+        if isinstance(args.get(key), str):
+            return str(args[key])
+    strings = [v for v in args.values() if isinstance(v, str)]
+    if len(strings) == 1:
+        return strings[0]
+    return json.dumps(args, ensure_ascii=False) if args else None
 
 
 def tidy(text: str) -> str:
@@ -214,14 +231,27 @@ class Scan(TokenHandlers):
             self.found.answer = found.answer
 
     def _accept(self, found: fmt.Found) -> bool:
-        """Fit the region's calls to the known tools; False: it names none, keep it as text."""
+        """Fit the region's calls to the known tools; False: it names none, keep it as text.
+
+        A call to ``final_answer`` (or a like name) where no such tool is offered is the
+        reply's answer, not a call and not a problem.
+        """
         if self.specs is None or not found.calls:
             return True
         fitted = [fit(c, self.specs) for c in found.calls]
+        answers = []
         for call, ok in zip(found.calls, fitted, strict=True):
-            if ok is None:
+            if ok is not None:
+                continue
+            answer = answer_of(call) if _ANSWER_NAME.fullmatch(call[0]) else None
+            if answer is None:
                 self.problems.append(f"unknown tool {call[0]!r}")
+            else:
+                answers.append(answer)
         found.calls = [c for c in fitted if c is not None]
+        if answers and not found.calls:
+            found.answer, found.completed = answers[0], True
+            return True
         return bool(found.calls)
 
     def parsed(self, ids: Iterator[str]) -> Parsed:
@@ -319,6 +349,9 @@ class Scan(TokenHandlers):
             end = last + 1 if last > start else self.n
         else:
             end = close + 1
+            spans, run_end = self._json_run(start, end)
+            if run_end > end:
+                return self._json_calls(spans, run_end)
         region = self.text[start:end]
         if not self.standalone(start, end):
             # JSON inside a sentence is data or a mention of a call, never a call.
@@ -326,17 +359,50 @@ class Scan(TokenHandlers):
                 return None
             return self._skip(end)
         try:
-            value = loads_lenient(region)
+            value = loads_lenient(region, complete=True)
         except JsonRepairError as exc:
-            if close is None or self._holds_tagged_call(region):
+            if close is not None and self._holds_tagged_call(region):
                 return None
             if _CALL_NAME_KEY.search(region, 0, 400) and _CALL_ARGS_KEY.search(region, 0, 4000):
                 self._problem(f"a JSON tool call could not be decoded: {exc}", start)
-            return self._skip(end)
+            return None if close is None else self._skip(end)
         found = fmt.found_in_value(value, need_args=True)
         if found is None:
             return None if close is None else self._skip(end)
         return self._take(found, end)
+
+    def _json_run(self, start: int, end: int) -> tuple[list[tuple[int, int]], int]:
+        """The JSON objects from ``start`` on that ``;`` separates (Llama 3.x writes several
+        calls so), and where the run ends (after a trailing ``;``)."""
+        spans = [(start, end)]
+        while (sep := self.match(_SEMICOLON, end)) is not None:
+            end = sep.end()
+            if not self.at("{", end):
+                break
+            close = self.close_of(end)
+            if close is None:
+                break
+            spans.append((end, close + 1))
+            end = close + 1
+        return spans, end
+
+    def _json_calls(self, spans: list[tuple[int, int]], end: int) -> int | None:
+        """A run of JSON objects on a line of its own: calls if every one of them is one."""
+        start = spans[0][0]
+        if self.standalone(start, end):
+            found = fmt.Found()
+            for s, e in spans:
+                try:
+                    value = loads_lenient(self.text[s:e], complete=True)
+                    one = fmt.found_in_value(value, need_args=True)
+                except JsonRepairError:
+                    one = None
+                if one is None or not one.calls:
+                    break
+                found.calls.extend(one.calls)
+            else:
+                return self._take(found, end)
+        return None if self._holds_tagged_call(self.text[start:end]) else self._skip(end)
 
     def _holds_tagged_call(self, region: str) -> bool:
         """Whether an unreadable bracket region holds a tagged call, so it must be rescanned.
@@ -360,7 +426,7 @@ class Scan(TokenHandlers):
         # nested brackets cost one try, not one per level.
         if self.text.startswith("{", nxt):
             try:
-                found = fmt.found_in_value(loads_lenient(region), need_args=True)
+                found = fmt.found_in_value(loads_lenient(region, complete=True), need_args=True)
             except JsonRepairError:
                 found = None
             if found and found.calls and self.standalone(start, close + 1):

@@ -87,14 +87,15 @@ class ScanBase:
 
     ``pairs``/``offset``: a bracket map kept by a stream reader over the whole stream, and
     where this text starts in it. ``line_blank``: the prose before this text on its line is
-    blank (bare JSON counts as a call only on a line of its own).
+    blank (bare JSON counts as a call only on a line of its own); ``line_tail``: the end of
+    that prose (a call may follow a sentence on its line).
     """
 
     def __init__(self, text: str, tool_names: Collection[str] | None, depth: int, *,
                  final: bool = True, pairs: Mapping[int, int] | None = None, offset: int = 0,
                  line_blank: bool = True, attempts: int = OPEN_ATTEMPTS,
                  thoughts_seen: bool = False, specs: Mapping[str, ToolSpec] | None = None,
-                 in_fence: bool = False) -> None:
+                 in_fence: bool = False, line_tail: str = "") -> None:
         self.text = text
         self.n = len(text)
         self.tool_names = tool_names
@@ -104,6 +105,7 @@ class ScanBase:
         self._pairs = pairs
         self.offset = offset
         self.line_blank = line_blank
+        self.line_tail = line_tail
         self.thoughts_seen = thoughts_seen
         self.finder = Finder(text)
         self.pieces: list[str] = []
@@ -227,8 +229,25 @@ class ScanBase:
 
     # Bare JSON and pythonic lists are calls only on a line of their own. -----------------
     def standalone(self, start: int, end: int) -> bool:
-        """Whether ``text[start:end]`` stands alone on its line: a call, not a mention."""
-        return self._line_blank_before(start) and self._line_blank_after(end)
+        """Whether ``text[start:end]`` stands alone on its line: a call, not a mention.
+
+        A sentence may come before it on its line (``Let me check. {"name": ...}``); nothing
+        but spaces and end-of-turn tokens may follow it, so JSON inside a sentence is data.
+        """
+        return self._line_blank_after(end) and (
+            self._line_blank_before(start) or self._after_sentence(start))
+
+    def _after_sentence(self, start: int) -> bool:
+        """Whether the prose before ``start`` on its line ends a sentence (only its end is
+        looked at, so many openers on one long line stay linear)."""
+        lo = max(self.emitted, start - SENTENCE_WINDOW)
+        seg = self.text[lo:start]
+        nl = seg.rfind("\n")
+        if nl >= 0:
+            seg = seg[nl + 1:]
+        elif lo == 0:
+            seg = self.line_tail + seg  # a stream: prose settled before this text
+        return _SENTENCE_END.search(seg[-SENTENCE_WINDOW:]) is not None
 
     def _line_blank_before(self, start: int) -> bool:
         upto, last = self._newline
@@ -253,3 +272,6 @@ class ScanBase:
 _TAIL = r"[ \t\r\f\v]*(?:(?:<\|\w{1,30}\|>|</s>|<｜[^｜\n]{1,40}｜>)[ \t\r\f\v]*)*"
 _TAIL_LINE = re.compile(_TAIL + r"\n")
 _TAIL_END = re.compile(_TAIL + r"\Z")
+# A sentence's end: a word, then . ! or ? (and a closing quote), then spaces.
+_SENTENCE_END = re.compile(r"\w[.!?][\"'”)]?[ \t]*\Z")
+SENTENCE_WINDOW = 64

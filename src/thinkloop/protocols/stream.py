@@ -25,7 +25,7 @@ from thinkloop.protocols import formats as fmt
 from thinkloop.protocols.coerce import tool_specs
 from thinkloop.protocols.jsonfix import BracketMatcher
 from thinkloop.protocols.parse import Parsed, Scan, default_ids, format_key, tidy
-from thinkloop.protocols.scanbase import OPEN_ATTEMPTS, Unsettled
+from thinkloop.protocols.scanbase import OPEN_ATTEMPTS, SENTENCE_WINDOW, Unsettled
 
 # Unsettled text up to this size is re-read on every chunk; beyond it, only after it grew by
 # a quarter, so a long unsettled region costs linear time in total.
@@ -62,9 +62,12 @@ class StreamParser:
 
     def __init__(self, *, tools: Sequence[ToolSpec | Mapping[str, Any]] | None = None,
                  tool_names: Collection[str] | None = None, ids: Iterator[str] | None = None,
-                 formats: Collection[str] | None = None) -> None:
-        self._specs = tool_specs(tools) if tools is not None else None
-        self._names = set(self._specs) if self._specs is not None else tool_names
+                 formats: Collection[str] | None = None,
+                 specs: Mapping[str, ToolSpec] | None = None) -> None:
+        """``tools``/``tool_names``/``ids``/``formats`` as for ``parse_tool_calls``;
+        ``specs``: the tools as a name -> ToolSpec mapping, used as given (not copied)."""
+        self._specs = tool_specs(tools) if tools is not None else specs
+        self._names = self._specs.keys() if self._specs is not None else tool_names
         self._formats = format_key(formats)
         self._ids = ids  # default_ids() made with the first call: most replies have none
         self._buf = ""  # the text from the first unsettled character on
@@ -74,6 +77,7 @@ class StreamParser:
         self._brackets = BracketMatcher()
         self._attempts = OPEN_ATTEMPTS
         self._line_blank = True
+        self._line_tail = ""  # the end of the settled prose on the current line
         self._tried_at = -1  # len(_buf) at the last read that settled nothing
         self._closed = False
         self._in_fence = False
@@ -117,7 +121,8 @@ class StreamParser:
             self._pending.clear()
         scan = Scan(self._buf, self._names, 0, formats=self._formats, final=final,
                     pairs=self._brackets.pairs, offset=self._offset,
-                    line_blank=self._line_blank, attempts=self._attempts,
+                    line_blank=self._line_blank, line_tail=self._line_tail,
+                    attempts=self._attempts,
                     thoughts_seen=bool(self._thoughts), specs=self._specs,
                     in_fence=self._in_fence)
         try:
@@ -169,8 +174,12 @@ class StreamParser:
         # Prose since the last consumed region (or newline) decides if JSON stands alone.
         tail = self._buf[scan.emitted:stop]
         if "\n" in tail:
-            self._line_blank = not tail.rsplit("\n", 1)[1].strip()
+            line = tail.rsplit("\n", 1)[1]
+            self._line_tail = line[-SENTENCE_WINDOW:]
+            self._line_blank = not line.strip()
         else:
+            before = "" if scan.emitted > 0 else self._line_tail
+            self._line_tail = (before + tail)[-SENTENCE_WINDOW:]
             self._line_blank = not tail.strip() and (scan.emitted > 0 or self._line_blank)
         self._buf = self._buf[stop:]
         self._offset += stop

@@ -10,7 +10,9 @@ Qwen3-Coder templates (XML parameters), Hermes/Qwen2.5 ``<tool_call>``, Llama 3.
 cards (JSON, ``<|python_tag|>``, pythonic lists), Granite ``<|tool_call|>``, InternLM2
 ``<|action_start|><|plugin|>``, xLAM JSON lists, Jamba/Hunyuan/MiniMax-M1 ``<tool_calls>``,
 MiniMax-M2 ``<minimax:tool_call><invoke>``, Phi-4-mini ``functools[...]``, Seed-OSS
-``<seed:tool_call>``, and thinkloop's own seeds (UrchinLoop tags, OrcBot decisions).
+``<seed:tool_call>``, LFM2/LFM2.5 ``<|tool_call_start|>[pythonic]<|tool_call_end|>`` (Liquid's
+tool-use guide), OLMo 3 pythonic lines in ``<function_calls>`` (its chat template), and
+thinkloop's own seeds (UrchinLoop tags, OrcBot decisions).
 """
 
 from __future__ import annotations
@@ -45,14 +47,17 @@ FORMATS: tuple[Format, ...] = (
     Format("section", r"<[｜|]tool[▁_]calls?[▁_]begin[｜|]>"
                       r"|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"),
     Format("pytag", r"<\|python_tag\|>|<\|python_start\|>"),
+    Format("lfm2", r"<\|tool_call_start\|>"),
     Format("granite", r"<\|tool_call\|>"),
     Format("internlm", r"<\|action_start\|>"),
     Format("mistral", r"\[TOOL_CALLS\]"),
     Format("phi4", r"functools\["),
     Format("func", r"<function=(?P<fname>[^<>\s]+)>"),
+    # Before "wrap": OLMo 3 writes calls inside <function_calls>; others only wrap <invoke>s.
+    Format("olmo", r"<function_calls>"),
     Format("wrap", r"</?function_calls>|</tool_calls>|</?answer>", always=True),
     # End-of-turn tokens some servers leave in the text.
-    Format("eot", r"<\|(?:eot_id|eom_id|im_end|end|return|eot|eom)\|>|</s>"
+    Format("eot", r"<\|(?:eot_id|eom_id|im_end|end|return|eot|eom|endoftext)\|>|</s>"
                   r"|<[｜|]end[▁_]of[▁_]sentence[｜|]>", always=True),
     Format("xml", r"<(?P<xname>tool_call_name|tool_calls|tool_call|function_call|tool_use"
                   r"|steptml:invoke|invoke|minimax:tool_call|seed:tool_call)"
@@ -83,9 +88,13 @@ def _family(name: str, pattern: str, *formats: str) -> Family:
 FAMILIES: tuple[Family, ...] = (
     _family("deepseek_v31", r"deepseek[-_ ]?v3[._-]?[12]", "section"),
     _family("deepseek", r"deepseek", "section"),
-    _family("step3", r"step-?3", "section"),
+    # Step-3.5 writes Qwen3-Coder's XML; Step-3 its special-token sections (or a bare invoke).
+    _family("step3p5", r"step-?3\.5", "xml", "func"),
+    _family("step3", r"step-?3", "section", "xml"),
     _family("kimi_k2", r"kimi|moonshot", "section"),
     _family("harmony", r"gpt-?oss", "harmony"),
+    # Hermes fine-tunes of Llama and Mistral write Hermes' <tool_call>, not their base's format.
+    _family("hermes", r"hermes|nous", "xml"),
     _family("mistral", r"mistral|mixtral|magistral|devstral|codestral|ministral|pixtral",
             "mistral", "brace", "bracket"),
     _family("qwen3_coder", r"qwen3-?coder", "xml", "func"),
@@ -97,10 +106,13 @@ FAMILIES: tuple[Family, ...] = (
     _family("granite", r"granite", "granite", "xml"),
     _family("internlm", r"internlm", "internlm"),
     _family("phi4_mini", r"phi-?4", "phi4"),
+    _family("lfm2", r"lfm-?2|liquid", "lfm2", "bracket", "brace"),
+    _family("olmo3", r"olmo", "olmo", "bracket"),
     _family("xlam", r"xlam", "bracket", "brace", "xml"),
-    _family("llama_pythonic", r"llama-?3\.2|llama-?4", "bracket", "pytag"),
+    # Llama 3.2 and 4 are prompted for pythonic lists, but their chat templates ask for JSON.
+    _family("llama_pythonic", r"llama-?3\.2|llama-?4", "bracket", "pytag", "brace"),
     _family("llama3_json", r"llama", "brace", "pytag", "func"),
-    _family("hermes", r"qwen|hermes|nous", "xml"),
+    _family("qwen", r"qwen", "xml"),
 )
 
 
@@ -111,9 +123,14 @@ def family_of(model: str | None) -> Family | None:
     return next((f for f in FAMILIES if f.pattern.search(model)), None)
 
 
+# Every opener starts with one of these: the lookahead lets the regex engine pass over other
+# characters at once instead of trying each alternative there (5-10x faster on long text).
+_FIRST = r"(?=[<\[{`f])"
+
+
 def _pattern(formats: frozenset[str] | None) -> str:
     chosen = [f for f in FORMATS if formats is None or f.always or f.name in formats]
-    return "|".join(f"(?P<{f.name}>{f.opener})" for f in chosen)
+    return _FIRST + "(?:" + "|".join(f"(?P<{f.name}>{f.opener})" for f in chosen) + ")"
 
 
 @lru_cache(maxsize=64)

@@ -90,14 +90,22 @@ class TextProtocol:
             self._constraint = (key, make(tools, required))
         return self._constraint[1]
 
-    def parse(self, text: str, model: str | None = None) -> Parsed:
-        """Every call in ``text``; ``model`` names the model that wrote it."""
-        return parse_tool_calls(text, tool_names=set(self._specs) or None, ids=self._ids)
+    def parse(self, text: str, model: str | None = None,
+              formats: frozenset[str] | None = None) -> Parsed:
+        """Every call in ``text``; ``model`` names the model that wrote it.
+
+        With tools described, a call naming none of them stays text (a problem the model is
+        told about), and a ``final_answer``-like call where no such tool is offered is the
+        answer.
+        """
+        return parse_tool_calls(text, tools=list(self._specs.values()) or None,
+                                ids=self._ids, formats=formats)
 
     def stream_parser(self) -> StreamParser:
         """A parser for one streamed reply, reading it as ``parse`` reads the whole reply."""
-        # A view, not a copy: a parser waits with each of 100k waiting runs (issue 19).
-        return StreamParser(tool_names=self._specs.keys() or None)
+        # The protocol's own mapping, not a copy: a parser waits with each of 100k waiting
+        # runs (issue 19).
+        return StreamParser(specs=self._specs or None)
 
     def fit_call(self, call: ToolCall) -> ToolCall:
         """A parsed call fitted to the tools last described (see :func:`conform`)."""
@@ -111,7 +119,10 @@ class TextProtocol:
             calls = tuple(conform(c, self._specs) for c in parsed.calls)
             return Act(calls, parsed.content, thought)
         if parsed.problems:
-            return Malformed(self._problem("; ".join(parsed.problems)), msg.content)
+            what = "; ".join(parsed.problems)
+            if self._specs and any(p.startswith("unknown tool") for p in parsed.problems):
+                what += f"; available tools: {', '.join(sorted(self._specs))}"
+            return Malformed(self._problem(what), msg.content)
         return self.finish(parsed, thought, msg.content)
 
     def finish(self, parsed: Parsed, thought: str | None, raw: str) -> Reading:

@@ -1,6 +1,7 @@
 """Scanner handlers for the special-token formats: DeepSeek V3/V3.1/R1 and Step-3 sections,
 Kimi K2 sections, OpenAI harmony (gpt-oss), Llama ``<|python_tag|>``, Granite, InternLM2,
-Mistral ``[TOOL_CALLS]`` and ``[THINK]``, Phi-4-mini ``functools[...]``.
+Mistral ``[TOOL_CALLS]`` and ``[THINK]``, Phi-4-mini ``functools[...]``, LFM2
+``<|tool_call_start|>``, OLMo 3 ``<function_calls>``.
 
 Sections are described as data (``SECTIONS``): where a section ends, how calls inside it are
 delimited, and what separates a call's head (its name) from its arguments.
@@ -47,6 +48,8 @@ _MAX_HEADER = 400
 _PY_END = {"<|python_tag|>": ("<|eom_id|>", "<|eot_id|>"),
            "<|python_start|>": ("<|python_end|>", "<|eom|>", "<|eot|>")}
 _MISTRAL_NAMED = re.compile(r"\s*([\w.-]+)(?:\[CALL_ID\][^\[]*)?\[ARGS\]")
+_LFM2_END = "<|tool_call_end|>"
+_INVOKE = re.compile(r"""\s*<((?:steptml:)?invoke)\s+name\s*=\s*["']?([\w.-]+)["']?\s*>""")
 
 
 class TokenHandlers(XmlHandlers):
@@ -69,6 +72,8 @@ class TokenHandlers(XmlHandlers):
     def _section_call(self, part: str) -> tuple[str, dict[str, object], str | None] | None:
         pieces = SECTION.sep.split(SECTION.call_end.split(part, maxsplit=1)[0], maxsplit=1)
         head, args = pieces[0].strip(), pieces[1] if len(pieces) == 2 else ""
+        if head.startswith("<") and not args:
+            return self._invoke(head)  # Step-3 without "function<sep>": the invoke alone
         if head.lower() == "function":
             # V3/R1: "function<sep>NAME\n```json\n{...}\n```"; Step-3: an invoke element.
             if args.lstrip().startswith("<"):
@@ -83,11 +88,17 @@ class TokenHandlers(XmlHandlers):
         arguments, err = fmt.decode_arguments(_unfence(args))
         return name.group(1), arguments, err
 
-    def _invoke(self, xml: str) -> tuple[str, dict[str, object], str | None] | None:
-        inner = type(self)(xml.strip(), self.tool_names, self.depth + 1)
-        inner.run()
-        calls = inner.found.calls
-        return calls[0] if len(calls) == 1 else None
+    @staticmethod
+    def _invoke(xml: str) -> tuple[str, dict[str, object], str | None] | None:
+        """Step-3's one ``<steptml:invoke name=...>`` with its parameters (read here, not by a
+        nested scan: a section that runs to the end of the text must cost one pass)."""
+        head = _INVOKE.match(xml)
+        if head is None:
+            return None
+        close = xml.find("</" + head.group(1), head.end())
+        body = xml[head.end():close if close >= 0 else len(xml)]
+        args = fmt.xml_children(body) if body.strip() else {}
+        return None if args is None else (head.group(2), args, None)
 
     def _harmony(self, m: re.Match[str]) -> int | None:
         msg = self.find("<|message|>", m.end())
@@ -164,19 +175,77 @@ class TokenHandlers(XmlHandlers):
     def _mistral(self, m: re.Match[str]) -> int | None:
         start = self.space(m.end())
         named = self.match(_MISTRAL_NAMED, start)
-        if named is not None:
-            json_end = self._span_end(named.end())
-            if json_end is not None:
-                args, err = fmt.decode_arguments(self.text[named.end():json_end])
-                return self._take(fmt.Found(calls=[(named.group(1), args, err)]), json_end)
+        if named is None:
+            return self._json_after(m, start, "[TOOL_CALLS]")
+        calls: list[tuple[str, dict[str, object], str | None]] = []
+        end = start
+        # v11+: "name[ARGS]{...}" per call; models often drop the [TOOL_CALLS] between calls.
+        while named is not None:
+            # [ARGS] holds a JSON object: a "[" there is the next marker, not arguments.
+            json_end = self._span_end(named.end()) if self.at(
+                "{", self.space(named.end())) else None
+            if json_end is None:
+                break
+            args, err = fmt.decode_arguments(self.text[named.end():json_end])
+            calls.append((named.group(1), args, err))
+            end = json_end
+            named = self.match(_MISTRAL_NAMED, end)
+        if not calls:
             self._problem("could not read the calls after [TOOL_CALLS]", m.start())
             return None
-        return self._json_after(m, start, "[TOOL_CALLS]")
+        return self._take(fmt.Found(calls=calls), end)
+
+    def _lfm2(self, m: re.Match[str]) -> int | None:
+        """LFM2: ``<|tool_call_start|>[f(a=1), g(b="x")]<|tool_call_end|>`` (or JSON)."""
+        start = self.space(m.end())
+        if self.text[start:start + 1] in ("[", "{"):
+            # Read by its brackets, so the end marker may be written inside a string value.
+            close = self.close_of(start)
+            found = _lfm2_calls(self.text[start:close + 1]) if close is not None else None
+            if close is not None and found is not None:
+                at = self.space(close + 1)
+                end = at + len(_LFM2_END) if self.at(_LFM2_END, at) else close + 1
+                return self._take(found, end)
+        after = self._after_re(r"<\|tool_call_end\|>|<\|im_end\|>", m.end())
+        if after is None:
+            return None
+        body_end, end = after
+        body = self.text[m.end():body_end].strip()
+        found = _lfm2_calls(body)
+        if found is None and body.startswith("[") and not body.endswith("]"):
+            found = _lfm2_calls(body + "]")  # the list's "]" lost before the end marker
+        if found is None:
+            self._problem("could not read the calls after <|tool_call_start|>", m.start())
+            return self._skip(end) if body_end < end else None
+        return self._take(found, end)
+
+    def _olmo(self, m: re.Match[str]) -> int | None:
+        """OLMo 3: ``<function_calls>f(a=1)\ng(b="x")</function_calls>``, one call a line."""
+        if self.at("<", self.space(m.end())):
+            return m.end()  # a wrapper of other markup (Claude-style <invoke>): drop the tag
+        closed = self._after("</function_calls>", m.end())
+        if closed is None:
+            return m.end()
+        body_end, end = closed
+        body = self.text[m.end():body_end]
+        calls = fmt.pythonic_calls(body, lines=True)
+        if calls:
+            return self._take(fmt.Found(calls=[(n, a, None) for n, a in calls]), end)
+        found = fmt.found_in_blob(body, pythonic=False)
+        if found is not None and found.calls:
+            return self._take(found, end)
+        self._problem("could not read the calls in <function_calls>", m.start())
+        return self._skip(end) if body_end < end else None
 
     def _mthink(self, m: re.Match[str]) -> int | None:
         body_end, end = self._after("[/THINK]", m.end()) or (self.n, self.n)
         thought = self.text[m.end():body_end].strip()
         return self._take(fmt.Found(thoughts=[thought] if thought else []), end)
+
+
+def _lfm2_calls(body: str) -> fmt.Found | None:
+    found = fmt.found_in_blob(body, pythonic=True)
+    return found if found is not None and found.calls else None
 
 
 def _calls_in(body: str) -> list[str]:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from thinkloop.agent import Agent
 from thinkloop.build import APPROVE_MODES, AgentSpec
-from thinkloop.channels import Channel
+from thinkloop.core.channel import Channel
 from thinkloop.core.errors import ConfigError, UnknownAgentError
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.guard.approval import Approver

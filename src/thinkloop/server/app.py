@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from thinkloop.core.errors import (
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
+from thinkloop.server.doors import Doors, cookie_name
 from thinkloop.server.gateway import Gateway
 from thinkloop.text import validation_summary
 
@@ -40,11 +42,18 @@ def validation_message(exc: RequestValidationError) -> str:
     return validation_summary(exc, root="body", skip=("body",))
 
 
+# What runs beside the API while it serves, given the app (its gateway: app.state.gateway); it
+# may add routes of its own (a chat platform's webhook).
+Service = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
-               settings: Settings | None = None, tools: Sequence[Tool] = ()) -> FastAPI:
+               settings: Settings | None = None, tools: Sequence[Tool] = (),
+               services: Sequence[Service] = ()) -> FastAPI:
     """The gateway app. ``store``: an open durable store (default: ``open_store(url)``,
     opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
-    gets besides the built-in ones its definition names."""
+    gets besides the built-in ones its definition names; ``services``: what runs beside the
+    API for as long as it serves, given the gateway (chat channels)."""
     from thinkloop.server.openai_api import router as openai_router
     from thinkloop.server.operator import router as operator_router
     from thinkloop.server.routes import router as rest_router
@@ -65,7 +74,10 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         gateway = Gateway(cfg, db, settings, tools)
         app.state.gateway = gateway
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                for service in services:
+                    await stack.enter_async_context(service(app))
+                yield
         finally:
             await gateway.aclose()
             if owned:
@@ -73,6 +85,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
 
     app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
                   redoc_url=None)
+    token = secrets.token_urlsafe(32)  # the page's, for this process (--no-auth)
+    app.add_middleware(Doors, config=cfg, token=token)
     app.include_router(rest_router)
     app.include_router(stream_router)
     app.include_router(openai_router)
@@ -106,8 +120,12 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         return error(400, str(exc))
 
     @app.get("/", include_in_schema=False)
-    async def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+    async def page(request: Request) -> HTMLResponse:
+        response = HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        if cfg.no_auth:  # what lets this page, and no other, call the gateway
+            response.set_cookie(cookie_name(request.scope), token, httponly=True,
+                                samesite="strict")
+        return response
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from thinkloop.channels import CallbackChannel, Channel, Outgoing
+from thinkloop.core.channel import CallbackChannel, Channel, Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested, MessageSent
 from thinkloop.guard.approval import ApprovalRequest, CallbackApprover, Decision

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec, build_agent
-from thinkloop.channels import Channel
+from thinkloop.core.channel import Channel
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
 from thinkloop.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings

@@ -2,8 +2,8 @@
 API and its per-run SSE streams (resumed with ``Last-Event-ID`` after a dropped connection).
 
 A gateway that cannot be reached makes :attr:`GatewayBackend.online` false (the UI shows a
-banner) and every call one :class:`Unreachable` error; a stream being followed waits for the
-gateway and picks up after the last event it had.
+banner) and every call a :class:`~thinkloop.errors.GatewayUnreachableError`; a stream being
+followed waits for the gateway and picks up after the last event it had.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 import orjson
 from httpx_sse import SSEError, aconnect_sse
 
-from thinkloop.errors import ThinkloopError
+from thinkloop.errors import GatewayError, GatewayUnreachableError
 from thinkloop.events import Event, from_dict
 from thinkloop.tui.backend import (
     AgentInfo,
@@ -29,18 +29,6 @@ from thinkloop.tui.backend import (
 )
 
 RETRY_S = 0.5  # between attempts to reach a gateway that went away
-
-
-class Unreachable(ThinkloopError):
-    """The gateway did not answer (it is down, or the network is)."""
-
-
-class GatewayError(ThinkloopError):
-    """The gateway answered with an error (its message)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class GatewayBackend:
@@ -72,8 +60,8 @@ class GatewayBackend:
             response = await self.client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             self._online = False
-            raise Unreachable(f"the gateway at {self.url} is unreachable "
-                              f"({type(exc).__name__})") from None
+            raise GatewayUnreachableError(f"the gateway at {self.url} is unreachable "
+                                          f"({type(exc).__name__})") from None
         self._online = True
         if response.status_code >= 400:
             raise GatewayError(_message(response), response.status_code)

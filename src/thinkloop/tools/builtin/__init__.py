@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkloop.channels import Channel, ConsoleChannel
+from thinkloop.core.channel import Channel, ConsoleChannel
 from thinkloop.core.settings import load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.sandbox import Sandbox

@@ -1,4 +1,4 @@
-"""``send_message`` and ``ask_human`` over :class:`~thinkloop.channels.Channel` objects.
+"""``send_message`` and ``ask_human`` over :class:`~thinkloop.core.channel.Channel` objects.
 
 Which channel a run may send to is decided by a :data:`SendPolicy` (OrcBot's cross-channel and
 autonomy delivery rules live in the guardrails; they plug in here as a function returning the
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from thinkloop.channels import Channel, Outgoing
+from thinkloop.core.channel import Channel, Outgoing
 from thinkloop.core.errors import ConfigError, ToolArgumentsError, ToolExecutionError
 from thinkloop.core.settings import ASK_TIMEOUT_S
 from thinkloop.core.tool import Tool, ToolContext, make_tool

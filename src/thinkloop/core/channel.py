@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO, runtime_checkable
 
-from thinkloop.errors import ChannelError
+from thinkloop.core.errors import ChannelError
 
 
 @dataclass(frozen=True, slots=True)
