@@ -117,7 +117,7 @@ def test_every_status_has_its_own_documented_exit_code() -> None:
     assert set(EXIT_CODES) == statuses
     codes = list(EXIT_CODES.values())
     assert len(set(codes)) == len(codes) and 2 not in codes  # 2: usage errors
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     help_text = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "300"}).output
     for status, code in EXIT_CODES.items():
         assert f"| `{status}` | {code} |" in readme, status
@@ -309,3 +309,29 @@ def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
         proc.stderr.close()
     assert took < 2.0, took
     assert proc.returncode == 130
+
+
+def test_a_run_whose_every_call_was_refused_says_so_and_exits_10(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("write_file", {
+                       "path": "/etc/thinkloop-test.txt", "content": "hi"})])),
+                   Reply(body=completion("I could not write it.")))
+    home = {"THINKLOOP_HOME": str(tmp_path)}
+    proc = thinkloop("run", "Write hi to /etc/thinkloop-test.txt", "--model", "openai:fake",
+                     "--approve", "auto", env=_env(server, **home))
+    assert proc.returncode == 10, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "thinkloop: refused write_file:" in said and "absolute paths are not allowed" in said
+    assert "--workspace DIR" in said and proc.stdout == "I could not write it.\n"
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("write_file", {
+                       "path": "notes.txt", "content": "hi"})])),
+                   Reply(body=completion("It needs your approval.")))
+    proc = thinkloop("run", "Write hi to notes.txt", "--model", "openai:fake", "--json",
+                     env=_env(server, **home))  # no terminal to ask on: not approved
+    assert proc.returncode == 10, proc.stderr
+    (item,) = json.loads(proc.stdout)["refused"]
+    assert (item["tool"], item["arguments"]["path"]) == ("write_file", "notes.txt")
+    assert item["reason"].startswith("Not approved:") and "--approve auto" in item["allow"]

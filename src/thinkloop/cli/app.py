@@ -50,7 +50,8 @@ app = typer.Typer(
 
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
-    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 9 no_answer, 130 cancelled."
+    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 9 no_answer, 10 completed but every "
+    "call was refused, 130 cancelled."
 )
 
 
@@ -153,9 +154,19 @@ def run(
     except ThinkloopError as exc:
         # A broken store is an error (1), not a usage mistake (2).
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
+    from thinkloop.cli.refusals import REFUSED_EXIT, line, only_refused, refused
+
+    denied = refused(result)
     if as_json:  # (without --json the answer was printed as soon as the turn was saved)
-        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
+        doc = {**result.to_dict(), "refused": denied}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+    else:
+        err = console(stderr=True, soft_wrap=True, highlight=False)
+        for item in denied:
+            err.print(line(item), markup=False)
     code = EXIT_CODES.get(result.status, 1)
+    if code == 0 and only_refused(result):
+        code = REFUSED_EXIT
     if result.status == "failed":
         raise fail(result.error or "run failed", code)
     if code:
