@@ -335,3 +335,34 @@ def test_a_run_whose_every_call_was_refused_says_so_and_exits_10(
     (item,) = json.loads(proc.stdout)["refused"]
     assert (item["tool"], item["arguments"]["path"]) == ("write_file", "notes.txt")
     assert item["reason"].startswith("Not approved:") and "--approve auto" in item["allow"]
+
+
+def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: Path) -> None:
+    import os
+    import sys
+    import time
+
+    server.clear()
+    server.enqueue(Reply(body=completion("first"), delay_s=6), Reply(body=completion("second")))
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    env = {**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)}
+    cli = [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run"]
+    first = subprocess.Popen([*cli, "one", "--model", "openai:fake", "--session", "shared"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(2.5)  # the first run holds the session while its model call is slow
+        second = thinkloop("run", "two", "--model", "openai:fake", "--session", "shared",
+                           env={**_env(server), "THINKLOOP_HOME": str(tmp_path)})
+        out, _err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+        first.wait()
+        if first.stdout:
+            first.stdout.close()
+        if first.stderr:
+            first.stderr.close()
+    # (the first run's memory jobs may take the second reply: any answer will do here)
+    assert second.returncode == 0 and second.stdout.strip(), second.stderr
+    assert out == "first\n", out
+    assert "waiting for session 'shared': another run is using it" in second.stderr

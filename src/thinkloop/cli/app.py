@@ -26,6 +26,8 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
+    import asyncio
+
     from rich.console import Console
 
     from thinkloop.agent import Agent
@@ -187,6 +189,8 @@ class RunInputs:
 async def _run(
     opts: AgentOptions, inputs: RunInputs, settings: Settings, *, quiet: bool
 ) -> RunResult:
+    import asyncio
+
     from thinkloop.cli.build import build_agent
     from thinkloop.cli.printers import EventPrinter
     from thinkloop.store.open import open_store
@@ -204,8 +208,8 @@ async def _run(
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
+        progress = console(stderr=True)
         if not quiet:
-            progress = console(stderr=True)
             # soft_wrap: a long workspace path stays whole, to be copied.
             progress.print(f"[dim]model: {agent.model.name}{_where(agent, inputs.user)}[/]",
                            highlight=False, soft_wrap=True)
@@ -215,11 +219,16 @@ async def _run(
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url,
                                              settings=settings.tools)
+        began = asyncio.Event()
+        agent.subscribe(lambda _event: began.set())
         handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
                              stream_model=not quiet, context=context)
+        waiting = asyncio.create_task(_say_waiting(began, None if quiet else progress,
+                                                   inputs.session))
         try:
             result = await handle.result()
         finally:
+            waiting.cancel()
             if printer is not None:
                 printer.close()
         if not quiet:
@@ -229,6 +238,23 @@ async def _run(
         await _post_turn_jobs(handle, None if quiet else console(stderr=True))
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
+
+
+# After this long without its first event, a run is waiting for its session: say so.
+WAIT_NOTE_S = 2.0
+
+
+async def _say_waiting(began: asyncio.Event, progress: Console | None,
+                       session: str | None) -> None:
+    import asyncio
+
+    if progress is None or session is None:
+        return
+    try:
+        await asyncio.wait_for(began.wait(), WAIT_NOTE_S)
+    except TimeoutError:
+        progress.print(f"[dim]waiting for session {session!r}: another run is using it…[/]",
+                       highlight=False)
 
 
 async def _post_turn_jobs(handle: RunHandle, progress: Console | None) -> None:
