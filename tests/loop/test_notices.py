@@ -71,4 +71,6 @@ def test_echo_detection() -> None:
     assert is_internal_echo("[Urgent] Only 2 step(s) left for this task. Stop calling tools")
     assert is_internal_echo("Note: you already made this exact call (add with the same")
     assert not is_internal_echo("84") and not is_internal_echo("")
+    # The hint after a failed call, copied as the answer (measured on SmolLM2-135M).
+    assert is_internal_echo("That call failed. Make a different tool call")
     assert not is_internal_echo("The text says 84; no more tools are needed.")
