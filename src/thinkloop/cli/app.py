@@ -18,7 +18,8 @@ from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
-from thinkloop.cli.serve import keys_app, serve
+from thinkloop.cli.schedules import schedules_app
+from thinkloop.cli.serve import keys_app, serve, worker
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.cli.ui import ui
 from thinkloop.core.errors import StoreError, ThinkloopError
@@ -368,6 +369,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
+app.command("worker")(worker)
+app.add_typer(schedules_app, name="schedules")
 app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
