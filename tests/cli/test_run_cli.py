@@ -132,7 +132,9 @@ def test_json_names_are_the_python_api_names(server: OpenAIServer) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     fields = {f.name for f in dataclasses.fields(RunResult)}
-    assert fields <= set(out) and set(out) - fields == {"ok"}
+    # ``ok`` is RunResult's property; ``refused`` the CLI's list of refused calls.
+    assert fields <= set(out) and set(out) - fields == {"ok", "refused"}
+    assert out["refused"] == []
     step = out["steps"][0]
     assert set(step) == {f.name for f in dataclasses.fields(Step)}
     assert set(out["usage"]) == {f.name for f in dataclasses.fields(Usage)} | {"total_tokens"}
