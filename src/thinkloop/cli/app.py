@@ -304,7 +304,8 @@ def _settings() -> Settings:
 
 
 def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
-    """``--workspace``: an existing directory that does not hold THINKLOOP_HOME."""
+    """``--workspace``: an existing directory that neither holds THINKLOOP_HOME nor lies inside
+    it (but for thinkloop's own workspaces folder there)."""
     if path is None:
         return None
     chosen = path.expanduser().resolve()
@@ -315,6 +316,10 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
         # The model would get the session store and the agent's own prompt files to edit.
         raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
                    f"own directory, or set THINKLOOP_HOME outside it")
+    if home in chosen.parents and (home / "workspaces") not in (chosen, *chosen.parents):
+        # e.g. home/agents/thinkloop: the agent's own bootstrap files, editable by the model.
+        raise fail(f"--workspace {path} is inside THINKLOOP_HOME ({home}); choose the "
+                   f"project's own directory, or set THINKLOOP_HOME outside it")
     return chosen
 
 

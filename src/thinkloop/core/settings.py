@@ -35,6 +35,11 @@ MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
+# What one reply and one tool can put in front of the model (issue 30): the calls of a reply
+# past MAX_PARALLEL_CALLS are refused (the model sends them again), and any tool's output,
+# built-in, custom or MCP, is cut to TOOL_OUTPUT_CHARS with a note.
+MAX_PARALLEL_CALLS = 16
+TOOL_OUTPUT_CHARS = 200_000
 # How long a person has to answer: an approval on a terminal, one through the gateway (a web
 # page or a chat, so slower), and an ask_human question.
 APPROVAL_TIMEOUT_S = 60.0
