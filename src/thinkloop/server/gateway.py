@@ -74,25 +74,30 @@ class Gateway:
     # --- runs ------------------------------------------------------------------------------
 
     async def submit(self, who: Principal, agent_name: str, task: str,
-                     session: str | None = None, stream: bool = True) -> Followed:
+                     session: str | None = None, stream: bool = True,
+                     remember: bool = True) -> Followed:
         """Start ``task`` on ``agent_name`` for ``who``, on a worker when the gateway has a
-        fleet (the run waits in the queue, ``queued``), else here; returns at once."""
+        fleet (the run waits in the queue, ``queued``), else here; returns at once.
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         if self.fleet is None:
-            return await self.start_run(who, agent_name, task, session, stream)
+            return await self.start_run(who, agent_name, task, session, stream, remember)
         _check_session(session)
         if await self.router.definitions.get(agent_name) is None:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
-        return await self.fleet.submit(who.user, agent_name, task, session, stream)
+        return await self.fleet.submit(who.user, agent_name, task, session, stream, remember)
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
-                        session: str | None = None, stream: bool = True) -> LiveRun:
-        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once."""
+                        session: str | None = None, stream: bool = True,
+                        remember: bool = True) -> LiveRun:
+        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once.
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         _check_session(session)
         agent = await self.router.get(agent_name)
         self.live.reserve(who.user)
         try:
             key = session_key(who.user, session) if session else None
-            handle = agent.start(task, session=key, user_id=who.user, stream_model=stream)
+            handle = agent.start(task, session=key, user_id=who.user if remember else None,
+                                 stream_model=stream)
         except BaseException:
             self.live.release(who.user)
             raise

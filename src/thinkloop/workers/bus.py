@@ -75,6 +75,7 @@ class RunRow:
     view: Mapping[str, Any] | None = None
     deaths: int = 0
     handbacks: int = 0
+    remember: bool = True  # False: the run has no user (no memory read or written)
 
     @classmethod
     def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
@@ -84,7 +85,8 @@ class RunRow:
                    g.get("worker") or None,
                    float(g["finished_at"]) if g.get("finished_at") else None,
                    orjson.loads(g["view"]) if g.get("view") else None,
-                   int(g.get("deaths", 0)), int(g.get("handbacks", 0)))
+                   int(g.get("deaths", 0)), int(g.get("handbacks", 0)),
+                   g.get("remember", "1") == "1")
 
     @property
     def done(self) -> bool:
@@ -122,7 +124,8 @@ class Bus:
             pipe.hset(self.key("run", row.id), mapping={
                 "user": row.user, "agent": row.agent, "session": row.session or "",
                 "status": row.status, "created_at": repr(row.created_at), "task": row.task,
-                "stream": "1" if row.stream else "0"})
+                "stream": "1" if row.stream else "0",
+                "remember": "1" if row.remember else "0"})
             pipe.expire(self.key("run", row.id), self.keep_s * 24)
             await pipe.execute()
 

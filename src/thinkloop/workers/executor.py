@@ -199,7 +199,8 @@ class Executor:
             await self.bus.count_up("resumes")
             return handle
         key = session_key(row.user, row.session) if row.session else None
-        return agent.start(row.task, session=key, user_id=row.user, stream_model=row.stream,
+        return agent.start(row.task, session=key, user_id=row.user if row.remember else None,
+                           stream_model=row.stream,
                            run_id=row.id)
 
     async def _pump(self, job: Job) -> None:

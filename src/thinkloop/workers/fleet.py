@@ -111,14 +111,15 @@ class RedisFleet:
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
-                     stream: bool) -> RemoteRun:
+                     stream: bool, remember: bool = True) -> RemoteRun:
         run_id = uuid.uuid4().hex
         taken = await self.bus.reserve(run_id, user, self.per_user, self.total)
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
-        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream)
+        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream,
+                     remember=remember)
         try:
             await queue_run(self.pool, self.bus, self.store, row)
         except BaseException:
