@@ -39,7 +39,7 @@ _DESTRUCTIVE = re.compile(
     r"cancel\w*|unsubscrib\w*|terminat\w*|close\s+(?:my|our|the)\b[^.]*\baccount|"
     r"get(?:ting)?\s+rid\s+of|got\s+rid\s+of|clean(?:ed|ing|s)?\s+up|tid(?:y|ied)\s+up|"
     r"take\s+down|took\s+down|go\s+away|free\s+up|no\s+longer\s+need|"
-    r"transfer\w*|wir(?:e|ed|ing)\s+(?:the\s+)?(?:money|funds|\$)|pa(?:y|ys|id|ying)\b|"
+    r"transfer\w*|wir(?:e|ed|ing)\s+(?:the\s+)?(?:money|funds|\$)|pa(?:y|ys|ying)\b|"
     r"donat\w*|sell\w*|sold|refund\w*|publish\w*|post(?:s|ed|ing)?\s+(?:the|it|this|my)|"
     r"send\w*|sent|deploy\w*|ship\s+it|roll(?:s|ed|ing)?\s+back|rollback|migrat\w*|"
     r"force[- ]push\w*|squash\w*|rotat\w*|revert\w*|reset\w*|archiv\w*|approv\w*|"
