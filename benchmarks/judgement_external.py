@@ -87,7 +87,7 @@ async def model_assessments(rows: list[dict[str, str]], args: argparse.Namespace
                             ) -> list[Assessment]:
     model = OpenAICompatModel(args.model_name, base_url=args.base_url)
     assessor = Assessor(AssessSettings(
-        use_model=True, max_tokens=args.max_tokens,
+        use_model=True, max_tokens=args.max_tokens, system_role=not args.no_system_role,
         # llama.cpp's server takes the schema as json_object + schema (not json_schema).
         extra={"response_format": {"type": "json_object", "schema": ASSESS_SCHEMA}}))
     cache = Path(args.cache) if args.cache else None
@@ -132,6 +132,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=300)
     parser.add_argument("--limit", type=int, default=0, help="first N rows only")
     parser.add_argument("--cache", default="")
+    parser.add_argument("--no-system-role", action="store_true",
+                        help="instructions in the user message (Gemma's chat template)")
     args = parser.parse_args()
     rows = load(args.split)
     if args.limit:

@@ -85,3 +85,19 @@ async def test_the_tiny_local_model_does_not_judge() -> None:
     assessor = Assessor(AssessSettings())
     found = await assessor.judge("Cancel my subscription to the newspaper.", model=model)
     assert found.source == "heuristic" and model.calls == []
+
+
+async def test_instructions_in_the_user_message_for_templates_without_a_system_role(
+        server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion('{"decision": "direct", "risk": "none", '
+                                         '"strong_model": false, "reasons": []')))  # cut short
+    model = OpenAICompatModel("gemma", base_url=server.base_url)
+    assessor = Assessor(AssessSettings(use_model=True, system_role=False))
+    found = await assessor.judge("Rename the notes file to notes-2026.txt please.", model=model)
+    (sent,) = server.requests
+    assert [m["role"] for m in sent["messages"]] == ["user"]
+    assert sent["messages"][0]["content"].startswith("You decide how an assistant agent")
+    assert found.source == "model" and found.decision == "direct"  # read from a cut reply
+    assert found.strong_model is False
+    await model.aclose()

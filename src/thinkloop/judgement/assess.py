@@ -97,6 +97,9 @@ class AssessSettings:
     max_tokens: int = 300  # the side call's token budget
     extra: dict[str, object] = field(default_factory=dict)  # merged into its request body
     cache_size: int = 256  # assessments kept per task text
+    # False: the instructions go in the user message, for chat templates with no system
+    # role (Gemma's, in llama.cpp's server, drops a system message silently).
+    system_role: bool = True
     ask: bool = True  # ask_first ends the run with the question; False: only guidance
     fan_out: bool = True  # parallelize / delegate run sub-agents when given SubAgents
     store_plans: bool = True
@@ -192,8 +195,9 @@ class Assessor:
         key = (model.name, task)
         if key in self._cache:
             return self._cache[key]
-        messages = [Message.system(ASSESS_PROMPT),
-                    Message.user(f"{hints(found)}\n\nRequest: {task}")]
+        ask = f"{hints(found)}\n\nRequest: {task}"
+        messages = ([Message.system(ASSESS_PROMPT), Message.user(ask)] if s.system_role
+                    else [Message.user(f"{ASSESS_PROMPT}\n\n{ask}")])
         settings = ModelSettings(
             temperature=0.0, max_tokens=s.max_tokens, extra=dict(s.extra),
             constraint=ReplyConstraint("json_schema", orjson.dumps(ASSESS_SCHEMA).decode(),
