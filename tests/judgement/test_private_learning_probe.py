@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.judgement import AssessSettings, Judgement, LearningSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import SQLiteStore
@@ -27,7 +28,7 @@ def agent(store: SQLiteStore, script: list[object]) -> tuple[Agent, ScriptedMode
     learn = LearningSettings(skills=False, observations=False)
     judgement = Judgement(assess=AssessSettings(use_model=False), sensitive=None, learn=learn)
     return Agent(model, tools=[lookup_invoice], store=store, guard=False,
-                 judgement=judgement), model
+                 options=AgentOptions(judgement=judgement)), model
 
 
 def prompts(model: ScriptedModel) -> str:

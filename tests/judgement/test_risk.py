@@ -7,6 +7,7 @@ import json
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import ModelResponseError
 from thinkloop.judgement import Assessor, AssessSettings, Judgement, heuristic
 from thinkloop.models.openai_compat import OpenAICompatModel
@@ -54,7 +55,8 @@ async def test_the_model_judges_once_per_task_text(server: OpenAIServer) -> None
         questions=["Which of your three subscriptions should I end?"]))))
     model = OpenAICompatModel("judge", base_url=server.base_url)
     events = Recorder()
-    agent = Agent(model, judgement=Judgement(learn=None, sensitive=None), on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(learn=None, sensitive=None)))
     task = "Please sort out those subscriptions I keep paying for but never really use."
     for _ in range(2):
         result = await agent.run(task)
@@ -69,7 +71,8 @@ async def test_a_failing_side_call_leaves_the_heuristic_and_the_run_goes_on() ->
 
     model = ScriptedModel([ModelResponseError("server gone"), "Done: renamed the file."])
     events = Recorder()
-    agent = Agent(model, judgement=Judgement(learn=None, sensitive=None), on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(learn=None, sensitive=None)))
     result = await agent.run("Rename notes.txt to notes-2026.txt in the project folder, "
                              "then list the folder so I can see it.")
     assert result.text == "Done: renamed the file."
