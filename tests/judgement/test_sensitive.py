@@ -211,9 +211,11 @@ def test_cli_keeps_a_secret_out_of_the_model_and_output(server: OpenAIServer,
                          "openai:fake", "--judgement", "sensitive", "--approve", "deny",
                          "--json", env={"OPENAI_BASE_URL": server.base_url,
                                         "THINKLOOP_HOME": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr
+    # Its only tool call was refused: the run ends, with the refusals' own exit code.
+    assert proc.returncode == 10, proc.stderr
     out = json.loads(proc.stdout)
     assert out["output"] == "I was not allowed to read .env."
     assert "Not approved" in out["steps"][0]["results"][0]["content"]
+    assert [r["tool"] for r in out["refused"]] == ["read_file"]
     assert KEY not in proc.stdout and KEY not in proc.stderr
     assert KEY not in json.dumps(server.requests)
