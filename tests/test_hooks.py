@@ -324,7 +324,9 @@ async def test_entry_point_plugin_hooks_every_agent(
     plugin = sys.modules["tl_audit_plugin"]
     assert plugin.SEEN == [("reason", 0), ("audit", "add"), ("reason", 1)]
     assert result.text == "3 [checked]"
-    assert Agent(model, plugins=False, guard=False).hooks.by_stage["pre_tool"] == []
+    # (store="memory": the default store adds its own record and trace hooks)
+    assert Agent(model, plugins=False, guard=False,
+                 store="memory").hooks.by_stage["pre_tool"] == []
 
 
 async def test_a_broken_plugin_is_skipped_and_named(

@@ -28,8 +28,10 @@ def tree(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def agent_for(root: Path, script: list[object] | None = None) -> Agent:
-    return Agent(ScriptedModel(script or []), name="helper", plugins=False,
-                 options=AgentOptions(prompt=PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(root)))))
+    # store="memory": the files compared are the bootstrap's; the default store's live there too
+    return Agent(ScriptedModel(script or []), name="helper", plugins=False, store="memory",
+                 options=AgentOptions(prompt=PromptBuilder(
+                     options=PromptOptions(bootstrap=Bootstrap(root)))))
 
 
 def test_first_contact_seeds_from_templates(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ store and run registry with the REST API.)"""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,6 +29,8 @@ def channel(
         help="YAML file of agents (default: agents in the store, else 'default').")] = None,
 ) -> None:
     """Serve agents on chat channels: each chat is a session; people approve and answer in it."""
+    import asyncio  # here, not at import: `thinkloop --help` loads no engine
+
     from thinkloop.settings import load_settings, quiet_model_loaders
 
     if agents is not None and not agents.is_file():
@@ -58,6 +59,8 @@ async def _serve(settings: Settings, platforms: list[str], agents: Path | None) 
 
 
 async def _until_stopped() -> None:
+    import asyncio
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

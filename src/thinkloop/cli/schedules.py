@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -34,6 +33,8 @@ def _with(call: Callable[[Schedules], Coroutine[Any, Any, T]]) -> T:
     if not hasattr(store, "dsn"):
         raise ConfigError("schedules live in PostgreSQL: set THINKLOOP_DATABASE_URL="
                           "postgresql://...")
+    import asyncio  # here, not at import: `thinkloop --help` loads no engine
+
     return asyncio.run(call(Schedules(store.dsn, store.schema)))
 
 
