@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.judgement import (
     DECISIONS,
     AssessSettings,
@@ -167,7 +168,7 @@ async def _run_all(rows: list[tuple[str, str]], select: bool) -> dict[str, objec
                       PoolModel(strong, 3, *PRICES["strong"])])
     judgement = Judgement(assess=AssessSettings(ask=False), select=pool if select else None,
                           sensitive=None, learn=None)
-    agent = Agent(strong, tools=[echo], judgement=judgement, max_steps=10)
+    agent = Agent(strong, tools=[echo], max_steps=10, options=AgentOptions(judgement=judgement))
     misrouted = 0
     for label, task in rows:
         cheap.steps = strong.steps = STEPS[label]

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
@@ -45,16 +45,50 @@ from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.memory.manager import Memory
+from thinkloop.models.catalog import facts_of
 from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
-from thinkloop.session import Sessions, post_turn
+from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tracing import Tracing, default_tracing
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """The options an agent needs less often than its keywords, by section.
+
+    Limits: ``timeout_s``, ``tool_timeout_s``, ``output_retries``. Model: ``protocol``,
+    ``settings`` (per-call ModelSettings), ``output_type``, ``model_registry``. Prompt and
+    tools: ``prompt``, ``deps``. Judgement and guards: ``judgement``, ``isolation``. Records:
+    ``registry``, ``tracing``, ``checkpoints``. Settings: ``config`` (thinkloop's Settings).
+    """
+
+    # limits
+    timeout_s: float | None = RUN_TIMEOUT_S
+    tool_timeout_s: float | None = TOOL_TIMEOUT_S
+    output_retries: int = 2
+    # the model
+    protocol: str | ToolCallProtocol = "auto"
+    settings: ModelSettings | None = None
+    output_type: type[Any] | None = None
+    model_registry: ModelRegistry | None = None
+    # the prompt and what tools receive
+    prompt: PromptBuilder | None = None
+    deps: Any = None
+    # judgement and isolation
+    judgement: Judgement | bool | None = None
+    isolation: Literal["off", "plan"] = "off"
+    # records: the run registry, tracing, checkpoints
+    registry: RunRegistry | None = None
+    tracing: Tracing | bool | None = None
+    checkpoints: bool = True
+    # thinkloop's Settings (default: load_settings(), read when the agent is built)
+    config: Settings | None = None
 
 
 class Agent:
@@ -82,30 +116,21 @@ class Agent:
         *,
         name: str = "thinkloop",
         max_steps: int | None = None,
-        timeout_s: float | None = RUN_TIMEOUT_S,
-        tool_timeout_s: float | None = TOOL_TIMEOUT_S,
-        output_type: type[Any] | None = None,
-        output_retries: int = 2,
-        protocol: str | ToolCallProtocol = "auto",
-        settings: ModelSettings | None = None,
-        on_event: Subscriber | None = None,
         store: Store | str | None = None,
         memory: Memory | bool = False,
-        deps: Any = None,
-        hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
-        prompt: PromptBuilder | None = None,
-        plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
-        judgement: Judgement | bool | None = None,
-        isolation: Literal["off", "plan"] = "off",
-        registry: RunRegistry | None = None,
-        tracing: Tracing | bool | None = None,
-        checkpoints: bool = True,
-        config: Settings | None = None,
-        model_registry: ModelRegistry | None = None,
+        hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
+        plugins: bool = True,
+        on_event: Subscriber | None = None,
+        options: AgentOptions | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
+        o = options if options is not None else AgentOptions()
+        if not isinstance(o, AgentOptions):
+            raise ConfigError(f"options= takes AgentOptions, got {type(o).__name__}")
+        config, settings, judgement, isolation = o.config, o.settings, o.judgement, o.isolation
+        tracing, registry = o.tracing, o.registry
         _check_settings(settings, config)
         self.name = name
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
@@ -114,13 +139,12 @@ class Agent:
         provider_env = self.config.provider_env()
 
         def resolve(spec: str | Model | Sequence[str | Model]) -> Model:  # with its settings
-            return resolve_model(spec, provider_env, registry=model_registry)
+            return resolve_model(spec, provider_env, registry=o.model_registry)
 
         self.model: Model = resolve(model if model is not None else self.config.model_spec())
         self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
-        self.sessions = Sessions(self.store)
         if memory is True and not isinstance(self.store, MemoryBackend):
             raise ConfigError(f"memory=True needs a store that keeps memories; "
                               f"{type(self.store).__name__} does not (use the default store, "
@@ -132,27 +156,32 @@ class Agent:
         gs = self._judged_guards(guard, isolation, judgement, resolve)
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
-        self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
-        self.output_type = output_type
-        self.protocol = get_protocol(protocol)
+        self.limits = Limits(max_steps or 12, o.timeout_s, o.tool_timeout_s, o.output_retries)
+        self.output_type = o.output_type
+        self.protocol = get_protocol(o.protocol)
         self.settings = settings or ModelSettings()
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
-        self.deps = deps
+        self.deps = o.deps
         # Runs in progress (abort by run, session or all); a shared registry sees every
-        # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
+        # agent's. Runs are recorded (row, checkpoints, audit log) in every durable store, the
+        # default one too, so a process killed mid-turn loses nothing and the run resumes.
         self.registry = registry if registry is not None else RunRegistry()
-        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
-                        if store not in (None, "memory") and isinstance(self.store, RunRecords)
-                        else None)
+        self.runbook = (RunBook(self.store, name, self.registry.abort,
+                                checkpoints=o.checkpoints)
+                        if store != "memory" and isinstance(self.store, RunRecords) else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
                         else default_tracing(stored=tracing or self.runbook is not None,
                                              settings=self.config))
+        self.sessions = Sessions(self.store, agent=name, registry=self.registry,
+                                 runbook=self.runbook, tracing=self.tracing)
         self._policy = None if guard is False else gs.policy
+        if guard is not False:
+            _check_cost_cap(gs.limits.max_cost_usd, self.model)
         self.hooks = self._stage_hooks(None if guard is False else gs, max_steps is not None,
                                        normalise(hooks), plugins)
-        self.prompt = prompt if prompt is not None else PromptBuilder()
+        self.prompt = o.prompt if o.prompt is not None else PromptBuilder()
 
     def _judged_guards(self, guard: GuardSettings | Literal[False] | None,
                        isolation: Literal["off", "plan"], judgement: Judgement | bool | None,
@@ -271,8 +300,12 @@ class Agent:
         context: ContextArg = None,
         prompt_mode: PromptMode | None = None,
         events: bool = True,
+        run_id: str | None = None,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
+
+        ``run_id``: the id the run is known by already (a run queued for a worker); default
+        a new one.
 
         ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
         tokens (the local model), ``full`` otherwise.
@@ -283,7 +316,7 @@ class Agent:
         inputs = parse_context(context)
         mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
         cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
@@ -305,20 +338,9 @@ class Agent:
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
-        """Start the run's task: recorded when the store keeps runs, registered, and tracked
-        by the sessions until its post-turn jobs are done."""
-        subscribers = self.subscribers
-        spans = None
-        if self.tracing is not None:
-            traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
-            subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
-        if self.runbook is not None:
-            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
-            subscribers = [*subscribers, log_event]
-        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events,
-                           after=post_turn)
-        self.registry.add(handle)
-        return self.sessions.track(handle)
+        """The run's whole lifetime is the session's (session.py)."""
+        return self.sessions.launch(cfg, state, scope, self.subscribers, events=events,
+                                    base=base, recovering=recovering)
 
     async def pending_approvals(self, session: str) -> list[PendingApproval]:
         """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
@@ -356,8 +378,8 @@ class Agent:
         :class:`RunAccessError` if the run ended, is unknown, or is still running somewhere.
         """
         if self.runbook is None:
-            raise ConfigError("resuming a run needs the store it was recorded in: "
-                              "Agent(store=...)")
+            raise ConfigError("resuming a run needs the durable store it was recorded in "
+                              "(the default store, or Agent(store=...)), not store='memory'")
         if run_id in self.registry:
             raise RunAccessError(f"run {run_id} is running in this process")
         recovery = await load_recovery(self.store, run_id)
@@ -366,6 +388,16 @@ class Agent:
         state = RunState(run_id, recovery.task, [], None)
         scope = functools.partial(self.sessions.recovered, recovery)
         return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
+
+    def hand_back(self, run_id: str) -> bool:
+        """Stop a run here without recording its end, so that another process resumes it from
+        its last checkpoint (a worker that is shutting down); ``False`` if it is not running
+        here. Its session keeps nothing of it, as for any run that did not finish."""
+        recorder = self.runbook.by_run.get(run_id) if self.runbook is not None else None
+        if recorder is None:
+            return False
+        recorder.owned = False
+        return self.registry.abort(run_id)
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""
@@ -422,7 +454,31 @@ def spawn_child(spec: AgentSpec, run: Any, model: str | Model | None = None) -> 
     """A sub-agent of ``spec`` (``thinkloop.core.spec.Spawn``): started inside the run ``run``
     (a ``RunConfig``) it may do at most what its parent may; outside a run (None) the
     default guards apply."""
-    return Agent(**child_options(spec, run, model))
+    return Agent(**with_options(child_options(spec, run, model)))
+
+
+def with_options(keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """``Agent`` keywords held flat (a dict, a helper's ``**kw``): those that are
+    :class:`AgentOptions` fields gathered into ``options=``."""
+    sections = {f.name for f in fields(AgentOptions)}
+    kw = {k: v for k, v in keywords.items() if k not in sections}
+    given = {k: v for k, v in keywords.items() if k in sections}
+    if given:
+        if kw.get("options") is not None:
+            given = {**vars(kw["options"]), **given}
+        kw["options"] = AgentOptions(**given)
+    return kw
+
+
+def _check_cost_cap(cap: float | None, model: Model) -> None:
+    """A cost cap needs a price: on a model with none it would never trip (issue 28)."""
+    if cap is None:
+        return
+    facts = facts_of(model)
+    if not facts.priced:
+        raise ConfigError(f"a cost cap (max_cost_usd={cap:g}) needs the model's price, and "
+                          f"{facts.name} has no known price; add it to the price table "
+                          "(thinkloop.models.catalog.HAND_PRICES) or cap tokens instead")
 
 
 def _check_settings(settings: object, config: object) -> None:
@@ -483,7 +539,7 @@ def pipeline_hook() -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
     def run(ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
+        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model))
 
     return Hook("pre_reason", run, name="context.pipeline")
 

@@ -226,13 +226,19 @@ def test_workspace_is_where_the_files_go_and_the_header_says_so(
     ("missing", "--workspace {dir}: no such directory"),
     ("home-parent", "--workspace {dir} holds THINKLOOP_HOME ({home}); choose the project's own "
                     "directory, or set THINKLOOP_HOME outside it"),
+    # Inside the home the model would edit the agent's own bootstrap files (issue 30).
+    ("inside-home", "--workspace {dir} is inside THINKLOOP_HOME ({home}); choose the "
+                    "project's own directory, or set THINKLOOP_HOME outside it"),
 ])
 def test_a_workspace_that_is_missing_or_holds_the_home_is_refused_before_any_call(
     server: OpenAIServer, tmp_path: Path, where: str, message: str
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    chosen = tmp_path / "missing" if where == "missing" else tmp_path
+    chosen = {"missing": tmp_path / "missing", "home-parent": tmp_path,
+              "inside-home": home / "agents" / "thinkloop"}[where]
+    if where == "inside-home":
+        chosen.mkdir(parents=True)
     server.clear()
     proc = thinkloop("run", "hi", "--model", "openai:fake", "--workspace", str(chosen),
                      env=_env(server, THINKLOOP_HOME=str(home)))

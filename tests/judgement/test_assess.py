@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.events import Assessed
 from thinkloop.guard import GuardSettings, PlanSettings
 from thinkloop.judgement import AssessSettings, Judgement, heuristic
@@ -36,7 +37,8 @@ async def test_ask_first_answers_with_a_question_and_never_calls_the_model(
     store = SQLiteStore(tmp_path / "t.db")
     model = ScriptedModel(["should never be asked"])
     events = Recorder()
-    agent = Agent(model, tools=[read_file], store=store, judgement=True, on_event=events)
+    agent = Agent(model, tools=[read_file], store=store, on_event=events,
+                  options=AgentOptions(judgement=True))
     result = await run_through(agent, "Delete build/old.log", session="s1")
     assert result.status == "completed"
     assert result.text.startswith("Before I delete anything")
@@ -58,7 +60,7 @@ async def test_vague_direct_task_escalates_below_the_threshold() -> None:
     found = heuristic("fix it")
     assert found.decision == "ask_first" and found.signals["ambiguity"] >= 0.5
     events = Recorder()
-    agent = Agent(ScriptedModel([]), judgement=True, on_event=events)
+    agent = Agent(ScriptedModel([]), on_event=events, options=AgentOptions(judgement=True))
     result = await agent.run("handle this somehow")
     assert result.status == "completed" and "more precisely" in result.text
     assert events.of("assessment")[0]["decision"] == "ask_first"
@@ -66,7 +68,8 @@ async def test_vague_direct_task_escalates_below_the_threshold() -> None:
 
 async def test_ask_false_keeps_acting_with_guidance() -> None:
     model = ScriptedModel(["I removed build/old.log after checking it was a stale log."])
-    agent = Agent(model, judgement=Judgement(assess=AssessSettings(ask=False)))
+    agent = Agent(model,
+                  options=AgentOptions(judgement=Judgement(assess=AssessSettings(ask=False))))
     result = await agent.run("Delete build/old.log")
     assert result.status == "completed" and len(model.calls) == 1
     assert "ask before anything that cannot be undone" in model.calls[0].messages[0].content
@@ -78,7 +81,7 @@ async def test_plan_with_rollback_guides_the_model_and_the_run_goes_on() -> None
         "Plan: 1) read 2) patch. Fixed the off-by-one in pagination.py.",
     ])
     events = Recorder()
-    agent = Agent(model, tools=[read_file], judgement=True, on_event=events)
+    agent = Agent(model, tools=[read_file], on_event=events, options=AgentOptions(judgement=True))
     result = await agent.run("Fix the off-by-one bug in pagination.py where the last page "
                              "is missing.")
     assert result.status == "completed" and len(result.steps) == 2
@@ -94,7 +97,8 @@ async def test_parallelize_fans_out_to_sub_agents_before_step_one() -> None:
                           max_concurrency=1)
     model = ScriptedModel(["London is 12C and cloudy; Berlin is 9C with rain."])
     events = Recorder()
-    agent = Agent(model, judgement=Judgement(subagents=subagents), on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(subagents=subagents)))
     result = await agent.run("Find the weather in London; find the weather in Berlin.")
     assert result.status == "completed"
     (fan,) = events.of("assessment.fan_out")
@@ -114,7 +118,8 @@ async def test_delegate_runs_the_explorer_first() -> None:
                           model=explorer)
     model = ScriptedModel(["Authentication uses signed cookies (auth/session.py)."])
     events = Recorder()
-    agent = Agent(model, judgement=Judgement(subagents=subagents), on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(subagents=subagents)))
     await agent.run("Explore the repository and tell me how authentication is done.")
     assert events.of("assessment.fan_out")[0]["agents"] == ["explore"]
     assert "signed cookies" in model.calls[0].messages[0].content
@@ -130,10 +135,9 @@ async def test_model_assessment_over_the_loopback_server(server: OpenAIServer) -
     )
     events = Recorder()
     model = OpenAICompatModel("fake", base_url=server.base_url)
-    agent = Agent(model,
-                  judgement=Judgement(assess=AssessSettings(use_model=True,
-                                                            model_below=1.0)),
-                  on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(assess=AssessSettings(use_model=True,
+                                                            model_below=1.0))))
     result = await agent.run("Write a summary of the Q3 report for the board.")
     assert result.text == "Which report do you mean: the Q3 sales or the Q3 costs?"
     assert len(server.requests) == 1
@@ -147,9 +151,9 @@ async def test_model_assessment_over_the_loopback_server(server: OpenAIServer) -
 async def test_unreadable_model_assessment_falls_back_to_the_heuristic() -> None:
     model = ScriptedModel(["I think you should just do it", "Paris."])
     events = Recorder()
-    agent = Agent(model, judgement=Judgement(assess=AssessSettings(use_model=True,
-                                                                   model_below=1.0)),
-                  on_event=events)
+    agent = Agent(model, on_event=events,
+                  options=AgentOptions(judgement=Judgement(assess=AssessSettings(use_model=True,
+                                                                   model_below=1.0))))
     result = await agent.run("Tell me about the history of the Eiffel Tower in Paris, France")
     assert result.text == "Paris."
     assert events.of("assessment")[0]["source"] == "heuristic"
@@ -167,8 +171,8 @@ async def test_lean_mode_skips_recall_planning_and_the_model_assessment(
     events = Recorder()
     agent = Agent(model, store=store, memory=Memory(store, embedder=None), guard=guard,
                   on_event=events,
-                  judgement=Judgement(assess=AssessSettings(use_model=True, model_below=1.0),
-                                      learn=None))
+                  options=AgentOptions(judgement=Judgement(
+                      assess=AssessSettings(use_model=True, model_below=1.0), learn=None)))
     await run_through(agent, "capital of France?", user_id="u")
     assert len(model.calls) == 1  # no plan call, no assessment call
     assert "says the atlas" not in model.calls[0].messages[0].content

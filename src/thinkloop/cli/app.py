@@ -18,7 +18,8 @@ from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
-from thinkloop.cli.serve import keys_app, serve
+from thinkloop.cli.schedules import schedules_app
+from thinkloop.cli.serve import keys_app, serve, worker
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.cli.ui import ui
 from thinkloop.core.errors import StoreError, ThinkloopError
@@ -241,7 +242,8 @@ def _settings() -> Settings:
 
 
 def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
-    """``--workspace``: an existing directory that does not hold THINKLOOP_HOME."""
+    """``--workspace``: an existing directory that neither holds THINKLOOP_HOME nor lies inside
+    it (but for thinkloop's own workspaces folder there)."""
     if path is None:
         return None
     chosen = path.expanduser().resolve()
@@ -252,6 +254,10 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
         # The model would get the session store and the agent's own prompt files to edit.
         raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
                    f"own directory, or set THINKLOOP_HOME outside it")
+    if home in chosen.parents and (home / "workspaces") not in (chosen, *chosen.parents):
+        # e.g. home/agents/thinkloop: the agent's own bootstrap files, editable by the model.
+        raise fail(f"--workspace {path} is inside THINKLOOP_HOME ({home}); choose the "
+                   f"project's own directory, or set THINKLOOP_HOME outside it")
     return chosen
 
 
@@ -306,6 +312,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
+app.command("worker")(worker)
+app.add_typer(schedules_app, name="schedules")
 app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")

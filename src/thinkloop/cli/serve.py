@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +13,7 @@ import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
-from thinkloop.core.errors import ConfigError
+from thinkloop.core.errors import ChannelError, ConfigError
 
 if TYPE_CHECKING:
     from thinkloop.core.settings import Settings
@@ -33,6 +34,9 @@ def serve(
         help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL: queue runs for 'thinkloop worker' processes instead of running "
+             "them here (default: THINKLOOP_QUEUE_URL; needs PostgreSQL).")] = None,
     channel: Annotated[list[str] | None, typer.Option(
         help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
     ] = None,
@@ -53,26 +57,55 @@ def serve(
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"gateway.host": host, "gateway.port": port,
                               "gateway.per_user_runs": per_user_runs,
-                              "gateway.max_runs": max_runs})
+                              "gateway.max_runs": max_runs, "queue_url": queue})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
     check_store(config.store_url, settings)
+    fleet = None
+    if settings.queue_url:
+        from thinkloop.workers.fleet import fleet_factory
+
+        fleet = fleet_factory(settings)  # a queue without PostgreSQL fails here, in one line
     services = []
+    refused: list[ChannelError] = []  # a channel the platform refused at startup
     if channel:
         from thinkloop.channels.service import ChannelService, gateway_service
 
         # Their settings checked now (a missing token is one line), before anything listens.
         ChannelService(settings, None, channel, agents_file=agents, gateway=True)
-        services.append(gateway_service(channel, agents))
+        services.append(gateway_service(channel, agents, refused))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
-        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
+        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else "")
+        + (" (runs queued for workers)" if fleet else ""), highlight=False)
     server = uvicorn.Server(uvicorn_config(
-        create_app(config, settings=settings, services=services), config))
+        create_app(config, settings=settings, services=services, fleet=fleet), config))
     # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+    try:
+        with contextlib.suppress(KeyboardInterrupt), _quiet_after(refused):
+            server.run()
+    except SystemExit:  # uvicorn exits (3) when the app's startup fails
+        if not refused:
+            raise
+    if refused:  # one line, as `thinkloop channel` says it, not uvicorn's startup traceback
+        raise refused[0]
     if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code
         raise typer.Exit(3)
+
+
+@contextlib.contextmanager
+def _quiet_after(failures: list[ChannelError]) -> Iterator[None]:
+    """uvicorn's log says nothing more once ``failures`` has one: the CLI says it once."""
+    import logging
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not failures
+
+    log = logging.getLogger("uvicorn.error")
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
 
 
 def check_store(url: str | None, settings: Settings) -> None:
@@ -90,6 +123,48 @@ def check_store(url: str | None, settings: Settings) -> None:
             await store.aclose()
 
     asyncio.run(probe())
+
+
+def worker(
+    agents: Annotated[Path | None, typer.Option(
+        help="YAML file of agents, as 'serve' takes (default: agents in the store, else "
+             "'default').")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL of the queue (default: THINKLOOP_QUEUE_URL).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Runs executed at once (default: worker.concurrency, 64).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="This worker's name in /metrics (default: host-pid).")] = None,
+) -> None:
+    """Execute the runs 'thinkloop serve --queue' queues (needs PostgreSQL and Redis).
+    SIGTERM finishes the runs in progress for worker.drain_s, then hands the rest back."""
+    import asyncio
+
+    try:
+        from thinkloop.core.settings import load_settings, quiet_model_loaders
+        from thinkloop.workers.connect import check_store as check_queue
+        from thinkloop.workers.worker import serve_worker
+    except ImportError:
+        raise ConfigError("workers need their extra: pip install 'thinkloop[worker]'") \
+            from None
+    quiet_model_loaders()
+    if agents is not None and not agents.is_file():
+        raise ConfigError(f"agents file not found: {agents}")
+    settings = load_settings({"queue_url": queue, "worker.concurrency": concurrency})
+    check_queue(settings)  # no queue, or no PostgreSQL: one line, before anything starts
+    console(stderr=True).print(
+        f"thinkloop worker on {_redacted(settings.queue_url)} "
+        f"({settings.worker.concurrency} runs at once)", highlight=False)
+    asyncio.run(serve_worker(settings, agents, name))
+
+
+def _redacted(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "(no queue)"
+    parts = urlsplit(url)
+    return url.replace(parts.password, "***") if parts.password else url
 
 
 @keys_app.command("create")

@@ -35,6 +35,11 @@ MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
+# What one reply and one tool can put in front of the model (issue 30): the calls of a reply
+# past MAX_PARALLEL_CALLS are refused (the model sends them again), and any tool's output,
+# built-in, custom or MCP, is cut to TOOL_OUTPUT_CHARS with a note.
+MAX_PARALLEL_CALLS = 16
+TOOL_OUTPUT_CHARS = 200_000
 # How long a person has to answer: an approval on a terminal, one through the gateway (a web
 # page or a chat, so slower), and an ask_human question.
 APPROVAL_TIMEOUT_S = 60.0
@@ -177,6 +182,23 @@ class GatewaySettings(GatewayDoors):
     approval_timeout_s: float = Field(GATEWAY_APPROVAL_TIMEOUT_S, gt=0)
 
 
+class WorkerSettings(BaseModel):
+    """``thinkloop worker``'s settings (``[worker]``, ``THINKLOOP_WORKER_*``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(64, ge=1, description="runs one worker executes at once")
+    lease_s: float = Field(10.0, gt=0, description="how long a run's lease lasts unrenewed: "
+                           "a dead worker's runs go to another after this")
+    max_deaths: int = Field(3, ge=1, description="workers that may die under one run before "
+                            "it ends failed")
+    drain_s: float = Field(20.0, ge=0, description="on SIGTERM, how long runs may finish "
+                           "before the rest are handed back to other workers")
+    poll_s: float = Field(0.1, gt=0, description="how often an idle worker looks for runs")
+    prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                        description="Redis key prefix: fleets sharing one Redis stay apart")
+
+
 # Environment names of the provider settings: the providers' standard variables.
 PROVIDER_ENV = {
     "openai_api_key": "OPENAI_API_KEY", "openai_base_url": "OPENAI_BASE_URL",
@@ -192,7 +214,7 @@ PROVIDER_ENV = {
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
-GROUPS = ("tools", "models", "gateway")
+GROUPS = ("tools", "models", "gateway", "worker")
 # Chat channels (thinkloop.channels validates each platform's section): [channels.telegram] in
 # thinkloop.toml, THINKLOOP_CHANNELS_TELEGRAM_<KEY>, and the platforms' own token variables.
 CHANNELS = "channels"
@@ -229,11 +251,15 @@ class Settings(BaseSettings):
                             "provider:model=capability[/effort], comma separated")
     database_url: str | None = Field(None, description="a SQLite path or postgresql:// URL; "
                                      "unset: <home>/thinkloop.db")
+    queue_url: str | None = Field(None, description="redis:// URL of the run queue: the "
+                                  "gateway enqueues runs and `thinkloop worker`s execute them; "
+                                  "unset: runs execute in the gateway's process")
     trace_verbose: bool = Field(False, description="keep each model call's full input in spans")
     otlp_endpoint: str | None = Field(None, description="OpenTelemetry collector for spans")
     models: ProviderSettings = Field(default_factory=ProviderSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
     channels: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="chat channels by platform ([channels.telegram])")
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
@@ -343,7 +369,8 @@ def env_names() -> dict[str, tuple[str, ...]]:
         for n in Settings.model_fields if n not in (*GROUPS, CHANNELS)}
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
     for group, fields in (("tools", ToolSettings.model_fields),
-                          ("gateway", GatewaySettings.model_fields)):
+                          ("gateway", GatewaySettings.model_fields),
+                          ("worker", WorkerSettings.model_fields)):
         out.update({f"{group}.{n}": (f"THINKLOOP_{group.upper()}_{n.upper()}",) for n in fields})
     return out
 

@@ -35,9 +35,9 @@ from thinkloop.core.errors import (
 from thinkloop.server.agents import DEFAULT_AGENT
 from thinkloop.server.auth import Principal, authenticate, key_from_headers
 from thinkloop.server.deps import caller, gateway, identify
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
-from thinkloop.server.live import LiveRun
 from thinkloop.server.routes import InputRequest, RunRequest
 from thinkloop.text import validation_summary
 
@@ -53,7 +53,7 @@ async def run_events(
 ) -> EventSourceResponse:
     """The run's events as SSE: ``id`` is the event's number; reconnect with
     ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
-    run = gw.run(who, run_id)
+    run = await gw.run(who, run_id)
     start = after if after is not None else _int(last_event_id)
     key = key_from_headers(request.headers.get("authorization"),
                            request.headers.get("x-api-key"))
@@ -69,7 +69,8 @@ async def run_events(
             yield ServerSentEvent(data='{"status":401,"message":"the API key was revoked"}',
                                   event="error")
             return
-        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": run.status})
+        status = await run.end_status()
+        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": status})
                               .decode(), event="end")
 
     return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
@@ -122,38 +123,39 @@ class Socket:
     async def error(self, status: int, message: str) -> None:
         await self.send({"type": "error", "status": status, "message": message})
 
-    def follow(self, run: LiveRun, after: int = 0) -> None:
+    def follow(self, run: Followed, after: int = 0) -> None:
         old = self.follows.pop(run.id, None)
         if old is not None:
             old.cancel()
         self.follows[run.id] = asyncio.get_running_loop().create_task(self._forward(run, after))
 
-    async def _forward(self, run: LiveRun, after: int) -> None:
+    async def _forward(self, run: Followed, after: int) -> None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             async for _, data in run.follow(after):
                 async with self._lock:
                     await self.ws.send_text('{"type":"event","event":' + data.decode() + "}")
-            await self.send({"type": "run.end", "run_id": run.id, "status": run.status})
+            await self.send({"type": "run.end", "run_id": run.id,
+                             "status": await run.end_status()})
 
     async def handle(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
         if kind == "run":
             body = RunRequest.model_validate({k: v for k, v in frame.items() if k != "type"})
-            run = await self.gw.start_run(self.who, body.agent or DEFAULT_AGENT, body.task,
-                                          body.session, body.stream)
+            run = await self.gw.submit(self.who, body.agent or DEFAULT_AGENT, body.task,
+                                       body.session, body.stream)
             await self.send({"type": "run.accepted", "run_id": run.id})
             self.follow(run)
         elif kind == "subscribe":
-            run = self.gw.run(self.who, str(frame.get("run_id")))
+            run = await self.gw.run(self.who, str(frame.get("run_id")))
             self.follow(run, _int(str(frame.get("after") or 0)))
         elif kind == "abort":
-            run = self.gw.abort(self.who, str(frame.get("run_id")))
+            run = await self.gw.abort(self.who, str(frame.get("run_id")))
             await self.send({"type": "abort.accepted", "run_id": run.id})
         elif kind == "input":
             run_id = str(frame.get("run_id"))
             given = InputRequest.model_validate(
                 {k: v for k, v in frame.items() if k not in ("type", "run_id")})
-            self.gw.answer(self.who, run_id, given.id,
+            await self.gw.answer(self.who, run_id, given.id,
                            Answer(given.approved, given.answer, given.reason))
             await self.send({"type": "input.accepted", "run_id": run_id, "id": given.id})
         else:
