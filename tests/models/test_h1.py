@@ -86,17 +86,22 @@ async def test_sse_over_tls_with_chunks_split_inside_lines() -> None:
     stream = ('data: {"a":1}\r\n\r\ndata: x\u2028y\n\ndata: two\ndata: lines\r\r'
               ': c\n\ndata: [DONE]\n\n')
     raw = stream.encode()
+    conns = 0
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        request = await _read_request(reader)
-        assert b"accept: text/event-stream" in request
-        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-        for i in range(0, len(raw), 5):  # 5-byte chunks split CRLFs and UTF-8 sequences
-            part = raw[i:i + 5]
-            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        nonlocal conns
+        conns += 1
+        for _ in range(2):
+            request = await _read_request(reader)
+            assert b"accept: text/event-stream" in request
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            # 5-byte chunks split CRLFs and UTF-8 sequences; the last comes with the body's end.
+            frames = [b"%x\r\n%s\r\n" % (len(raw[i:i + 5]), raw[i:i + 5])
+                      for i in range(0, len(raw), 5)]
+            frames[-1] += b"0\r\n\r\n"
+            for frame in frames:
+                writer.write(frame)
+                await writer.drain()
         await reader.read(1)
         writer.close()
 
@@ -104,6 +109,8 @@ async def test_sse_over_tls_with_chunks_split_inside_lines() -> None:
     t = H1Transport(ssl_context=client_ctx)
     got = [d async for d in t.post_sse(_url(server, "https"), b"{}", H, 5)]
     assert got == ['{"a":1}', "x\u2028y", "two\nlines"]
+    assert [d async for d in t.post_sse(_url(server, "https"), b"{}", H, 5)] == got
+    assert conns == 1  # the stream was read to its end: its connection was reused
     await t.aclose()
     await _stop(server)
 

@@ -245,6 +245,10 @@ class H1Transport:
                     raise http_error(conn.status, text, conn.headers)
             async for data in _sse_data(conn, deadline):
                 if data == "[DONE]":
+                    # The body's end usually came in the same read: take it without
+                    # waiting, and the connection goes back to the pool.
+                    while not conn.chunks.empty():
+                        conn.chunks.get_nowait()
                     break
                 if data:
                     yield data
