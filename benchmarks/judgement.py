@@ -166,7 +166,8 @@ async def _run_all(rows: list[tuple[str, str]], select: bool) -> dict[str, objec
     cheap, strong = Worker("cheap"), Worker("strong")
     pool = ModelPool([PoolModel(cheap, 1, *PRICES["cheap"]),
                       PoolModel(strong, 3, *PRICES["strong"])])
-    judgement = Judgement(assess=AssessSettings(ask=False), select=pool if select else None,
+    heuristic_only = AssessSettings(ask=False, use_model=False)
+    judgement = Judgement(assess=heuristic_only, select=pool if select else None,
                           sensitive=None, learn=None)
     agent = Agent(strong, tools=[echo], max_steps=10, options=AgentOptions(judgement=judgement))
     misrouted = 0

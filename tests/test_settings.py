@@ -139,7 +139,7 @@ def test_only_settings_reads_the_environment() -> None:
 
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    readme = (SRC.parents[1] / "README.md").read_text()
+    readme = (SRC.parents[1] / "docs" / "cli.md").read_text()
     block = re.search(r"^```toml\n(.*?)^```", readme, re.S | re.M)
     assert block is not None
     (tmp_path / "thinkloop.toml").write_text(block.group(1))

@@ -9,7 +9,7 @@ import pytest
 from thinkloop import Agent
 from thinkloop.agent import AgentOptions
 from thinkloop.errors import ConfigError
-from thinkloop.judgement import Judgement, ModelPool, PoolModel
+from thinkloop.judgement import AssessSettings, Judgement, ModelPool, PoolModel
 from thinkloop.judgement.select import parse_pool
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.openai_compat import OpenAICompatModel
@@ -18,6 +18,8 @@ from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 from .helpers import Recorder, thinkloop_cli
+
+HEURISTIC = AssessSettings(use_model=False)
 
 
 def read_file(path: str) -> str:
@@ -53,9 +55,10 @@ async def test_code_task_goes_to_the_strong_model_with_its_effort() -> None:
                             "Fixed: the slice dropped the last item."], name="strong")
     events = Recorder()
     agent = Agent(cheap, tools=[read_file], on_event=events,
-                  options=AgentOptions(judgement=Judgement(select=pool_of(cheap, strong))))
-    result = await agent.run("Fix the off-by-one bug in pagination.py where the last page "
-                             "is missing.")
+                  options=AgentOptions(judgement=Judgement(assess=HEURISTIC,
+                                                           select=pool_of(cheap, strong))))
+    result = await agent.run("Refactor pagination.py: split the page maths into its own "
+                             "module, then fix the off-by-one where the last page is missing.")
     assert result.status == "completed" and cheap.calls == [] and len(strong.calls) == 2
     assert {c.settings.reasoning_effort for c in strong.calls} == {"high"}
     chosen = events.of("model.selected")[0]
@@ -82,7 +85,7 @@ async def test_suggest_upgrades_to_a_stronger_model() -> None:
     cheap = ScriptedModel([], name="cheap")
     strong = ScriptedModel(["Plan and patch done."], name="strong")
     pool = pool_of(cheap, strong, enforce_at=0.99, suggest_at=0.3)
-    agent = Agent(cheap, options=AgentOptions(judgement=Judgement(select=pool)))
+    agent = Agent(cheap, options=AgentOptions(judgement=Judgement(assess=HEURISTIC, select=pool)))
     await agent.run("Refactor the billing module to use the new Money class.")
     assert cheap.calls == [] and len(strong.calls) == 1
 
@@ -95,7 +98,8 @@ async def test_selection_over_the_loopback_sends_reasoning_effort(server: OpenAI
     big = OpenAICompatModel("big", base_url=server.base_url)
     pool = ModelPool([PoolModel(mini, 1), PoolModel(big, 3, reasoning_effort="medium")])
     events = Recorder()
-    agent = Agent(big, on_event=events, options=AgentOptions(judgement=Judgement(select=pool)))
+    agent = Agent(big, on_event=events,
+                  options=AgentOptions(judgement=Judgement(assess=HEURISTIC, select=pool)))
     assert (await agent.run("Capital of France?")).text == "Paris"
     await agent.run("Implement a retry decorator with exponential backoff for the "
                     "HTTP client.")
@@ -154,7 +158,41 @@ async def test_the_pool_resolves_its_models_with_the_agents_settings(
                             "models.openai_api_key": "sk-settings"}, env={})
     judgement = Judgement.parse("select", "openai:mini=1,openai:big=3")
     agent = Agent("openai:big", guard=False,
-                  options=AgentOptions(config=config, judgement=judgement))
+                  options=AgentOptions(judgement=judgement, config=config))
     assert (await agent.run("Capital of France?")).output == "Paris"
     assert [r["model"] for r in server.requests] == ["mini"]
     await agent.aclose()
+
+
+async def test_the_model_judges_difficulty_and_risk_and_price_picks(
+        server: OpenAIServer) -> None:
+    """A short production change the step heuristic calls simple: the model's assessment
+    says strong and irreversible, so the strong model answers; a plain question the model
+    calls easy goes to the cheap one."""
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(json.dumps({
+            "decision": "plan_with_rollback", "risk": "irreversible", "strong_model": True,
+            "reasons": ["production schema"], "questions": [], "steps": ["backup", "alter"]}),
+            model="judge")),
+        Reply(body=completion("Planned the migration with a backup first.", model="big")),
+        Reply(body=completion(json.dumps({
+            "decision": "direct", "risk": "none", "strong_model": False, "reasons": [],
+            "questions": [], "steps": []}), model="judge")),
+        Reply(body=completion("A haiku about autumn.", model="mini")))
+    judge = OpenAICompatModel("judge", base_url=server.base_url)
+    mini = OpenAICompatModel("mini", base_url=server.base_url)
+    big = OpenAICompatModel("big", base_url=server.base_url)
+    pool = ModelPool([PoolModel(mini, 1), PoolModel(big, 3)])
+    events = Recorder()
+    agent = Agent(mini, on_event=events, guard=False,
+                  options=AgentOptions(judgement=Judgement(
+                      assess=AssessSettings(model=judge, ask=False), select=pool)))
+    await agent.run("Add a NOT NULL column to the orders table in the production database.")
+    await agent.run("Write me a haiku about autumn leaves falling in the park.")
+    assert [r["model"] for r in server.requests] == ["judge", "big", "judge", "mini"]
+    first, second = events.of("model.selected")
+    assert first["model"] == "openai:big" and "risk irreversible" in first["reason"]
+    assert second["model"] == "openai:mini" and "not needed" in second["reason"]
+    for m in (judge, mini, big):
+        await m.aclose()

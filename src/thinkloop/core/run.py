@@ -133,6 +133,9 @@ class RunState:
     # Set when a guard withheld the tools for the next reply (``ctx.withhold_tools``): the
     # notice the model reads before it answers without tools.
     answer_now: str | None = None
+    # Replies rejected as engine text, not an answer (``loop/engine_text.py``): one is asked
+    # again without tools; a second ends the run ``no_answer``.
+    rejected_answers: int = 0
 
     @property
     def step(self) -> int:

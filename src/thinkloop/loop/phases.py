@@ -39,7 +39,7 @@ from thinkloop.hooks import (
     RunState,
     ToolHookContext,
 )
-from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
+from thinkloop.loop.engine_text import NOT_AN_ANSWER_NOTICE, why_not_an_answer
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.protocols.stream import ChunkFilter, chunk_filter
@@ -147,8 +147,8 @@ async def decide(
             return RunTools(assistant, calls)
         case Malformed(problem):
             return TryAgain(assistant, MALFORMED_NOTICE.format(problem=problem))
-        case Answer(text) if is_internal_echo(text):
-            return TryAgain(assistant, ECHO_NOTICE)
+        case Answer(text) if (why := why_not_an_answer(text, cfg.specs, state)):
+            return not_an_answer(state, assistant, why)
         case Answer(text):
             output = validated_output(cfg, state, text)
             if isinstance(output, _Invalid):
@@ -161,6 +161,16 @@ async def decide(
             await run_stage(cfg, ctx)
             return Finish(assistant, ctx.text, ctx.output)
     raise InternalError(f"unhandled reading {reading!r}")
+
+
+def not_an_answer(state: RunState, assistant: Message, why: str) -> TryAgain:
+    """Engine text instead of an answer: ask once more with the tools withheld; if that
+    reply is engine text too, the run ends ``no_answer`` (never ``completed``)."""
+    if state.rejected_answers:
+        raise StopRun("no_answer", f"the model gave no answer of its own: its reply {why}")
+    state.rejected_answers += 1
+    state.answer_now = ""  # withhold the tools; the notice below is the only note
+    return TryAgain(assistant, NOT_AN_ANSWER_NOTICE.format(why=why))
 
 
 class _Invalid:

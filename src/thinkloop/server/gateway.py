@@ -85,14 +85,17 @@ class Gateway:
         return await self.fleet.submit(who.user, agent_name, task, session, stream)
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
-                        session: str | None = None, stream: bool = True) -> LiveRun:
-        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once."""
+                        session: str | None = None, stream: bool = True,
+                        remember: bool = True) -> LiveRun:
+        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once.
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         _check_session(session)
         agent = await self.router.get(agent_name)
         self.live.reserve(who.user)
         try:
             key = session_key(who.user, session) if session else None
-            handle = agent.start(task, session=key, user_id=who.user, stream_model=stream)
+            handle = agent.start(task, session=key, user_id=who.user if remember else None,
+                                 stream_model=stream)
         except BaseException:
             self.live.release(who.user)
             raise
