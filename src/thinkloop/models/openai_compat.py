@@ -20,7 +20,7 @@ from thinkloop.models.openai_wire import (
 )
 from thinkloop.models.pricing import priced
 from thinkloop.models.retry import RetryPolicy, with_retries
-from thinkloop.models.transport import HttpTransport
+from thinkloop.models.transport import Transport, default_transport
 
 DEFAULT_QUIRKS = WireQuirks()
 DEFAULT_RETRY = RetryPolicy()
@@ -36,7 +36,7 @@ class OpenAICompatModel:
         name: str | None = None,
         quirks: WireQuirks = DEFAULT_QUIRKS,
         retry: RetryPolicy = DEFAULT_RETRY,
-        transport: HttpTransport | None = None,
+        transport: Transport | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.model_id = model_id
@@ -45,7 +45,7 @@ class OpenAICompatModel:
         self.url = f"{self.base_url}/chat/completions"
         self.quirks = quirks
         self.retry = retry
-        self.transport = transport or HttpTransport()
+        self.transport = transport or default_transport()
         self.headers = {"content-type": "application/json", **(headers or {})}
         if api_key:
             self.headers["authorization"] = f"Bearer {api_key}"

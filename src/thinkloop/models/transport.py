@@ -1,8 +1,11 @@
-"""One pooled aiohttp session per provider and event loop, mapping failures to typed errors.
+"""The transport seam: POST JSON bytes, read bytes or SSE ``data``, failures as typed errors.
 
-aiohttp was chosen by measurement (benchmarks/overhead.py): against the same loopback server
-it costs ~0.3 ms per request sequentially and stays flat at 200 concurrent runs, where httpx
-0.28 and httpx2 pay 2-9 ms per request in their connection pools.
+Two transports fit it. :func:`default_transport` picks the small ``httptools`` client
+(:mod:`thinkloop.models.h1`) when ``httptools`` is installed (the ``perf`` extra): by
+measurement (benchmarks/transport.py) it costs a fifth to a third of aiohttp's client CPU
+per request. :class:`HttpTransport` is one pooled aiohttp session per provider and event
+loop: against the same server it stays flat at 200 concurrent runs, where httpx 0.28 and
+httpx2 pay 2-9 ms per request in their connection pools (benchmarks/overhead.py).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import codecs
 import email.utils
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from thinkloop.core.errors import (
     ContextOverflowError,
@@ -37,6 +40,29 @@ _OVERFLOW_MARKERS = (
     "exceeds the context window",
     "context window",
 )
+
+
+class Transport(Protocol):
+    """What a model client needs from HTTP."""
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> bytes: ...
+
+    def post_sse(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[str]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def default_transport() -> Transport:
+    """The ``httptools`` client when it is installed, else the aiohttp one."""
+    try:
+        from thinkloop.models.h1 import H1Transport
+    except ImportError:
+        return HttpTransport()
+    return H1Transport()
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
