@@ -42,7 +42,7 @@ def page(stack: Stack, browser: Browser) -> Iterator[Page]:
     p.goto(stack.url + "/")
     p.fill("#key", stack.gateway.key("ana"))
     p.dispatch_event("#key", "change")
-    expect(p.locator("#agent option")).to_have_count(4)
+    expect(p.locator("#agent option")).to_have_count(5)  # the agents of conftest.AGENTS
     yield p
     p.close()
 
@@ -142,7 +142,7 @@ def test_no_auth_page_works_and_another_sites_page_cannot_drive_it(
     p = browser.new_page()
     p.set_default_timeout(15_000)
     p.goto(local.url + "/")  # the person's own tab: no key, the page's cookie
-    expect(p.locator("#agent option")).to_have_count(4)
+    expect(p.locator("#agent option")).to_have_count(5)  # the agents of conftest.AGENTS
     p.select_option("#agent", "helper")
     p.fill("#task", "Say hello.")
     p.click("#start")
