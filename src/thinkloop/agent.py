@@ -36,6 +36,7 @@ from thinkloop.hooks import (
     RunConfig,
     RunState,
     Stage,
+    ToolHookContext,
     entry_point_hooks,
     normalise,
 )
@@ -52,6 +53,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions, post_turn
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
+from thinkloop.tools.paging import READ_MORE, Pager
 from thinkloop.tracing import Tracing, default_tracing
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
@@ -101,6 +103,7 @@ class Agent:
         registry: RunRegistry | None = None,
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
+        observation_max_tokens: int | None = None,
         config: Settings | None = None,
         model_registry: ModelRegistry | None = None,
     ) -> None:
@@ -126,7 +129,13 @@ class Agent:
                               f"{type(self.store).__name__} does not (use the default store, "
                               "store='memory', or a SQLite/PostgreSQL URL)")
         self.memory = Memory(self.store) if memory is True else (memory or None)
-        self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
+        # A tool result over this many tokens goes into history truncated, read_more pages on
+        # (None: the settings' observation_max_tokens; 0: no cap).
+        cap = (self.config.observation_max_tokens if observation_max_tokens is None
+               else observation_max_tokens)
+        self.pager = Pager(cap) if cap > 0 else None
+        self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ()),
+                                *([self.pager.tool()] if self.pager else ())])
         if plugins:
             _add_plugin_tools(self.tools)
         gs = self._judged_guards(guard, isolation, judgement, resolve)
@@ -182,7 +191,10 @@ class Agent:
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
-        return Hooks([*early, *guard_hooks, *context, *judged,
+        # The cap comes first, so that the guards mark the page history keeps as outside
+        # content, whole, rather than a block cut in half.
+        capped = pager_hooks(self.pager) if self.pager else []
+        return Hooks([*capped, *early, *guard_hooks, *context, *judged,
                       *(entry_point_hooks() if plugins else ()), *own,
                       *(self.runbook.hooks() if self.runbook else ()),
                       *(self.tracing.hooks() if self.tracing else ())])
@@ -477,6 +489,22 @@ def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
             raise ConfigError(f"two tools are named {tool.name!r}")
         out[tool.name] = tool
     return out
+
+
+def pager_hooks(pager: Pager) -> list[Hook]:
+    """Tool results over the cap go into history as their first page and a note; read_more is
+    offered once there is something to read on."""
+
+    def cap(ctx: ToolHookContext) -> None:
+        if ctx.result is not None:
+            ctx.result = pager.shorten(ctx.result, ctx.cfg.session_id, ctx.state.run_id)
+
+    def offer(ctx: ReasonContext) -> None:
+        if not pager.holds(ctx.cfg.session_id, ctx.state.run_id):
+            ctx.tools = [t for t in ctx.tools if t.name != READ_MORE]
+
+    return [Hook("post_tool", cap, name="context.observation_cap"),
+            Hook("pre_reason", offer, name="context.read_more")]
 
 
 def pipeline_hook() -> Hook:

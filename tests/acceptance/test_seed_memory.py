@@ -61,3 +61,54 @@ async def test_after_an_auto_compaction_the_30_most_recent_messages_stay_verbati
     assert len(kept) == 30
     assert [m.content for m in kept[::2]] == [f"question {i}" for i in range(11, 26)]
     assert all(m.content == "done after 0 steps" for m in kept[1::2])
+
+
+PAGE = "".join(f"[line {i:05d}] the quick brown fox jumps over the lazy dog\n"
+               for i in range(1800))  # 102,600 characters
+
+
+@tool
+def fetch_page(url: str) -> str:
+    """A web page's text."""
+    return PAGE
+
+
+async def test_a_100k_character_page_goes_into_history_truncated_with_a_way_to_page_on(
+        llm: OpenAIServer, tmp_path: Path) -> None:
+    assert len(PAGE) > 100_000
+    llm.enqueue(calls(("fetch_page", {"url": "https://example.org/report"})),
+                calls(("read_more", {"ref": "out1", "offset": 16000})),
+                say("The report has 1800 lines."))
+    async with Agent(tools=[fetch_page], store=str(tmp_path / "t.db")) as agent:
+        result = await agent.run("Summarise https://example.org/report", session="s")
+        assert result.status == "completed", result.error
+        history = await agent.store.load("s")
+    first = next(m for m in llm.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert len(first) < 20_000  # about 4000 tokens, not the whole page
+    assert "[line 00000]" in first and "[line 00300]" not in first
+    assert ('[Output truncated: showing characters 0-16000 of 102600' in first
+            and 'call read_more with ref="out1" and offset=16000' in first)
+    offered = [[t["function"]["name"] for t in r["tools"]] for r in llm.requests]
+    assert offered[0] == ["fetch_page"]  # read_more only once there is something to read
+    assert offered[1] == ["fetch_page", "read_more"]
+    second = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert second.startswith('<untrusted_content source="read_more"')  # outside content
+    second = second.replace("^", " ")  # datamarked: spaces read as ^
+    assert PAGE[16000:32000] in second  # the next page
+    assert 'ref="out1" and offset=32000' in second
+    stored = [m.content for m in history if m.role == "tool"]
+    assert len(stored[0]) < 20_000 and "[line 00300]" not in stored[0]
+
+
+async def test_truncated_output_is_readable_only_from_its_own_session(
+        llm: OpenAIServer, tmp_path: Path) -> None:
+    llm.enqueue(calls(("fetch_page", {"url": "https://example.org/a"})),
+                say("It starts: [line 00000] the quick brown fox jumps over the lazy dog"),
+                calls(("read_more", {"ref": "out1", "offset": 16000})),
+                say("There is no truncated output out1 to read."))
+    async with Agent(tools=[fetch_page], store=str(tmp_path / "t.db")) as agent:
+        await agent.run("Read https://example.org/a", session="alice")
+        await agent.run("Read on from out1", session="mallory")
+    denied = [m for m in llm.requests[3]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "Error: no truncated output 'out1' to read" in denied.replace("^", " ")
+    assert "[line 00300]" not in orjson.dumps(llm.requests[3]["messages"]).decode()

@@ -35,6 +35,7 @@ MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
+OBSERVATION_MAX_TOKENS = 4000
 # How long a person has to answer: an approval on a terminal, one through the gateway (a web
 # page or a chat, so slower), and an ask_human question.
 APPROVAL_TIMEOUT_S = 60.0
@@ -190,6 +191,9 @@ class Settings(BaseSettings):
     model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
     max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = RUN_TIMEOUT_S
+    observation_max_tokens: int = Field(
+        OBSERVATION_MAX_TOKENS, ge=0, description="a tool result over this many tokens goes "
+        "into history truncated, with a note; read_more pages on (0: no cap)")
     tool_timeout_s: float = TOOL_TIMEOUT_S
     approval_timeout_s: float = Field(APPROVAL_TIMEOUT_S, gt=0,
                                       description="how long an approval asked on a terminal "
