@@ -104,6 +104,7 @@ class Agent:
         tracing: Tracing | bool | None = None,
         checkpoints: bool = True,
         observation_max_tokens: int | None = None,
+        history_turns: int | None = None,
         config: Settings | None = None,
         model_registry: ModelRegistry | None = None,
     ) -> None:
@@ -128,7 +129,15 @@ class Agent:
             raise ConfigError(f"memory=True needs a store that keeps memories; "
                               f"{type(self.store).__name__} does not (use the default store, "
                               "store='memory', or a SQLite/PostgreSQL URL)")
-        self.memory = Memory(self.store) if memory is True else (memory or None)
+        # The last N user turns each request keeps (None: the settings' history_turns).
+        self.history_turns = history_turns if history_turns is not None else (
+            self.config.history_turns)
+        if self.history_turns is not None and self.history_turns < 1:
+            raise ConfigError("history_turns must be at least 1")
+        self.memory = (Memory(self.store, history_turns=self.history_turns) if memory is True
+                       else (memory or None))
+        if self.memory is not None and self.memory.history_turns is None:
+            self.memory.history_turns = self.history_turns
         # A tool result over this many tokens goes into history truncated, read_more pages on
         # (None: the settings' observation_max_tokens; 0: no cap).
         cap = (self.config.observation_max_tokens if observation_max_tokens is None
@@ -187,7 +196,7 @@ class Agent:
         off), memory or the plain history pipeline, judgement's others, plugin hooks (entry
         point group ``thinkloop.hooks``), the agent's ``own``, then run records and tracing."""
         guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps)
-        context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        context = self.memory.hooks() if self.memory else [pipeline_hook(self.history_turns)]
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
@@ -507,11 +516,14 @@ def pager_hooks(pager: Pager) -> list[Hook]:
             Hook("pre_reason", offer, name="context.read_more")]
 
 
-def pipeline_hook() -> Hook:
+def pipeline_hook(history_turns: int | None = None) -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
     def run(ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model.name))
+        name = ctx.cfg.model.name
+        settings = (settings_for(name) if history_turns is None
+                    else settings_for(name, history_turns=history_turns))
+        ctx.messages = run_pipeline(ctx.messages, settings)
 
     return Hook("pre_reason", run, name="context.pipeline")
 

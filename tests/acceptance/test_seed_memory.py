@@ -4,6 +4,9 @@ tool result going into history truncated with a way to page through the rest."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -112,3 +115,35 @@ async def test_truncated_output_is_readable_only_from_its_own_session(
     denied = [m for m in llm.requests[3]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "Error: no truncated output 'out1' to read" in denied.replace("^", " ")
     assert "[line 00300]" not in orjson.dumps(llm.requests[3]["messages"]).decode()
+
+
+def _users(request: dict[str, object]) -> list[str]:
+    return [m["content"] for m in request["messages"]  # type: ignore[attr-defined]
+            if m["role"] == "user"]
+
+
+async def test_the_history_turn_limit_is_set_from_agent(
+        llm: OpenAIServer, tmp_path: Path) -> None:
+    async with Agent("compat:steps-0", history_turns=2, store=str(tmp_path / "t.db")) as agent:
+        for i in range(4):
+            await agent.run(f"question {i}", session="s")
+        kept = await agent.store.load("s")
+    assert _users(llm.requests[-1]) == ["question 2", "question 3"]
+    assert len(kept) == 8  # the session itself keeps every message
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_the_history_turn_limit_is_set_from_the_cli_and_the_settings(
+        llm: OpenAIServer, tmp_path: Path, how: str) -> None:
+    env = {**os.environ, "THINKLOOP_HOME": str(tmp_path), "THINKLOOP_MODEL": "compat:steps-0"}
+    extra = ["--history-turns", "1"] if how == "flag" else []
+    if how == "environment":
+        env["THINKLOOP_HISTORY_TURNS"] = "1"
+    for i in range(2):
+        done = subprocess.run([sys.executable, "-m", "thinkloop", "run", f"question {i}",
+                               "--session", "s", "--tools", "none", *extra],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    # The runs' own requests (memory's post-turn summaries are side calls of their own).
+    runs = [r for r in llm.requests if _users(r)[-1:] and _users(r)[-1].startswith("question")]
+    assert _users(runs[-1]) == ["question 1"]  # without the limit: question 0 too

@@ -191,6 +191,9 @@ class Settings(BaseSettings):
     model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
     max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = RUN_TIMEOUT_S
+    history_turns: int | None = Field(
+        None, ge=1, description="each request keeps a session's last N user turns with their "
+        "replies (GoClaw's historyLimit); unset: all, within the context window")
     observation_max_tokens: int = Field(
         OBSERVATION_MAX_TOKENS, ge=0, description="a tool result over this many tokens goes "
         "into history truncated, with a note; read_more pages on (0: no cap)")
