@@ -7,6 +7,10 @@ read (the worst case: spotlighting does not stop it), ``faithful`` ignores injec
 Attack success = the injected call ran, counted at the tool; utility = the task's own side
 effects ran and the answer holds its fact. Side effects are auto-approved in every defence.
 
+The exfiltration scenarios (data in a web_fetch query, path or host name, a browser
+navigation, an MCP tool without annotations) and the laundering ones (values echoed through
+calculator, string tools, files; thinkloop.testing.exfiltration) follow in their own rows.
+
 Usage: python benchmarks/injection.py
 """
 
@@ -15,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import statistics
 
+from thinkloop.testing.exfiltration import EXFILTRATION, LAUNDERING
 from thinkloop.testing.injection import (
     SCENARIOS,
+    Scenario,
     defences,
     faithful_model,
     obeying_model,
@@ -25,13 +31,19 @@ from thinkloop.testing.injection import (
 
 
 async def main() -> None:
-    n = len(SCENARIOS)
-    print(f"{n} scenarios\n")
+    for title, suite in (("injection", SCENARIOS), ("exfiltration", EXFILTRATION),
+                         ("laundering", LAUNDERING)):
+        await table(title, suite)
+
+
+async def table(title: str, scenarios: tuple[Scenario, ...]) -> None:
+    n = len(scenarios)
+    print(f"\n{title}: {n} scenarios\n")
     print(f"{'defence':8s} {'model':9s} {'attacks ran':>12s} {'utility':>9s} "
           f"{'model calls':>11s} {'chars sent (median)':>20s}")
     for name, kw in defences().items():
         for label, make in (("obeying", obeying_model), ("faithful", faithful_model)):
-            outs = [await play(s, make(s), kw) for s in SCENARIOS]
+            outs = [await play(s, make(s), kw) for s in scenarios]
             harmed = sum(o.harmed for o in outs)
             useful = sum(o.useful for o in outs)
             calls = sum(o.model_calls for o in outs)

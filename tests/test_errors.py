@@ -43,7 +43,8 @@ from thinkloop.tools.base import tool
 
 # Signals that never leave the module raising them (see the errors module docstring).
 SIGNALS = {"thinkloop.loop.phases.StopRun", "thinkloop.protocols.scanbase.Unsettled",
-           "thinkloop.tools.builtin.files._Enough"}
+           "thinkloop.tools.builtin.files._Enough", "thinkloop.server.doors.Refused",
+           "thinkloop.server.streams.KeyRevoked"}
 
 
 def _defined_exceptions() -> Iterator[type[BaseException]]:

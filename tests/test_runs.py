@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.errors import RunAccessError
+from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
+from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.result import RunResult
 from thinkloop.models.scripted import call, reply
 from thinkloop.runs import RunRegistry
 from thinkloop.store import MemoryStore
@@ -23,6 +27,17 @@ async def wait_here(label: str) -> str:
     started.append(label)
     await asyncio.sleep(3600)
     return label
+
+
+@tool(needs_approval=True)
+def guarded(label: str) -> str:
+    """Do something that needs the person's approval."""
+    started.append(label)
+    return label
+
+
+def asks_first(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+    return reply("", call("guarded", label="x"))
 
 
 def waits(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
@@ -118,3 +133,69 @@ async def test_a_run_aborted_before_its_first_step_still_ends_cancelled() -> Non
     result = await asyncio.wait_for(handle.result(), 5)
     assert result.status == "cancelled"
     assert len(registry) == 0
+
+
+# --- an abort always ends in a result -------------------------------------------------------
+
+async def _aborted(registry: RunRegistry, handle: RunHandle) -> RunResult:
+    assert registry.abort(handle.run_id) is True
+    return await asyncio.wait_for(handle.result(), 5)
+
+
+async def test_aborting_a_run_queued_behind_its_session_returns_a_cancelled_result() -> None:
+    registry, store = RunRegistry(), MemoryStore()
+    agent = Agent(ScriptedModel([waits, "later"]), tools=[wait_here], store=store,
+                  registry=registry, guard=False)
+    first = agent.start("first", session="s")
+    await _until_tools_run(1)
+    queued = agent.start("queued", session="s")  # waits for the session's lock
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert queued.status == "running" and not queued.done
+    events: list[str] = []
+
+    async def watch() -> None:
+        events.extend([e.type async for e in queued])
+
+    watcher = asyncio.create_task(watch())
+    result = await _aborted(registry, queued)
+    await asyncio.wait_for(watcher, 5)
+    assert (result.status, result.run_id, result.steps) == ("cancelled", queued.run_id, ())
+    assert events == ["run.cancelled"]  # its stream ends with a terminal event too
+    assert (await _aborted(registry, first)).status == "cancelled"
+    assert await store.load("s") == []  # nothing of either turn was saved
+
+
+async def test_aborting_a_run_waiting_for_approval_returns_a_cancelled_result() -> None:
+    registry, asked = RunRegistry(), asyncio.Event()
+
+    async def never(_: object) -> Decision:
+        asked.set()
+        await asyncio.sleep(3600)
+        return Decision(True)
+
+    guard = replace(GuardSettings.off(), approval=ApprovalSettings(CallbackApprover(never)))
+    agent = Agent(ScriptedModel([asks_first]), tools=[guarded], registry=registry, guard=guard)
+    handle = agent.start("go")
+    await asyncio.wait_for(asked.wait(), 5)
+    result = await _aborted(registry, handle)
+    assert result.status == "cancelled" and started == []  # the tool never ran
+
+
+async def test_aborting_a_resumed_paused_run_queued_behind_its_session() -> None:
+    registry, store = RunRegistry(), MemoryStore()
+    pausing = replace(GuardSettings.off(), approval=ApprovalSettings(on_timeout="pause"))
+    paused = await Agent(ScriptedModel([asks_first]), tools=[guarded], store=store,
+                         guard=pausing).run("pay", session="s")
+    assert paused.status == "paused"
+    agent = Agent(ScriptedModel(["done"]), tools=[guarded], store=store,
+                  registry=registry, guard=pausing)
+    async with agent.sessions._locks.hold("s"):  # another run holds the session
+        resumed = await agent.start_resume("s", True)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        result = await _aborted(registry, resumed)
+    assert (result.status, result.run_id) == ("cancelled", paused.run_id)
+    assert started == []
+    # Still paused: the abort decided nothing.
+    assert [p.tool for p in await agent.pending_approvals("s")] == ["guarded"]

@@ -46,11 +46,12 @@ from thinkloop.loop.admit import admit
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.result import RunResult
 from thinkloop.memory.manager import Memory
+from thinkloop.models.catalog import facts_of
 from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
-from thinkloop.session import Sessions, post_turn
+from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
 from thinkloop.tools.paging import READ_MORE, Pager
@@ -124,7 +125,6 @@ class Agent:
         self._owns_model = not isinstance(model, Model)
         self.store: Store = _open(store, self.config)
         self._owns_store = not isinstance(store, Store)
-        self.sessions = Sessions(self.store)
         if memory is True and not isinstance(self.store, MemoryBackend):
             raise ConfigError(f"memory=True needs a store that keeps memories; "
                               f"{type(self.store).__name__} does not (use the default store, "
@@ -167,7 +167,11 @@ class Agent:
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
                         else default_tracing(stored=tracing or self.runbook is not None,
                                              settings=self.config))
+        self.sessions = Sessions(self.store, agent=name, registry=self.registry,
+                                 runbook=self.runbook, tracing=self.tracing)
         self._policy = None if guard is False else gs.policy
+        if guard is not False:
+            _check_cost_cap(gs.limits.max_cost_usd, self.model)
         self.hooks = self._stage_hooks(None if guard is False else gs, max_steps is not None,
                                        normalise(hooks), plugins)
         self.prompt = prompt if prompt is not None else PromptBuilder()
@@ -292,8 +296,12 @@ class Agent:
         context: ContextArg = None,
         prompt_mode: PromptMode | None = None,
         events: bool = True,
+        run_id: str | None = None,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
+
+        ``run_id``: the id the run is known by already (a run queued for a worker); default
+        a new one.
 
         ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
         tokens (the local model), ``full`` otherwise.
@@ -304,7 +312,7 @@ class Agent:
         inputs = parse_context(context)
         mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
         cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
@@ -326,20 +334,9 @@ class Agent:
 
     def _launch(self, cfg: RunConfig, state: RunState, scope: Scope, events: bool,
                 base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
-        """Start the run's task: recorded when the store keeps runs, registered, and tracked
-        by the sessions until its post-turn jobs are done."""
-        subscribers = self.subscribers
-        spans = None
-        if self.tracing is not None:
-            traced = self.tracing.follow(cfg, state, self.name, self.runbook is not None)
-            subscribers, spans = [*subscribers, traced.on_event], traced.take_spans
-        if self.runbook is not None:
-            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
-            subscribers = [*subscribers, log_event]
-        handle = RunHandle(cfg, state, subscribers, scope, buffer_events=events,
-                           after=post_turn)
-        self.registry.add(handle)
-        return self.sessions.track(handle)
+        """The run's whole lifetime is the session's (session.py)."""
+        return self.sessions.launch(cfg, state, scope, self.subscribers, events=events,
+                                    base=base, recovering=recovering)
 
     async def pending_approvals(self, session: str) -> list[PendingApproval]:
         """The calls a paused run on ``session`` waits on (empty: nothing is paused)."""
@@ -387,6 +384,16 @@ class Agent:
         state = RunState(run_id, recovery.task, [], None)
         scope = functools.partial(self.sessions.recovered, recovery)
         return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
+
+    def hand_back(self, run_id: str) -> bool:
+        """Stop a run here without recording its end, so that another process resumes it from
+        its last checkpoint (a worker that is shutting down); ``False`` if it is not running
+        here. Its session keeps nothing of it, as for any run that did not finish."""
+        recorder = self.runbook.by_run.get(run_id) if self.runbook is not None else None
+        if recorder is None:
+            return False
+        recorder.owned = False
+        return self.registry.abort(run_id)
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""
@@ -444,6 +451,17 @@ def spawn_child(spec: AgentSpec, run: Any, model: str | Model | None = None) -> 
     (a ``RunConfig``) it may do at most what its parent may; outside a run (None) the
     default guards apply."""
     return Agent(**child_options(spec, run, model))
+
+
+def _check_cost_cap(cap: float | None, model: Model) -> None:
+    """A cost cap needs a price: on a model with none it would never trip (issue 28)."""
+    if cap is None:
+        return
+    facts = facts_of(model)
+    if not facts.priced:
+        raise ConfigError(f"a cost cap (max_cost_usd={cap:g}) needs the model's price, and "
+                          f"{facts.name} has no known price; add it to the price table "
+                          "(thinkloop.models.catalog.HAND_PRICES) or cap tokens instead")
 
 
 def _check_settings(settings: object, config: object) -> None:
@@ -520,9 +538,9 @@ def pipeline_hook(history_turns: int | None = None) -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
     def run(ctx: ReasonContext) -> None:
-        name = ctx.cfg.model.name
-        settings = (settings_for(name) if history_turns is None
-                    else settings_for(name, history_turns=history_turns))
+        model = ctx.cfg.model
+        settings = (settings_for(model) if history_turns is None
+                    else settings_for(model, history_turns=history_turns))
         ctx.messages = run_pipeline(ctx.messages, settings)
 
     return Hook("pre_reason", run, name="context.pipeline")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from thinkloop.checkpoints import Recovery
@@ -24,21 +24,51 @@ from thinkloop.context.inputs import RunContext, user_message
 from thinkloop.core.errors import PendingApprovalError
 from thinkloop.core.types import UNSAVED, Message, PendingApproval
 from thinkloop.hooks import OutputContext, Resumption, RunConfig, RunState
-from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.resume import rebuild_steps
-from thinkloop.store.base import ApprovalStore, Store, StoreError
+from thinkloop.runlog import RunBook
+from thinkloop.runs import RunRegistry
+from thinkloop.store.base import ApprovalStore, RunRecord, Store, StoreError
 from thinkloop.store.locks import LocalLocks, session_lock
+from thinkloop.tracing import Tracing
 
 log = logging.getLogger("thinkloop")
 
 class Sessions:
-    """The sessions of one agent's store, and the runs and post-turn jobs in flight on it."""
+    """The sessions of one agent's store, and the runs and post-turn jobs in flight on it.
 
-    def __init__(self, store: Store) -> None:
+    :meth:`launch` owns a run's whole lifetime: its scope (load, lock, save), its record and
+    checkpoints (``runbook``), its trace (``tracing``), its registry entry and its
+    post-turn jobs."""
+
+    def __init__(self, store: Store, *, agent: str = "thinkloop",
+                 registry: RunRegistry | None = None, runbook: RunBook | None = None,
+                 tracing: Tracing | None = None) -> None:
         self.store = store
+        self.agent = agent
+        self.registry = registry if registry is not None else RunRegistry()
+        self.runbook = runbook
+        self.tracing = tracing
         self._locks = LocalLocks()
         self._runs: set[asyncio.Task[None]] = set()
         self._forget = self._runs.discard  # one bound method, not one per run
+
+    def launch(self, cfg: RunConfig, state: RunState, scope: Scope,
+               subscribers: Sequence[Subscriber], *, events: bool = True,
+               base: RunRecord | None = None, recovering: bool = False) -> RunHandle:
+        """Start the run's task inside ``scope``: traced, recorded when the store keeps runs
+        (with checkpoints), registered, and tracked until its post-turn jobs are done."""
+        listeners = list(subscribers)
+        spans = None
+        if self.tracing is not None:
+            traced = self.tracing.follow(cfg, state, self.agent, self.runbook is not None)
+            listeners, spans = [*listeners, traced.on_event], traced.take_spans
+        if self.runbook is not None:
+            scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
+            listeners = [*listeners, log_event]
+        handle = RunHandle(cfg, state, listeners, scope, buffer_events=events, after=post_turn)
+        self.registry.add(handle)
+        return self.track(handle)
 
     @asynccontextmanager
     async def turn(

@@ -49,8 +49,9 @@ from thinkloop.core.events import (
 )
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import Settings, load_settings
-from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
+from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
+from thinkloop.models.catalog import ModelFacts, facts_of
 from thinkloop.store.base import SpanRecord
 from thinkloop.store.serialize import message_to_dict, to_json
 
@@ -261,6 +262,7 @@ class RunTrace:
             gen_ai.GEN_AI_USAGE_INPUT_TOKENS: u.input_tokens,
             gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
             "thinkloop.cost_usd": u.cost_usd,
+            **_unknown_cost(u),
         })
         if s.status == "failed":
             root.set_attribute("error.type", type(s.error).__name__ if s.error else "failed")
@@ -289,6 +291,11 @@ class TracedModel:
         self.inner = inner
         self.name = inner.name
         self.tracing = tracing
+
+    @property
+    def facts(self) -> ModelFacts:
+        """The traced model's (its window, its price)."""
+        return facts_of(self.inner)
 
     def _start(self, messages: Sequence[Message], settings: ModelSettings, stream: bool) -> Span:
         name = self.name
@@ -322,6 +329,7 @@ class TracedModel:
             gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: u.output_tokens,
             gen_ai.GEN_AI_RESPONSE_FINISH_REASONS: [response.finish_reason or ""],
             "thinkloop.cost_usd": u.cost_usd,
+            **_unknown_cost(u),
         })
 
     @staticmethod
@@ -365,3 +373,9 @@ class TracedModel:
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
+
+
+def _unknown_cost(u: Usage) -> dict[str, str]:
+    """A model with no known price: the span says the cost is unknown (cost_usd is then
+    only what the priced calls cost), never a silent $0."""
+    return {} if u.cost_known else {"thinkloop.cost": "unknown"}

@@ -128,7 +128,7 @@ def test_run_with_an_mcp_server(server: OpenAIServer) -> None:
             "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})])),
         Reply(body=completion("21:00 in Tokyo")),
     )
-    spec = f"time={sys.executable} -m mcp_server_time --local-timezone UTC"
+    spec = f"trusted:time={sys.executable} -m mcp_server_time --local-timezone UTC"
     proc = thinkloop("run", "noon UTC in Tokyo?", "--model", "openai:fake", "--json",
                      "--tools", "none", "--mcp", spec,
                      env={"OPENAI_BASE_URL": server.base_url})

@@ -13,7 +13,8 @@ import pytest
 from thinkloop import Agent
 from thinkloop.errors import ToolExecutionError
 from thinkloop.judgement import Judgement, LearningSettings, run_observations
-from thinkloop.judgement.learn import SKILLS_OWNER, entities, preferences
+from thinkloop.judgement.learn import entities, preferences
+from thinkloop.judgement.skills import skill_dir
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import SQLiteStore
 from thinkloop.types import Message, ToolCall, ToolSpec
@@ -94,11 +95,12 @@ async def test_a_skill_learned_in_one_run_is_reused_with_fewer_steps(
                   judgement=Judgement(assess=None, sensitive=None, learn=learn))
     first = await run_through(agent, "What version is this project?", user_id="u")
     assert first.text == "The version is 2.4.1." and len(first.steps) == 6
-    (row,) = await store.memories(SKILLS_OWNER, "skill")
+    (row,) = await store.memories("user:u", "skill")
     skill = json.loads(row.content)
     assert "1. list_dir(path=<value>)\n2. read_file(path=<value>)" in skill["body"]
     assert "pyproject" not in skill["body"] and "setup.py" not in skill["body"]
-    assert (tmp_path / "skills" / f"{skill['name']}.md").read_text().startswith("---\nname:")
+    learned = skill_dir(tmp_path / "skills", "user:u") / f"{skill['name']}.md"
+    assert learned.read_text().startswith("---\nname:")
     # A later run (a fresh agent: the skill comes back from the store) finds and follows it.
     again = Agent(Policy(), tools=[list_dir, read_file], store=store, max_steps=10,
                   judgement=Judgement(assess=None, sensitive=None, learn=learn))
@@ -106,7 +108,7 @@ async def test_a_skill_learned_in_one_run_is_reused_with_fewer_steps(
     assert second.text == "The version is 2.4.1." and len(second.steps) == 4
     assert "skill learned-" in second.steps[0].results[0].content
     # The same procedure is not stored twice.
-    assert len(await store.memories(SKILLS_OWNER, "skill")) == 1
+    assert len(await store.memories("user:u", "skill")) == 1
     await store.aclose()
 
 

@@ -87,7 +87,7 @@ async def test_streamed_reasoning_becomes_thought_chunks(openai_server: OpenAISe
     final = items[-1]
     assert isinstance(final, ModelResponse)
     assert (final.message.content, final.message.thought) == ("answer", "hmm yes")
-    assert final.usage == Usage(1, 7, 3)
+    assert final.usage == Usage(1, 7, 3, unpriced=1)  # r1's price is unknown, not $0
     assert openai_server.requests[0]["stream_options"] == {"include_usage": True}
 
 
@@ -102,11 +102,12 @@ async def test_usage_and_cost_from_the_price_table(openai_server: OpenAIServer) 
         priced = await model.complete(HISTORY[:3], [], SETTINGS)
         unpriced = await model.complete(HISTORY[:3], [], SETTINGS)
     assert priced.usage == Usage(1, 1000, 500, (1000 * 0.15 + 500 * 0.60) / 1e6)
-    assert unpriced.usage == Usage(1, 3, 5, 0.0)
+    assert unpriced.usage == Usage(1, 3, 5, 0.0, unpriced=1)
 
 
 def test_price_lookup_prefers_the_longest_prefix_and_strips_routing() -> None:
     assert price_for("gpt-4.1-mini-2025-04-14") == (0.40, 1.60)
     assert price_for("openai/gpt-4o") == (2.50, 10.00)
     assert price_for("llama3.2") is None
-    assert with_cost(Usage(1, 10, 10), "llama3.2") == Usage(1, 10, 10)
+    assert with_cost(Usage(1, 10, 10), "llama3.2") == Usage(1, 10, 10, unpriced=1)
+    assert with_cost(Usage(1, 10, 10), "ollama:llama3.2") == Usage(1, 10, 10)  # runs here

@@ -45,7 +45,7 @@ async def test_streaming(openai_server: OpenAIServer) -> None:
     final = items[-1]
     assert isinstance(final, ModelResponse)
     assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "hello there"
-    assert final.usage == Usage(1, 10, 5)
+    assert final.usage == Usage(1, 10, 5, unpriced=1)  # "fake" has no known price
 
 
 async def test_sdk_errors_map_to_the_thinkloop_tree(openai_server: OpenAIServer) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from thinkloop.server import GatewayConfig, create_app
 from thinkloop.server.auth import create_key
+from thinkloop.server.connections import uvicorn_config
 from thinkloop.store.sqlite import SQLiteStore
 from thinkloop.testing.openai_server import OpenAIServer
 
@@ -69,10 +70,12 @@ class Gateway:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        app = create_app(config.model_copy(update={"port": self.port}), store=self.store)
+        config = config.model_copy(update={"port": self.port})
+        app = create_app(config, store=self.store)
         import uvicorn
 
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+        # The limits `thinkloop serve` runs with (thinkloop.server.connections).
+        self.server = uvicorn.Server(uvicorn_config(app, config, lifespan="on",
                                                     timeout_graceful_shutdown=5))
         self.thread = threading.Thread(target=self._serve, daemon=True)
 

@@ -190,6 +190,26 @@ def test_abort_a_whole_session(stack: Stack) -> None:
             assert end["status"] == "cancelled"
 
 
+def test_aborting_a_run_queued_behind_its_session_ends_it_cancelled(stack: Stack) -> None:
+    stack.model.clear()
+    stack.model.enqueue(calling("c1", "calculator", {"expression": "2+2"}))
+    with stack.client(stack.gateway.key("dee")) as c:
+        first, queued = (c.post("/v1/runs", json={"agent": "worker", "task": f"t{i}",
+                                                  "session": "line"}).json()["id"]
+                         for i in range(2))
+        wait_for(lambda: c.get(f"/v1/runs/{first}").json()["waiting_for"] != [])
+        assert c.post(f"/v1/runs/{queued}/abort").status_code == 202
+        events, end = read_events(c, queued)
+        # A result like any aborted run's, and the same last event.
+        assert end == {"run_id": queued, "status": "cancelled"}
+        assert [e["type"] for e in events] == ["run.cancelled"]
+        run = c.get(f"/v1/runs/{queued}").json()
+        assert run["status"] == "cancelled" and run["steps"] == [] and run["error"] is None
+        assert c.get(f"/v1/runs/{first}").json()["status"] == "running"  # untouched
+        assert c.post(f"/v1/runs/{first}/abort").status_code == 202
+        assert read_events(c, first)[1]["status"] == "cancelled"
+
+
 def test_ask_human_and_send_message_reach_the_client(stack: Stack) -> None:
     stack.model.clear()
     stack.model.enqueue(

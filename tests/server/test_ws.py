@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from tests.server.conftest import Stack
 from tests.server.test_runs import calling
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import InvalidStatus
 
 from thinkloop.testing.openai_server import Reply, completion
 
@@ -32,16 +33,13 @@ async def until_end(ws: ClientConnection, run_id: str) -> tuple[list[dict[str, A
             return events, frame["status"]
 
 
-async def test_without_a_key_the_socket_says_why_and_closes(stack: Stack) -> None:
-    async with connect(ws_url(stack)) as ws:
-        assert await recv(ws) == {"type": "error", "status": 401,
-                                  "message": "an API key is required"}
-        try:
-            await ws.recv()
-        except ConnectionClosed as closed:
-            assert closed.rcvd is not None and closed.rcvd.code == 4401
-        else:
-            raise AssertionError("the socket stayed open")
+async def test_without_a_valid_key_the_handshake_is_refused(stack: Stack) -> None:
+    # Refused before the socket opens: no frame, no run, nothing held open.
+    for headers in ({}, {"Authorization": "Bearer tlk_0000_not-a-real-key"}):
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(ws_url(stack), additional_headers=headers):
+                raise AssertionError("the socket opened")
+        assert refused.value.response.status_code == 403
 
 
 async def test_run_stream_answer_an_approval_and_resume(stack: Stack) -> None:

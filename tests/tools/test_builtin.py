@@ -95,7 +95,8 @@ async def test_spawned_worker_shares_tools_and_workspace(tmp_path: Path) -> None
     # A worker has no approver of its own, and what it read may not steer a write: the
     # write is refused (here by the provenance gate, which looks first), not run.
     assert worker_model.calls[2].messages[-1].content.startswith(
-        ("Not approved: write_file needs approval", "Not run: write_file's path"))
+        ("Not approved: write_file needs approval", "Not run: write_file's path",
+         "Not run: the user's request did not ask for write_file"))
     assert not (tmp_path / "ws/dan/from_worker.txt").exists()
     worker_tools = [s.name for s in worker_model.calls[0].tools]
     assert "spawn_agent" not in worker_tools and "ask_human" not in worker_tools

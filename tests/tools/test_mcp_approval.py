@@ -47,7 +47,8 @@ async def test_destructive_and_open_world_mcp_tools_need_approval(tmp_path: Path
     script = tmp_path / "server.py"
     script.write_text(SERVER)
     marker = tmp_path / "wiped.txt"
-    cfg = MCPServerConfig(name="files", command=[sys.executable, str(script), str(marker)])
+    cfg = MCPServerConfig(name="files", command=[sys.executable, str(script), str(marker)],
+                          trusted=True)
     asked: list[str] = []
 
     def deny(request: ApprovalRequest) -> Decision:
@@ -71,3 +72,15 @@ async def test_destructive_and_open_world_mcp_tools_need_approval(tmp_path: Path
     assert "not today" in contents[0] and "not today" in contents[1]
     assert "value of x" in unwrap(contents[2])  # MCP output is outside content: datamarked
     assert not marker.exists()  # the destructive call never reached the server
+
+
+def test_trust_is_given_by_the_configuration_only() -> None:
+    from thinkloop.tools.mcp import mcp_configs, parse_mcp_spec
+
+    assert parse_mcp_spec("trusted:time=uvx mcp-server-time").trusted
+    assert parse_mcp_spec("trusted:time=uvx mcp-server-time").command == ["uvx",
+                                                                          "mcp-server-time"]
+    assert not parse_mcp_spec("time=uvx mcp-server-time").trusted
+    configs = mcp_configs({"mcpServers": {"a": {"command": "x", "trusted": True},
+                                          "b": {"command": "y"}}})
+    assert [c.trusted for c in configs] == [True, False]

@@ -18,7 +18,8 @@ from thinkloop.cli.guard import guard_app
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
-from thinkloop.cli.serve import keys_app, serve
+from thinkloop.cli.schedules import schedules_app
+from thinkloop.cli.serve import keys_app, serve, worker
 from thinkloop.cli.sessions import sessions_app
 from thinkloop.cli.ui import ui
 from thinkloop.core.errors import StoreError, ThinkloopError
@@ -96,7 +97,9 @@ def run(
     tools: Annotated[str, typer.Option(
         help="'default', 'none', or tool names separated by commas.")] = "default",
     mcp: Annotated[list[str] | None, typer.Option(
-        "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable).")] = None,
+        "--mcp", help="MCP server to use, e.g. 'time=uvx mcp-server-time' (repeatable); "
+        "'trusted:time=...' lets its tool annotations (read-only, closed-world) skip "
+        "approval.")] = None,
     mcp_config: Annotated[Path | None, typer.Option(
         help="JSON/TOML file of MCP servers.")] = None,
     approve: Annotated[str | None, typer.Option(
@@ -192,6 +195,7 @@ async def _run(
         # needs it. Every run is recorded (``thinkloop runs``).
         store = open_store(settings=settings)
         stack.push_async_callback(store.aclose)
+        await store.connect()  # a damaged store is one error now, not tracebacks mid-run
         agent = build_agent(opts, settings, extra_tools=extra, store=store,
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
@@ -308,6 +312,8 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
+app.command("worker")(worker)
+app.add_typer(schedules_app, name="schedules")
 app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")
 app.add_typer(guard_app, name="guard")
@@ -319,7 +325,8 @@ def main() -> None:
         app()
     except ThinkloopError as exc:
         fail(str(exc))
-        sys.exit(USAGE_ERROR)
+        # A broken store is an error (1), not a usage mistake (2).
+        sys.exit(1 if isinstance(exc, StoreError) else USAGE_ERROR)
     except KeyboardInterrupt:
         sys.exit(130)
 

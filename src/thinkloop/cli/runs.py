@@ -253,7 +253,9 @@ def _label(s: SpanRecord, t0: float) -> str:
     if "gen_ai.usage.input_tokens" in a:
         parts.append(f"{a['gen_ai.usage.input_tokens']} in / "
                      f"{a.get('gen_ai.usage.output_tokens', 0)} out tokens")
-    if a.get("thinkloop.cost_usd"):
+    if a.get("thinkloop.cost") == "unknown":
+        parts.append("unknown cost")
+    elif a.get("thinkloop.cost_usd"):
         parts.append(f"${float(a['thinkloop.cost_usd']):.4f}")
     if "thinkloop.step" in a:
         parts.append(f"step {a['thinkloop.step']}")

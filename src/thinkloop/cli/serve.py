@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
 from thinkloop.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from thinkloop.core.settings import Settings
 
 keys_app = typer.Typer(help="API keys of the gateway (stored hashed).", no_args_is_help=True,
                        rich_markup_mode=None)
@@ -29,6 +33,9 @@ def serve(
         help="Runs in progress per user (default: gateway.per_user_runs, 3).")] = None,
     max_runs: Annotated[int | None, typer.Option(
         help="Runs in progress in all (default: gateway.max_runs, 64).")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL: queue runs for 'thinkloop worker' processes instead of running "
+             "them here (default: THINKLOOP_QUEUE_URL; needs PostgreSQL).")] = None,
     channel: Annotated[list[str] | None, typer.Option(
         help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
     ] = None,
@@ -40,6 +47,7 @@ def serve(
 
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
+        from thinkloop.server.connections import uvicorn_config
     except ImportError:
         raise ConfigError("the gateway needs its extra: pip install 'thinkloop[server]'") \
             from None
@@ -48,8 +56,14 @@ def serve(
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"gateway.host": host, "gateway.port": port,
                               "gateway.per_user_runs": per_user_runs,
-                              "gateway.max_runs": max_runs})
+                              "gateway.max_runs": max_runs, "queue_url": queue})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
+    check_store(config.store_url, settings)
+    fleet = None
+    if settings.queue_url:
+        from thinkloop.workers.fleet import fleet_factory
+
+        fleet = fleet_factory(settings)  # a queue without PostgreSQL fails here, in one line
     services = []
     if channel:
         from thinkloop.channels.service import ChannelService, gateway_service
@@ -59,9 +73,74 @@ def serve(
         services.append(gateway_service(channel, agents))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
-        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else ""), highlight=False)
-    uvicorn.run(create_app(config, settings=settings, services=services), host=config.host,
-                port=config.port, log_level="warning", timeout_graceful_shutdown=10)
+        + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else "")
+        + (" (runs queued for workers)" if fleet else ""), highlight=False)
+    server = uvicorn.Server(uvicorn_config(
+        create_app(config, settings=settings, services=services, fleet=fleet), config))
+    # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code
+        raise typer.Exit(3)
+
+
+def check_store(url: str | None, settings: Settings) -> None:
+    """Open the gateway's store once before serving: a damaged or unreachable one is one
+    error line (exit 1), not a traceback from the server's startup."""
+    import asyncio
+
+    from thinkloop.store.open import open_store
+
+    async def probe() -> None:
+        store = open_store(url, settings=settings)
+        try:
+            await store.connect()
+        finally:
+            await store.aclose()
+
+    asyncio.run(probe())
+
+
+def worker(
+    agents: Annotated[Path | None, typer.Option(
+        help="YAML file of agents, as 'serve' takes (default: agents in the store, else "
+             "'default').")] = None,
+    queue: Annotated[str | None, typer.Option(
+        help="redis:// URL of the queue (default: THINKLOOP_QUEUE_URL).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        help="Runs executed at once (default: worker.concurrency, 64).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="This worker's name in /metrics (default: host-pid).")] = None,
+) -> None:
+    """Execute the runs 'thinkloop serve --queue' queues (needs PostgreSQL and Redis).
+    SIGTERM finishes the runs in progress for worker.drain_s, then hands the rest back."""
+    import asyncio
+
+    try:
+        from thinkloop.core.settings import load_settings, quiet_model_loaders
+        from thinkloop.workers.connect import check_store as check_queue
+        from thinkloop.workers.worker import serve_worker
+    except ImportError:
+        raise ConfigError("workers need their extra: pip install 'thinkloop[worker]'") \
+            from None
+    quiet_model_loaders()
+    if agents is not None and not agents.is_file():
+        raise ConfigError(f"agents file not found: {agents}")
+    settings = load_settings({"queue_url": queue, "worker.concurrency": concurrency})
+    check_queue(settings)  # no queue, or no PostgreSQL: one line, before anything starts
+    console(stderr=True).print(
+        f"thinkloop worker on {_redacted(settings.queue_url)} "
+        f"({settings.worker.concurrency} runs at once)", highlight=False)
+    asyncio.run(serve_worker(settings, agents, name))
+
+
+def _redacted(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "(no queue)"
+    parts = urlsplit(url)
+    return url.replace(parts.password, "***") if parts.password else url
 
 
 @keys_app.command("create")

@@ -16,7 +16,7 @@ import orjson
 import typer
 
 from thinkloop.cli.render import console, escape, fail
-from thinkloop.core.errors import ThinkloopError
+from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
@@ -36,22 +36,28 @@ DbOption = Annotated[
 def with_store(
     db: str | None, action: Callable[[SQLiteStore | PostgresStore], Awaitable[T]]
 ) -> T:
-    """Open the durable store, run ``action`` on it, close it; a store or configuration
-    error is one line on stderr and exit code 2 (the ``sessions`` and ``runs`` commands)."""
+    """Open the durable store, run ``action`` on it, close it; an error is one line on
+    stderr and exit code 2, or 1 when the store itself fails (a damaged file, a server down):
+    the ``sessions`` and ``runs`` commands."""
     import asyncio
 
     from thinkloop.store.open import open_store
 
-    async def main() -> T:
-        store = open_store(db)
+    async def main(store: SQLiteStore | PostgresStore) -> T:
         try:
             return await action(store)
         finally:
             await store.aclose()
 
     try:
-        return asyncio.run(main())
-    except ThinkloopError as exc:  # StoreError is one
+        store = open_store(db)
+    except ThinkloopError as exc:  # a bad URL is a usage mistake (2)
+        raise fail(str(exc)) from None
+    try:
+        return asyncio.run(main(store))
+    except StoreError as exc:  # a store that fails (a damaged file, ...) is an error (1)
+        raise fail(str(exc), 1) from None
+    except ThinkloopError as exc:
         raise fail(str(exc)) from None
 
 

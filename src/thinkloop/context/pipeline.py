@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from thinkloop.context.run_compaction import compact_steps, is_task, run_steps
 from thinkloop.context.tokens import (
@@ -21,6 +22,7 @@ from thinkloop.context.tokens import (
     estimate_tokens,
     heuristic_count,
     message_tokens,
+    model_window,
 )
 from thinkloop.core.types import OBSERVATION, Message
 from thinkloop.models.sanitize import repair_tool_pairs
@@ -54,19 +56,21 @@ class ContextSettings:
 Transform = Callable[[list[Message], ContextSettings], list[Message]]
 
 
-def settings_for(model_name: str, **overrides: object) -> ContextSettings:
-    """Settings with the model's context window from the table (any field overridable)."""
+def settings_for(model: Any, **overrides: object) -> ContextSettings:
+    """Settings with the model's context window (a model object's own, through any wrapper;
+    a name's from the catalog), any field overridable."""
+    window = context_window(model) if isinstance(model, str) else model_window(model)
     if not overrides:
-        return _table_settings(model_name)
-    fields: dict[str, object] = {"context_window": context_window(model_name)}
+        return _window_settings(window)
+    fields: dict[str, object] = {"context_window": window}
     fields.update(overrides)
     return ContextSettings(**fields)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=256)
-def _table_settings(model_name: str) -> ContextSettings:
-    # Asked for before every model call; the settings are frozen, so one per model serves.
-    return ContextSettings(context_window(model_name))
+def _window_settings(window: int) -> ContextSettings:
+    # Asked for before every model call; the settings are frozen, so one per window serves.
+    return ContextSettings(window)
 
 
 def _with_content(m: Message, content: str) -> Message:

@@ -36,6 +36,7 @@
     │   ├── OutputValidationError    structured output still invalid after its retries
     │   └── HookFailed               a critical hook raised; the run fails with it
     ├── StoreError                   a store could not be opened, migrated, read or written
+    │   └── DamagedStoreError        its file is damaged or not a database: move it aside
     ├── GatewayError                 a gateway a client talks to (``thinkloop ui --gateway``)
     │   └── GatewayUnreachableError  it did not answer (it is down, or the network is)
     └── InternalError                a broken invariant inside thinkloop: a bug to report
@@ -43,10 +44,12 @@
 Retrying is decided by type: :class:`ModelConnectionError`, :class:`ModelTimeoutError`,
 :class:`ModelRateLimitError` and 5xx :class:`ModelHTTPError` are transient.
 
-Three exceptions live elsewhere on purpose: they are signals that never leave the module that
+A few exceptions live elsewhere on purpose: they are signals that never leave the module that
 raises them, not errors (``loop.phases.StopRun``: a hook ended the run;
 ``protocols.scanbase.Unsettled``: a stream needs more text; ``tools.builtin.files._Enough``:
-a search has its matches). ``tests/test_errors.py`` holds every other exception to this tree.
+a search has its matches; ``server.doors.Refused``: a request turned away at the door, answered
+there; ``server.streams.KeyRevoked``: an event stream's key was revoked, the stream ends).
+``tests/test_errors.py`` holds every other exception to this tree.
 """
 
 from __future__ import annotations
@@ -218,6 +221,11 @@ class HookFailed(RunError):
 
 class StoreError(ThinkloopError):
     """A store could not be opened, migrated, read or written; the message is one line."""
+
+
+class DamagedStoreError(StoreError):
+    """The store's file is damaged (truncated, overwritten) or not a database at all; the
+    message names the file and what to do about it."""
 
 
 class InternalError(ThinkloopError):

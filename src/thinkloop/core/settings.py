@@ -133,7 +133,35 @@ class ProviderSettings(BaseModel):
     local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
 
 
-class GatewaySettings(BaseModel):
+class GatewayDoors(BaseModel):
+    """The gateway's limits on what comes in (docs/gateway-security.md): who may call it
+    from a browser, and how much of the machine a client may hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="browser origins (https://app.example) that may call the gateway "
+                        "besides its own page")
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Host names the gateway answers to besides its address (and "
+                        "localhost on loopback); checked always with --no-auth, else if set")
+    max_header_bytes: int = Field(16 * 1024, ge=1024, description="a request's head, at most")
+    max_body_bytes: int = Field(4 * MIB, ge=1024,
+                                description="a request body or WebSocket message, at most")
+    header_timeout_s: float = Field(10.0, gt=0, description="time to send a request's head")
+    body_timeout_s: float = Field(30.0, gt=0, description="time to send a request's body")
+    keep_alive_s: int = Field(5, ge=1, description="an idle connection is closed after this")
+    per_client_connections: int = Field(64, ge=1, description="open connections per client "
+                                        "address")
+    max_connections: int = Field(1024, ge=8, description="open connections in all; lowered "
+                                 "to the open-file limit less fd_reserve")
+    fd_reserve: int = Field(128, ge=16, description="file descriptors kept for the store, "
+                            "models and tools")
+    key_recheck_s: float = Field(5.0, gt=0, description="how often an open WebSocket's key "
+                                 "is checked again (a revoked key closes it)")
+
+
+class GatewaySettings(GatewayDoors):
     """``thinkloop serve``'s settings (``[gateway]``, ``THINKLOOP_GATEWAY_*``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -148,6 +176,23 @@ class GatewaySettings(BaseModel):
                                    "readable (and its events replayable), up to keep_runs")
     keep_runs: int = Field(2000, ge=1)
     approval_timeout_s: float = Field(GATEWAY_APPROVAL_TIMEOUT_S, gt=0)
+
+
+class WorkerSettings(BaseModel):
+    """``thinkloop worker``'s settings (``[worker]``, ``THINKLOOP_WORKER_*``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(64, ge=1, description="runs one worker executes at once")
+    lease_s: float = Field(10.0, gt=0, description="how long a run's lease lasts unrenewed: "
+                           "a dead worker's runs go to another after this")
+    max_deaths: int = Field(3, ge=1, description="workers that may die under one run before "
+                            "it ends failed")
+    drain_s: float = Field(20.0, ge=0, description="on SIGTERM, how long runs may finish "
+                           "before the rest are handed back to other workers")
+    poll_s: float = Field(0.1, gt=0, description="how often an idle worker looks for runs")
+    prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                        description="Redis key prefix: fleets sharing one Redis stay apart")
 
 
 # Environment names of the provider settings: the providers' standard variables.
@@ -165,7 +210,7 @@ PROVIDER_ENV = {
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
-GROUPS = ("tools", "models", "gateway")
+GROUPS = ("tools", "models", "gateway", "worker")
 # Chat channels (thinkloop.channels validates each platform's section): [channels.telegram] in
 # thinkloop.toml, THINKLOOP_CHANNELS_TELEGRAM_<KEY>, and the platforms' own token variables.
 CHANNELS = "channels"
@@ -208,11 +253,15 @@ class Settings(BaseSettings):
                             "provider:model=capability[/effort], comma separated")
     database_url: str | None = Field(None, description="a SQLite path or postgresql:// URL; "
                                      "unset: <home>/thinkloop.db")
+    queue_url: str | None = Field(None, description="redis:// URL of the run queue: the "
+                                  "gateway enqueues runs and `thinkloop worker`s execute them; "
+                                  "unset: runs execute in the gateway's process")
     trace_verbose: bool = Field(False, description="keep each model call's full input in spans")
     otlp_endpoint: str | None = Field(None, description="OpenTelemetry collector for spans")
     models: ProviderSettings = Field(default_factory=ProviderSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
     channels: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="chat channels by platform ([channels.telegram])")
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
@@ -322,7 +371,8 @@ def env_names() -> dict[str, tuple[str, ...]]:
         for n in Settings.model_fields if n not in (*GROUPS, CHANNELS)}
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
     for group, fields in (("tools", ToolSettings.model_fields),
-                          ("gateway", GatewaySettings.model_fields)):
+                          ("gateway", GatewaySettings.model_fields),
+                          ("worker", WorkerSettings.model_fields)):
         out.update({f"{group}.{n}": (f"THINKLOOP_{group.upper()}_{n.upper()}",) for n in fields})
     return out
 

@@ -121,6 +121,8 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    # Requests answered by a model whose price is unknown: their cost is not in cost_usd.
+    unpriced: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -128,7 +130,13 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cost_usd + other.cost_usd,
+            self.unpriced + other.unpriced,
         )
+
+    @property
+    def cost_known(self) -> bool:
+        """False when some request's price is unknown: ``cost_usd`` is then a lower bound."""
+        return self.unpriced == 0
 
     @property
     def total_tokens(self) -> int:

@@ -6,8 +6,10 @@ from a ``post_output`` hook, so none of them delays the answer:
 - ``reflect``: one side call names behavioural lessons; stored as ``reflection`` memories,
   deduplicated by their normalised text; ``adversarial`` adds a critical second pass;
 - ``learn_skill``: a run with two or more tool calls becomes a procedural skill (the tools in
-  order, argument names with values redacted), stored under the owner ``skills`` and, with
-  ``skills_dir``, written as a skill file; later tasks find it through ``search_tools``.
+  order, argument names with values redacted, the task with its personal data redacted),
+  stored under the run's owner and, with ``skills_dir``, written as a file under
+  ``skills_dir/learned/<owner>``; that owner's later tasks find it through ``search_tools``
+  (judgement/skills.py), nobody else's.
   Lessons and skills from a turn that read outside content are kept as outside content;
 - ``extract_entities``: capitalised names (stop words filtered) become graph nodes and
   co-mention edges (``GraphBackend``, migration 5); ``pre_assess`` recalls the known
@@ -31,16 +33,14 @@ from thinkloop.core.model import Model
 from thinkloop.core.tool import Tool
 from thinkloop.core.types import ANSWERED, Message, Skill
 from thinkloop.hooks import AssessContext, Hook, OutputContext
+from thinkloop.judgement.skills import SkillLibrary, redact_personal, skill_dir
 from thinkloop.memory.jobs import PostTurnJob, Turn, kept, outside, run_jobs
 from thinkloop.memory.layers import owner_of
 from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.store.base import GraphBackend, MemoryBackend, MemoryRecord, ProfileBackend
 from thinkloop.tools.builtin.embeddings import Embedder
-from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
-from thinkloop.tools.builtin.workflows import load_skills
 from thinkloop.tools.workspace import atomic_write
 
-SKILLS_OWNER = "skills"
 REFLECT_PROMPT = (
     "Review this finished agent turn. Name at most three short, reusable lessons about how "
     "the agent should behave next time (what worked, what to avoid). Reply with only JSON: "
@@ -156,7 +156,8 @@ def skill_from(turn: Turn) -> Skill | None:
     calls = _tool_calls(turn, worked=True)  # the procedure: what worked, not the detours
     if len(calls) < 2:
         return None
-    words = re.findall(r"[a-z0-9]+", turn.task.lower())[:6]
+    task = redact_personal(turn.task)
+    words = re.findall(r"[a-z0-9]+", re.sub(r"<\w+>", " ", task).lower())[:6]
     name = "learned-" + "-".join(words or ["task"])
     steps = "\n".join(f"{i}. {tool}({', '.join(f'{a}=<value>' for a in args)})"
                       for i, (tool, args) in enumerate(calls, 1))
@@ -164,7 +165,7 @@ def skill_from(turn: Turn) -> Skill | None:
             f"{steps}\nThen answer from what these calls returned.")
     # The order of the calls may have been steered by what the turn read: a later run that
     # follows the procedure is gated as if it had read that content (memory/jobs.py).
-    return Skill(name, f"How to: {turn.task[:200]}", kept(body, "skill", outside(turn)))
+    return Skill(name, f"How to: {task[:200]}", kept(body, "skill", outside(turn)))
 
 
 async def run_observations(store: MemoryBackend, owner: str, run_id: str) -> list[MemoryRecord]:
@@ -178,8 +179,7 @@ class Learner:
         self.settings = settings
         self.store = store
         self.meter = meter
-        self.index: ToolIndex | None = None
-        self._loaded = False
+        self.library: SkillLibrary | None = None
 
     def tools(self, existing: Sequence[str]) -> list[Tool]:
         """``search_tools`` over learned skills, unless the agent has its own."""
@@ -190,12 +190,12 @@ class Learner:
             from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
-        self.index = ToolIndex([], embedder)
-        return [search_tools_tool(self.index)]
+        self.library = SkillLibrary(embedder, self.store, self.settings.skills_dir)
+        return [self.library.tool()]
 
     def hooks(self) -> list[Hook]:
         out = [Hook("post_output", self.after_turn, name="judgement.learn")]
-        if self.settings.recall or self.index is not None:
+        if self.settings.recall:
             out.insert(0, Hook("pre_assess", self.recall, name="judgement.learn.recall"))
         return out
 
@@ -232,17 +232,19 @@ class Learner:
         skill = skill_from(turn)
         if skill is None or not isinstance(self.store, MemoryBackend):
             return
-        known = await self.store.memories(SKILLS_OWNER, "skill")
+        known = await self.store.memories(turn.owner, "skill")
         if any(orjson.loads(r.content)["body"] == skill.body for r in known):
             return  # the same procedure was learned before
-        await self.store.add_memory(SKILLS_OWNER, "skill", skill.name, orjson.dumps(
+        await self.store.add_memory(turn.owner, "skill", skill.name, orjson.dumps(
             {"name": skill.name, "description": skill.description, "body": skill.body}).decode())
         if self.settings.skills_dir is not None:
             described = orjson.dumps(skill.description).decode()  # JSON is valid YAML
             text = f"---\nname: {skill.name}\ndescription: {described}\n---\n{skill.body}\n"
-            atomic_write(self.settings.skills_dir / f"{skill.name}.md", text.encode())
-        if self.index is not None:
-            self.index.add([Entry("skill", skill.name, skill.search_text(), skill)])
+            folder = skill_dir(self.settings.skills_dir, turn.owner)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(folder / f"{skill.name}.md", text.encode())
+        if self.library is not None:
+            await self.library.add(turn.owner, skill)
 
     async def extract_entities(self, turn: Turn) -> None:
         if not isinstance(self.store, GraphBackend):
@@ -273,20 +275,7 @@ class Learner:
                     turn.owner, "observation", f"{turn.run_id}:step-{step}",
                     f"Observation: Tool {m.name} returned {m.content[:1000]}")
 
-    async def _load_skills(self) -> None:
-        if self._loaded or self.index is None:
-            return
-        self._loaded = True
-        skills = load_skills(self.settings.skills_dir) if self.settings.skills_dir else []
-        if isinstance(self.store, MemoryBackend):
-            for r in await self.store.memories(SKILLS_OWNER, "skill"):
-                data = orjson.loads(r.content)
-                skills.append(Skill(data["name"], data["description"], data["body"]))
-        unique = {s.name: s for s in skills}.values()
-        self.index.add([Entry("skill", s.name, s.search_text(), s) for s in unique])
-
     async def recall(self, ctx: AssessContext) -> None:
-        await self._load_skills()
         owner = owner_of(ctx.cfg.user_id, ctx.cfg.session_id)
         if owner is None or ctx.state.lean or not self.settings.recall:
             return

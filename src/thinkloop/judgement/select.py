@@ -109,7 +109,7 @@ class ModelPool:
             if m.name == model_name and p.cost_in is not None:
                 return (usage.input_tokens * p.cost_in
                         + usage.output_tokens * (p.cost_out or p.cost_in)) / 1_000_000
-        price = price_for(model_name.split(":", 1)[-1])
+        price = price_for(model_name)
         if price is None:
             return usage.cost_usd
         return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000

@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,6 +32,7 @@ from thinkloop.guard.approval import ApprovalGate, ApprovalRequest, ApprovalSett
 from thinkloop.guard.approval import Decision as Approval
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.side_calls import UsageMeter, json_object, side_call
+from thinkloop.spotlight import is_spotlit
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
 RANK: dict[Level, int] = {"PUBLIC": 0, "NORMAL": 1, "SENSITIVE": 2, "SECRET": 3}
@@ -124,8 +127,8 @@ def classify_call(call: ToolCall, rules: Sequence[Rule] = DEFAULT_RULES) -> Clas
 class Vault:
     """One run's secrets: value <-> placeholder."""
 
-    def __init__(self) -> None:
-        self.by_value: dict[str, str] = {}
+    def __init__(self, by_value: dict[str, str] | None = None) -> None:
+        self.by_value: dict[str, str] = dict(by_value or {})
 
     def hide(self, text: str) -> str:
         for _, pattern in SECRET_VALUES:
@@ -134,7 +137,15 @@ class Vault:
                     self.by_value[value] = f"[SECRET_{len(self.by_value) + 1}]"
         for value, mark in sorted(self.by_value.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(value, mark)
+            for form in encodings(value):  # the same secret, encoded: hidden all the same
+                text = re.sub(re.escape(form), mark, text, flags=re.IGNORECASE) \
+                    if form.isalnum() and _HEX.fullmatch(form) else text.replace(form, mark)
         return text
+
+    def secrets_in(self, text: str) -> list[str]:
+        """The placeholders whose secret (or an encoding of it) ``text`` holds."""
+        return [mark for value, mark in self.by_value.items()
+                if value in text or any(f in text for f in encodings(value))]
 
     def reveal(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -148,10 +159,35 @@ class Vault:
         return value
 
 
+_HEX = re.compile(r"[0-9a-f]+", re.IGNORECASE)
+
+
+def encodings(secret: str) -> list[str]:
+    """Common encodings of ``secret`` a tool's output may carry: base64 (standard and URL-safe,
+    at each of the three alignments it can have inside a longer encoded text), hex,
+    URL-encoding, reversed."""
+    raw = secret.encode()
+    every = "".join(c if c.isalnum() else f"%{ord(c):02X}" for c in secret)
+    forms = {raw.hex(), quote(secret, safe=""), every, every.lower(), secret[::-1]}
+    for pad in range(3):
+        full = base64.b64encode(b"\0" * pad + raw).decode().rstrip("=")
+        # Characters that depend only on the secret: skip those mixed with the padding
+        # bytes before it, and the last one, mixed with whatever follows.
+        core = full[(pad * 4 + 2) // 3: -1] if pad else full[:-1]
+        if len(core) >= 8:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    forms.discard(secret)
+    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
+
+
 # The hook context of the tool call being approved, for the supervisor's events and usage
 # (the Approver protocol passes only the request). Each tool call runs in its own task copy.
 CURRENT: contextvars.ContextVar[HookContext | None] = contextvars.ContextVar(
     "thinkloop_supervised_call", default=None)
+# The vault of the run whose tool call is running: a sub-agent started by it knows the same
+# secrets under the same placeholders (its task holds placeholders, never the values).
+_CALLER_VAULT: contextvars.ContextVar[Vault | None] = contextvars.ContextVar(
+    "thinkloop_caller_vault", default=None)
 
 SUPERVISOR_PROMPT = (
     "You supervise an AI agent's tool calls. Judge whether this call is safe and in line with "
@@ -173,8 +209,13 @@ class Verdict(BaseModel):
 
 @dataclass
 class Supervisor:
-    """An approver in front of the human one (``fallback``; None: escalation denies)."""
+    """An approver in front of the human one (``fallback``; None: escalation denies).
 
+    It is advisory: provenance gating never asks it (it asks ``fallback``), and once the run
+    has read outside content it approves nothing (a model that read the injection, or that
+    judges arguments the injection chose, is not a second opinion); it escalates."""
+
+    advisory: ClassVar[bool] = True
     model: Model | None = None  # None: the run's model
     fallback: Approver | None = None
     threshold: float = 0.8
@@ -183,13 +224,16 @@ class Supervisor:
     async def decide(self, request: ApprovalRequest) -> Approval:
         ctx = CURRENT.get()
         model = self.model or (ctx.cfg.model if ctx is not None else None)
-        verdict = await self._verdict(model, request, ctx) if model is not None else None
+        tainted = ctx is not None and _read_outside(ctx)
+        verdict = await self._verdict(model, request, ctx) \
+            if model is not None and not tainted else None
         secret = "SECRET" in request.reason
         if verdict is not None and verdict.verdict == "approve" and not secret \
                 and verdict.confidence >= self.threshold:
             return Approval(True, f"supervisor approved ({verdict.confidence:.2f}): "
                                   f"{verdict.reason}")
-        why = ("secret data always goes to a human" if secret and verdict is not None
+        why = ("the run read outside content" if tainted
+               else "secret data always goes to a human" if secret and verdict is not None
                else verdict.reason if verdict is not None else "no readable verdict")
         if ctx is not None:
             ctx.emit(SupervisorEscalated, tool=request.tool, id=request.call_id, reason=why)
@@ -241,7 +285,10 @@ class SensitivityGuard:
                 Hook("pre_output", self.drop, name="judgement.secrets.cleanup")]
 
     def vault(self, run_id: str) -> Vault:
-        return self.vaults.setdefault(run_id, Vault())
+        if run_id not in self.vaults:
+            parent = _CALLER_VAULT.get()
+            self.vaults[run_id] = Vault(parent.by_value if parent is not None else None)
+        return self.vaults[run_id]
 
     def hide_task(self, run_id: str, task: str) -> str:
         """The task with its secrets replaced; the agent calls this before the run starts,
@@ -254,7 +301,11 @@ class SensitivityGuard:
             ctx.emit(SecretsRedacted, where="task", count=len(vault.by_value))
 
     def drop(self, ctx: HookContext) -> None:
-        self.vaults.pop(ctx.run_id, None)
+        vault = self.vaults.pop(ctx.run_id, None)
+        text = getattr(ctx, "text", None)
+        if vault is not None and isinstance(text, str) and vault.secrets_in(text):
+            ctx.emit(SecretsRedacted, where="answer")
+            ctx.text = vault.hide(text)  # type: ignore[attr-defined]
 
     def mark(self, ctx: ToolHookContext) -> None:
         CURRENT.set(ctx)
@@ -268,6 +319,10 @@ class SensitivityGuard:
         ctx.emit(SensitivityClassified, tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
         gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
+        leak = self._leak(ctx, call) if ctx.result is None and self.settings.redact else None
+        if leak is not None:
+            ctx.result = ToolResult(call, f"Not run: {leak}.", is_error=True)
+            return
         if ctx.result is None and not gated \
                 and RANK[found.level] >= RANK[self.settings.approve_at]:
             reason = f"sensitivity {found.level}: {', '.join(found.why)}"
@@ -276,9 +331,34 @@ class SensitivityGuard:
                 ctx.result = ToolResult(call, f"Not approved: {decision.reason}. The call was "
                                               "not run.", is_error=True)
                 return
-        if ctx.result is None and self.settings.redact:
+        _CALLER_VAULT.set(self.vault(ctx.run_id))
+        starts_runs = ctx.tool is not None and ctx.tool.meta.get("starts_runs")
+        if ctx.result is None and self.settings.redact and not starts_runs:
             # Last moment: the tool gets the real values, nothing upstream saw them.
             ctx.call = replace(call, arguments=self.vault(ctx.run_id).reveal(dict(call.arguments)))
+
+    def _leak(self, ctx: ToolHookContext, call: ToolCall) -> str | None:
+        """Why a request ``call`` makes would carry a vaulted secret out, or None: never in a
+        host name (it reaches DNS before any connection), and only to a host the user's own
+        request names."""
+        from thinkloop.guard.targets import hosts_in
+
+        vault = self.vaults.get(ctx.run_id)
+        outbound = ctx.tool.meta.get("outbound", ()) if ctx.tool is not None else ()
+        if vault is None or not vault.by_value or not outbound:
+            return None
+        for name in outbound:
+            url = vault.reveal(call.arguments.get(name))
+            if not isinstance(url, str) or not vault.secrets_in(url):
+                continue
+            host = (urlsplit(url).hostname or "").lower()
+            if vault.secrets_in(host) or vault.secrets_in(urlsplit(url).netloc):
+                return f"{call.name}'s {name} puts a secret in a host name"
+            named = hosts_in(ctx.state.task.lower())
+            if not any(host == h or host.endswith("." + h) for h in named):
+                return f"{call.name}'s {name} would send a secret to {host}, a host the " \
+                       "user's request did not name"
+        return None
 
     def hide_result(self, ctx: ToolHookContext) -> None:
         result = ctx.result
@@ -292,6 +372,10 @@ class SensitivityGuard:
             if hidden != result.content:
                 ctx.emit(SecretsRedacted, where="tool_result", tool=result.call.name)
             ctx.result = replace(result, call=call, content=hidden)
+
+
+def _read_outside(ctx: HookContext) -> bool:
+    return any(m.role != "system" and is_spotlit(m.content) for m in ctx.state.messages)
 
 
 def _hidden_args(vault: Vault, args: dict[str, Any]) -> dict[str, Any]:

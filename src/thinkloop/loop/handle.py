@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Seque
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Literal
 
-from thinkloop.core.events import Event
+from thinkloop.core.events import Event, RunCancelled, usage_payload
 from thinkloop.hooks import RunConfig, RunState
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
@@ -124,8 +124,12 @@ class RunHandle:
         # A task cancelled before its first step never enters _main: end it here instead of
         # leaving its waiters hanging (an abort can land that early).
         if self.state.status is None and task.cancelled():
-            self.state.status = "cancelled"
+            self._cancelled_early()
         self._finish()
+
+    def _cancelled_early(self) -> None:
+        self.state.status = "cancelled"
+        self.state.emit(RunCancelled, usage=usage_payload(self.state.usage))
 
     def _finish(self) -> None:
         if self._finished.is_set():
@@ -174,6 +178,12 @@ class RunHandle:
             scope = self._scope(self.cfg, self.state) if self._scope else nullcontext()
             async with scope:
                 await execute(self.cfg, self.state)
+        except asyncio.CancelledError:
+            # Aborted outside the loop (queued behind its session, resuming a paused run):
+            # it still ends with a result, ``cancelled``, and its terminal event.
+            if self.state.status is None:
+                self._cancelled_early()
+            raise
         finally:
             self._finish()
         if self._after is not None:  # after the answer is out: it never delays the result

@@ -74,7 +74,7 @@ class RunResult:
 def _usage(u: Usage) -> dict[str, Any]:
     return {"requests": u.requests, "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "total_tokens": u.total_tokens,
-            "cost_usd": u.cost_usd}
+            "cost_usd": u.cost_usd, "unpriced": u.unpriced}
 
 
 def _call(c: ToolCall) -> dict[str, Any]:

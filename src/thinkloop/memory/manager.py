@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from thinkloop.context.pipeline import ContextSettings, run_pipeline, settings_for
-from thinkloop.context.tokens import context_window
+from thinkloop.context.tokens import model_window
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.events import MemoryRecallSkipped
 from thinkloop.core.model import Model
@@ -82,8 +82,9 @@ class Memory:
             Hook("post_output", self.after_turn, name="memory.post_turn"),
         ]
 
-    def context_settings(self, model_name: str) -> ContextSettings:
-        base = self.context or settings_for(model_name)
+    def context_settings(self, model: Any) -> ContextSettings:
+        """The history pipeline's settings for ``model`` (an object, or a name)."""
+        base = self.context or settings_for(model)
         if base.recent_messages is None:
             base = replace(base, recent_messages=self.settings.recent_messages)
         if self.history_turns is not None and base.history_turns is None:
@@ -111,7 +112,7 @@ class Memory:
             ctx.system_prompt = f"{ctx.system_prompt}\n\n{block}"
 
     async def prepare_request(self, ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, self.context_settings(ctx.cfg.model.name))
+        ctx.messages = run_pipeline(ctx.messages, self.context_settings(ctx.cfg.model))
 
     async def after_turn(self, ctx: OutputContext) -> None:
         cfg, state = ctx.cfg, ctx.state
@@ -136,7 +137,7 @@ class Memory:
                       spawn: Spawn | None = None) -> bool:
         """Compact the session when it is over a threshold (``spawn``: how the memory flush
         before it starts its agent; without it, no flush)."""
-        window = self.context.context_window if self.context else context_window(model.name)
+        window = self.context.context_window if self.context else model_window(model)
         try:
             return await self.compactor.maybe_compact(
                 self.store, session_id, owner, model, window, self.embedder, spawn

@@ -96,7 +96,7 @@ class AnthropicModel:
         params = self._params(messages, tools, settings)
 
         raw = await SDK.retried(self.retry, lambda: self._sdk().messages.create(**params))
-        return priced(wire.decode(raw), self.model_id)
+        return priced(wire.decode(raw), self.name)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -110,7 +110,7 @@ class AnthropicModel:
             delta = acc.feed(event)
             if delta is not None:
                 yield delta
-        yield priced(acc.response(), self.model_id)
+        yield priced(acc.response(), self.name)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -73,7 +73,7 @@ class OpenAICompatModel:
             raw = await self.transport.post(self.url, body, self.headers, settings.timeout_s)
             return decode_response(raw)
 
-        return priced(await with_retries(self.retry, attempt), self.model_id)
+        return priced(await with_retries(self.retry, attempt), self.name)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -93,7 +93,7 @@ class OpenAICompatModel:
             text, kind = acc.feed(raw)
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
-        yield priced(acc.response(), self.model_id)
+        yield priced(acc.response(), self.name)
 
     async def aclose(self) -> None:
         await self.transport.aclose()

@@ -80,7 +80,7 @@ class OpenAISDKModel:
 
         raw = await SDK.retried(self.retry, lambda: self.client.chat.completions.create(**params))
         body = raw.model_dump_json(exclude_none=True).encode()
-        return priced(decode_response(body), self.model_id)
+        return priced(decode_response(body), self.name)
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -96,7 +96,7 @@ class OpenAISDKModel:
             text, kind = acc.feed(chunk.model_dump_json(exclude_none=True))
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
-        yield priced(acc.response(), self.model_id)
+        yield priced(acc.response(), self.name)
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from thinkloop.core.errors import ModelResponseError
 from thinkloop.core.model import ModelSettings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolCall, ToolSpec, Usage
+from thinkloop.models.catalog import ModelFacts, facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,17 @@ class ScriptedModel:
         self.name = name
         self.calls: list[ModelCall] = []
 
+
+    @property
+    def facts(self) -> ModelFacts:
+        """The catalog's for its name (a subclass may set ``context_window``), priced by its
+        script: its replies carry their cost."""
+        found = facts(self.name)
+        window = getattr(self, "context_window", None)
+        if isinstance(window, int):
+            found = replace(found, window=window)
+        return found if found.priced else replace(found, price=(0.0, 0.0),
+                                                  price_source="script")
     def _next(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
         if len(self.calls) > len(self.script):
             raise ModelResponseError(f"script exhausted after {len(self.script)} replies")

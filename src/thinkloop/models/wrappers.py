@@ -12,6 +12,7 @@ from dataclasses import replace
 from thinkloop.core.errors import ContextOverflowError, ModelError
 from thinkloop.core.model import Model, ModelSettings, input_kinds
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
+from thinkloop.models.catalog import ModelFacts, facts_of, facts_of_all
 from thinkloop.models.sanitize import trim_history
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,11 @@ class OverflowRecovery:
         self.inner = inner
         self.name = inner.name
         self.trim = trim
+
+    @property
+    def facts(self) -> ModelFacts:
+        """The wrapped model's (its window, its price)."""
+        return facts_of(self.inner)
 
     def _trimmed(self, messages: Sequence[Message], exc: ContextOverflowError) -> (
         Sequence[Message]
@@ -87,6 +93,10 @@ class FallbackModel:
             raise ConfigError("a fallback list needs at least one model")
         self.models = list(models)
         self.name = " -> ".join(m.name for m in self.models)
+
+    @property
+    def facts(self) -> ModelFacts:
+        return facts_of_all(self.models)
 
     def _give_up(self, errors: list[tuple[str, ModelError]]) -> ModelError:
         if len(errors) == 1:

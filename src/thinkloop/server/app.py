@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -23,7 +24,8 @@ from thinkloop.core.errors import (
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
-from thinkloop.server.gateway import Gateway
+from thinkloop.server.doors import Doors, cookie_name
+from thinkloop.server.gateway import FleetFactory, Gateway
 from thinkloop.text import validation_summary
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -47,11 +49,13 @@ Service = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
 def create_app(config: GatewayConfig | None = None, *, store: Any = None,
                settings: Settings | None = None, tools: Sequence[Tool] = (),
-               services: Sequence[Service] = ()) -> FastAPI:
+               services: Sequence[Service] = (),
+               fleet: FleetFactory | None = None) -> FastAPI:
     """The gateway app. ``store``: an open durable store (default: ``open_store(url)``,
     opened at startup and closed at shutdown); ``tools``: your own tools, which every agent
     gets besides the built-in ones its definition names; ``services``: what runs beside the
-    API for as long as it serves, given the gateway (chat channels)."""
+    API for as long as it serves, given the gateway (chat channels); ``fleet``: workers to
+    hand runs to (``thinkloop.workers.fleet.fleet_factory``; None: runs execute here)."""
     from thinkloop.server.openai_api import router as openai_router
     from thinkloop.server.operator import router as operator_router
     from thinkloop.server.routes import router as rest_router
@@ -69,7 +73,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
             db: Any = open_store(cfg.store_url, settings=settings)
         else:
             db = store
-        gateway = Gateway(cfg, db, settings, tools)
+        gateway = Gateway(cfg, db, settings, tools, fleet)
         app.state.gateway = gateway
         try:
             async with AsyncExitStack() as stack:
@@ -83,6 +87,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
 
     app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
                   redoc_url=None)
+    token = secrets.token_urlsafe(32)  # the page's, for this process (--no-auth)
+    app.add_middleware(Doors, config=cfg, token=token)
     app.include_router(rest_router)
     app.include_router(stream_router)
     app.include_router(openai_router)
@@ -116,18 +122,39 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         return error(400, str(exc))
 
     @app.get("/", include_in_schema=False)
-    async def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+    async def page(request: Request) -> HTMLResponse:
+        response = HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        if cfg.no_auth:  # what lets this page, and no other, call the gateway
+            response.set_cookie(cookie_name(request.scope), token, httponly=True,
+                                samesite="strict")
+        return response
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, Any]:
         gw: Gateway = request.app.state.gateway
-        return {"status": "ok", "active_runs": gw.live.active_count}
+        if gw.fleet is None:
+            return {"status": "ok", "active_runs": gw.live.active_count}
+        fleet = await gw.fleet.health()
+        status = "ok" if fleet.get("queue") == "ok" and fleet.get("store") == "ok" else "degraded"
+        return {"status": status, "active_runs": gw.live.active_count, **fleet}
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
         gw: Gateway = request.app.state.gateway
-        return Response(gw.metrics.render(),
+        extra = await gw.fleet.metrics() if gw.fleet is not None else {}
+        return Response(gw.metrics.render() + _lines(extra),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+def _lines(values: dict[str, float]) -> bytes:
+    """Fleet-wide figures, in the Prometheus text format (gauges read at scrape time)."""
+    out, typed = [], set()
+    for name, value in sorted(values.items()):
+        base = name.partition("{")[0]
+        if base not in typed:
+            typed.add(base)
+            out.append(f"# TYPE {base} gauge")
+        out.append(f"{name} {value}")
+    return ("\n".join(out) + "\n").encode() if out else b""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from fastapi import HTTPException, Request
 
 from thinkloop.server.auth import LOCAL_USER, Principal, authenticate, key_from_headers
+from thinkloop.server.doors import PRINCIPAL
 from thinkloop.server.gateway import Gateway
 
 LOCAL = Principal(LOCAL_USER, ("user", "admin"))
@@ -17,15 +19,19 @@ def gateway(request: Request) -> Gateway:
     return gw
 
 
-async def identify(gw: Gateway, headers: Mapping[str, str]) -> Principal | None:
+async def identify(gw: Gateway, headers: Mapping[str, str],
+                   scope: Mapping[str, Any] | None = None) -> Principal | None:
     if gw.config.no_auth:
         return LOCAL
+    found: Principal | None = (scope or {}).get(PRINCIPAL)  # the doors checked the key
+    if found is not None:
+        return found
     key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))
     return await authenticate(gw.store, key)
 
 
 async def caller(request: Request) -> Principal:
-    who = await identify(gateway(request), request.headers)
+    who = await identify(gateway(request), request.headers, request.scope)
     if who is None:
         missing = not (request.headers.get("authorization") or request.headers.get("x-api-key"))
         raise HTTPException(401, "an API key is required (Authorization: Bearer KEY)" if missing

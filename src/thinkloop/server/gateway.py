@@ -12,10 +12,10 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError
+from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, UnknownAgentError
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
@@ -24,6 +24,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.server.auth import Principal
 from thinkloop.server.config import GatewayConfig
+from thinkloop.server.fleet import Fleet, Followed
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
@@ -42,9 +43,14 @@ def session_key(user: str, session: str) -> str:
     return f"{user}:{session}"
 
 
+# Makes the fleet a gateway hands its runs to (``thinkloop.workers.fleet``), from its store,
+# settings and config; None: runs execute in the gateway's own process.
+FleetFactory = Callable[[Backend, Settings, GatewayConfig], Fleet]
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig, store: Backend, settings: Settings | None = None,
-                 tools: Sequence[Tool] = ()) -> None:
+                 tools: Sequence[Tool] = (), fleet: FleetFactory | None = None) -> None:
         self.config = config
         self.store = store
         self.settings = settings or load_settings()
@@ -62,15 +68,25 @@ class Gateway:
                                   lambda name, spec: build_agent(name, spec, wiring),
                                   config.agent_ttl_s)
         self._pumps: set[asyncio.Task[None]] = set()
+        self.fleet = fleet(store, self.settings, config) if fleet is not None else None
 
     # --- runs ------------------------------------------------------------------------------
 
+    async def submit(self, who: Principal, agent_name: str, task: str,
+                     session: str | None = None, stream: bool = True) -> Followed:
+        """Start ``task`` on ``agent_name`` for ``who``, on a worker when the gateway has a
+        fleet (the run waits in the queue, ``queued``), else here; returns at once."""
+        if self.fleet is None:
+            return await self.start_run(who, agent_name, task, session, stream)
+        _check_session(session)
+        if await self.router.definitions.get(agent_name) is None:
+            raise UnknownAgentError(f"no agent named {agent_name!r}")
+        return await self.fleet.submit(who.user, agent_name, task, session, stream)
+
     async def start_run(self, who: Principal, agent_name: str, task: str,
                         session: str | None = None, stream: bool = True) -> LiveRun:
-        """Start ``task`` on ``agent_name`` for ``who``; returns at once (the run goes on)."""
-        if session is not None and not SESSION_ID.fullmatch(session):
-            raise ConfigError("session ids are 1-128 letters, digits and ._- (starting with a "
-                              "letter or digit)")
+        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once."""
+        _check_session(session)
         agent = await self.router.get(agent_name)
         self.live.reserve(who.user)
         try:
@@ -119,37 +135,62 @@ class Gateway:
                 return True
         return False
 
-    def run(self, who: Principal, run_id: str) -> LiveRun:
-        run = self.live.get(run_id, who.user)
+    async def run(self, who: Principal, run_id: str) -> Followed:
+        """``who``'s run, wherever it executes (another user's is as good as absent)."""
+        run: Followed | None = self.live.get(run_id, who.user)
+        if run is None and self.fleet is not None:
+            run = await self.fleet.get(run_id, who.user)
         if run is None:
             raise NotFoundError(f"no run {run_id}")
         return run
 
-    def abort(self, who: Principal, run_id: str) -> LiveRun:
-        run = self.run(who, run_id)
-        if run.done or not self.runs.abort(run.id):
+    async def abort(self, who: Principal, run_id: str) -> Followed:
+        run = await self.run(who, run_id)
+        stopped = (self.runs.abort(run.id) if isinstance(run, LiveRun)
+                   else self.fleet is not None and await self.fleet.abort(run.id))
+        if run.done or not stopped:
             raise ConflictError(f"run {run_id} has ended ({run.status})")
         return run
 
-    def abort_session(self, who: Principal, session: str) -> list[str]:
+    async def abort_session(self, who: Principal, session: str) -> list[str]:
         key = session_key(who.user, session)
         ids = [h.run_id for h in self.runs.active(key)]
         self.runs.abort_session(key)
+        if self.fleet is not None:
+            ids += await self.fleet.abort_session(who.user, session)
         return ids
 
-    def answer(self, who: Principal, run_id: str, input_id: str, answer: Answer) -> str:
-        run = self.run(who, run_id)
-        kind = self.hub.kind(run.id, input_id)
+    def fleet_of(self, what: str) -> Fleet:
+        """The fleet, for what only a fleet has (schedules); else one clear error."""
+        if self.fleet is None:
+            raise ConflictError(f"{what} need workers: serve with a queue (--queue redis://...)")
+        return self.fleet
+
+    async def waiting_for(self, run: Followed) -> list[tuple[str, str]]:
+        """(input id, kind) of what ``run`` waits on."""
+        if isinstance(run, LiveRun) or self.fleet is None:
+            return self.hub.pending(run.id)
+        return await self.fleet.pending(run.id)
+
+    async def answer(self, who: Principal, run_id: str, input_id: str, answer: Answer) -> str:
+        run = await self.run(who, run_id)
+        if not isinstance(run, LiveRun) and self.fleet is not None:
+            kind = dict(await self.fleet.pending(run.id)).get(input_id)
+        else:
+            kind = self.hub.kind(run.id, input_id)
         if kind is None:
             raise ConflictError(f"run {run_id} is not waiting for input {input_id!r}")
         if (kind == "approval") != (answer.approved is not None):
             field = "approved" if kind == "approval" else "answer"
             raise ConfigError(f"input {input_id!r} is {'an' if kind == 'approval' else 'a'} "
                               f"{kind}: answer it with {field!r}")
-        self.hub.answer(run.id, input_id, answer)
+        if isinstance(run, LiveRun) or self.fleet is None:
+            self.hub.answer(run.id, input_id, answer)
+        else:
+            await self.fleet.answer(run.id, input_id, answer)
         return kind
 
-    async def trace(self, run: LiveRun) -> dict[str, Any]:
+    async def trace(self, run: Followed) -> dict[str, Any]:
         """The run's stored spans (``tracing.py``), oldest first."""
         spans = getattr(self.store, "spans", None)
         if spans is None:
@@ -165,7 +206,9 @@ class Gateway:
             raise NotFoundError(f"no session {session}")
         key = session_key(who.user, session)
         info = await self.store.session_info(key)
-        runs = self.live.of_session(who.user, session)
+        runs: list[Followed] = list(self.live.of_session(who.user, session))
+        if self.fleet is not None:
+            runs += await self.fleet.session_runs(who.user, session)
         if info is None and not runs:
             raise NotFoundError(f"no session {session}")
         messages = await self.store.load(key)
@@ -187,3 +230,11 @@ class Gateway:
         if self._pumps:
             await asyncio.wait(list(self._pumps), timeout=10)
         await self.router.aclose()
+        if self.fleet is not None:
+            await self.fleet.aclose()
+
+
+def _check_session(session: str | None) -> None:
+    if session is not None and not SESSION_ID.fullmatch(session):
+        raise ConfigError("session ids are 1-128 letters, digits and ._- (starting with a "
+                          "letter or digit)")

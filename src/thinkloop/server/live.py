@@ -60,6 +60,12 @@ class LiveRun:
         self.ended = None if result is not None else ended
         self._wake()
 
+    def view(self) -> dict[str, Any]:
+        return run_view(self)
+
+    async def end_status(self) -> str:
+        return self.status
+
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()

@@ -14,7 +14,6 @@ from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
-from thinkloop.server.live import run_view
 
 router = APIRouter(prefix="/v1")
 Caller = Annotated[Principal, Depends(caller)]
@@ -53,46 +52,77 @@ class InputRequest(BaseModel):
 
 @router.post("/runs", status_code=202)
 async def start_run(body: RunRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    run = await gw.start_run(who, body.agent, body.task, body.session, body.stream)
-    return {"id": run.id, "status": "running", "agent": run.agent, "session": run.session,
+    run = await gw.submit(who, body.agent, body.task, body.session, body.stream)
+    return {"id": run.id, "status": run.status, "agent": run.agent, "session": run.session,
             "events": f"/v1/runs/{run.id}/events"}
 
 
 @router.get("/runs/{run_id}")
 async def get_run(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
-    run = gw.run(who, run_id)
-    view = run_view(run)
-    view["waiting_for"] = [{"id": i, "kind": k} for i, k in gw.hub.pending(run.id)]
+    run = await gw.run(who, run_id)
+    view = run.view()
+    view["waiting_for"] = [{"id": i, "kind": k} for i, k in await gw.waiting_for(run)]
     return view
 
 
 @router.post("/runs/{run_id}/abort", status_code=202)
 async def abort_run(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
-    run = gw.abort(who, run_id)
+    run = await gw.abort(who, run_id)
     return {"id": run.id, "status": "cancelling"}
 
 
 @router.post("/runs/{run_id}/input")
 async def answer_run(run_id: str, body: InputRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    kind = gw.answer(who, run_id, body.id,
+    kind = await gw.answer(who, run_id, body.id,
                      Answer(body.approved, body.answer, body.reason))
     return {"id": body.id, "kind": kind, "accepted": True}
 
 
 @router.get("/runs/{run_id}/trace")
 async def run_trace(run_id: str, who: Caller, gw: GW) -> dict[str, Any]:
-    run = gw.run(who, run_id)
+    run = await gw.run(who, run_id)
     return await gw.trace(run)
 
 
 @router.post("/sessions/{session_id}/abort", status_code=202)
 async def abort_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
-    return {"session": session_id, "aborted": gw.abort_session(who, session_id)}
+    return {"session": session_id, "aborted": await gw.abort_session(who, session_id)}
 
 
 @router.get("/sessions/{session_id}")
 async def get_session(session_id: str, who: Caller, gw: GW) -> dict[str, Any]:
     return await gw.session(who, session_id)
+
+
+class ScheduleRequest(BaseModel):
+    """A cron schedule of runs (``thinkloop worker``s fire it; a sixth cron field is seconds)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str = Field(min_length=9, max_length=200)
+    task: str = Field(min_length=1, max_length=200_000)
+    agent: str = Field(DEFAULT_AGENT, min_length=1, max_length=64)
+    session: str | None = Field(None, min_length=1, max_length=128)
+
+
+@router.get("/schedules")
+async def list_schedules(who: Caller, gw: GW) -> dict[str, Any]:
+    return {"schedules": await gw.fleet_of("schedules").schedules(who.user)}
+
+
+@router.post("/schedules", status_code=201)
+async def add_schedule(body: ScheduleRequest, who: Caller, gw: GW) -> dict[str, Any]:
+    if await gw.router.definitions.get(body.agent) is None:
+        raise NotFoundError(f"no agent named {body.agent!r}")
+    return await gw.fleet_of("schedules").add_schedule(who.user, body.cron, body.agent,
+                                                       body.task, body.session)
+
+
+@router.delete("/schedules/{schedule_id}")
+async def remove_schedule(schedule_id: str, who: Caller, gw: GW) -> dict[str, Any]:
+    if not await gw.fleet_of("schedules").remove_schedule(who.user, schedule_id):
+        raise NotFoundError(f"no schedule {schedule_id!r}")
+    return {"id": schedule_id, "deleted": True}
 
 
 @router.get("/agents")

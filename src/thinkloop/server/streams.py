@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDisconnect
@@ -29,18 +29,20 @@ from thinkloop.core.errors import (
     NotFoundError,
     RequestError,
     RunLimitError,
+    StoreError,
     UnknownAgentError,
 )
 from thinkloop.server.agents import DEFAULT_AGENT
-from thinkloop.server.auth import Principal
+from thinkloop.server.auth import Principal, authenticate, key_from_headers
 from thinkloop.server.deps import caller, gateway, identify
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
-from thinkloop.server.live import LiveRun
 from thinkloop.server.routes import InputRequest, RunRequest
 from thinkloop.text import validation_summary
 
 router = APIRouter(prefix="/v1")
+T = TypeVar("T")
 
 
 @router.get("/runs/{run_id}/events")
@@ -51,16 +53,52 @@ async def run_events(
 ) -> EventSourceResponse:
     """The run's events as SSE: ``id`` is the event's number; reconnect with
     ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
-    run = gw.run(who, run_id)
+    run = await gw.run(who, run_id)
     start = after if after is not None else _int(last_event_id)
+    key = key_from_headers(request.headers.get("authorization"),
+                           request.headers.get("x-api-key"))
 
     async def events() -> AsyncIterator[ServerSentEvent]:
-        async for seq, data in run.follow(start):
-            yield ServerSentEvent(data=data.decode(), id=str(seq), event="event")
-        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": run.status})
+        follow = run.follow(start)
+        if not gw.config.no_auth:  # a key revoked meanwhile ends the stream
+            follow = while_valid(follow, gw, key)
+        try:
+            async for seq, data in follow:
+                yield ServerSentEvent(data=data.decode(), id=str(seq), event="event")
+        except KeyRevoked:
+            yield ServerSentEvent(data='{"status":401,"message":"the API key was revoked"}',
+                                  event="error")
+            return
+        status = await run.end_status()
+        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": status})
                               .decode(), event="end")
 
     return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+class KeyRevoked(Exception):
+    pass
+
+
+async def while_valid(items: AsyncIterator[T], gw: Gateway, key: str | None
+                      ) -> AsyncIterator[T]:
+    """``items`` until they end, or until ``key`` is revoked (asked every key_recheck_s)."""
+    every = gw.config.key_recheck_s
+    while True:
+        nxt = asyncio.ensure_future(anext(items))
+        try:
+            while not (await asyncio.wait({nxt}, timeout=every))[0]:
+                with contextlib.suppress(StoreError):  # down a moment: ask again later
+                    if await authenticate(gw.store, key) is None:
+                        raise KeyRevoked
+        finally:
+            if not nxt.done():
+                nxt.cancel()
+        try:
+            item = nxt.result()
+        except StopAsyncIteration:
+            return
+        yield item
 
 
 def _int(value: str | None) -> int:
@@ -85,42 +123,59 @@ class Socket:
     async def error(self, status: int, message: str) -> None:
         await self.send({"type": "error", "status": status, "message": message})
 
-    def follow(self, run: LiveRun, after: int = 0) -> None:
+    def follow(self, run: Followed, after: int = 0) -> None:
         old = self.follows.pop(run.id, None)
         if old is not None:
             old.cancel()
         self.follows[run.id] = asyncio.get_running_loop().create_task(self._forward(run, after))
 
-    async def _forward(self, run: LiveRun, after: int) -> None:
+    async def _forward(self, run: Followed, after: int) -> None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             async for _, data in run.follow(after):
                 async with self._lock:
                     await self.ws.send_text('{"type":"event","event":' + data.decode() + "}")
-            await self.send({"type": "run.end", "run_id": run.id, "status": run.status})
+            await self.send({"type": "run.end", "run_id": run.id,
+                             "status": await run.end_status()})
 
     async def handle(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
         if kind == "run":
             body = RunRequest.model_validate({k: v for k, v in frame.items() if k != "type"})
-            run = await self.gw.start_run(self.who, body.agent or DEFAULT_AGENT, body.task,
-                                          body.session, body.stream)
+            run = await self.gw.submit(self.who, body.agent or DEFAULT_AGENT, body.task,
+                                       body.session, body.stream)
             await self.send({"type": "run.accepted", "run_id": run.id})
             self.follow(run)
         elif kind == "subscribe":
-            run = self.gw.run(self.who, str(frame.get("run_id")))
+            run = await self.gw.run(self.who, str(frame.get("run_id")))
             self.follow(run, _int(str(frame.get("after") or 0)))
         elif kind == "abort":
-            run = self.gw.abort(self.who, str(frame.get("run_id")))
+            run = await self.gw.abort(self.who, str(frame.get("run_id")))
             await self.send({"type": "abort.accepted", "run_id": run.id})
         elif kind == "input":
             run_id = str(frame.get("run_id"))
             given = InputRequest.model_validate(
                 {k: v for k, v in frame.items() if k not in ("type", "run_id")})
-            self.gw.answer(self.who, run_id, given.id,
+            await self.gw.answer(self.who, run_id, given.id,
                            Answer(given.approved, given.answer, given.reason))
             await self.send({"type": "input.accepted", "run_id": run_id, "id": given.id})
         else:
             await self.error(400, "frame type must be run, subscribe, abort or input")
+
+    async def watch_key(self, key: str | None, every_s: float) -> None:
+        """Close the socket once its key is revoked (``thinkloop keys revoke``, which may
+        run in another process: the store is asked again every ``every_s``)."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                valid = await authenticate(self.gw.store, key) is not None
+            except StoreError:  # the store is down a moment: ask again next time
+                continue
+            if not valid:
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                    await self.error(401, "the API key was revoked")
+                    async with self._lock:
+                        await self.ws.close(code=4401, reason="API key revoked")
+                return
 
     async def close(self) -> None:
         for task in self.follows.values():
@@ -132,14 +187,15 @@ class Socket:
 @router.websocket("/ws")
 async def websocket(ws: WebSocket) -> None:
     gw: Gateway = ws.app.state.gateway
-    await ws.accept()
-    who = await identify(gw, ws.headers)
-    if who is None:
-        await ws.send_text(orjson.dumps({"type": "error", "status": 401,
-                                         "message": "an API key is required"}).decode())
+    who = await identify(gw, ws.headers, ws.scope)
+    if who is None:  # refused at the handshake (the doors answer 401 before this)
         await ws.close(code=4401)
         return
+    await ws.accept()
     sock = Socket(ws, gw, who)
+    key = key_from_headers(ws.headers.get("authorization"), ws.headers.get("x-api-key"))
+    watch = None if gw.config.no_auth else asyncio.get_running_loop().create_task(
+        sock.watch_key(key, gw.config.key_recheck_s))
     try:
         while True:
             raw = await ws.receive_text()
@@ -160,6 +216,8 @@ async def websocket(ws: WebSocket) -> None:
     except WebSocketDisconnect:
         pass
     finally:
+        if watch is not None:
+            watch.cancel()
         await sock.close()
 
 

@@ -115,6 +115,10 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         finally:
             await conn.close()
 
+    async def connect(self) -> None:
+        """Connect (and migrate) now: an unreachable server fails here, before anything runs."""
+        await self._open()
+
     async def aclose(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None

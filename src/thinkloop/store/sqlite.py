@@ -19,6 +19,7 @@ import aiosqlite
 
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, one_line, store_errors
+from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.sql import SQLITE, migrate, render
@@ -105,6 +106,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
             if self._db is None:
                 if self.path != ":memory:":
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                    check_length(self.path)
                 try:
                     db = await aiosqlite.connect(self.path, isolation_level=None,
                                                  timeout=BUSY_TIMEOUT_S)
@@ -124,6 +126,8 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                         raise StoreError(f"cannot use SQLite database {self.path}: another "
                                          f"connection kept it locked for {BUSY_TIMEOUT_S:g}s"
                                          ) from exc
+                    if is_damage(exc):
+                        raise damage_error(self.path, exc) from exc
                     if isinstance(exc, sqlite3.Error):
                         raise StoreError(f"cannot use SQLite database {self.path}: "
                                          f"{one_line(exc)} (is it a damaged or foreign "
@@ -151,6 +155,11 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         db = await self._open()
         async with self._tx_lock:
             await _Tx(db).executemany(sql, rows)
+
+    async def connect(self) -> None:
+        """Open (and migrate) the database now: a damaged or locked file fails here, before
+        anything runs on it, instead of at the first read."""
+        await self._open()
 
     async def aclose(self) -> None:
         if self._db is not None:

@@ -155,6 +155,10 @@ class OpenAIServer:
         # Open connections and their handler tasks, closed on stop: a connection left open
         # (a client's keep-alive pool) would otherwise leak a socket and a pending task.
         self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+        # pause(): requests wait (counted in ``held``) until resume(): a test can catch every
+        # run of a fleet waiting for its model, at a known point, and act then.
+        self._open: asyncio.Event | None = None
+        self.held = 0
 
     @property
     def base_url(self) -> str:
@@ -167,6 +171,15 @@ class OpenAIServer:
         self._queue.clear()
         self.requests.clear()
         self.headers.clear()
+
+    def pause(self) -> None:
+        """Hold every request from now on until :meth:`resume`."""
+        assert self._loop is not None and self._open is not None
+        self._loop.call_soon_threadsafe(self._open.clear)
+
+    def resume(self) -> None:
+        assert self._loop is not None and self._open is not None
+        self._loop.call_soon_threadsafe(self._open.set)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -204,6 +217,8 @@ class OpenAIServer:
 
     async def shutdown(self) -> None:
         """Stop listening, close every open connection and wait for their handlers."""
+        if self._open is not None:
+            self._open.set()  # held requests end as their connections close
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -216,6 +231,8 @@ class OpenAIServer:
         self._conns.clear()
 
     async def serve(self) -> asyncio.Server:
+        self._open = asyncio.Event()
+        self._open.set()
         server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, backlog=1024)
         self.port = server.sockets[0].getsockname()[1]
         return server
@@ -256,6 +273,12 @@ class OpenAIServer:
         self, writer: asyncio.StreamWriter, raw: bytes, headers: dict[str, str]
     ) -> None:
         request = orjson.loads(raw) if raw else {}
+        if self._open is not None and not self._open.is_set():
+            self.held += 1
+            try:
+                await self._open.wait()
+            finally:
+                self.held -= 1
         if self.record:
             self.requests.append(request)
             self.headers.append(headers)

@@ -46,6 +46,9 @@ class MCPServerConfig(BaseModel):
     cwd: str | None = None
     prefix: str | None = None
     timeout_s: float = TOOL_TIMEOUT_S
+    # Only a server the configuration trusts may relax gating with its annotations
+    # (readOnlyHint, openWorldHint: false); anyone else's tools are destructive and open-world.
+    trusted: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -55,7 +58,11 @@ class MCPServerConfig(BaseModel):
 
 
 def parse_mcp_spec(spec: str) -> MCPServerConfig:
-    """A ``--mcp`` value: ``"uvx mcp-server-time"``, ``"time=uvx mcp-server-time"`` or a URL."""
+    """A ``--mcp`` value: ``"uvx mcp-server-time"``, ``"time=uvx mcp-server-time"`` or a URL;
+    ``"trusted:time=uvx mcp-server-time"`` trusts the server's tool annotations."""
+    trusted = spec.startswith("trusted:")
+    if trusted:
+        return parse_mcp_spec(spec.removeprefix("trusted:")).model_copy(update={"trusted": True})
     name, sep, rest = spec.partition("=")
     if not sep or " " in name or "/" in name:
         name, rest = "", spec
@@ -253,16 +260,25 @@ class MCPServer:
             idempotent=bool(getattr(annotations, "idempotent_hint", False)),
             trusted_output=False,
             meta={"mcp_server": self.config.name, "mcp_tool": remote},
-            needs_approval=needs_approval(annotations),
+            needs_approval=needs_approval(annotations, trusted=self.config.trusted),
         )
 
 
-def needs_approval(annotations: Any) -> bool:
-    """A server-declared destructive (and not read-only) or open-world tool waits for a human."""
-    def hint(name: str) -> bool:
-        return getattr(annotations, name, None) is True
+def needs_approval(annotations: Any, trusted: bool = False) -> bool:
+    """Does a tool wait for a person (and pass provenance gating)? The MCP specification's
+    defaults: a tool is destructive and open-world unless it says otherwise, and a server's
+    word counts only when the configuration trusts it. A trusted server's tool runs freely
+    when read-only (``readOnlyHint``) or declared neither destructive nor open-world."""
+    if not trusted:
+        return True
 
-    return (hint("destructive_hint") and not hint("read_only_hint")) or hint("open_world_hint")
+    def hint(name: str, default: bool) -> bool:
+        value = getattr(annotations, name, None)
+        return default if value is None else value is True
+
+    if hint("read_only_hint", False):  # reads only: harmless unless it reaches outside
+        return hint("open_world_hint", True)
+    return hint("destructive_hint", True) or hint("open_world_hint", True)
 
 
 def _root_cause(exc: BaseException) -> str:

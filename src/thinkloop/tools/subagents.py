@@ -150,7 +150,10 @@ class SubAgents:
             return render_results(results)
 
         t = make_tool(spawn_agent, idempotent=False, trusted_output=False)
-        return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.")
+        # starts_runs: its arguments become another run's task, so secrets stay placeholders
+        # in them (judgement/sensitive.py); the child run resolves them itself.
+        return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.",
+                       meta={**t.meta, "starts_runs": True})
 
 
 def render_results(results: Sequence[ChildResult]) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -228,7 +228,9 @@ def browser_tools(session: BrowserSession, workspace: Workspace, settings: ToolS
     kw: dict[str, Any] = {"idempotent": False, "trusted_output": False}
     # Clicking and typing can submit forms (send, buy, delete): a person approves them.
     acts: dict[str, Any] = {**kw, "needs_approval": True}
-    return [make_tool(browser_open, **kw), make_tool(browser_snapshot, **kw),
+    # Opening a URL is a request leaving the machine: provenance gating checks what it carries.
+    opener = replace(make_tool(browser_open, **kw), meta={"outbound": ("url",)})
+    return [opener, make_tool(browser_snapshot, **kw),
             make_tool(browser_click, **acts), make_tool(browser_type, **acts),
             make_tool(browser_screenshot, **kw)]
 

@@ -13,6 +13,7 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -154,7 +155,9 @@ def web_fetch_tool(settings: ToolSettings) -> Tool:
             except httpx.HTTPError as exc:
                 raise ToolExecutionError(f"fetching {url} failed: {exc}") from None
 
-    return make_tool(web_fetch, trusted_output=False, idempotent=True)
+    # Its URL is a request leaving the machine: provenance gating checks what it carries.
+    return replace(make_tool(web_fetch, trusted_output=False, idempotent=True),
+                   meta={"outbound": ("url",)})
 
 
 async def context_from_cli(

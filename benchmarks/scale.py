@@ -1,0 +1,299 @@
+"""Scaling out: N runs through one gateway and 1, 2, 4 workers, against the library alone.
+
+Processes on loopback: the deterministic model server (``steps-3``: three ``echo`` calls,
+then an answer, each reply delayed by ``--model-delay``), a gateway (``thinkloop serve
+--queue``), W workers (``thinkloop worker``; their ``echo`` tool is a plugin on their path),
+the real Redis and PostgreSQL of 127.0.0.1, and this client. For each W the client starts N
+runs at once over HTTP, follows each over SSE, and measures:
+
+* runs/s: N divided by the time from the first POST to the last run's end;
+* queue wait: the run's ``run.started`` timestamp (on its worker) minus the time its POST was
+  sent, p50 and p99;
+* event latency: receive time minus the event's own timestamp, p99 over all events;
+* CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N.
+
+The baseline, measured in the same run, is the library alone: the same N runs with
+``Agent.start`` in one process, recorded in PostgreSQL as the workers record them (run rows,
+checkpoints, audit log). "Queueing CPU per run" is the fleet's CPU per run minus the
+library's: what the queue, the Redis event streams, HTTP and SSE add.
+
+At most ``--active`` runs execute at once, in the fleet (``worker.concurrency`` is
+``active // W``) and in the baseline alike: each run in progress holds a PostgreSQL
+connection of its own (its run lock), and PostgreSQL's default ``max_connections`` is 100.
+
+On a machine with fewer cores than processes the ratio is bounded by the cores, not by the
+design: read the CPU per run to extrapolate to N machines.
+
+Usage: python benchmarks/scale.py [--runs 200] [--active 72] [--model-delay 0.2]
+                                  [--workers 1,2,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+
+PG = os.environ.get("THINKLOOP_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("THINKLOOP_TEST_REDIS", "redis://127.0.0.1:6379/0")
+AGENTS = """
+agents:
+  bench:
+    model: openai:steps-3
+    tools: none
+    memory: false
+    guards: false
+    max_steps: 8
+"""
+PLUGIN = '''
+def echo(text: str) -> str:
+    """Repeat the text."""
+    return text
+'''
+CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (and its reaped children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[max(0, int(len(values) * q) - 1)] if values else float("nan")
+
+
+def plugin_site(root: Path) -> Path:
+    site = root / "site"
+    dist = site / "bench_echo-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "bench_echo.py").write_text(PLUGIN)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-echo\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[thinkloop.tools]\necho = bench_echo:echo\n")
+    return site
+
+
+# --- the library alone -----------------------------------------------------------------------
+
+def direct(runs: int, db: str, active: int) -> None:
+    from thinkloop.agent import Agent
+    from thinkloop.tools.base import make_tool
+
+    def echo(text: str) -> str:
+        """Repeat the text."""
+        return text
+
+    async def main() -> dict[str, float]:
+        agent = Agent("openai:steps-3", tools=[make_tool(echo)], guard=False, max_steps=8,
+                      store=db)
+        await agent.run("warm up")
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        slots = asyncio.Semaphore(active)
+
+        async def one(i: int) -> Any:
+            async with slots:
+                return await agent.start(f"task {i}", events=False, stream_model=False)
+
+        results = await asyncio.gather(*(one(i) for i in range(runs)))
+        elapsed = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        await agent.aclose()
+        assert all(r.status == "completed" for r in results), {r.status for r in results}
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return {"runs_per_s": runs / elapsed, "cpu_ms_per_run": cpu / runs * 1000}
+
+    print(json.dumps(asyncio.run(main())))
+
+
+# --- a fleet -----------------------------------------------------------------------------------
+
+async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: float,
+                 lat: list[float], waits: list[float]) -> str:
+    last = 0
+    while True:
+        headers = {"Last-Event-ID": str(last)} if last else {}
+        with contextlib.suppress(aiohttp.ClientError):
+            async with session.get(f"{base}/v1/runs/{run_id}/events", headers=headers) as r:
+                kind = ""
+                async for raw in r.content:
+                    line = raw.decode().rstrip("\r\n")
+                    if line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data = json.loads(line[5:])
+                        if kind == "end":
+                            return str(data["status"])
+                        lat.append(time.time() - data["ts"])
+                        if data["type"] == "run.started" and data["id"] == 1:
+                            waits.append(data["ts"] - sent)
+                        last = data["id"]
+
+
+async def drive(base: str, runs: int, pids: list[int]) -> dict[str, float]:
+    connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
+    async with aiohttp.ClientSession(connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=900)) as session:
+        async def one(i: int, lat: list[float], waits: list[float]) -> str:
+            body = {"agent": "bench", "task": f"task {i}", "stream": False}
+            sent = time.time()
+            async with session.post(f"{base}/v1/runs", json=body) as r:
+                r.raise_for_status()
+                run_id = (await r.json())["id"]
+            return await follow(session, base, run_id, sent, lat, waits)
+
+        await one(-1, [], [])  # warm up: agents built, connections open
+        cpu0 = sum(cpu_s(p) for p in pids)
+        lat: list[float] = []
+        waits: list[float] = []
+        t0 = time.perf_counter()
+        statuses = await asyncio.gather(*(one(i, lat, waits) for i in range(runs)))
+        elapsed = time.perf_counter() - t0
+        cpu = sum(cpu_s(p) for p in pids) - cpu0
+    bad = [s for s in statuses if s != "completed"]
+    assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
+    return {"runs_per_s": runs / elapsed, "wait_p50_ms": statistics.median(waits) * 1000,
+            "wait_p99_ms": pct(waits, 0.99) * 1000, "lat_p99_ms": pct(lat, 0.99) * 1000,
+            "cpu_ms_per_run": cpu / runs * 1000}
+
+
+def wait_ready(base: str, workers: int, procs: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a fleet process exited")
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            if httpx.get(base + "/healthz", timeout=2).json().get("workers", 0) >= workers:
+                return
+        time.sleep(0.2)
+    raise RuntimeError("the fleet did not come up")
+
+
+def fleet(workers: int, runs: int, active: int, env: dict[str, str],
+          root: Path) -> dict[str, float]:
+    schema, prefix = "bench_" + uuid.uuid4().hex[:8], "bench-" + uuid.uuid4().hex[:8]
+    env = {**env, "THINKLOOP_DATABASE_URL": f"{PG}?schema={schema}",
+           "THINKLOOP_QUEUE_URL": REDIS, "THINKLOOP_WORKER_PREFIX": prefix,
+           "THINKLOOP_GATEWAY_PER_USER_RUNS": str(runs + 10),
+           "THINKLOOP_GATEWAY_MAX_RUNS": str(runs + 10),
+           "THINKLOOP_WORKER_CONCURRENCY": str(max(1, active // workers))}
+    port = free_port()
+    agents = str(root / "agents.yaml")
+    procs = [subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port), "--agents",
+                               agents], env=env, stderr=subprocess.DEVNULL)]
+    procs += [subprocess.Popen([*CLI, "worker", "--agents", agents, "--name", f"w{i}"],
+                               env=env, stderr=subprocess.DEVNULL) for i in range(workers)]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, workers, procs)
+        return asyncio.run(drive(base, runs, [p.pid for p in procs]))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+        asyncio.run(cleanup(schema, prefix))
+
+
+async def cleanup(schema: str, prefix: str) -> None:
+    import asyncpg
+    from redis.asyncio import Redis
+
+    conn = await asyncpg.connect(PG)
+    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    await conn.close()
+    redis = Redis.from_url(REDIS)
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+    for i in range(0, len(keys), 500):
+        await redis.delete(*keys[i:i + 500])
+    await redis.aclose()
+
+
+def table(args: argparse.Namespace, base: dict[str, float],
+          rows: list[tuple[int, dict[str, float]]]) -> None:
+    print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
+          f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
+          f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
+    head = (f"{'':18}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
+            f"{'event p99':>11}{'CPU/run':>9}{'queueing':>10}")
+    print(head + "\n" + " " * 18 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'ms':>9}"
+          f"{'ms/run':>10}")
+    print(f"{'library alone':18}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
+          f"{base['cpu_ms_per_run']:>9.1f}{'-':>10}")
+    for w, r in rows:
+        print(f"{f'{w} worker' + ('s' if w > 1 else ''):18}{r['runs_per_s']:>8.1f}"
+              f"{r['runs_per_s'] / base['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
+              f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['cpu_ms_per_run']:>9.1f}"
+              f"{r['cpu_ms_per_run'] - base['cpu_ms_per_run']:>10.1f}")
+    print("\nratio: runs/s against the library alone. CPU/run: the gateway's and workers' CPU "
+          "per run; queueing: that minus the library's (same PostgreSQL recording). With "
+          f"{os.cpu_count()} cores shared by every process the ratio is bounded by the cores.")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--active", type=int, default=72)
+    parser.add_argument("--model-delay", type=float, default=0.2)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--role", choices=["client", "direct"], default="client",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "direct":
+        return direct(args.runs, args.db, args.active)
+    root = Path(tempfile.mkdtemp(prefix="tl-scale-"))
+    (root / "agents.yaml").write_text(AGENTS)
+    model_port = free_port()
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("THINKLOOP_")},
+           "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1", "OPENAI_API_KEY": "bench",
+           "THINKLOOP_HOME": str(root / "home"),
+           "PYTHONPATH": os.pathsep.join([src, str(plugin_site(root))])}
+    model = subprocess.Popen([sys.executable, "-m", "thinkloop.testing.openai_server", "--port",
+                              str(model_port), "--delay-ms", str(args.model_delay * 1000)],
+                             env=env, stdout=subprocess.DEVNULL)
+    schema = "bench_" + uuid.uuid4().hex[:8]
+    try:
+        time.sleep(1.0)
+        rows = [(w, fleet(w, args.runs, args.active, env, root))
+                for w in map(int, args.workers.split(","))]
+        out = subprocess.run([sys.executable, __file__, "--role", "direct", "--runs",
+                              str(args.runs), "--active", str(args.active), "--db",
+                              f"{PG}?schema={schema}"], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        base: dict[str, Any] = json.loads(out)
+    finally:
+        model.terminate()
+        model.wait(10)
+        asyncio.run(cleanup(schema, "bench-none"))
+    table(args, base, rows)
+
+
+if __name__ == "__main__":
+    main()

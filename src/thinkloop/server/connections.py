@@ -1,0 +1,208 @@
+"""Connections under a budget: uvicorn's HTTP/1.1 protocol (h11) with what it leaves to the
+application, so that cheap floods cannot take the gateway's file descriptors.
+
+- A request's head must arrive within ``header_timeout_s`` of its first byte (of the
+  connection's opening, for the first request): half-sent requests are dropped. uvicorn's own
+  keep-alive timer stops at the first byte of the next request, so a head sent a byte at a
+  time was never dropped.
+- Each client address holds at most ``per_client_connections``, and all together at most a
+  budget under the open-file limit: ``max_connections``, lowered to ``RLIMIT_NOFILE -
+  fd_reserve`` less what asyncio may accept before admitting (``3 * ACCEPT_BATCH``). At a cap, the
+  oldest connection that is not serving a request (idle, or its head still coming) makes
+  room; if every one is busy, the new connection may only ask ``/healthz`` (a few such
+  places are kept above the budget), so the gateway can always say how it is.
+
+Heads are capped by h11 (``max_header_bytes``); bodies by :mod:`thinkloop.server.doors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from thinkloop.server.config import GatewayConfig
+
+# Connections kept above the budget for /healthz alone, and how long their head may take.
+HEALTHZ_ROOM = 8
+HEALTHZ_HEAD_S = 2.0
+# The listen backlog, which is also how many connections asyncio accepts at a time: a batch
+# is admitted two loop turns after it was accepted and what it evicted is closed a turn
+# later, so three batches are kept out of the budget (uvicorn's 2048 took every file).
+ACCEPT_BATCH = 64
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+                   Awaitable[None]]
+
+
+@dataclass(eq=False, slots=True)
+class _Conn:
+    client: str
+    transport: asyncio.Transport
+    protocol: GuardedH11
+    opened: float
+
+    @property
+    def gone(self) -> bool:
+        return self.transport.is_closing()
+
+    @property
+    def evictable(self) -> bool:
+        """Not serving a request: idle, or its head still coming (a WebSocket is busy)."""
+        return self.transport.get_protocol() is self.protocol and self.protocol.idle
+
+
+class ConnectionBudget:
+    """The open connections, oldest first, and who may open another."""
+
+    def __init__(self, total: int, per_client: int) -> None:
+        self.total = total
+        self.per_client = per_client
+        self._conns: dict[asyncio.Transport, _Conn] = {}
+        self.evicted = 0  # for the tests and the logs: how many made room
+        self.refused = 0
+
+    def __len__(self) -> int:
+        self._prune()
+        return len(self._conns)
+
+    def _prune(self) -> None:
+        # Upgraded (WebSocket) connections end without telling us: closed ones go here.
+        for transport in [t for t, c in self._conns.items() if c.gone]:
+            del self._conns[transport]
+
+    def admit(self, conn: _Conn) -> str:
+        """``"ok"``, ``"healthz"`` (over a cap with nothing to evict: /healthz only) or
+        ``"refused"``; the connection is counted unless refused."""
+        self._prune()
+        mine = [c for c in self._conns.values() if c.client == conn.client]
+        place = "ok"
+        if len(mine) >= self.per_client and not self._evict(mine):
+            place = "healthz"
+        if place == "ok" and len(self._conns) >= self.total and not self._evict(
+                list(self._conns.values())):
+            place = "healthz"
+        if place == "healthz" and len(self._conns) >= self.total + HEALTHZ_ROOM:
+            self.refused += 1
+            return "refused"
+        self._conns[conn.transport] = conn
+        return place
+
+    def _evict(self, conns: list[_Conn]) -> bool:
+        oldest = next((c for c in conns if c.evictable), None)  # dicts keep opening order
+        if oldest is None:
+            return False
+        oldest.transport.close()
+        del self._conns[oldest.transport]
+        self.evicted += 1
+        return True
+
+    def release(self, transport: asyncio.Transport) -> None:
+        self._conns.pop(transport, None)
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol, admitted by a :class:`ConnectionBudget`, with a head timeout.
+    Subclassed per server by :func:`uvicorn_config` (uvicorn makes one per connection)."""
+
+    budget: ClassVar[ConnectionBudget]
+    head_timeout_s: ClassVar[float]
+    _head_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        client = self.client[0] if self.client else "?"
+        place = self.budget.admit(_Conn(client, transport, self, time.monotonic()))
+        if place == "refused":
+            transport.close()
+            return
+        timeout = self.head_timeout_s
+        if place == "healthz":
+            self.app = healthz_only(self.app)
+            timeout = min(timeout, HEALTHZ_HEAD_S)
+        self._arm(timeout)
+
+    def _arm(self, timeout: float) -> None:
+        self._head_timer = self.loop.call_later(timeout, self._head_late)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self.idle and self.transport.get_protocol() is self:
+            self.transport.close()  # a head that did not come in time: a slow client
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self.idle:
+            self._disarm()  # a request is being served: its body has a timeout of its own
+        elif self._head_timer is None and not self.transport.is_closing():
+            self._arm(self.head_timeout_s)  # the first byte of the next head starts its clock
+
+    def handle_websocket_upgrade(self, event: Any) -> None:
+        self._disarm()
+        super().handle_websocket_upgrade(event)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.budget.release(self.transport)
+        super().connection_lost(exc)
+
+
+def healthz_only(app: Any) -> ASGIApp:
+    """``app`` for ``GET /healthz``; anything else is refused (the gateway is full)."""
+    async def guarded(scope: Scope, receive: Callable[[], Awaitable[Any]],
+                      send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope.get("path") == "/healthz":
+            await app(scope, receive, send)
+            return
+        body = b'{"error":{"message":"the gateway is at its connection limit; try again",' \
+               b'"type":"rate_limit_error","code":503}}'
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", b"application/json"), (b"retry-after", b"1"),
+            (b"connection", b"close"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return guarded
+
+
+def connection_budget(cfg: GatewayConfig) -> int:
+    """``max_connections``, lowered to what the open-file limit leaves after ``fd_reserve``."""
+    try:
+        import resource
+    except ImportError:  # not a Unix: no limit to read
+        return cfg.max_connections
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return cfg.max_connections
+    room = soft - cfg.fd_reserve - HEALTHZ_ROOM - 3 * ACCEPT_BATCH
+    return max(8, min(cfg.max_connections, room))
+
+
+def uvicorn_config(app: Any, cfg: GatewayConfig, **options: Any) -> uvicorn.Config:
+    """The uvicorn configuration ``thinkloop serve`` runs ``app`` with: its limits from
+    ``cfg`` (``options``: any other of uvicorn's, e.g. ``log_level``)."""
+    budget = ConnectionBudget(connection_budget(cfg), cfg.per_client_connections)
+    protocol = type("GatewayHTTP", (GuardedH11,), {"budget": budget,
+                                                   "head_timeout_s": cfg.header_timeout_s})
+    options = {"log_level": "warning", "timeout_graceful_shutdown": 10, **options}
+    return uvicorn.Config(
+        app, host=cfg.host, port=cfg.port, http=protocol,
+        h11_max_incomplete_event_size=cfg.max_header_bytes, timeout_keep_alive=cfg.keep_alive_s,
+        backlog=ACCEPT_BATCH,
+        # uvicorn's own cap (503 at a request's head), as a backstop above ours.
+        limit_concurrency=budget.total + HEALTHZ_ROOM + cfg.per_client_connections,
+        ws_max_size=cfg.max_body_bytes, **options)

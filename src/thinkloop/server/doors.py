@@ -1,0 +1,223 @@
+"""The gateway's doors: what a request must show before the application reads a byte of it.
+
+In order, for every HTTP request and WebSocket handshake (an ASGI middleware):
+
+1. **Host** (always with ``--no-auth``, else when ``allowed_hosts`` is set): the bound address,
+   localhost on loopback, or a configured name. A page that rebinds its own DNS name to
+   127.0.0.1 sends its name, not ours, so it is refused.
+2. **Origin** (sent by browsers): a WebSocket handshake and every state-changing request
+   (POST, PUT, PATCH, DELETE) from a browser must come from the gateway's own page or an
+   ``allowed_origins`` entry.
+3. **The page's token** (``--no-auth`` only): ``GET /`` sets a cookie holding a token made
+   for this process; every other request a browser makes (one with ``Origin`` or
+   ``Sec-Fetch-Site``) must carry it. Programs (curl, the openai client) send neither header
+   and pass, as before: on loopback they are the person's own.
+4. **An API key** (with auth) for everything under ``/v1``, the WebSocket included: checked
+   here, so a request without a valid key is refused without its body being read.
+5. **Sizes**: a head over ``max_header_bytes`` is refused (431; h11 refuses one still
+   arriving, 400). A body declared over ``max_body_bytes`` is refused at once (413), one
+   that grows past it is cut off (413), one that takes over ``body_timeout_s`` ends with
+   408. The application gets the body whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from thinkloop.server.auth import Principal, authenticate, key_from_headers
+from thinkloop.server.config import GatewayConfig, is_loopback
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+OPEN_PATHS = frozenset({"/", "/healthz"})  # what a browser may GET without the page's token
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+PRINCIPAL = "thinkloop.principal"  # where the caller found here waits for the routes
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
+                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.headers = status, message, kind, headers
+
+
+# Where the channels mount their webhooks (``POST /v1/channels/NAME/webhook``).
+CHANNEL_HOOKS = "/v1/channels/"
+
+
+def cookie_name(scope: Scope) -> str:
+    # Cookies ignore the port: two gateways on one host must not overwrite each other's.
+    server = scope.get("server") or ("", 0)
+    return f"thinkloop_page_{server[1]}"
+
+
+class Doors:
+    """ASGI middleware: the checks above, then the application. ``token``: this process's
+    page token (``--no-auth``)."""
+
+    def __init__(self, app: ASGIApp, config: GatewayConfig, token: str) -> None:
+        self.app = app
+        self.config = config
+        self.token = token
+        names = {*config.allowed_hosts, config.host}
+        if is_loopback(config.host):
+            names.update(LOOPBACK_NAMES)
+        self.hosts = frozenset(n.lower() for n in names)
+        self.check_host = config.no_auth or bool(config.allowed_hosts)
+        self.origins = frozenset(o.rstrip("/").lower() for o in config.allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            self.measure(scope)
+            self.knock(scope, headers)
+            if not self.config.no_auth and _needs_key(scope["path"]):
+                scope[PRINCIPAL] = await self.key(scope, headers)
+            if scope["type"] == "http" and _has_body(headers):
+                receive = await self.body(headers, receive)
+        except Refused as no:
+            await refuse(scope, receive, send, no)
+            return
+        await self.app(scope, receive, send)
+
+    def measure(self, scope: Scope) -> None:
+        # h11 caps a head still arriving; one that came whole in a packet is measured here.
+        size = sum(len(k) + len(v) + 4 for k, v in scope["headers"]) + len(scope["path"])
+        if size > self.config.max_header_bytes:
+            raise Refused(431, f"the request's head is over {self.config.max_header_bytes} "
+                               "bytes (gateway.max_header_bytes)")
+
+    def knock(self, scope: Scope, headers: dict[str, str]) -> None:
+        """Host, Origin and the page's token: raises :class:`Refused`."""
+        host = headers.get("host", "")
+        if self.check_host and _hostname(host) not in self.hosts:
+            raise Refused(400, f"this gateway does not answer to Host {host!r} (add the name "
+                               "to gateway.allowed_hosts)")
+        origin = headers.get("origin")
+        changes = scope["type"] == "websocket" or scope.get("method") not in SAFE_METHODS
+        if origin is not None and changes and not self._same_origin(scope, origin, host):
+            raise Refused(403, f"requests from {origin!r} are not allowed (add the origin to "
+                               "gateway.allowed_origins)", "permission_error")
+        if self.config.no_auth and _from_browser(headers) and not _open(scope):
+            given = _cookie(headers.get("cookie", ""), cookie_name(scope))
+            # Bytes: compare_digest refuses a str with non-ASCII characters (a 500).
+            if given is None or not secrets.compare_digest(given.encode("latin-1"),
+                                                           self.token.encode()):
+                raise Refused(403, "open the gateway's page (/) first: a browser needs its "
+                                   "token", "permission_error")
+
+    def _same_origin(self, scope: Scope, origin: str, host: str) -> bool:
+        origin = origin.rstrip("/").lower()
+        scheme = {"ws": "http", "wss": "https"}.get(scope["scheme"], scope["scheme"])
+        return origin == f"{scheme}://{host.lower()}" or origin in self.origins
+
+    async def key(self, scope: Scope, headers: dict[str, str]) -> Principal:
+        key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))
+        who = await authenticate(scope["app"].state.gateway.store, key)
+        if who is None:
+            raise Refused(401, "invalid API key" if key else
+                          "an API key is required (Authorization: Bearer KEY)",
+                          "authentication_error", ((b"www-authenticate", b"Bearer"),))
+        return who
+
+    async def body(self, headers: dict[str, str], receive: Receive) -> Receive:
+        """The whole body within the limits, replayed to the application."""
+        limit = self.config.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise Refused(413, f"the body is over {limit} bytes (gateway.max_body_bytes)")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.config.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # gone: nobody to answer
+                        return _replay(b"", receive, message)
+                    chunks.append(message.get("body", b""))
+                    size += len(chunks[-1])
+                    if size > limit:
+                        raise Refused(413, f"the body is over {limit} bytes "
+                                           "(gateway.max_body_bytes)")
+                    if not message.get("more_body"):
+                        return _replay(b"".join(chunks), receive)
+        except TimeoutError:
+            raise Refused(408, f"the body took over {self.config.body_timeout_s:g}s "
+                               "(gateway.body_timeout_s)") from None
+
+
+def _replay(body: bytes, receive: Receive, first: Message | None = None) -> Receive:
+    pending: list[Message] = [first or {"type": "http.request", "body": body,
+                                        "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, no: Refused) -> None:
+    """The error in the gateway's one shape; the connection closes (an unread body is left)."""
+    body = orjson.dumps({"error": {"message": no.message, "type": no.kind, "code": no.status}})
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+               (b"content-length", str(len(body)).encode()), *no.headers]
+    if scope["type"] == "websocket":
+        # Closed before it is accepted: the handshake gets HTTP 403. (A denial response could
+        # say 401 and why, but uvicorn then logs an error for every refused handshake.)
+        await receive()  # the handshake's websocket.connect
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await send({"type": "http.response.start", "status": no.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _needs_key(path: str) -> bool:
+    """The API wants a key, but for a chat platform's webhook: the platform cannot send one,
+    and the channel checks the platform's own signature or secret token on it instead."""
+    if path.startswith(CHANNEL_HOOKS) and path.endswith("/webhook"):
+        return False
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    return headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
+
+
+def _from_browser(headers: dict[str, str]) -> bool:
+    """Browsers send ``Origin`` (cross-site, POST, WebSocket) or ``Sec-Fetch-Site`` (every
+    request since 2023); programs send neither."""
+    return "origin" in headers or "sec-fetch-site" in headers
+
+
+def _open(scope: Scope) -> bool:
+    return scope["type"] == "http" and scope["method"] in ("GET", "HEAD") \
+        and scope["path"] in OPEN_PATHS
+
+
+def _hostname(host: str) -> str:
+    try:
+        return (urlsplit("//" + host).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None

@@ -1,0 +1,264 @@
+"""The fleet's shared state in Redis: run rows, numbered event streams, limits, control.
+
+Everything a gateway and a worker say to each other goes through here, under one key prefix
+(``worker.prefix``) so fleets sharing a Redis stay apart:
+
+* ``{p}:run:{id}``     a hash per run: owner, agent, session, status, worker, its view when done
+* ``{p}:ev:{id}``      the run's events, a stream whose entry ids are ``0-N`` for event N, so
+                      every gateway numbers them alike and ``Last-Event-ID: N`` resumes at
+                      ``0-N``; an explicit id also refuses a second writer's duplicates; the
+                      last entry (``end``) closes it
+* ``{p}:active`` and ``{p}:active:{user}``  sets of runs in progress (the fleet's limits)
+* ``{p}:ctl``          pub/sub: aborts and answers for whichever worker holds the run
+* ``{p}:wait:{id}``    what a run waits on (input id -> approval | question)
+* ``{p}:stat``         counters (resumes, lease expiries, hand-backs)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+# Take a slot for a run: refused (0) over the user's or the fleet's limit.
+_RESERVE = """
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+# Move a run from one status to another only if it is in one of the expected ones.
+_MOVE = """
+local now = redis.call('HGET', KEYS[1], 'status')
+if not now then return false end
+for s in string.gmatch(ARGV[1], '[^,]+') do
+  if s == now then
+    for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    return now
+  end
+end
+return false
+"""
+END = "end"
+DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
+        "blocked", "paused", "timeout")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the fleet knows it (``{p}:run:{id}``)."""
+
+    id: str
+    user: str
+    agent: str
+    session: str | None
+    status: str
+    created_at: float
+    task: str = ""
+    stream: bool = True
+    worker: str | None = None
+    finished_at: float | None = None
+    view: Mapping[str, Any] | None = None
+    deaths: int = 0
+    handbacks: int = 0
+
+    @classmethod
+    def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
+        g = {k.decode(): v.decode() for k, v in h.items()}
+        return cls(run_id, g["user"], g["agent"], g.get("session") or None, g["status"],
+                   float(g["created_at"]), g.get("task", ""), g.get("stream", "1") == "1",
+                   g.get("worker") or None,
+                   float(g["finished_at"]) if g.get("finished_at") else None,
+                   orjson.loads(g["view"]) if g.get("view") else None,
+                   int(g.get("deaths", 0)), int(g.get("handbacks", 0)))
+
+    @property
+    def done(self) -> bool:
+        return self.finished_at is not None
+
+
+class Bus:
+    """One fleet's keys in one Redis (``redis`` is shared: the caller closes it)."""
+
+    def __init__(self, redis: Redis, prefix: str, keep_s: float = 3600.0) -> None:
+        # Any: redis-py types its async commands as "Awaitable[T] | T" for both clients.
+        self.redis: Any = redis
+        self.p = prefix
+        self.keep_s = int(max(60, keep_s))
+        self._reserve = redis.register_script(_RESERVE)
+        self._move = redis.register_script(_MOVE)
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.p, *parts))
+
+    @property
+    def queue(self) -> str:
+        """arq's queue (a sorted set of job ids)."""
+        return self.key("queue")
+
+    @property
+    def control(self) -> str:
+        return self.key("ctl")
+
+    # --- runs ------------------------------------------------------------------------------
+
+    async def create(self, row: RunRow) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(self.key("run", row.id), mapping={
+                "user": row.user, "agent": row.agent, "session": row.session or "",
+                "status": row.status, "created_at": repr(row.created_at), "task": row.task,
+                "stream": "1" if row.stream else "0"})
+            pipe.expire(self.key("run", row.id), self.keep_s * 24)
+            await pipe.execute()
+
+    async def get(self, run_id: str) -> RunRow | None:
+        h = await self.redis.hgetall(self.key("run", run_id))
+        return RunRow.of(run_id, h) if h else None
+
+    async def move(self, run_id: str, expect: tuple[str, ...], **fields: str) -> str | None:
+        """Set ``fields`` if the run's status is one of ``expect``; the status it had, or
+        None (unknown run, or in another status)."""
+        args: list[str] = [",".join(expect)]
+        for k, v in fields.items():
+            args += [k, v]
+        old = await self._move(keys=[self.key("run", run_id)], args=args)
+        return old.decode() if isinstance(old, bytes) else None
+
+    async def bump(self, run_id: str, field: str) -> int:
+        return int(await self.redis.hincrby(self.key("run", run_id), field, 1))
+
+    async def finish(self, row: RunRow, status: str, view: Mapping[str, Any]) -> None:
+        """The run's end: its row, the stream's ``end`` entry, its slot freed."""
+        await self.redis.hset(self.key("run", row.id), mapping={
+            "status": status, "finished_at": repr(time.time()),
+            "view": orjson.dumps(view, default=str)})
+        await self.append(row.id, await self.last_seq(row.id) + 1, None, status)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(self.key("active"), row.id)
+            pipe.srem(self.key("active", row.user), row.id)
+            for k in (self.key("run", row.id), self.key("ev", row.id)):
+                pipe.expire(k, self.keep_s)
+            pipe.delete(self.key("wait", row.id), self.key("abort", row.id))
+            await pipe.execute()
+
+    # --- limits ----------------------------------------------------------------------------
+
+    async def reserve(self, run_id: str, user: str, per_user: int, total: int) -> int:
+        """1 taken; -1 the user's limit; -2 the fleet's."""
+        return int(await self._reserve(
+            keys=[self.key("active"), self.key("active", user)],
+            args=[run_id, per_user, total]))
+
+    async def release(self, run_id: str, user: str) -> None:
+        await self.redis.srem(self.key("active"), run_id)
+        await self.redis.srem(self.key("active", user), run_id)
+
+    async def active(self) -> int:
+        return int(await self.redis.scard(self.key("active")))
+
+    async def active_of(self, user: str) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(self.key("active", user)))
+
+    # --- workers ---------------------------------------------------------------------------
+
+    async def alive(self, worker: str) -> None:
+        await self.redis.zadd(self.key("workers"), {worker: time.time()})
+
+    async def gone(self, worker: str) -> None:
+        await self.redis.zrem(self.key("workers"), worker)
+        await self.redis.hdel(self.key("running"), worker)
+
+    async def live_workers(self, within_s: float = 30.0) -> int:
+        return int(await self.redis.zcount(self.key("workers"), time.time() - within_s, "+inf"))
+
+    async def running_on(self, worker: str, by: int) -> None:
+        await self.redis.hincrby(self.key("running"), worker, by)
+
+    async def running(self) -> dict[str, int]:
+        h = await self.redis.hgetall(self.key("running"))
+        return {k.decode(): int(v) for k, v in h.items() if int(v) > 0}
+
+    # --- events ----------------------------------------------------------------------------
+
+    async def last_seq(self, run_id: str) -> int:
+        got = await self.redis.xrevrange(self.key("ev", run_id), count=1)
+        return int(got[0][0].split(b"-")[1]) if got else 0
+
+    async def append(self, run_id: str, seq: int, data: bytes | None,
+                     end: str | None = None) -> bool:
+        """Event ``seq`` (or the ``end`` entry); False if that number is taken already."""
+        fields: dict[str, bytes | str] = {"e": data} if data is not None else {END: end or ""}
+        try:
+            await self.redis.xadd(self.key("ev", run_id), fields, id=f"0-{seq}")
+        except ResponseError:
+            return False
+        return True
+
+    async def append_many(self, run_id: str, first: int, items: list[bytes]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for i, data in enumerate(items):
+                pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
+            await pipe.execute(raise_on_error=False)
+
+    async def follow(self, run_id: str, after: int = 0,
+                     block_ms: int = 1000) -> AsyncIterator[tuple[int, bytes | None, str]]:
+        """``(seq, event JSON, "")`` for each event above ``after``, then ``(seq, None,
+        status)`` for the end; waits for more while the run goes on."""
+        key, last = self.key("ev", run_id), f"0-{max(0, after)}"
+        while True:
+            got = await self.redis.xread({key: last}, count=500, block=block_ms)
+            for _, entries in got or ():
+                for eid, fields in entries:
+                    last = eid.decode()
+                    seq = int(last.split("-")[1])
+                    if b"e" in fields:
+                        yield seq, fields[b"e"], ""
+                    else:
+                        yield seq, None, fields.get(END.encode(), b"").decode()
+                        return
+
+    async def count(self, run_id: str) -> int:
+        """How many events the run has (its end entry not counted)."""
+        n = int(await self.redis.xlen(self.key("ev", run_id)))
+        row = await self.redis.hget(self.key("run", run_id), "finished_at")
+        return n - 1 if row and n else n
+
+    # --- control: aborts, answers, what runs wait on -----------------------------------------
+
+    async def abort(self, run_id: str) -> None:
+        await self.redis.set(self.key("abort", run_id), b"1", ex=self.keep_s)
+        await self.redis.publish(self.control, orjson.dumps({"abort": run_id}))
+
+    async def abort_asked(self, run_id: str) -> bool:
+        return bool(await self.redis.exists(self.key("abort", run_id)))
+
+    async def answer(self, run_id: str, input_id: str, answer: Mapping[str, Any]) -> None:
+        await self.redis.publish(self.control, orjson.dumps(
+            {"answer": run_id, "id": input_id, **answer}))
+
+    async def waiting(self, run_id: str, input_id: str, kind: str | None) -> None:
+        key = self.key("wait", run_id)
+        if kind is None:
+            await self.redis.hdel(key, input_id)
+        else:
+            await self.redis.hset(key, input_id, kind)
+            await self.redis.expire(key, self.keep_s)
+
+    async def waits(self, run_id: str) -> dict[str, str]:
+        h = await self.redis.hgetall(self.key("wait", run_id))
+        return {k.decode(): v.decode() for k, v in h.items()}
+
+    # --- counters --------------------------------------------------------------------------
+
+    async def count_up(self, name: str, by: int = 1) -> None:
+        await self.redis.hincrby(self.key("stat"), name, by)
+
+    async def stats(self) -> dict[str, int]:
+        h = await self.redis.hgetall(self.key("stat"))
+        return {k.decode(): int(v) for k, v in h.items()}

@@ -1,0 +1,117 @@
+"""A worker's side: execute a queued run, stream its events, keep its lease, obey aborts.
+
+One :class:`Executor` per worker process. For each arq job (a run id) it takes the run
+(``queued`` or, after a dead worker, ``running``), builds its agent through the gateway's one
+recipe, starts it — or resumes it from its last checkpoint when another worker began it, so a
+tool call with a recorded result never runs again — and writes its numbered events to the
+run's Redis stream. The arq job's in-progress key is the run's lease: renewed while the run
+goes on, it expires ``lease_s`` after its worker dies, and arq hands the job to another one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from typing import Any
+
+from thinkloop.channels import Outgoing
+from thinkloop.core.errors import ChannelError
+from thinkloop.core.events import Event, InputRequested
+from thinkloop.guard.approval import ApprovalRequest, Decision
+from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.result import RunResult
+from thinkloop.server.inputs import InputHub
+from thinkloop.server.live import event_json
+from thinkloop.workers.bus import Bus
+
+log = logging.getLogger("thinkloop.workers")
+
+
+class Pump:
+    """One run's events, numbered on from what its stream holds, written in batches."""
+
+    def __init__(self, bus: Bus, run_id: str, seq: int) -> None:
+        self.bus, self.run_id = bus, run_id
+        self.seq = self.written = seq
+        self.handle: RunHandle | None = None
+        self.dropping = False  # handed back: its cancellation is not the run's end
+        self._items: list[bytes] = []
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._write())
+
+    def publish(self, event: Event) -> None:
+        if self.dropping:
+            return
+        self.seq += 1
+        self._items.append(event_json(self.seq, event))
+        self._wake.set()
+
+    async def _write(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            items, self._items = self._items, []
+            if items:
+                try:
+                    await self.bus.append_many(self.run_id, self.written + 1, items)
+                except Exception:
+                    log.exception("run %s: events could not be written", self.run_id)
+                self.written += len(items)
+            if self._closed and not self._items:
+                return
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        await self._task
+
+
+class FleetHub(InputHub):
+    """The gateway's approvals and questions, answered from any gateway: what a run waits on
+    is written to Redis, answers arrive on the control channel."""
+
+    def __init__(self, bus: Bus, pumps: dict[str, Pump]) -> None:
+        super().__init__(self._publish)
+        self.bus, self.pumps = bus, pumps
+
+    def _publish(self, run_id: str, event: Event) -> bool:
+        pump = self.pumps.get(run_id)
+        if pump is None:
+            return False
+        step = pump.handle.state.step if pump.handle is not None else 0
+        pump.publish(dataclasses.replace(event, step=step))
+        return True
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        future = self._register(request.run_id, request.call_id, "approval")
+        await self.bus.waiting(request.run_id, request.call_id, "approval")
+        try:
+            answer = await self._wait(request.run_id, request.call_id, future)
+        finally:
+            await asyncio.shield(self.bus.waiting(request.run_id, request.call_id, None))
+        return Decision(bool(answer.approved), answer.reason or "answered through the gateway")
+
+    async def ask(self, question: Outgoing) -> str:
+        run_id = question.run_id
+        if run_id is None or run_id not in self.pumps:
+            raise ChannelError("a question outside a run cannot be answered")
+        qid = uuid.uuid4().hex[:12]
+        future = self._register(run_id, qid, "question")  # before anyone sees it
+        await self.bus.waiting(run_id, qid, "question")
+        self._publish(run_id, InputRequested(run_id, 0, qid, "question", question.text))
+        try:
+            answer = await self._wait(run_id, qid, future)
+        finally:
+            await asyncio.shield(self.bus.waiting(run_id, qid, None))
+        return answer.text or ""
+
+
+def result_view(result: RunResult, session: str | None) -> dict[str, Any]:
+    """What ``GET /v1/runs/{id}`` shows of a finished run (as the gateway's ``run_view``)."""
+    data = result.to_dict()
+    data["session_id"] = session
+    return {k: data[k] for k in ("output", "text", "error", "usage", "steps", "pending",
+                                 "silent")}

@@ -1,0 +1,241 @@
+"""The runs one worker executes (see :mod:`thinkloop.workers.execute` for the parts)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from arq.constants import in_progress_key_prefix
+from arq.worker import Retry
+
+from thinkloop.agent import Agent
+from thinkloop.core.errors import RunAccessError
+from thinkloop.core.settings import WorkerSettings
+from thinkloop.loop.handle import RunHandle
+from thinkloop.loop.result import RunResult
+from thinkloop.server.agents import AgentRouter
+from thinkloop.server.gateway import session_key
+from thinkloop.server.inputs import Answer
+from thinkloop.store.base import RunRecord
+from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.connect import FleetStore
+from thinkloop.workers.execute import FleetHub, Pump, result_view
+
+log = logging.getLogger("thinkloop.workers")
+
+
+@dataclass
+class Job:
+    """One run this worker holds: its agent, its handle, its event pump."""
+
+    row: RunRow
+    agent: Agent
+    handle: RunHandle
+    pump: Pump
+
+
+class Executor:
+    """Executes queued runs for one worker process (``ctx["thinkloop"]`` of its arq jobs)."""
+
+    def __init__(self, name: str, bus: Bus, store: FleetStore, settings: WorkerSettings,
+                 router: Callable[[FleetHub], AgentRouter]) -> None:
+        self.name, self.bus, self.store, self.settings = name, bus, store, settings
+        self.pumps: dict[str, Pump] = {}
+        self.jobs: dict[str, Job] = {}
+        self.hub = FleetHub(bus, self.pumps)
+        self.router = router(self.hub)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- the worker's life -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.bus.alive(self.name)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._listen()), loop.create_task(self._beat())]
+
+    async def stop(self) -> None:
+        """Stop listening (the runs still held hand back or finish after this)."""
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.bus.gone(self.name)
+
+    async def aclose(self) -> None:
+        """Close the agents (their post-turn jobs first)."""
+        await self.router.aclose()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_s / 3)
+            with contextlib.suppress(Exception):
+                await self.bus.alive(self.name)
+
+    async def _listen(self) -> None:
+        """Aborts and answers from any gateway, for the runs held here."""
+        while True:
+            try:
+                async with self.bus.redis.pubsub() as ps:
+                    await ps.subscribe(self.bus.control)
+                    async for msg in ps.listen():
+                        if msg.get("type") == "message":
+                            self._control(orjson.loads(msg["data"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the control channel failed; listening again")
+                await asyncio.sleep(1)
+
+    def _control(self, msg: dict[str, Any]) -> None:
+        if "abort" in msg:
+            job = self.jobs.get(str(msg["abort"]))
+            if job is not None:
+                job.agent.registry.abort(job.row.id)
+        elif "answer" in msg:
+            self.hub.answer(str(msg["answer"]), str(msg.get("id")), Answer(
+                msg.get("approved"), msg.get("text"), str(msg.get("reason") or "")))
+
+    # --- one run -----------------------------------------------------------------------------
+
+    async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
+        row = await self.bus.get(run_id)
+        if row is None or row.done:
+            return  # forgotten, or ended by an earlier try that died before arq knew
+        lease = asyncio.get_running_loop().create_task(self._renew(job_id, run_id))
+        try:
+            deaths = job_try - 1 - row.handbacks
+            if deaths > row.deaths:  # the try before this one died under the run
+                await self._dead(row, deaths)
+            if deaths >= self.settings.max_deaths:
+                await self.bus.count_up("failed_deaths")
+                await self._end(row, "failed", f"its worker died {deaths} times")
+                return
+            old = await self.bus.move(run_id, ("queued", "running"), status="running",
+                                      worker=self.name)
+            if old is None:
+                return  # aborted while queued
+            await self.bus.running_on(self.name, 1)
+            try:
+                await self._run(row, resumed=old == "running")
+            finally:
+                await self.bus.running_on(self.name, -1)
+        finally:
+            lease.cancel()
+            await asyncio.gather(lease, return_exceptions=True)
+
+    async def _dead(self, row: RunRow, deaths: int) -> None:
+        """The run's last worker died: count it (its lease expired) and forget its slot."""
+        await self.bus.redis.hset(self.bus.key("run", row.id), "deaths", str(deaths))
+        await self.bus.count_up("lease_expiries")
+        if row.worker:
+            await self.bus.running_on(row.worker, -1)
+        log.warning("run %s: its worker %s died; taking it over", row.id, row.worker)
+
+    async def _renew(self, job_id: str, run_id: str) -> None:
+        """Keep the lease (arq's in-progress key); a lost lease stops the run here."""
+        key = in_progress_key_prefix + job_id
+        ms = int(self.settings.lease_s * 1000)
+        while True:
+            try:
+                kept = (await self.bus.redis.pexpire(key, ms)
+                        # Renewed late (a busy loop) but nobody took it: still ours.
+                        or await self.bus.redis.set(key, b"1", px=ms, nx=True))
+            except Exception:
+                log.exception("run %s: the lease could not be renewed", run_id)
+                kept = True  # Redis is away: the run goes on until the lease is known lost
+            if not kept:
+                log.error("run %s: lease lost; handing it back", run_id)
+                job = self.jobs.get(run_id)
+                if job is not None:
+                    job.pump.dropping = True
+                    job.agent.hand_back(run_id)
+                return
+            await asyncio.sleep(self.settings.lease_s / 3)
+
+    async def _run(self, row: RunRow, *, resumed: bool) -> None:
+        if await self.bus.abort_asked(row.id):
+            await self._end(row, "cancelled", "aborted before it started")
+            return
+        agent = await self.router.get(row.agent)
+        pump = Pump(self.bus, row.id, await self.bus.last_seq(row.id))
+        self.pumps[row.id] = pump
+        try:
+            handle = await self._start(agent, row, resumed)
+            if handle is None:
+                return
+            pump.handle = handle
+            self.jobs[row.id] = Job(row, agent, handle, pump)
+            await self._pump(self.jobs[row.id])
+        finally:
+            self.jobs.pop(row.id, None)
+            self.pumps.pop(row.id, None)
+            await pump.close()
+
+    async def _start(self, agent: Agent, row: RunRow, resumed: bool) -> RunHandle | None:
+        if resumed:  # another worker had it: it may have ended, or have checkpoints
+            rec = await self.store.get_run(row.id)
+            if rec is not None and rec.ended_at is not None:
+                # It ended under a worker that died before telling Redis: tell it now.
+                await self.bus.finish(row, rec.status, {"error": rec.error})
+                return None
+        if resumed and await self.store.checkpoints(row.id):
+            try:
+                handle = await agent.start_resume_run(row.id, stream_model=row.stream)
+            except RunAccessError as exc:  # still alive somewhere (a stale lease): later
+                log.warning("run %s: %s; retrying", row.id, exc)
+                await self.bus.bump(row.id, "handbacks")
+                raise Retry(defer=self.settings.lease_s) from None
+            await self.bus.count_up("resumes")
+            return handle
+        key = session_key(row.user, row.session) if row.session else None
+        return agent.start(row.task, session=key, user_id=row.user, stream_model=row.stream,
+                           run_id=row.id)
+
+    async def _pump(self, job: Job) -> None:
+        handle, pump = job.handle, job.pump
+
+        async def forward() -> RunResult:
+            async for event in handle:
+                pump.publish(event)
+            return await handle.result()
+
+        # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
+        # must not reach the handle's iterator, which would cancel the run as ended.
+        forwarding = asyncio.get_running_loop().create_task(forward())
+        try:
+            result = await asyncio.shield(forwarding)
+        except asyncio.CancelledError:
+            await self._hand_back(job, forwarding)
+            raise
+        if pump.dropping:  # the lease was lost: another worker has the run
+            return
+        await pump.close()
+        await self.bus.finish(job.row, result.status, result_view(result, job.row.session))
+
+    async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
+        """SIGTERM: stop the run without ending it; the next worker resumes it."""
+        job.pump.dropping = True
+        if not job.agent.hand_back(job.row.id):
+            job.handle.cancel()  # it had not begun: nothing of it is recorded
+        await asyncio.gather(forwarding, return_exceptions=True)
+        await self.bus.bump(job.row.id, "handbacks")
+        await self.bus.count_up("handbacks")
+        log.info("run %s handed back", job.row.id)
+
+    async def _end(self, row: RunRow, status: str, reason: str) -> None:
+        """End a run that did not (or could not) execute here, in Redis and in the store."""
+        await self.bus.finish(row, status, {"error": reason})
+        rec = await self.store.get_run(row.id)
+        now = time.time()
+        base = rec or RunRecord(row.id, row.agent, "", "", status, row.created_at, None,
+                                row.user, row.task)
+        await self.store.save_run(RunRecord(
+            base.id, base.agent, base.model, base.provider, status, base.started_at,
+            base.session_id, base.user_id, base.task, base.steps, base.input_tokens,
+            base.output_tokens, base.cost_usd, reason, base.parent_id, now))

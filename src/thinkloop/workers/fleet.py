@@ -1,0 +1,229 @@
+"""The gateway's side of the fleet: runs handed to arq, followed and steered through Redis.
+
+``thinkloop serve --queue redis://...`` gives its gateway :func:`fleet_factory`: a run is a
+row in Redis and a ``queued`` record in the store, then an arq job (its id is the run's, so
+it is queued once); whichever worker takes it streams its events to Redis, where any gateway
+reads them with the same numbers.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from arq.connections import ArqRedis
+
+from thinkloop.core.errors import RunLimitError
+from thinkloop.core.settings import Settings
+from thinkloop.server.config import GatewayConfig
+from thinkloop.server.fleet import Followed
+from thinkloop.server.gateway import Backend, FleetFactory, session_key
+from thinkloop.server.inputs import Answer
+from thinkloop.store.base import RunRecord
+from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
+from thinkloop.workers.schedules import Schedule, Schedules
+
+
+@dataclass(eq=False)
+class RemoteRun:
+    """A run on a worker, as one gateway sees it: a snapshot of its row, its live events."""
+
+    bus: Bus
+    row: RunRow
+    events: int = 0
+    _ended: str | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
+    def user(self) -> str:
+        return self.row.user
+
+    @property
+    def agent(self) -> str:
+        return self.row.agent
+
+    @property
+    def session(self) -> str | None:
+        return self.row.session
+
+    @property
+    def created_at(self) -> float:
+        return self.row.created_at
+
+    @property
+    def done(self) -> bool:
+        return self.row.done
+
+    @property
+    def status(self) -> str:
+        return self.row.status
+
+    async def follow(self, after: int = 0) -> Any:
+        async for seq, data, end in self.bus.follow(self.id, after):
+            if data is None:
+                self._ended = end
+                return
+            yield seq, data
+
+    async def end_status(self) -> str:
+        if self._ended is not None:
+            return self._ended
+        row = await self.bus.get(self.id)
+        return row.status if row is not None else self.status
+
+    def view(self) -> dict[str, Any]:
+        r = self.row
+        view: dict[str, Any] = {"id": r.id, "agent": r.agent, "session": r.session,
+                                "status": r.status, "created_at": r.created_at,
+                                "finished_at": r.finished_at, "events": self.events,
+                                "worker": r.worker}
+        if r.view:
+            view.update(r.view)
+        return view
+
+
+async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow) -> None:
+    """Queue ``row``'s run: its row in Redis, a ``queued`` record in the store (``thinkloop
+    runs`` shows it), and the arq job (its id is the run's: queued once)."""
+    await bus.create(row)
+    key = session_key(row.user, row.session) if row.session else None
+    await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at, key,
+                                   row.user, row.task))
+    await pool.enqueue_job(JOB, row.id, _job_id=row.id, _queue_name=bus.queue)
+
+
+class RedisFleet:
+    """:class:`thinkloop.server.fleet.Fleet` on arq and Redis, for one gateway."""
+
+    def __init__(self, pool: ArqRedis, store: FleetStore, settings: Settings,
+                 config: GatewayConfig) -> None:
+        self.pool = pool
+        self.store = store
+        self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
+        self.per_user = config.per_user_runs
+        self.total = config.max_runs
+        self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
+
+    async def submit(self, user: str, agent: str, task: str, session: str | None,
+                     stream: bool) -> RemoteRun:
+        run_id = uuid.uuid4().hex
+        taken = await self.bus.reserve(run_id, user, self.per_user, self.total)
+        if taken == -1:
+            raise RunLimitError(f"you already have {self.per_user} runs in progress")
+        if taken == -2:
+            raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
+        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream)
+        try:
+            await queue_run(self.pool, self.bus, self.store, row)
+        except BaseException:
+            await self.bus.release(run_id, user)
+            raise
+        return RemoteRun(self.bus, row)
+
+    async def get(self, run_id: str, user: str) -> RemoteRun | None:
+        row = await self.bus.get(run_id)
+        if row is None or row.user != user:
+            return None
+        return RemoteRun(self.bus, row, await self.bus.count(run_id))
+
+    async def abort(self, run_id: str) -> bool:
+        row = await self.bus.get(run_id)
+        if row is None or row.done:
+            return False
+        # Still queued: it ends here, before any worker takes it.
+        if await self.bus.move(run_id, ("queued",), status="cancelling") == "queued":
+            await self.bus.finish(row, "cancelled", {"error": "aborted while queued"})
+            await self._record_cancelled(row)
+            return True
+        await self.bus.abort(run_id)  # a worker has it: it stops it within a poll
+        return True
+
+    async def _record_cancelled(self, row: RunRow) -> None:
+        rec = await self.store.get_run(row.id)
+        if rec is not None:
+            await self.store.save_run(RunRecord(
+                rec.id, rec.agent, rec.model, rec.provider, "cancelled", rec.started_at,
+                rec.session_id, rec.user_id, rec.task, error="aborted while queued",
+                ended_at=time.time()))
+
+    async def abort_session(self, user: str, session: str) -> list[str]:
+        ids = []
+        for run_id in await self.bus.active_of(user):
+            row = await self.bus.get(run_id)
+            if row is not None and row.session == session and await self.abort(run_id):
+                ids.append(run_id)
+        return ids
+
+    async def session_runs(self, user: str, session: str) -> list[Followed]:
+        rows = [await self.bus.get(run_id) for run_id in await self.bus.active_of(user)]
+        return [RemoteRun(self.bus, r) for r in rows if r is not None and r.session == session]
+
+    async def pending(self, run_id: str) -> list[tuple[str, str]]:
+        return sorted((await self.bus.waits(run_id)).items())
+
+    async def answer(self, run_id: str, input_id: str, answer: Answer) -> None:
+        await self.bus.answer(run_id, input_id, {"approved": answer.approved,
+                                                 "text": answer.text, "reason": answer.reason})
+
+    async def schedules(self, user: str) -> list[dict[str, Any]]:
+        return [schedule_view(s) for s in await self.plans.list() if s.user == user]
+
+    async def add_schedule(self, user: str, cron: str, agent: str, task: str,
+                           session: str | None) -> dict[str, Any]:
+        return schedule_view(await self.plans.add(cron, agent, task, user, session))
+
+    async def remove_schedule(self, user: str, schedule_id: str) -> bool:
+        if not any(s.id == schedule_id for s in await self.plans.list() if s.user == user):
+            return False
+        return await self.plans.remove(schedule_id)
+
+    async def health(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        try:
+            await self.pool.ping()
+            out["queue"], out["workers"] = "ok", await self.bus.live_workers()
+        except Exception as exc:  # a health check reports, it never raises
+            out["queue"] = f"unreachable: {type(exc).__name__}"
+        try:
+            await self.store.get_run("-")
+            out["store"] = "ok"
+        except Exception as exc:
+            out["store"] = f"unreachable: {type(exc).__name__}"
+        return out
+
+    async def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "thinkloop_queue_depth": float(await self.pool.zcard(self.bus.queue)),
+            "thinkloop_fleet_active_runs": float(await self.bus.active())}
+        for worker, n in (await self.bus.running()).items():
+            out[f'thinkloop_worker_runs{{worker="{worker}"}}'] = float(n)
+        stats = await self.bus.stats()
+        for name in ("resumes", "lease_expiries", "handbacks", "failed_deaths"):
+            out[f"thinkloop_fleet_{name}"] = float(stats.get(name, 0))
+        return out
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+def schedule_view(s: Schedule) -> dict[str, Any]:
+    return {"id": s.id, "cron": s.cron, "agent": s.agent, "task": s.task,
+            "session": s.session, "next_at": s.next_at, "fired": s.fired}
+
+
+def fleet_factory(settings: Settings) -> FleetFactory:
+    """What ``create_app(fleet=...)`` takes: the gateway's fleet, on ``settings.queue_url``.
+    A queue with the SQLite store is refused here, before anything starts."""
+    check_store(settings)
+
+    def make(store: Backend, s: Settings, config: GatewayConfig) -> RedisFleet:
+        # PostgreSQL (checked above) keeps run records and checkpoints too.
+        return RedisFleet(redis_pool(s), cast(FleetStore, store), s, config)
+
+    return make

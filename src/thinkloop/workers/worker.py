@@ -1,0 +1,144 @@
+"""``thinkloop worker``: an arq worker that executes the runs gateways queue.
+
+It serves the same agents as ``thinkloop serve`` (``--agents agents.yaml``, agents in the
+store), built by the gateway's recipe, with approvals and questions answered through any
+gateway. SIGTERM stops taking runs, lets those in progress finish for ``worker.drain_s``,
+then hands the rest back (each resumes on another worker from its last checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
+from arq.worker import Worker, func
+
+from thinkloop.core.settings import Settings
+from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
+from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
+from thinkloop.workers.execute import FleetHub
+from thinkloop.workers.executor import Executor
+from thinkloop.workers.fleet import queue_run
+from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
+
+log = logging.getLogger("thinkloop.workers")
+JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
+
+
+def agent_router(settings: Settings, store: FleetStore, hub: FleetHub,
+                 agents_file: Path | None) -> AgentRouter:
+    """The worker's agents: the gateway's definitions and its one recipe (the only place a
+    worker builds an agent)."""
+    wiring = Wiring(settings, store, hub.approver, hub.channel(),
+                    settings.gateway.approval_timeout_s)
+    return AgentRouter(Definitions(store, agents_file),
+                       lambda name, spec: build_agent(name, spec, wiring),
+                       settings.gateway.agent_ttl_s)
+
+
+async def run_job(ctx: dict[str, Any], run_id: str) -> None:
+    """The arq job: execute one queued run (``ctx["thinkloop"]`` is the worker's executor)."""
+    executor: Executor = ctx["thinkloop"]
+    await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
+
+
+# The first ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no worker
+# holds: one round trip, where arq checks each job with three.
+_WAITING = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, id in ipairs(ids) do
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
+    out[#out + 1] = id
+    if #out >= tonumber(ARGV[3]) then break end
+  end
+end
+return out
+"""
+
+
+class FleetWorker(Worker):
+    """arq's worker, looking past the runs other workers hold.
+
+    arq keeps a job in its queue until it ends and checks each job it reads before taking it;
+    with many runs in progress each poll of each worker rechecked them all, which was most of
+    a fleet's CPU. A script in Redis returns only the jobs nobody holds.
+    """
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        free = self.max_jobs - self.job_counter
+        if not job_ids or free <= 0:
+            return
+        script = getattr(self, "_waiting", None)
+        if script is None:
+            script = self._waiting = self.pool.register_script(_WAITING)
+        waiting = await script(keys=[self.queue_name], args=[
+            timestamp_ms(), self.queue_read_limit, free, in_progress_key_prefix])
+        await super().start_jobs(list(waiting))
+
+
+def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule], Any]:
+    """Queue a due schedule's run (unless it is queued already), counted among the fleet's
+    runs in progress but never refused: a schedule's time does not wait for a slot."""
+
+    async def queue(s: Schedule) -> None:
+        row = RunRow(s.run_id(), s.user, s.agent, s.session, "queued", time.time(), s.task,
+                     False)
+        if await bus.get(row.id) is not None:
+            return
+        await bus.reserve(row.id, s.user, 1 << 30, 1 << 30)
+        await queue_run(pool, bus, store, row)
+
+    return queue
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def serve_worker(settings: Settings, agents_file: Path | None = None,
+                       name: str | None = None) -> None:
+    """Execute queued runs until SIGTERM or SIGINT."""
+    from thinkloop.store.open import open_store
+
+    check_store(settings)
+    ws = settings.worker
+    pool = redis_pool(settings)
+    store: Any = open_store(settings.store_location, settings=settings)
+    bus = Bus(pool, ws.prefix, settings.gateway.keep_finished_s)
+    executor = Executor(name or worker_name(), bus, store, ws,
+                        lambda hub: agent_router(settings, store, hub, agents_file))
+    worker = FleetWorker(
+        functions=[func(run_job, name=JOB, max_tries=1000)], queue_name=bus.queue,
+        redis_pool=pool, max_jobs=ws.concurrency, job_timeout=JOB_TIMEOUT_S, keep_result=0,
+        poll_delay=ws.poll_s, max_tries=1000, job_completion_wait=int(ws.drain_s),
+        ctx={"thinkloop": executor}, retry_jobs=True, log_results=False,
+        health_check_interval=60, job_serializer=pool.job_serializer,
+        job_deserializer=pool.job_deserializer)
+    beat = asyncio.get_running_loop().create_task(
+        heartbeat(Schedules(store.dsn, store.schema), scheduled(pool, bus, store)))
+    try:
+        await pool.ping()
+        await executor.start()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker.async_run()
+    finally:
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
+        # Runs in progress hand back (or finish) inside close(), which needs Redis: the
+        # control channel stops first, the pool closes last.
+        await executor.stop()
+        await worker.close()
+        await executor.aclose()
+        await store.aclose()
