@@ -159,7 +159,8 @@ class Agent:
         # Runs in progress (abort by run, session or all); a shared registry sees every
         # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
         self.registry = registry if registry is not None else RunRegistry()
-        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints)
+        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints,
+                                keep_checkpoints=self.config.keep_checkpoints)
                         if store not in (None, "memory") and isinstance(self.store, RunRecords)
                         else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or

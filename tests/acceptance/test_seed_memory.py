@@ -147,3 +147,38 @@ def test_the_history_turn_limit_is_set_from_the_cli_and_the_settings(
     # The runs' own requests (memory's post-turn summaries are side calls of their own).
     runs = [r for r in llm.requests if _users(r)[-1:] and _users(r)[-1].startswith("question")]
     assert _users(runs[-1]) == ["question 1"]  # without the limit: question 0 too
+
+
+def _store_backends() -> object:
+    """tests/store's backend fixtures (SQLite, and PostgreSQL in a schema of its own)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "store" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("_seed_memory_backends", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_backends = _store_backends()
+backend = _backends.backend  # type: ignore[attr-defined]
+store_url = _backends.store_url  # type: ignore[attr-defined]
+
+
+async def test_checkpoints_are_pruned_to_the_last_n_runs_of_a_session(
+        llm: OpenAIServer, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THINKLOOP_KEEP_CHECKPOINTS", "2")
+    for i in range(4):
+        llm.enqueue(calls(("stock", {"item": i})), say(f"Item {i}: 3 in stock."))
+    async with Agent(tools=[stock], store=store_url) as agent:
+        for i in range(4):
+            await agent.run(f"Stock of item {i}?", session="s")
+        await agent.run("Stock of item 9?", session="other")  # another session's: its own
+        runs = sorted(await agent.store.list_runs(session="s"),  # type: ignore[attr-defined]
+                      key=lambda r: r.started_at)
+        kept = [len(await agent.store.checkpoints(r.id)) for r in runs]  # type: ignore[attr-defined]
+        other = await agent.store.list_runs(session="other")  # type: ignore[attr-defined]
+        assert await agent.store.checkpoints(other[0].id)  # type: ignore[attr-defined]
+    assert len(kept) == 4
+    assert kept[:2] == [0, 0] and all(kept[2:])

@@ -239,6 +239,9 @@ class Settings(BaseSettings):
     history_turns: int | None = Field(
         None, ge=1, description="each request keeps a session's last N user turns with their "
         "replies (GoClaw's historyLimit); unset: all, within the context window")
+    keep_checkpoints: int = Field(
+        20, ge=0, description="checkpoints kept of a session's finished runs: the latest N "
+        "runs' (0: all, forever); a run not finished keeps its own")
     observation_max_tokens: int = Field(
         OBSERVATION_MAX_TOKENS, ge=0, description="a tool result over this many tokens goes "
         "into history truncated, with a note; read_more pages on (0: no cap)")
