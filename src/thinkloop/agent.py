@@ -525,7 +525,9 @@ def pager_hooks(pager: Pager) -> list[Hook]:
 
     def cap(ctx: ToolHookContext) -> None:
         if ctx.result is not None:
-            ctx.result = pager.shorten(ctx.result, ctx.cfg.session_id, ctx.state.run_id)
+            outside = ctx.tool is None or not ctx.tool.trusted_output
+            ctx.result = pager.shorten(ctx.result, ctx.cfg.session_id, ctx.state.run_id,
+                                       outside)
 
     def offer(ctx: ReasonContext) -> None:
         if not pager.holds(ctx.cfg.session_id, ctx.state.run_id):

@@ -70,9 +70,9 @@ PAGE = "".join(f"[line {i:05d}] the quick brown fox jumps over the lazy dog\n"
                for i in range(1800))  # 102,600 characters
 
 
-@tool
+@tool(trusted_output=False)
 def fetch_page(url: str) -> str:
-    """A web page's text."""
+    """A web page's text (outside content, as web_fetch's is)."""
     return PAGE
 
 
@@ -87,6 +87,8 @@ async def test_a_100k_character_page_goes_into_history_truncated_with_a_way_to_p
         assert result.status == "completed", result.error
         history = await agent.store.load("s")
     first = next(m for m in llm.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert first.startswith('<untrusted_content source="fetch_page"')  # the page marked whole
+    first = first.replace("^", " ")
     assert len(first) < 20_000  # about 4000 tokens, not the whole page
     assert "[line 00000]" in first and "[line 00300]" not in first
     assert ('[Output truncated: showing characters 0-16000 of 102600' in first
@@ -95,7 +97,7 @@ async def test_a_100k_character_page_goes_into_history_truncated_with_a_way_to_p
     assert offered[0] == ["fetch_page"]  # read_more only once there is something to read
     assert offered[1] == ["fetch_page", "read_more"]
     second = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
-    assert second.startswith('<untrusted_content source="read_more"')  # outside content
+    assert second.startswith('<untrusted_content source="fetch_page"')  # outside content
     second = second.replace("^", " ")  # datamarked: spaces read as ^
     assert PAGE[16000:32000] in second  # the next page
     assert 'ref="out1" and offset=32000' in second

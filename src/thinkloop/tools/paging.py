@@ -16,6 +16,7 @@ from thinkloop.core.errors import ToolArgumentsError
 from thinkloop.core.settings import OBSERVATION_MAX_TOKENS
 from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.core.types import ToolResult
+from thinkloop.spotlight import spotlight
 
 READ_MORE = "read_more"
 KEPT_OUTPUTS = 64
@@ -25,6 +26,8 @@ KEPT_OUTPUTS = 64
 class _Held:
     scope: str
     text: str
+    tool: str
+    outside: bool  # from a tool whose output is outside content (web_fetch): pages are too
 
 
 def _scope(session_id: str | None, run_id: str) -> str:
@@ -47,7 +50,8 @@ class Pager:
         tokens = max(self.counter(text), 1)
         return max(1, self.max_tokens * len(text) // tokens)
 
-    def shorten(self, result: ToolResult, session_id: str | None, run_id: str) -> ToolResult:
+    def shorten(self, result: ToolResult, session_id: str | None, run_id: str,
+                outside: bool = True) -> ToolResult:
         """``result`` as history should hold it: itself when under the cap, else its first
         page with a note saying how to read on."""
         text = result.content
@@ -55,7 +59,7 @@ class Pager:
             return result
         self.count += 1
         ref = f"out{self.count}"
-        self.held[ref] = _Held(_scope(session_id, run_id), text)
+        self.held[ref] = _Held(_scope(session_id, run_id), text, result.call.name, outside)
         while len(self.held) > self.keep:
             self.held.popitem(last=False)
         size = self.page_chars(text)
@@ -82,6 +86,8 @@ class Pager:
         page = text[offset:end]
         more = (f"call {READ_MORE} with ref=\"{ref}\" and offset={end} for the rest"
                 if end < len(text) else "end of the output")
+        if held.outside:  # marked as the guards mark the tool's own output
+            page = spotlight(page, held.tool)
         return f"{page}\n\n[Characters {offset}-{min(end, len(text))} of {len(text)}; {more}.]"
 
     def tool(self) -> Tool:
@@ -94,5 +100,6 @@ class Pager:
             """
             return self.page(ref, offset, ctx.session_id, ctx.run_id)
 
-        # What it returns is the original tool's output: outside content if that was.
-        return make_tool(read_more, trusted_output=False)
+        # Its pages are the original tool's output, marked as outside content when that was
+        # (so read_more itself does not make every prompt explain outside content).
+        return make_tool(read_more)
