@@ -20,7 +20,7 @@ from thinkloop.core.events import Event
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.core.spec import AgentSpec, child_options
-from thinkloop.core.tool import Tool, as_tool
+from thinkloop.core.tool import READ_MORE, Tool, as_tool
 from thinkloop.core.types import PendingApproval
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
@@ -54,7 +54,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
-from thinkloop.tools.paging import READ_MORE, Pager
+from thinkloop.tools.paging import Pager
 from thinkloop.tracing import Tracing, default_tracing
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."

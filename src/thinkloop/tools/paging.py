@@ -14,11 +14,10 @@ from dataclasses import dataclass, replace
 from thinkloop.context.tokens import TokenCounter, heuristic_count
 from thinkloop.core.errors import ToolArgumentsError
 from thinkloop.core.settings import OBSERVATION_MAX_TOKENS
-from thinkloop.core.tool import Tool, ToolContext, make_tool
+from thinkloop.core.tool import READ_MORE, Tool, ToolContext, make_tool
 from thinkloop.core.types import ToolResult
 from thinkloop.spotlight import spotlight
 
-READ_MORE = "read_more"
 KEPT_OUTPUTS = 64
 
 
