@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.judgement import (
     DECISIONS,
     AssessSettings,
@@ -165,9 +166,10 @@ async def _run_all(rows: list[tuple[str, str]], select: bool) -> dict[str, objec
     cheap, strong = Worker("cheap"), Worker("strong")
     pool = ModelPool([PoolModel(cheap, 1, *PRICES["cheap"]),
                       PoolModel(strong, 3, *PRICES["strong"])])
-    judgement = Judgement(assess=AssessSettings(ask=False), select=pool if select else None,
+    heuristic_only = AssessSettings(ask=False, use_model=False)
+    judgement = Judgement(assess=heuristic_only, select=pool if select else None,
                           sensitive=None, learn=None)
-    agent = Agent(strong, tools=[echo], judgement=judgement, max_steps=10)
+    agent = Agent(strong, tools=[echo], max_steps=10, options=AgentOptions(judgement=judgement))
     misrouted = 0
     for label, task in rows:
         cheap.steps = strong.steps = STEPS[label]

@@ -58,6 +58,7 @@ import orjson
 from openai import AsyncOpenAI
 
 from thinkloop import Agent, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.store import open_store
 from thinkloop.tuning import tune_gc
@@ -123,7 +124,8 @@ class Loops:
         self.store = open_store(f"{self.tmp.name}/runs.db")
         self.recorded = {
             name: Agent(self.model, tools=[echo], max_steps=STEPS + 2, guard=False,
-                        store=self.store, tracing=trace, checkpoints=checkpoints)
+                        store=self.store,
+                        options=AgentOptions(tracing=trace, checkpoints=checkpoints))
             for name, trace, checkpoints in (("+records", False, False),
                                              ("+trace", True, False),
                                              ("+checkpoints", True, True))}

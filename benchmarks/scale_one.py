@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from thinkloop import Agent, RunHandle
+from thinkloop.agent import AgentOptions
 from thinkloop.models.base import ModelSettings
 from thinkloop.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 
@@ -159,7 +160,8 @@ STARTERS = {"start loop": start_loop, "no freeze": no_freeze, "start_many": star
 async def one(n: int, starter: Starter, use_tracemalloc: bool, wait_s: float
               ) -> dict[str, Any]:
     model = SlowModel()
-    agent = Agent(model, store="memory", plugins=False, tracing=False, max_steps=3)
+    agent = Agent(model, store="memory", plugins=False, max_steps=3,
+                  options=AgentOptions(tracing=False))
     warm = agent.start("warm up", events=False)  # first-use costs (classifier, prompt) out
     model.release.set()
     await warm.result()

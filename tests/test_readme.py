@@ -1,4 +1,5 @@
-"""The README runs as written: every Python example is a complete program, run here offline.
+"""The README and the docs run as written: every Python example is a complete program, run
+here offline.
 
 Each ```python block is written to a file and run in a fresh interpreter against the loopback
 OpenAI-compatible server (``openai:...`` models reach it through ``OPENAI_BASE_URL``) with an
@@ -22,13 +23,18 @@ import pytest
 from thinkloop.settings import env_names
 from thinkloop.testing.openai_server import OpenAIServer
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+CLI_PAGE = ROOT / "docs" / "cli.md"  # the settings and exit-code tables
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
 
 
 def examples() -> list[str]:
-    """Every ```python block (list items' indented ones too), dedented."""
-    return [textwrap.dedent(code) for _, code in _BLOCK.findall(README.read_text())]
+    """Every ```python block of the README and the docs (list items' indented ones too),
+    dedented."""
+    return [textwrap.dedent(code) for page in PAGES
+            for _, code in _BLOCK.findall(page.read_text())]
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +69,8 @@ def test_example_runs_offline(index: int, server: OpenAIServer, tmp_path: Path) 
 
 
 def test_every_setting_is_in_the_environment_table() -> None:
-    text = README.read_text()
+    text = CLI_PAGE.read_text()
     names = [n for names in env_names().values() for n in names]
     rows = "\n".join(line.split("|")[1] for line in text.splitlines() if line.startswith("| `"))
     missing = [n for n in names if f"`{n}`" not in rows]
-    assert not missing, f"README environment table lacks {missing}"
+    assert not missing, f"the environment table (docs/cli.md) lacks {missing}"

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import RunAccessError
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
 from thinkloop.loop.handle import RunHandle
@@ -59,7 +60,8 @@ def _clear() -> None:
 
 async def test_runs_are_registered_by_id_and_session_and_leave_when_done() -> None:
     registry = RunRegistry()
-    agent = Agent(ScriptedModel(["hello"] * 3), registry=registry, guard=False)
+    agent = Agent(ScriptedModel(["hello"] * 3), guard=False,
+                  options=AgentOptions(registry=registry))
     handle = agent.start("hi", session="s1", user_id="ada")
     assert len(registry) == 1 and registry.get(handle.run_id) is handle
     assert (handle.session_id, handle.user_id, handle.status) == ("s1", "ada", "running")
@@ -78,8 +80,8 @@ async def test_runs_are_registered_by_id_and_session_and_leave_when_done() -> No
 async def test_abort_by_run_refuses_another_sessions_run_and_keeps_sessions_intact() -> None:
     store, registry = MemoryStore(), RunRegistry()
     await store.append("s1", [Message.user("earlier"), Message.assistant("ok")])
-    agent = Agent(ScriptedModel([waits] * 4), tools=[wait_here], store=store,
-                  registry=registry, guard=False)
+    agent = Agent(ScriptedModel([waits] * 4), tools=[wait_here], store=store, guard=False,
+                  options=AgentOptions(registry=registry))
     a = agent.start("a", session="s1")
     b = agent.start("b", session="s2")
     await _until_tools_run(2)
@@ -108,8 +110,10 @@ async def test_abort_session_and_abort_all() -> None:
     # Two agents share one registry: it sees the runs of both. Each keeps its sessions in
     # its own process store, so both runs on session A are in flight at once (on one durable
     # store the second would wait for the session's lock).
-    one = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
-    two = Agent(model, tools=[wait_here], registry=registry, guard=False, store="memory")
+    one = Agent(model, tools=[wait_here], guard=False, store="memory",
+                options=AgentOptions(registry=registry))
+    two = Agent(model, tools=[wait_here], guard=False, store="memory",
+                options=AgentOptions(registry=registry))
     handles = [one.start("a1", session="A"), two.start("a2", session="A"),
                one.start("b1", session="B"), two.start("free")]
     await _until_tools_run(4)
@@ -127,7 +131,7 @@ async def test_abort_session_and_abort_all() -> None:
 
 async def test_a_run_aborted_before_its_first_step_still_ends_cancelled() -> None:
     registry = RunRegistry()
-    agent = Agent(ScriptedModel(["never"]), registry=registry, guard=False)
+    agent = Agent(ScriptedModel(["never"]), guard=False, options=AgentOptions(registry=registry))
     handle = agent.start("go", session="s")
     assert registry.abort(handle.run_id) is True  # before the task ran at all
     result = await asyncio.wait_for(handle.result(), 5)
@@ -144,8 +148,8 @@ async def _aborted(registry: RunRegistry, handle: RunHandle) -> RunResult:
 
 async def test_aborting_a_run_queued_behind_its_session_returns_a_cancelled_result() -> None:
     registry, store = RunRegistry(), MemoryStore()
-    agent = Agent(ScriptedModel([waits, "later"]), tools=[wait_here], store=store,
-                  registry=registry, guard=False)
+    agent = Agent(ScriptedModel([waits, "later"]), tools=[wait_here], store=store, guard=False,
+                  options=AgentOptions(registry=registry))
     first = agent.start("first", session="s")
     await _until_tools_run(1)
     queued = agent.start("queued", session="s")  # waits for the session's lock
@@ -175,7 +179,8 @@ async def test_aborting_a_run_waiting_for_approval_returns_a_cancelled_result() 
         return Decision(True)
 
     guard = replace(GuardSettings.off(), approval=ApprovalSettings(CallbackApprover(never)))
-    agent = Agent(ScriptedModel([asks_first]), tools=[guarded], registry=registry, guard=guard)
+    agent = Agent(ScriptedModel([asks_first]), tools=[guarded], guard=guard,
+                  options=AgentOptions(registry=registry))
     handle = agent.start("go")
     await asyncio.wait_for(asked.wait(), 5)
     result = await _aborted(registry, handle)
@@ -188,8 +193,8 @@ async def test_aborting_a_resumed_paused_run_queued_behind_its_session() -> None
     paused = await Agent(ScriptedModel([asks_first]), tools=[guarded], store=store,
                          guard=pausing).run("pay", session="s")
     assert paused.status == "paused"
-    agent = Agent(ScriptedModel(["done"]), tools=[guarded], store=store,
-                  registry=registry, guard=pausing)
+    agent = Agent(ScriptedModel(["done"]), tools=[guarded], store=store, guard=pausing,
+                  options=AgentOptions(registry=registry))
     async with agent.sessions._locks.hold("s"):  # another run holds the session
         resumed = await agent.start_resume("s", True)
         for _ in range(5):

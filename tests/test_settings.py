@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.tools.helpers import approving
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.errors import ConfigError
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
@@ -101,7 +101,7 @@ async def test_the_file_tools_write_under_thinkloop_home(
 def test_the_agent_takes_its_model_and_store_from_the_settings(tmp_path: Path) -> None:
     config = load_settings(env={"OPENAI_API_KEY": "sk-test", "OPENAI_MODEL": "gpt-x",
                                 "THINKLOOP_HOME": str(tmp_path)}, cwd=tmp_path)
-    agent = Agent(config=config)
+    agent = Agent(options=AgentOptions(config=config))
     assert agent.model.name == "openai:gpt-x"
     assert getattr(agent.store, "path", None) == str(tmp_path / "thinkloop.db")
     assert load_settings(env={"ANTHROPIC_API_KEY": "a"}, cwd=tmp_path).model_spec() == (
@@ -139,7 +139,7 @@ def test_only_settings_reads_the_environment() -> None:
 
 
 def test_the_readme_toml_example_loads(tmp_path: Path) -> None:
-    readme = (SRC.parents[1] / "README.md").read_text()
+    readme = (SRC.parents[1] / "docs" / "cli.md").read_text()
     block = re.search(r"^```toml\n(.*?)^```", readme, re.S | re.M)
     assert block is not None
     (tmp_path / "thinkloop.toml").write_text(block.group(1))
@@ -214,12 +214,12 @@ def test_the_two_kinds_of_settings_mixed_up_are_one_clear_error_at_construction(
     settings = load_settings({"home": "/tmp/nowhere-used"})
     with pytest.raises(ConfigError, match=r"settings= takes ModelSettings .* got Settings; "
                                           r"thinkloop's Settings go in config="):
-        Agent(ScriptedModel(["hi"]), settings=settings)  # type: ignore[arg-type]
+        Agent(ScriptedModel(["hi"]), options=AgentOptions(settings=settings))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"config= takes thinkloop's Settings .* got "
                                           r"ModelSettings; per-call ModelSettings go in"):
-        Agent(ScriptedModel(["hi"]), config=ModelSettings())  # type: ignore[arg-type]
-    agent = Agent(ScriptedModel(["hi"]), settings=ModelSettings(temperature=0.2),
-                  config=settings, store="memory")
+        Agent(ScriptedModel(["hi"]), options=AgentOptions(config=ModelSettings()))  # type: ignore[arg-type]
+    agent = Agent(ScriptedModel(["hi"]), store="memory",
+                  options=AgentOptions(settings=ModelSettings(temperature=0.2), config=settings))
     assert agent.settings.temperature == 0.2 and agent.config is settings
 
 

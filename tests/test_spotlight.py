@@ -12,6 +12,7 @@ from tests.guard.helpers import run_agent
 from tests.tools.helpers import approving
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import InputGuardSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.protocols import get_protocol
@@ -107,7 +108,8 @@ async def test_every_protocol_shows_the_model_wrapped_datamarked_content(protoco
     first = (reply("", call("fetch", url="https://w.example")) if protocol == "native"
              else proto.render("fetch", {"url": "https://w.example"}))  # type: ignore[attr-defined]
     model = ScriptedModel([first, "It is 8C with light rain."])
-    agent = Agent(model, tools=[fetch, calculator], protocol=protocol, plugins=False)
+    agent = Agent(model, tools=[fetch, calculator], plugins=False,
+                  options=AgentOptions(protocol=protocol))
     result = await agent.run("What is the weather?")
     assert result.status == "completed"
     seen = _sent_observation(model.calls[1].messages)

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from thinkloop.agent import Agent
+    from thinkloop.agent import Agent, AgentOptions
     from thinkloop.core.errors import ThinkloopError
     from thinkloop.core.events import Event
     from thinkloop.core.types import Message, ModelResponse, Step, ToolCall, ToolResult, Usage
@@ -30,6 +30,7 @@ __version__ = "0.1.0"
 # the ``thinkloop`` command's start-up do not pay for the engine, pydantic and the HTTP stack.
 _EXPORTS: dict[str, str] = {
     "Agent": "thinkloop.agent",
+    "AgentOptions": "thinkloop.agent",
     "Event": "thinkloop.core.events",
     "Message": "thinkloop.core.types",
     "Model": "thinkloop.core.model",
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Agent",
+    "AgentOptions",
     "Event",
     "Message",
     "Model",

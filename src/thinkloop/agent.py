@@ -6,7 +6,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
@@ -60,6 +60,42 @@ from thinkloop.tracing import Tracing, default_tracing
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 
 
+@dataclass(frozen=True)
+class AgentOptions:
+    """The options an agent needs less often than its keywords, by section.
+
+    Limits: ``timeout_s``, ``tool_timeout_s``, ``output_retries``. Model: ``protocol``,
+    ``settings`` (per-call ModelSettings), ``output_type``, ``model_registry``. Prompt and
+    tools: ``prompt``, ``deps``. Judgement and guards: ``judgement``, ``isolation``. Records:
+    ``registry``, ``tracing``, ``checkpoints``. Settings: ``config`` (thinkloop's Settings).
+    """
+
+    # limits
+    timeout_s: float | None = RUN_TIMEOUT_S
+    tool_timeout_s: float | None = TOOL_TIMEOUT_S
+    output_retries: int = 2
+    # the model
+    protocol: str | ToolCallProtocol = "auto"
+    settings: ModelSettings | None = None
+    output_type: type[Any] | None = None
+    model_registry: ModelRegistry | None = None
+    # the prompt and what tools receive
+    prompt: PromptBuilder | None = None
+    deps: Any = None
+    # judgement and isolation
+    judgement: Judgement | bool | None = None
+    isolation: Literal["off", "plan"] = "off"
+    # records: the run registry, tracing, checkpoints
+    registry: RunRegistry | None = None
+    tracing: Tracing | bool | None = None
+    checkpoints: bool = True
+    # memory that keeps enough (docs/seeds.md); None: the settings' value
+    history_turns: int | None = None  # each request keeps the last N user turns
+    observation_max_tokens: int | None = None  # a longer tool result is paged (0: no cap)
+    # thinkloop's Settings (default: load_settings(), read when the agent is built)
+    config: Settings | None = None
+
+
 class Agent:
     """A model, tools and instructions, ready to run tasks.
 
@@ -85,32 +121,21 @@ class Agent:
         *,
         name: str = "thinkloop",
         max_steps: int | None = None,
-        timeout_s: float | None = RUN_TIMEOUT_S,
-        tool_timeout_s: float | None = TOOL_TIMEOUT_S,
-        output_type: type[Any] | None = None,
-        output_retries: int = 2,
-        protocol: str | ToolCallProtocol = "auto",
-        settings: ModelSettings | None = None,
-        on_event: Subscriber | None = None,
         store: Store | str | None = None,
         memory: Memory | bool = False,
-        deps: Any = None,
-        hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
-        prompt: PromptBuilder | None = None,
-        plugins: bool = True,
         guard: GuardSettings | Literal[False] | None = None,
-        judgement: Judgement | bool | None = None,
-        isolation: Literal["off", "plan"] = "off",
-        registry: RunRegistry | None = None,
-        tracing: Tracing | bool | None = None,
-        checkpoints: bool = True,
-        observation_max_tokens: int | None = None,
-        history_turns: int | None = None,
-        config: Settings | None = None,
-        model_registry: ModelRegistry | None = None,
+        hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
+        plugins: bool = True,
+        on_event: Subscriber | None = None,
+        options: AgentOptions | None = None,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
+        o = options if options is not None else AgentOptions()
+        if not isinstance(o, AgentOptions):
+            raise ConfigError(f"options= takes AgentOptions, got {type(o).__name__}")
+        config, settings, judgement, isolation = o.config, o.settings, o.judgement, o.isolation
+        tracing, registry = o.tracing, o.registry
         _check_settings(settings, config)
         self.name = name
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
@@ -119,7 +144,7 @@ class Agent:
         provider_env = self.config.provider_env()
 
         def resolve(spec: str | Model | Sequence[str | Model]) -> Model:  # with its settings
-            return resolve_model(spec, provider_env, registry=model_registry)
+            return resolve_model(spec, provider_env, registry=o.model_registry)
 
         self.model: Model = resolve(model if model is not None else self.config.model_spec())
         self._owns_model = not isinstance(model, Model)
@@ -130,7 +155,7 @@ class Agent:
                               f"{type(self.store).__name__} does not (use the default store, "
                               "store='memory', or a SQLite/PostgreSQL URL)")
         # The last N user turns each request keeps (None: the settings' history_turns).
-        self.history_turns = history_turns if history_turns is not None else (
+        self.history_turns = o.history_turns if o.history_turns is not None else (
             self.config.history_turns)
         if self.history_turns is not None and self.history_turns < 1:
             raise ConfigError("history_turns must be at least 1")
@@ -140,8 +165,8 @@ class Agent:
             self.memory.history_turns = self.history_turns
         # A tool result over this many tokens goes into history truncated, read_more pages on
         # (None: the settings' observation_max_tokens; 0: no cap).
-        cap = (self.config.observation_max_tokens if observation_max_tokens is None
-               else observation_max_tokens)
+        cap = (self.config.observation_max_tokens if o.observation_max_tokens is None
+               else o.observation_max_tokens)
         self.pager = Pager(cap) if cap > 0 else None
         self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ()),
                                 *([self.pager.tool()] if self.pager else ())])
@@ -150,19 +175,20 @@ class Agent:
         gs = self._judged_guards(guard, isolation, judgement, resolve)
         self.instructions = instructions
         # Without an explicit max_steps a guard's step budget may size each run (issue 6).
-        self.limits = Limits(max_steps or 12, timeout_s, tool_timeout_s, output_retries)
-        self.output_type = output_type
-        self.protocol = get_protocol(protocol)
+        self.limits = Limits(max_steps or 12, o.timeout_s, o.tool_timeout_s, o.output_retries)
+        self.output_type = o.output_type
+        self.protocol = get_protocol(o.protocol)
         self.settings = settings or ModelSettings()
         self.subscribers: list[Subscriber] = [on_event] if on_event else []
-        self.deps = deps
+        self.deps = o.deps
         # Runs in progress (abort by run, session or all); a shared registry sees every
-        # agent's. Runs are recorded (row, audit log) only in a store the agent was given.
+        # agent's. Runs are recorded (row, checkpoints, audit log) in every durable store, the
+        # default one too, so a process killed mid-turn loses nothing and the run resumes.
         self.registry = registry if registry is not None else RunRegistry()
-        self.runbook = (RunBook(self.store, name, self.registry.abort, checkpoints=checkpoints,
+        self.runbook = (RunBook(self.store, name, self.registry.abort,
+                                checkpoints=o.checkpoints,
                                 keep_checkpoints=self.config.keep_checkpoints)
-                        if store not in (None, "memory") and isinstance(self.store, RunRecords)
-                        else None)
+                        if store != "memory" and isinstance(self.store, RunRecords) else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
         self.tracing = (None if tracing is False else tracing if isinstance(tracing, Tracing)
@@ -175,7 +201,7 @@ class Agent:
             _check_cost_cap(gs.limits.max_cost_usd, self.model)
         self.hooks = self._stage_hooks(None if guard is False else gs, max_steps is not None,
                                        normalise(hooks), plugins)
-        self.prompt = prompt if prompt is not None else PromptBuilder()
+        self.prompt = o.prompt if o.prompt is not None else PromptBuilder()
 
     def _judged_guards(self, guard: GuardSettings | Literal[False] | None,
                        isolation: Literal["off", "plan"], judgement: Judgement | bool | None,
@@ -375,8 +401,8 @@ class Agent:
         :class:`RunAccessError` if the run ended, is unknown, or is still running somewhere.
         """
         if self.runbook is None:
-            raise ConfigError("resuming a run needs the store it was recorded in: "
-                              "Agent(store=...)")
+            raise ConfigError("resuming a run needs the durable store it was recorded in "
+                              "(the default store, or Agent(store=...)), not store='memory'")
         if run_id in self.registry:
             raise RunAccessError(f"run {run_id} is running in this process")
         recovery = await load_recovery(self.store, run_id)
@@ -451,7 +477,20 @@ def spawn_child(spec: AgentSpec, run: Any, model: str | Model | None = None) -> 
     """A sub-agent of ``spec`` (``thinkloop.core.spec.Spawn``): started inside the run ``run``
     (a ``RunConfig``) it may do at most what its parent may; outside a run (None) the
     default guards apply."""
-    return Agent(**child_options(spec, run, model))
+    return Agent(**with_options(child_options(spec, run, model)))
+
+
+def with_options(keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """``Agent`` keywords held flat (a dict, a helper's ``**kw``): those that are
+    :class:`AgentOptions` fields gathered into ``options=``."""
+    sections = {f.name for f in fields(AgentOptions)}
+    kw = {k: v for k, v in keywords.items() if k not in sections}
+    given = {k: v for k, v in keywords.items() if k in sections}
+    if given:
+        if kw.get("options") is not None:
+            given = {**vars(kw["options"]), **given}
+        kw["options"] = AgentOptions(**given)
+    return kw
 
 
 def _check_cost_cap(cap: float | None, model: Model) -> None:

@@ -51,6 +51,9 @@ class Plugs:
     store: Store | None = None  # None: no memory, runs kept in the default store
     registry: RunRegistry | None = None
     model: Model | None = None  # replaces the resolved model (previews)
+    # A chat channel's own message discipline (None: the guards' defaults, 10 and 5).
+    max_messages: int | None = None  # messages a run may send (the message guard's cap)
+    transparency_after: int | None = None  # silent steps before the transparency nudge
 
 
 def build_agent(
@@ -64,22 +67,25 @@ def build_agent(
     store: Store | None = None,
     registry: RunRegistry | None = None,
     model: Model | None = None,
+    max_messages: int | None = None,
+    transparency_after: int | None = None,
 ) -> Agent:
     """The agent ``thinkloop run`` runs, from ``spec`` over ``settings`` (default: loaded
     now), with what the shell plugs in (:class:`Plugs`: who answers approvals and questions,
-    extra tools, the store, the run registry, a model replacing the resolved one)."""
+    extra tools, the store, the run registry, a model replacing the resolved one, a chat
+    channel's message cap and transparency nudge)."""
     from thinkloop.core.settings import load_settings
 
     return assemble(spec or AgentSpec(), settings if settings is not None else load_settings(),
                     Plugs(approver, approval_timeout_s, channels, extra_tools, store, registry,
-                          model))
+                          model, max_messages, transparency_after))
 
 
 def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     """:func:`build_agent`: the chosen built-in tools, the guards (approvals by
     ``p.approver`` unless the spec says otherwise), the bootstrap prompt, judgement as set,
     and memory when ``p.store`` keeps memories."""
-    from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent
+    from thinkloop.agent import DEFAULT_INSTRUCTIONS, Agent, AgentOptions
     from thinkloop.judgement import Judgement
     from thinkloop.tools.defaults import default_tools
 
@@ -98,18 +104,20 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
         max_steps=settings.max_steps,
-        timeout_s=settings.timeout_s,
-        tool_timeout_s=settings.tool_timeout_s,
-        protocol=settings.protocol,
-        prompt=builder,
-        isolation=spec.isolation,  # type: ignore[arg-type]  # Agent checks the value
         guard=_guards(spec, settings, p, tools),
         store=p.store,
         memory=_memory(p.store, spec) if spec.memory else False,
         plugins=spec.plugins,
-        registry=p.registry,
-        config=settings,
-        judgement=Judgement.parse(settings.judgement, settings.model_pool),
+        options=AgentOptions(
+            timeout_s=settings.timeout_s,
+            tool_timeout_s=settings.tool_timeout_s,
+            protocol=settings.protocol,
+            prompt=builder,
+            isolation=spec.isolation,  # type: ignore[arg-type]  # Agent checks the value
+            registry=p.registry,
+            config=settings,
+            judgement=Judgement.parse(settings.judgement, settings.model_pool),
+        ),
     )
 
 
@@ -135,10 +143,22 @@ def _guards(spec: AgentSpec, settings: Settings, p: Plugs, tools: Sequence[Tool]
     else:
         approver = approver_for(mode)
     timeout = p.approval_timeout_s or settings.approval_timeout_s
-    base = GuardSettings() if spec.guards else GuardSettings.off()
+    base = _discipline(GuardSettings(), p) if spec.guards else GuardSettings.off()
     rules = _ask_rules(spec.ask_before, tools)
     policy = replace(base.policy, rules=(*base.policy.rules, *rules)) if rules else base.policy
     return replace(base, approval=ApprovalSettings(approver, timeout), policy=policy)
+
+
+def _discipline(base: Any, p: Plugs) -> Any:
+    """The message guard's cap and the transparency nudge as the shell sets them: a channel's
+    ``max_messages`` is THE cap (also in time-capsule mode), not one under the guard's 10."""
+    if p.max_messages is not None:
+        base = replace(base, messages=replace(base.messages, max_per_run=p.max_messages,
+                                              time_capsule_max=p.max_messages))
+    if p.transparency_after is not None:
+        base = replace(base, nudges=replace(base.nudges,
+                                            transparency_after=p.transparency_after))
+    return base
 
 
 def _memory(store: Store | None, spec: AgentSpec) -> Memory | bool:

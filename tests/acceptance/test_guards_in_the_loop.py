@@ -8,6 +8,7 @@ from dataclasses import replace
 import orjson
 
 from thinkloop import Agent, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import GuardSettings, ToolPolicy, UsageLimits
 from thinkloop.testing.openai_server import OpenAIServer
 
@@ -32,7 +33,8 @@ async def test_a_denied_tool_is_not_in_the_json_prompt_nor_its_decode_schema(
     answer = orjson.dumps({"reasoning": "Easy.", "tools": [], "completed": True,
                            "answer": "2 + 3 = 5"}).decode()
     llm.enqueue(say(answer))
-    async with Agent(tools=[add, wipe_disk], protocol="json", guard=guard) as agent:
+    async with Agent(tools=[add, wipe_disk], guard=guard,
+                     options=AgentOptions(protocol="json")) as agent:
         result = await agent.run("What is 2 + 3?")
     assert result.text == "2 + 3 = 5"
     request = llm.requests[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from thinkloop import Agent, tool
+from thinkloop import Agent, AgentOptions, tool
 from thinkloop.testing.openai_server import OpenAIServer
 
 from .conftest import calls, say
@@ -126,7 +126,8 @@ def _users(request: dict[str, object]) -> list[str]:
 
 async def test_the_history_turn_limit_is_set_from_agent(
         llm: OpenAIServer, tmp_path: Path) -> None:
-    async with Agent("compat:steps-0", history_turns=2, store=str(tmp_path / "t.db")) as agent:
+    async with Agent("compat:steps-0", store=str(tmp_path / "t.db"),
+                     options=AgentOptions(history_turns=2)) as agent:
         for i in range(4):
             await agent.run(f"question {i}", session="s")
         kept = await agent.store.load("s")

@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from thinkloop import Agent, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.testing.openai_server import OpenAIServer
 
 from .conftest import calls, say
@@ -43,7 +44,8 @@ async def _long_run(llm: OpenAIServer, protocol: str) -> tuple[list[list[dict[st
     else:
         write = _json_call if protocol == "json" else _tags_call
         llm.enqueue(*[say(write(i)) for i in range(STEPS)], say(ANSWER[protocol]))
-    async with Agent(tools=[stock], protocol=protocol, max_steps=STEPS + 5) as agent:
+    async with Agent(tools=[stock], max_steps=STEPS + 5,
+                     options=AgentOptions(protocol=protocol)) as agent:
         result = await agent.run(TASK)
     assert result.status == "completed", result.error
     assert [s.results[0].call.arguments for s in result.steps[:STEPS]] == [

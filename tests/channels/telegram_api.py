@@ -25,6 +25,7 @@ class Call:
     method: str
     params: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 def _value(raw: str) -> Any:

@@ -207,3 +207,138 @@ async def test_slack_events_api_behind_the_gateway(
         sock.close()
         await api.stop()
         model.clear()
+
+
+async def test_serve_with_a_refused_token_says_so_in_one_line(
+        model: OpenAIServer, home: Path) -> None:
+    api = BotAPI()
+    url = await api.start()
+    env = env_for(model, home, api_url=f"{url}/bot")
+    env["TELEGRAM_BOT_TOKEN"] = "1:definitely-wrong-secret"
+    proc = await _cli(env, "serve", "--no-auth", "--port", "0", "--channel", "telegram")
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    await api.stop()
+    text = err.decode().strip()
+    assert proc.returncode == 2, text
+    assert "Traceback" not in text and "definitely-wrong-secret" not in text
+    assert text.splitlines()[-1] == (
+        "error: telegram refused the bot token (TELEGRAM_BOT_TOKEN): check it with "
+        "@BotFather"), text
+    assert len(text.splitlines()) == 2, text  # "thinkloop gateway on ..." and the error
+
+
+async def test_a_rest_abort_ends_a_telegram_run_and_the_chat_is_told(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    import socket
+
+    import aiohttp
+    import uvicorn
+
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = BotAPI()
+    url = await api.start()
+    env = env_for(model, home, api_url=f"{url}/bot", poll_timeout_s="1")
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents, no_auth=True), store=store,
+                     settings=load_settings(env=env, cwd=home),
+                     services=[gateway_service(["telegram"], agents)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        await until(lambda: server.started, 20)
+        model.enqueue(Reply(body=completion(None, [("ask_human", {"question": "There?"})])))
+        api.message(42, 7, "wait for me")
+        await api.wait_for(lambda: "There?" in api.texts(42))
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/runs") as r:  # what the page lists
+                [listed] = [x for x in (await r.json())["runs"] if x["status"] == "running"]
+            assert listed["session"] == "telegram:42"
+            async with http.get(f"{base}/runs/{listed['id']}") as r:
+                assert (await r.json())["status"] == "running"
+            async with http.post(f"{base}/runs/{listed['id']}/abort") as r:
+                assert r.status == 202, await r.text()
+            await api.wait_for(lambda: any("cancelled" in t for t in api.texts(42)), 20)
+            async with http.get(f"{base}/runs/{listed['id']}") as r:
+                view = await r.json()
+        assert view["status"] == "cancelled"
+        assert view["events"] > 0  # its events were numbered for the page as they came
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 20)
+        sock.close()
+        await api.stop()
+        model.clear()
+
+
+async def test_missions_are_kept_in_the_store_and_edited_through_the_gateway(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    import socket
+
+    import aiohttp
+    import uvicorn
+
+    from thinkloop.channels.service import gateway_service
+    from thinkloop.server import GatewayConfig, create_app
+    from thinkloop.settings import load_settings
+
+    api = BotAPI()
+    url = await api.start()
+    default = {"43": {"instructions": "You are the book club's bot."}}
+    env = env_for(model, home, api_url=f"{url}/bot", poll_timeout_s="1", missions=default)
+    env["TELEGRAM_BOT_TOKEN"] = api.token
+    agents = home / "agents.yaml"
+    app = create_app(GatewayConfig(agents_file=agents, no_auth=True), store=store,
+                     settings=load_settings(env=env, cwd=home),
+                     services=[gateway_service(["telegram"], agents)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/channels/telegram/missions"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+
+    def system(i: int) -> str:
+        return str(model.requests[i]["messages"][0]["content"])
+
+    try:
+        await until(lambda: server.started, 20)
+        async with aiohttp.ClientSession() as http:
+            chess = {"instructions": "You are the chess club's bot.", "tools": ["calculator"]}
+            async with http.put(f"{base}/42", json=chess) as r:
+                assert r.status == 200, await r.text()
+            async with http.put(f"{base}/42", json={"mission": "x"}) as r:
+                assert r.status in (400, 422)  # one clear error, nothing stored
+            async with http.get(base) as r:
+                listed = (await r.json())["missions"]
+            assert listed["42"]["source"] == "store" and listed["43"]["source"] == "settings"
+            model.enqueue(Reply(body=completion("Chess it is.")),
+                          Reply(body=completion("Books it is.")))
+            api.message(42, 7, "hello")
+            await api.wait_for(lambda: "Chess it is." in api.texts(42))
+            api.message(43, 7, "hello")
+            await api.wait_for(lambda: "Books it is." in api.texts(43))
+            assert "chess club" in system(0) and "book club" in system(1)
+            assert {t["function"]["name"] for t in model.requests[0]["tools"]} == \
+                {"calculator", "send_voice"}
+            async with http.delete(f"{base}/42") as r:
+                assert r.status == 200
+            model.enqueue(Reply(body=completion("Plain again.")))
+            api.message(42, 7, "hello again")
+            await api.wait_for(lambda: "Plain again." in api.texts(42))
+            assert "chess club" not in system(-1)
+            async with http.get(base.replace("telegram", "slack")) as r:
+                assert r.status == 404
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 20)
+        sock.close()
+        await api.stop()
+        model.clear()
+    # Kept in the store (the profile table), where a restarted gateway finds it.
+    assert await store.profile("channel-missions:telegram") == {"42": "null"}  # deleted

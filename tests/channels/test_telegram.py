@@ -3,6 +3,7 @@ loopback model server. Every assertion is on the wire (Bot API calls) or on mode
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -67,15 +68,6 @@ async def test_a_message_is_answered_and_the_next_one_continues_the_session(
     assert [m for m in ours if api.token in m] == []
     history = await store.load("telegram:42")
     assert [m.role for m in history][-4:] == ["user", "assistant", "user", "assistant"]
-
-
-async def test_a_sender_off_the_allow_list_is_told_and_no_run_starts(
-        model: OpenAIServer, home: Path, store: Any) -> None:
-    async with serving(model, home, store, allow_users=["7"]) as (api, _):
-        api.message(CHAT, 8, "let me in")
-        await api.wait_for(lambda: any("allow list" in t for t in api.texts(CHAT)))
-        assert "id 8" in api.texts(CHAT)[0]
-        assert model.requests == []
 
 
 async def test_with_no_allow_list_nobody_is_served_and_the_sender_learns_their_id(
@@ -147,46 +139,6 @@ async def test_a_file_sent_to_the_bot_is_read_by_the_tools(
         assert "milk" in second  # (spotlighted: outside content is datamarked)
 
 
-async def test_a_send_to_another_chat_is_refused_unless_an_admin_started_the_run(
-        model: OpenAIServer, home: Path, store: Any) -> None:
-    async with serving(model, home, store, admins=["1"]) as (api, _):
-        send = ("send_message", {"text": "psst", "recipient": "telegram:555"})
-        model.enqueue(said(calls=[send]), *[said("I could not send it.")] * 3)
-        api.message(CHAT, ANN, "tell 555 psst")
-        await api.wait_for(lambda: "I could not send it." in api.texts(CHAT))
-        assert api.texts(555) == []
-        assert any("Refused" in t and "telegram:555" in t for t in api.texts(CHAT))
-        assert "send refused" in request_text(model)
-        model.clear()
-        model.enqueue(said(calls=[send]), said("Sent."))
-        api.message(CHAT, 1, "tell 555 psst")  # the admin
-        await api.wait_for(lambda: "Sent." in api.texts(CHAT))
-        assert api.texts(555) == ["psst"]
-
-
-async def test_a_scheduled_run_delivers_only_where_its_schedule_says(
-        model: OpenAIServer, home: Path, store: Any) -> None:
-    async with serving(model, home, store) as (api, service):
-        model.enqueue(said(calls=[("send_message", {"text": "x", "recipient": "555"})]),
-                      *[said("Daily report: all good.")] * 3)
-        await service.hub.start_scheduled("telegram", "daily report", ["42"])
-        await api.wait_for(lambda: "Daily report: all good." in api.texts(CHAT))
-        assert api.texts(555) == []
-        assert "scheduled run delivers only where its schedule says" in request_text(model)
-
-
-async def test_at_most_n_messages_per_run_and_the_sender_sees_the_refusal(
-        model: OpenAIServer, home: Path, store: Any) -> None:
-    async with serving(model, home, store, max_messages="2") as (api, _):
-        calls = [("send_message", {"text": f"update {i}"}) for i in range(3)]
-        model.enqueue(said(calls=calls), *[said("Finished.")] * 3)
-        api.message(CHAT, ANN, "work")
-        await api.wait_for(lambda: "Finished." in api.texts(CHAT))
-        texts = api.texts(CHAT)
-        assert "update 0" in texts and "update 1" in texts and "update 2" not in texts
-        assert any("Refused" in t and "more than 2 messages" in t for t in texts)
-
-
 async def test_a_429_is_retried_after_retry_after(
         model: OpenAIServer, home: Path, store: Any) -> None:
     async with serving(model, home, store) as (api, _):
@@ -210,6 +162,21 @@ async def test_a_long_answer_is_split_at_the_limit_and_no_reply_sends_nothing(
         await api.wait_for(lambda: len(model.requests) == 2)
         await service.hub.idle()  # the run has ended, and said nothing
         assert len(api.texts(CHAT)) == 3
+
+
+async def test_a_burst_of_long_answers_to_one_chat_is_spaced_and_none_is_lost(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    async with serving(model, home, store) as (api, _):
+        first = " ".join(f"first{i}" for i in range(700))  # two pieces each
+        last = " ".join(f"last{i}" for i in range(700))
+        model.enqueue(said(calls=[("send_message", {"text": first})]), said(last))
+        api.message(CHAT, ANN, "write two long things")
+        await api.wait_for(lambda: len(api.texts(CHAT)) >= 4, 30)
+        sent = api.sent("sendMessage", CHAT)
+        assert " ".join(api.texts(CHAT)) == f"{first} {last}"  # all of it, in order
+        gaps = [b.at - a.at for a, b in itertools.pairwise(sent)]
+        assert min(gaps) >= 0.9, gaps  # 1 message a second in one chat
+        assert len(sent) == 4
 
 
 async def test_a_wrong_token_is_one_clear_error_at_start(

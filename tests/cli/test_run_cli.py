@@ -79,7 +79,7 @@ def test_a_run_at_its_step_cap_exits_3_with_its_answer(server: OpenAIServer) -> 
     assert "run ended max_steps" in proc.stderr
 
 
-def test_an_answer_that_was_only_copied_markup_is_no_answer_and_says_so(
+def test_an_answer_that_is_only_copied_markup_ends_no_answer_and_says_so(
     server: OpenAIServer, tmp_path: Path,
 ) -> None:
     # A small model's habit: it copies the end of the outside-content block it just read.
@@ -88,13 +88,16 @@ def test_an_answer_that_was_only_copied_markup_is_no_answer_and_says_so(
     (project / "city.txt").write_text("Lyon\n")
     server.clear()
     server.enqueue(Reply(body=completion(tool_calls=[("read_file", {"path": "city.txt"})])),
+                   Reply(body=completion('</untrusted_content id="')),
                    Reply(body=completion('</untrusted_content id="')))
     proc = thinkloop("run", "Read city.txt and tell me the city.", "--model", "openai:fake",
                      "--workspace", str(project), env=_env(server))
-    assert proc.returncode == 0, proc.stderr
+    # Asked once more without tools, it copied the markup again: no answer, its own exit code.
+    assert proc.returncode == 9, proc.stderr
     assert "(outside content) Lyon" in proc.stderr
     assert proc.stdout == ""
-    assert "(no answer: the model's last reply was empty)" in proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "run ended no_answer" in said and "was markup, not prose" in said
     server.clear()
     server.enqueue(Reply(body=completion("Paris")))
     proc = thinkloop("run", "Capital of France?", "--model", "openai:fake", env=_env(server))
@@ -114,7 +117,7 @@ def test_every_status_has_its_own_documented_exit_code() -> None:
     assert set(EXIT_CODES) == statuses
     codes = list(EXIT_CODES.values())
     assert len(set(codes)) == len(codes) and 2 not in codes  # 2: usage errors
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     help_text = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "300"}).output
     for status, code in EXIT_CODES.items():
         assert f"| `{status}` | {code} |" in readme, status
@@ -129,7 +132,9 @@ def test_json_names_are_the_python_api_names(server: OpenAIServer) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     fields = {f.name for f in dataclasses.fields(RunResult)}
-    assert fields <= set(out) and set(out) - fields == {"ok"}
+    # ``ok`` is RunResult's property; ``refused`` the CLI's list of refused calls.
+    assert fields <= set(out) and set(out) - fields == {"ok", "refused"}
+    assert out["refused"] == []
     step = out["steps"][0]
     assert set(step) == {f.name for f in dataclasses.fields(Step)}
     assert set(out["usage"]) == {f.name for f in dataclasses.fields(Usage)} | {"total_tokens"}
@@ -226,13 +231,19 @@ def test_workspace_is_where_the_files_go_and_the_header_says_so(
     ("missing", "--workspace {dir}: no such directory"),
     ("home-parent", "--workspace {dir} holds THINKLOOP_HOME ({home}); choose the project's own "
                     "directory, or set THINKLOOP_HOME outside it"),
+    # Inside the home the model would edit the agent's own bootstrap files (issue 30).
+    ("inside-home", "--workspace {dir} is inside THINKLOOP_HOME ({home}); choose the "
+                    "project's own directory, or set THINKLOOP_HOME outside it"),
 ])
 def test_a_workspace_that_is_missing_or_holds_the_home_is_refused_before_any_call(
     server: OpenAIServer, tmp_path: Path, where: str, message: str
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    chosen = tmp_path / "missing" if where == "missing" else tmp_path
+    chosen = {"missing": tmp_path / "missing", "home-parent": tmp_path,
+              "inside-home": home / "agents" / "thinkloop"}[where]
+    if where == "inside-home":
+        chosen.mkdir(parents=True)
     server.clear()
     proc = thinkloop("run", "hi", "--model", "openai:fake", "--workspace", str(chosen),
                      env=_env(server, THINKLOOP_HOME=str(home)))
@@ -268,3 +279,98 @@ def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     assert "exit^code:^1" in results[3] and "1^failed" in results[3]  # the bug, seen
     assert results[4] == "edited calc.py: replaced 1 occurrence"
     assert "exit^code:^0" in results[5] and "1^passed" in results[5]  # and fixed
+
+
+def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import sys
+    import time
+
+    server.clear()
+    # The answer, then the memory jobs' model calls, which hang (a slow extraction model).
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)})
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert proc.stdout.readline() == "Nice to meet you, Ada.\n"  # before the jobs end
+        deadline = time.monotonic() + 60
+        while "saving memory" not in proc.stderr.readline():
+            assert time.monotonic() < deadline
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - asked
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert took < 2.0, took
+    assert proc.returncode == 130
+
+
+def test_a_run_whose_every_call_was_refused_says_so_and_exits_10(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("write_file", {
+                       "path": "/etc/thinkloop-test.txt", "content": "hi"})])),
+                   Reply(body=completion("I could not write it.")))
+    home = {"THINKLOOP_HOME": str(tmp_path)}
+    proc = thinkloop("run", "Write hi to /etc/thinkloop-test.txt", "--model", "openai:fake",
+                     "--approve", "auto", env=_env(server, **home))
+    assert proc.returncode == 10, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "thinkloop: refused write_file:" in said and "absolute paths are not allowed" in said
+    assert "--workspace DIR" in said and proc.stdout == "I could not write it.\n"
+    server.clear()
+    server.enqueue(Reply(body=completion(tool_calls=[("write_file", {
+                       "path": "notes.txt", "content": "hi"})])),
+                   Reply(body=completion("It needs your approval.")))
+    proc = thinkloop("run", "Write hi to notes.txt", "--model", "openai:fake", "--json",
+                     env=_env(server, **home))  # no terminal to ask on: not approved
+    assert proc.returncode == 10, proc.stderr
+    (item,) = json.loads(proc.stdout)["refused"]
+    assert (item["tool"], item["arguments"]["path"]) == ("write_file", "notes.txt")
+    assert item["reason"].startswith("Not approved:") and "--approve auto" in item["allow"]
+
+
+def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: Path) -> None:
+    import os
+    import sys
+    import time
+
+    server.clear()
+    server.enqueue(Reply(body=completion("first"), delay_s=6), Reply(body=completion("second")))
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    env = {**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)}
+    cli = [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run"]
+    first = subprocess.Popen([*cli, "one", "--model", "openai:fake", "--session", "shared"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(2.5)  # the first run holds the session while its model call is slow
+        second = thinkloop("run", "two", "--model", "openai:fake", "--session", "shared",
+                           env={**_env(server), "THINKLOOP_HOME": str(tmp_path)})
+        out, _err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+        first.wait()
+        if first.stdout:
+            first.stdout.close()
+        if first.stderr:
+            first.stderr.close()
+    # (the first run's memory jobs may take the second reply: any answer will do here)
+    assert second.returncode == 0 and second.stdout.strip(), second.stderr
+    assert out == "first\n", out
+    assert "waiting for session 'shared': another run is using it" in second.stderr

@@ -185,3 +185,29 @@ def test_resume_a_run_whose_process_was_killed(
     assert sent[3]["content"] == "42" and [m["role"] for m in sent].count("assistant") == 1
     (row,) = _runs()
     assert row["status"] == "completed" and row["steps"] == 2
+
+
+def test_ids_are_whole_at_80_columns_and_a_unique_prefix_names_a_run(
+    server: OpenAIServer, home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("one")), Reply(body=completion("two")))
+    for task in ("first task", "second task"):
+        done = subprocess.run(_thinkloop("run", task, "--model", "openai:fake"),
+                              capture_output=True, text=True, timeout=120,
+                              env=_env(server, home))
+        assert done.returncode == 0, done.stderr
+    ids = [str(r["id"]) for r in _runs()]
+    monkeypatch.setenv("COLUMNS", "80")
+    table = runner.invoke(app, ["runs"])
+    assert all(i in table.output for i in ids), table.output
+    assert max(len(line) for line in table.output.splitlines()) <= 80
+    # The shortest prefix that tells the two apart names one; a shared one says so.
+    n = next(k for k in range(1, 40) if ids[0][:k] != ids[1][:k])
+    shown = runner.invoke(app, ["runs", "show", ids[0][:n]])
+    assert shown.exit_code == 0 and shown.output.startswith(f"run {ids[0]}"), shown.output
+    traced = runner.invoke(app, ["trace", ids[1][:n]])
+    assert traced.exit_code == 0 and "invoke_agent" in traced.output
+    if n > 1:
+        both = runner.invoke(app, ["runs", "show", ids[0][: n - 1]])
+        assert both.exit_code == 1 and "is the start of 2 runs' ids" in both.output

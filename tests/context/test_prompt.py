@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap
 from thinkloop.context.prompt import PromptBuilder, PromptOptions, prompt_context
 from thinkloop.context.sections import (
@@ -71,8 +72,9 @@ class Verdict(BaseModel):
 
 
 def plain_agent() -> Agent:
-    return Agent(ScriptedModel([]), plugins=False, prompt=PromptBuilder(
-        options=PromptOptions(clock=clock)))
+    return Agent(ScriptedModel([]), plugins=False,
+                 options=AgentOptions(prompt=PromptBuilder(
+        options=PromptOptions(clock=clock))))
 
 
 def full_agent(root: Path) -> Agent:
@@ -100,8 +102,9 @@ def full_agent(root: Path) -> Agent:
         clock=clock,
     )
     return Agent(ScriptedModel([], name="openai:gpt-4o-mini"), tools=[search, fetch],
-                 instructions="You are Concierge.", name="concierge", protocol=TagProtocol(),
-                 output_type=Verdict, plugins=False, prompt=PromptBuilder(options=options))
+                 instructions="You are Concierge.", name="concierge", plugins=False,
+                 options=AgentOptions(protocol=TagProtocol(), output_type=Verdict,
+                                      prompt=PromptBuilder(options=options)))
 
 
 def normalised(text: str, root: Path) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from thinkloop import Agent, ScriptedModel
+from thinkloop.agent import AgentOptions
 from thinkloop.context.bootstrap import (
     CONTEXT_FILE_PREAMBLE,
     TEMPLATES,
@@ -28,7 +29,7 @@ def tree(root: Path) -> dict[str, tuple[bytes, int]]:
 
 def agent_for(root: Path, script: list[object] | None = None) -> Agent:
     return Agent(ScriptedModel(script or []), name="helper", plugins=False,
-                 prompt=PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(root))))
+                 options=AgentOptions(prompt=PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(root)))))
 
 
 def test_first_contact_seeds_from_templates(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkloop import Agent
+from thinkloop.agent import with_options
 from thinkloop.events import Event
 from thinkloop.guard import GuardSettings
 from thinkloop.loop.result import RunResult
@@ -39,6 +40,6 @@ async def run_agent(
     model = ScriptedModel(script)
     events: list[Event] = []
     agent = Agent(model, tools=list(tools), guard=guard or GuardSettings(),
-                  on_event=events.append, plugins=False, **agent_kw)
+                  on_event=events.append, plugins=False, **with_options(agent_kw))
     result = await agent.run(task, user_id=user_id, session=session)
     return Run(result, events, model)

@@ -70,7 +70,7 @@ async def test_a_guard_of_ones_own_runs_with_the_default_guards() -> None:
     guard = NoDeletes()
     assert isinstance(guard, Guard)
     model = ScriptedModel([reply("", call("delete_note", title="groceries")), "I could not."])
-    async with Agent(model, tools=[delete_note], hooks=guard.hooks()) as agent:
+    async with Agent(model, tools=[delete_note], hooks=guard.hooks(), store="memory") as agent:
         result = await agent.run("Delete my groceries note.")
     assert deleted == []
     assert guard.refused == ["delete_note"]

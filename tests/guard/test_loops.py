@@ -2,10 +2,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from thinkloop.guard import GuardSettings, LoopSettings
+from thinkloop.channels import CallbackChannel, Outgoing
+from thinkloop.guard import (
+    ApprovalSettings,
+    AutoApprove,
+    GuardSettings,
+    LoopSettings,
+    MessageSettings,
+)
 from thinkloop.guard.loops import loop_pattern
 from thinkloop.models.scripted import call, reply
 from thinkloop.tools.base import tool
+from thinkloop.tools.builtin.messaging import messaging_tools
 
 from .helpers import run_agent
 
@@ -131,15 +139,54 @@ async def test_new_arguments_every_step_is_progress() -> None:
     assert run.result.status == "completed" and run.of("guard.blocked") == []
 
 
-async def test_same_result_coming_back_is_a_loop() -> None:
+async def test_same_result_for_new_arguments_is_progress() -> None:
+    """Every job says "pending": each is a different call, so none is a loop."""
     RAN.clear()
-    script = [reply("", call("status", job=str(i))) for i in range(4)]
-    run = await run_agent([*script, "still pending"], tools=[status], guard=only_loops(),
+    script = [reply("", call("status", job=str(i))) for i in range(6)]
+    run = await run_agent([*script, "all pending"], tools=[status], guard=only_loops(),
                           max_steps=10)
-    assert RAN == [("status", "0"), ("status", "1"), ("status", "2")]
-    assert run.result.steps[3].results[0].content.startswith(
-        "Loop detected: status returned the same result in each of the last 3 steps.")
-    assert run.result.status == "completed"
+    assert [("status", str(i)) for i in range(6)] == RAN
+    assert run.of("guard.blocked") == [] and run.result.status == "completed"
+
+
+@tool(idempotent=False)
+def poll(job: str) -> str:
+    """Polls a job (never answered from a cache); this one never finishes."""
+    RAN.append(("poll", job))
+    return "pending"
+
+
+async def test_same_result_for_the_same_arguments_again_and_again_is_a_loop() -> None:
+    """Polling one job between other calls: the third identical answer to the same call
+    stops the fourth."""
+    RAN.clear()
+    script = []
+    for i in range(4):
+        script += [reply("", call("poll", job="7")), reply("", call("toggle", q=str(i)))]
+    run = await run_agent([*script, "gave up"], tools=[poll, toggle], guard=only_loops(),
+                          max_steps=12)
+    assert [r for r in RAN if r[0] == "poll"] == [("poll", "7")] * 3
+    assert run.result.steps[6].results[0].content.startswith(
+        "Loop detected: poll returned the same result for the same arguments the last 3 "
+        "times it was called.")
+
+
+async def test_twelve_different_messages_in_a_row_are_all_delivered() -> None:
+    """send_message's result is the same text every time; each message is new (issue 30:
+    every fourth was taken for a loop and dropped)."""
+    sent: list[str] = []
+
+    async def on_send(message: Outgoing) -> None:
+        sent.append(message.text)
+
+    approved = replace(GuardSettings(), approval=ApprovalSettings(AutoApprove()),
+                       messages=MessageSettings(max_per_run=20))
+    script = [reply("", call("send_message", text=f"update {i}")) for i in range(12)]
+    run = await run_agent([*script, "sent them all"],
+                          tools=messaging_tools([CallbackChannel(on_send, name="chat")]),
+                          guard=approved, max_steps=14)
+    assert sent == [f"update {i}" for i in range(12)]
+    assert run.of("guard.blocked") == [] and run.result.status == "completed"
 
 
 async def test_identical_calls_to_a_changing_tool_are_a_loop() -> None:

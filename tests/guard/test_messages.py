@@ -44,7 +44,7 @@ APPROVED = replace(GuardSettings(), approval=ApprovalSettings(AutoApprove()))
 
 
 def flood(n: int) -> object:
-    """One step sending n messages at once (a loop of single sends trips the loop guard)."""
+    """One step sending n messages at once."""
     return reply("", *(call("send_message", text=f"m{i}") for i in range(n)))
 
 
@@ -78,7 +78,7 @@ async def test_at_most_ten_messages_per_run_by_default() -> None:
 
 async def test_time_capsule_allows_twenty_for_admins() -> None:
     sent, tools = channel()
-    script = [flood(22), "done"]
+    script = [flood(11), flood(11), "done"]  # at most 16 calls run per reply
     guard = replace(APPROVED, steps=StepBudgetSettings(time_capsule=True,
                                                        admins=frozenset({"root"})))
     run = await run_agent(script, "Long job with updates", tools=tools, guard=guard,

@@ -42,15 +42,18 @@ def test_agent_installs_guards_before_user_hooks() -> None:
     def mine(ctx: object) -> None:
         return None
 
+    # store="memory": no run records, so no checkpoint or tracing hooks after the user's.
     a = Agent(ScriptedModel([]), guard=GuardSettings(), hooks={"pre_tool": [mine]},
-              plugins=False)
+              plugins=False, store="memory")
     assert [h.name or "user" for h in a.hooks.by_stage["pre_tool"]] == [
         "guard.loops", "guard.messages", "guard.provenance", "guard.policy", "user"]
-    default = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False)
+    default = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False,
+                    store="memory")
     assert [h.name or "user" for h in default.hooks.by_stage["pre_tool"]] == [
         "guard.loops", "guard.messages", "guard.provenance", "guard.policy", "user"], \
         "guards are on by default"
-    plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False, guard=False)
+    plain = Agent(ScriptedModel([]), hooks={"pre_tool": [mine]}, plugins=False, guard=False,
+                  store="memory")
     assert len(plain.hooks.by_stage["pre_tool"]) == 1 and plain.limits.max_steps == 12
 
 

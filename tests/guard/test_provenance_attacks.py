@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import ApprovalSettings, AutoApprove, GuardSettings
 from thinkloop.judgement import Judgement
 from thinkloop.models.scripted import ScriptedModel, call, reply
@@ -159,8 +160,8 @@ async def test_judgement_never_outranks_provenance() -> None:
     model = ScriptedModel([reply("", call("read_document", doc="q3")),
                            reply("", call("transfer_money", recipient=EVIL_IBAN, amount=5000)),
                            APPROVE, APPROVE, "Done."])
-    agent = Agent(model, tools=tools, guard=AUTO, judgement=Judgement(assess=None),
-                  plugins=False)
+    agent = Agent(model, tools=tools, guard=AUTO, plugins=False,
+                  options=AgentOptions(judgement=Judgement(assess=None)))
     await agent.run("Summarise the q3 document.")
     assert done == []  # refused: AutoApprove decides nothing, the supervisor is not asked
 
@@ -182,8 +183,8 @@ async def test_the_runs_own_model_approves_nothing_after_reading_outside_content
                            reply("", call("lookup_customer", email="eve@example.com")),
                            APPROVE, "Not allowed."])
     guard = replace(GuardSettings(), approval=ApprovalSettings(human))
-    agent = Agent(model, tools=[*tools, lookup_customer], guard=guard,
-                  judgement=Judgement(assess=None), plugins=False)
+    agent = Agent(model, tools=[*tools, lookup_customer], guard=guard, plugins=False,
+                  options=AgentOptions(judgement=Judgement(assess=None)))
     result = await agent.run("Read the q3 document and look up eve@example.com's orders.")
     assert asked == ["lookup_customer"]  # escalated to the person, not approved by the model
     assert "the run read outside content" in result.steps[1].results[0].content

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import PendingApprovalError
 from thinkloop.events import Event
 from thinkloop.guard import ApprovalSettings, CallbackApprover, Decision, GuardSettings
@@ -292,10 +293,10 @@ async def test_a_text_protocol_run_pauses_and_resumes_with_all_guards_on() -> No
     guard = replace(GuardSettings(), approval=ApprovalSettings(on_timeout="pause"))
     asked = '{"tool": "send_money", "arguments": {"to": "bob", "amount": 5}}'
     first = Agent(ScriptedModel([asked]), tools=[send_money], store=store, guard=guard,
-                  protocol="json")
+                  options=AgentOptions(protocol="json"))
     assert (await first.run("pay bob 5 dollars please", session="t")).status == "paused"
-    second = Agent(ScriptedModel(["Sent 5 dollars to bob."]), tools=[send_money],
-                   store=store, guard=guard, protocol="json")
+    second = Agent(ScriptedModel(["Sent 5 dollars to bob."]), tools=[send_money], store=store,
+                   guard=guard, options=AgentOptions(protocol="json"))
     done = await second.resume("t", True)
     assert (done.status, done.text, SENT) == ("completed", "Sent 5 dollars to bob.",
                                               [("bob", 5)])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import ToolExecutionError
 from thinkloop.judgement import Judgement, LearningSettings, run_observations
 from thinkloop.judgement.learn import entities, preferences
@@ -92,7 +93,8 @@ async def test_a_skill_learned_in_one_run_is_reused_with_fewer_steps(
                              reflection=False)
     (tmp_path / "skills").mkdir()
     agent = Agent(Policy(), tools=[list_dir, read_file], store=store, max_steps=10,
-                  judgement=Judgement(assess=None, sensitive=None, learn=learn))
+                  options=AgentOptions(
+                      judgement=Judgement(assess=None, sensitive=None, learn=learn)))
     first = await run_through(agent, "What version is this project?", user_id="u")
     assert first.text == "The version is 2.4.1." and len(first.steps) == 6
     (row,) = await store.memories("user:u", "skill")
@@ -103,7 +105,8 @@ async def test_a_skill_learned_in_one_run_is_reused_with_fewer_steps(
     assert learned.read_text().startswith("---\nname:")
     # A later run (a fresh agent: the skill comes back from the store) finds and follows it.
     again = Agent(Policy(), tools=[list_dir, read_file], store=store, max_steps=10,
-                  judgement=Judgement(assess=None, sensitive=None, learn=learn))
+                  options=AgentOptions(
+                      judgement=Judgement(assess=None, sensitive=None, learn=learn)))
     second = await run_through(again, "Which version does this project have?", user_id="u")
     assert second.text == "The version is 2.4.1." and len(second.steps) == 4
     assert "skill learned-" in second.steps[0].results[0].content
@@ -120,7 +123,8 @@ async def test_reflections_entities_preferences_and_observations(tmp_path: Path)
     events = Recorder()
     learn = LearningSettings(adversarial=True, skills=False)
     agent = Agent(model, tools=[list_dir, read_file], store=store, on_event=events, max_steps=10,
-                  judgement=Judgement(assess=None, sensitive=None, learn=learn))
+                  options=AgentOptions(
+                      judgement=Judgement(assess=None, sensitive=None, learn=learn)))
     task = ("I prefer short answers. What version is the Demo project that Ada Lovelace "
             "maintains at Acme Labs?")
     first = await run_through(agent, task, user_id="u")
@@ -170,7 +174,8 @@ async def test_learning_never_delays_the_answer(tmp_path: Path) -> None:
                            reply("", call("read_file", path="README.md")), "demo"])
     learn = LearningSettings(model=slow, skills=False)
     agent = Agent(model, tools=[list_dir, read_file], store=store,
-                  judgement=Judgement(assess=None, sensitive=None, learn=learn))
+                  options=AgentOptions(
+                      judgement=Judgement(assess=None, sensitive=None, learn=learn)))
     handle = agent.start("Read the readme", user_id="u", stream_model=False, events=False)
     loop = asyncio.get_running_loop()
     start = loop.time()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.judgement import Judgement, LearningSettings
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import SQLiteStore
@@ -44,8 +45,9 @@ def embedder() -> Any:
 
 def agent(store: SQLiteStore, embedder: Any, script: list[Any], skills: Path) -> Agent:
     learn = LearningSettings(embedder=embedder, reflection=False, skills_dir=skills)
-    return Agent(ScriptedModel(script), tools=[find_record, read_record], store=store,
-                 guard=False, judgement=Judgement(assess=None, sensitive=None, learn=learn))
+    return Agent(ScriptedModel(script), tools=[find_record, read_record], store=store, guard=False,
+                 options=AgentOptions(
+                     judgement=Judgement(assess=None, sensitive=None, learn=learn)))
 
 
 async def test_one_users_skill_is_not_found_by_another(tmp_path: Path, embedder: Any) -> None:

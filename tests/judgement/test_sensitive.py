@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import GuardSettings
 from thinkloop.guard.approval import ApprovalRequest, ApprovalSettings, CallbackApprover
 from thinkloop.judgement import Judgement, SensitivitySettings, Supervisor, classify_call
@@ -77,7 +78,7 @@ async def test_secrets_never_reach_the_model_the_events_or_the_store(tmp_path: P
     events = Recorder()
     guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(human)))
     agent = Agent(model, tools=[weather.tool()], store=store, guard=guard, on_event=events,
-                  judgement=Judgement(assess=None))
+                  options=AgentOptions(judgement=Judgement(assess=None)))
     result = await run_through(agent, f"Use my weather API key {KEY} to get the weather "
                                       "in Paris.", session="s")
     assert result.text == "Paris is 8C and cloudy."
@@ -115,7 +116,7 @@ async def test_supervisor_approves_a_confident_safe_call_without_the_human() -> 
     guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(
         lambda r: asked.append(r) or False)))
     agent = Agent(model, tools=[lookup_customer], guard=guard, on_event=events,
-                  judgement=Judgement(assess=None))
+                  options=AgentOptions(judgement=Judgement(assess=None)))
     result = await agent.run("How many open orders does bob@example.com have?")
     assert result.text == "Bob has 3 open orders." and asked == []
     assert result.steps[0].results[0].content == "bob@example.com: 3 open orders"
@@ -137,7 +138,7 @@ async def test_unsure_or_malformed_verdicts_escalate_to_the_human() -> None:
         guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(
             lambda r, asked=asked: asked.append(r) or False)))
         agent = Agent(model, tools=[lookup_customer], guard=guard,
-                      judgement=Judgement(assess=None))
+                      options=AgentOptions(judgement=Judgement(assess=None)))
         result = await agent.run("Orders of eve@example.com?")
         assert len(asked) == 1, verdict
         obs = result.steps[0].results[0]
@@ -155,7 +156,7 @@ async def test_without_a_human_an_escalation_is_denied() -> None:
         read.append(path)
         return "SECRET=1"
 
-    agent = Agent(model, tools=[read_file], judgement=Judgement(assess=None))
+    agent = Agent(model, tools=[read_file], options=AgentOptions(judgement=Judgement(assess=None)))
     result = await agent.run("Show me the .env file")
     assert read == [] and "no human approver" in result.steps[0].results[0].content
 
@@ -171,7 +172,8 @@ async def test_supervisor_stands_in_front_of_tools_that_require_approval() -> No
 
     model = ScriptedModel([reply("", call("post_status", text="Deploy finished.")),
                            APPROVE, "Posted."])
-    agent = Agent(model, tools=[post_status], judgement=Judgement(assess=None))
+    agent = Agent(model, tools=[post_status],
+                  options=AgentOptions(judgement=Judgement(assess=None)))
     result = await agent.run("Post that the deploy finished.")
     assert sent == ["Deploy finished."] and result.text == "Posted."
     # Without judgement the same call is refused: there is no approver.
@@ -187,8 +189,9 @@ async def test_supervisor_model_over_the_loopback_server(server: OpenAIServer) -
     model = ScriptedModel([reply("", call("lookup_customer", email="bob@example.com")),
                            "Bob has 3 open orders."])
     sens = SensitivitySettings(supervisor=Supervisor(model=judge))
-    agent = Agent(model, tools=[lookup_customer], judgement=Judgement(assess=None,
-                                                                      sensitive=sens))
+    agent = Agent(model, tools=[lookup_customer],
+                  options=AgentOptions(judgement=Judgement(assess=None,
+                                                                      sensitive=sens)))
     result = await agent.run("Orders of bob@example.com?")
     await judge.aclose()
     assert result.text == "Bob has 3 open orders."
@@ -208,9 +211,11 @@ def test_cli_keeps_a_secret_out_of_the_model_and_output(server: OpenAIServer,
                          "openai:fake", "--judgement", "sensitive", "--approve", "deny",
                          "--json", env={"OPENAI_BASE_URL": server.base_url,
                                         "THINKLOOP_HOME": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr
+    # Its only tool call was refused: the run ends, with the refusals' own exit code.
+    assert proc.returncode == 10, proc.stderr
     out = json.loads(proc.stdout)
     assert out["output"] == "I was not allowed to read .env."
     assert "Not approved" in out["steps"][0]["results"][0]["content"]
+    assert [r["tool"] for r in out["refused"]] == ["read_file"]
     assert KEY not in proc.stdout and KEY not in proc.stderr
     assert KEY not in json.dumps(server.requests)

@@ -13,6 +13,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import ApprovalSettings, CallbackApprover, GuardSettings
 from thinkloop.judgement import Judgement
 from thinkloop.models.scripted import ScriptedModel, call, reply
@@ -36,7 +37,8 @@ def agent(script: list[Any], tools: list[Any]) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
     # A person approves secret calls, so only the vault's own rules stand in the way.
     guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(lambda r: True)))
-    return Agent(model, tools=tools, judgement=Judgement(assess=None), guard=guard), model
+    return Agent(model, tools=tools, guard=guard,
+                 options=AgentOptions(judgement=Judgement(assess=None))), model
 
 
 def sent_to_model(model: ScriptedModel) -> str:
@@ -149,7 +151,7 @@ async def test_no_output_path_carries_the_secret_or_its_encodings(
                            *["The token checks out."] * 3])
     guard = GuardSettings(approval=ApprovalSettings(CallbackApprover(lambda r: True)))
     a = Agent(model, tools=[vault_echo], store=store, guard=guard, on_event=events,
-              tracing=True, judgement=Judgement(assess=None))
+              options=AgentOptions(tracing=True, judgement=Judgement(assess=None)))
     result = await run_through(a, f"Check my token {KEY}.", session="s")
     paths = {
         "model": orjson.dumps([[m.content for m in c.messages] for c in model.calls]).decode(),

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from thinkloop import Agent, Event, ScriptedModel, tool
+from thinkloop.agent import with_options
 from thinkloop.guard import GuardSettings
 from thinkloop.models.scripted import call, reply
 from thinkloop.types import Message, Usage
@@ -57,7 +58,8 @@ BARE = GuardSettings.off()
 def agent(script: list[object], **kw: object) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(script)
     kw.setdefault("guard", BARE)
-    return Agent(model, tools=[add, slow_echo, boom, hang], **kw), model  # type: ignore[arg-type]
+    return Agent(model, tools=[add, slow_echo, boom, hang],  # type: ignore[arg-type]
+                 **with_options(kw)), model
 
 
 async def test_final_answer_at_once() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.context.focus import is_small
 from thinkloop.context.pipeline import settings_for
 from thinkloop.core.errors import ConfigError
@@ -71,7 +72,8 @@ async def test_a_model_with_no_known_price_records_an_unknown_cost() -> None:
         exported = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exported))
-        agent = Agent(model, plugins=False, store="memory", tracing=Tracing(provider))
+        agent = Agent(model, plugins=False, store="memory",
+                      options=AgentOptions(tracing=Tracing(provider)))
         result = await agent.run("hello")
         await model.aclose()
     assert result.text == "hi"

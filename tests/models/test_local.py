@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from protocols.grammar_check import admits  # tests/ is on sys.path (rootdir)
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.errors import ContextOverflowError
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.decision import decision_schema
@@ -55,7 +55,7 @@ CALC: ToolSpec = calculator.spec
 
 async def test_agent_run_with_calculator_every_decision_parses(smollm2_path: Path) -> None:
     agent = Agent(model="local", tools=[calculator], max_steps=4,
-                  settings=ModelSettings(temperature=0, max_tokens=96))
+                  options=AgentOptions(settings=ModelSettings(temperature=0, max_tokens=96)))
     assert agent.model.name == "local"
     events = [e async for e in agent.stream("What is 12*7? Use the calculator.")]
     responses = [e.payload for e in events if e.type == "llm.response"]

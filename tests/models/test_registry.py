@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import ConfigError, UnknownModelError
 from thinkloop.models.anthropic import AnthropicModel
 from thinkloop.models.openai_compat import OpenAICompatModel
@@ -147,7 +148,8 @@ async def test_an_agent_resolves_a_registered_provider_prefix() -> None:
         return ScriptedModel(["from the house model"])
 
     registry.register("house", house)
-    agent = Agent("house:tiny", model_registry=registry, plugins=False, store="memory")
+    agent = Agent("house:tiny", plugins=False, store="memory",
+                  options=AgentOptions(model_registry=registry))
     result = await agent.run("hi")
     await agent.aclose()
     assert result.text == "from the house model"

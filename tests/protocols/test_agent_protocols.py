@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.tools.base import Tool, tool
 from thinkloop.types import Message
@@ -81,7 +82,8 @@ def observations(protocol: str, messages: tuple[Message, ...]) -> list[str]:
 async def test_same_task_same_executions_under_every_protocol(protocol: str) -> None:
     executed: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedModel(SCRIPTS[protocol])
-    agent = Agent(model, tools=make_tools(executed), protocol=protocol, guard=False)
+    agent = Agent(model, tools=make_tools(executed), guard=False,
+                  options=AgentOptions(protocol=protocol))
     result = await agent.run(TASK)
     assert result.status == "completed"
     assert executed == EXECUTED
@@ -108,7 +110,8 @@ async def test_same_task_same_executions_under_every_protocol(protocol: str) -> 
 async def test_malformed_call_is_reported_and_costs_one_step(protocol: str) -> None:
     executed: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedModel([MALFORMED[protocol], *SCRIPTS[protocol]])
-    agent = Agent(model, tools=make_tools(executed), protocol=protocol, guard=False)
+    agent = Agent(model, tools=make_tools(executed), guard=False,
+                  options=AgentOptions(protocol=protocol))
     result = await agent.run(TASK)
     assert result.status == "completed"
     assert result.text == ANSWER
@@ -125,7 +128,8 @@ async def test_auto_runs_a_text_call_from_a_model_without_function_calling() -> 
     executed: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedModel([SCRIPTS["xml"][0], reply("", call("convert", amount=142.5,
                                                              currency="EUR")), ANSWER])
-    result = await Agent(model, tools=make_tools(executed), protocol="auto", guard=False).run(TASK)
+    result = await Agent(model, tools=make_tools(executed), guard=False,
+                         options=AgentOptions(protocol="auto")).run(TASK)
     assert executed == EXECUTED
     assert result.text == ANSWER
     roles = [m.role for m in result.messages]
@@ -135,7 +139,8 @@ async def test_auto_runs_a_text_call_from_a_model_without_function_calling() -> 
 
 async def test_final_answer_is_sanitized() -> None:
     raw = ("<think>done</think>\n<final>" + ANSWER + "</final>\n\n" + ANSWER)
-    result = await Agent(ScriptedModel([raw]), protocol="native", guard=False).run(TASK)
+    result = await Agent(ScriptedModel([raw]), guard=False,
+                         options=AgentOptions(protocol="native")).run(TASK)
     assert result.text == result.output == ANSWER
     assert result.silent is False
 
@@ -144,7 +149,8 @@ async def test_final_answer_is_sanitized() -> None:
 async def test_no_reply_makes_the_run_silent(protocol: str) -> None:
     text = ('{"reasoning": "nothing to say", "tools": [], "completed": true, '
             '"answer": "NO_REPLY"}' if protocol == "json" else "NO_REPLY")
-    result = await Agent(ScriptedModel([text]), protocol=protocol, guard=False).run(TASK)
+    result = await Agent(ScriptedModel([text]), guard=False,
+                         options=AgentOptions(protocol=protocol)).run(TASK)
     assert result.status == "completed"
     assert result.silent is True
     assert result.text == "" and result.output == ""

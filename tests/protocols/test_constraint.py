@@ -8,7 +8,7 @@ import jsonschema
 import orjson
 import pytest
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.models.base import ModelSettings, ReplyConstraint
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
@@ -126,8 +126,8 @@ async def test_json_protocol_sends_its_schema_as_response_format(server: OpenAIS
     server.enqueue(Reply(body=completion(call)), Reply(body=completion(prompts.dumps(DONE))))
     model = OpenAICompatModel("m", base_url=server.base_url)
     async with aclosing(model):
-        agent = Agent(model=model, tools=[calculator], protocol="json", guard=False,
-                      settings=ModelSettings(timeout_s=5))
+        agent = Agent(model=model, tools=[calculator], guard=False,
+                      options=AgentOptions(protocol="json", settings=ModelSettings(timeout_s=5)))
         result = await agent.run("What is 12*7?")
     assert result.output == "84"
     assert [r.content for s in result.steps for r in s.results] == ["84"]
@@ -148,8 +148,8 @@ async def test_grammar_goes_only_to_servers_that_take_it(
     model = OpenAICompatModel("m", base_url=server.base_url,
                               quirks=WireQuirks(grammar=takes_grammar))
     async with aclosing(model):
-        agent = Agent(model=model, tools=[calculator], protocol="xml", guard=False,
-                      settings=ModelSettings(timeout_s=5))
+        agent = Agent(model=model, tools=[calculator], guard=False,
+                      options=AgentOptions(protocol="xml", settings=ModelSettings(timeout_s=5)))
         await agent.run("What is 12*7?")
     (request,) = server.requests
     grammar = get_protocol("xml").reply_constraint([CALC])

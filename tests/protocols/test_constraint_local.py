@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.local import _load
 from thinkloop.models.openai_compat import OpenAICompatModel
@@ -168,9 +168,10 @@ async def test_local_model_calls_tools_in_every_text_protocol(
 ) -> None:
     # Greedy decoding, and a call required on every step: the run ends at the step cap with
     # an unconstrained answer, whatever the 135M model makes of the arithmetic.
-    agent = Agent(model="local", tools=[calculator], protocol=protocol, guard=False,
-                  max_steps=2, settings=ModelSettings(temperature=0, max_tokens=192,
-                                                      tool_choice="required"))
+    agent = Agent(model="local", tools=[calculator], guard=False, max_steps=2,
+                  options=AgentOptions(
+                      protocol=protocol, settings=ModelSettings(temperature=0, max_tokens=192,
+                                                      tool_choice="required")))
     events = [e async for e in agent.stream("What is 12 * 7? Use the calculator tool.")]
     assert events[-1].type == "run.completed", events[-1].payload
     texts = [e.payload["text"] for e in events if e.type == "llm.response"]
@@ -196,9 +197,10 @@ async def test_llama_cpp_server_decodes_under_the_grammar_it_is_sent(llama_serve
     model = OpenAICompatModel("smollm2", base_url=llama_server,
                               quirks=WireQuirks(tool_call_content="empty", grammar=True))
     async with aclosing(model):
-        agent = Agent(model=model, tools=[calculator], protocol="xml", guard=False,
-                      max_steps=1, settings=ModelSettings(temperature=0, max_tokens=160,
-                                                          tool_choice="required"))
+        agent = Agent(model=model, tools=[calculator], guard=False, max_steps=1,
+                      options=AgentOptions(
+                          protocol="xml", settings=ModelSettings(temperature=0, max_tokens=160,
+                                                          tool_choice="required")))
         events = [e async for e in agent.stream("What is 12 * 7? Use the calculator tool.")]
     assert events[-1].type == "run.completed", events[-1].payload
     calls = [e.payload for e in events if e.type == "tool.call"]

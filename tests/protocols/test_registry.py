@@ -13,6 +13,7 @@ import pytest
 from tests.distributions import install
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.errors import ConfigError, UnknownModelError
 from thinkloop.models.registry import default_registry
 from thinkloop.models.scripted import ScriptedModel
@@ -85,7 +86,7 @@ def add(a: int, b: int) -> int:
 
 
 async def test_an_installed_protocol_and_provider_run_an_agent(lineplug: Any) -> None:
-    async with Agent("line:adder", tools=[add], protocol="line") as agent:
+    async with Agent("line:adder", tools=[add], options=AgentOptions(protocol="line")) as agent:
         result = await agent.run("What is 2 + 3?")
     assert (result.status, result.output) == ("completed", "The sum is 5.")
     assert result.steps[0].results[0].content == "5"

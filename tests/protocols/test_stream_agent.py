@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from thinkloop import Agent, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion, stream_events
 
@@ -58,7 +59,7 @@ async def test_streamed_text_chunks_hold_no_markup(server: OpenAIServer, protoco
 
     model = OpenAICompatModel("Qwen3-Coder-30B-A3B-Instruct", base_url=server.base_url,
                               api_key="sk-test")
-    agent = Agent(model, tools=[lookup_price], protocol=protocol)
+    agent = Agent(model, tools=[lookup_price], options=AgentOptions(protocol=protocol))
     try:
         events = [e async for e in agent.stream("What does SOL cost?")]
     finally:

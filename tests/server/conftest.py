@@ -51,6 +51,11 @@ agents:
     tools: [ask_human, send_message]
     memory: false
     approve: auto
+  keeper:
+    description: Remembers (the memory tools, for the OpenAI endpoint's state tests)
+    model: openai:fake
+    tools: [calculator]
+    max_steps: 4
   bench:
     model: openai:steps-3
     tools: none

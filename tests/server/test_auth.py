@@ -98,7 +98,7 @@ def test_admins_define_agents_and_the_router_drops_stale_ones(stack: Stack) -> N
         assert r.status_code == 400 and "temperature: Extra inputs" in r.json()["error"]["message"]
         assert admin.put("/v1/agents/poet", json=spec).status_code == 200
         names = [a["name"] for a in user.get("/v1/agents").json()["agents"]]
-        assert names == ["asker", "bench", "helper", "poet", "worker"]
+        assert names == ["asker", "bench", "helper", "keeper", "poet", "worker"]
 
         def run_poet() -> str:
             stack.model.enqueue(Reply(body=completion("a verse")))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import openai
 import pytest
 from tests.server.conftest import Stack
 from tests.server.test_runs import calling
 
+from thinkloop.memory.tools import NO_OWNER
+from thinkloop.store.sqlite import SQLiteStore
 from thinkloop.testing.openai_server import Reply, completion
 
 
@@ -19,7 +23,7 @@ def test_an_agent_answers_as_a_model(stack: Stack) -> None:
     stack.model.enqueue(calling("c1", "calculator", {"expression": "12*7"}),
                         Reply(body=completion("12*7 = 84")))
     oai = client(stack, stack.gateway.key("ana"))
-    assert [m.id for m in oai.models.list()] == ["asker", "bench", "helper", "worker"]
+    assert [m.id for m in oai.models.list()] == ["asker", "bench", "helper", "keeper", "worker"]
     reply = oai.chat.completions.create(
         model="helper", messages=[{"role": "user", "content": "What is 12*7?"}])
     assert reply.choices[0].message.content == "12*7 = 84"
@@ -81,3 +85,48 @@ def test_errors_reach_the_openai_client(stack: Stack) -> None:
     with pytest.raises(openai.APIStatusError, match="HTTP 500") as info:
         oai.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}])
     assert info.value.status_code == 502
+
+
+def _memory_keys(stack: Stack, owner: str, *, drop: bool = False) -> list[str]:
+    """The owner's memory keys, read through a store of its own (deleted when ``drop``)."""
+    async def read() -> list[str]:
+        store = SQLiteStore(stack.gateway.store_path)
+        try:
+            keys = [m.key for m in await store.memories(owner)]
+            for key in keys if drop else []:
+                await store.delete_memory(owner, key)
+            return keys
+        finally:
+            await store.aclose()
+    return asyncio.run(read())
+
+
+def _remembering(stack: Stack) -> None:
+    stack.model.clear()
+    stack.model.enqueue(calling("r1", "remember", {"key": "capital", "content": "Paris"}),
+                        Reply(body=completion("Paris")))
+
+
+def test_a_request_without_a_session_is_stateless(stack: Stack) -> None:
+    """No session named: no memory is written (or read), whatever the agent's tools do."""
+    oai = client(stack, stack.gateway.key("ana"))
+    _remembering(stack)
+    reply = oai.chat.completions.create(
+        model="keeper", messages=[{"role": "user", "content": "Capital of France?"}])
+    assert reply.choices[0].message.content == "Paris"
+    tool = [m for m in stack.model.requests[1]["messages"] if m["role"] == "tool"]
+    assert tool[0]["content"] == NO_OWNER
+    assert _memory_keys(stack, "user:ana") == []
+
+
+@pytest.mark.parametrize("named", [{"user": "ana@example.com"},
+                                   {"extra_headers": {"X-Thinkloop-Session": "trip"}}])
+def test_a_request_that_names_a_session_keeps_memory(stack: Stack, named: dict[str, object],
+                                                      ) -> None:
+    oai = client(stack, stack.gateway.key("bo"))
+    _remembering(stack)
+    reply = oai.chat.completions.create(
+        model="keeper", messages=[{"role": "user", "content": "Capital of France?"}],
+        **named)  # type: ignore[call-overload]
+    assert reply.choices[0].message.content == "Paris"
+    assert "capital" in _memory_keys(stack, "user:bo", drop=True)

@@ -96,16 +96,18 @@ async def test_the_session_keeps_its_model_and_token_totals(store: Backend) -> N
     assert (info.model, info.input_tokens, info.output_tokens) == ("openai:gpt-x", 20, 10)
 
 
-async def test_an_agent_without_a_store_records_nothing() -> None:
+async def test_store_memory_records_nothing_and_the_default_store_records_each_run() -> None:
     agent = Agent(ScriptedModel(["hi"]), store="memory", guard=False)
     assert agent.runbook is None
     await agent.run("x")
     assert isinstance(agent.store, MemoryStore) and agent.store.runs == {}
-    # Nor does the default durable store, unless it is given: runs are not its to keep.
+    # The default durable store keeps runs as a given one does, so kill -9 loses nothing
+    # (tests/store/test_default_store_durable.py).
     async with Agent(ScriptedModel(["hi"]), guard=False) as durable:
-        assert durable.runbook is None
-        await durable.run("x", session="s")
-        assert await durable.store.list_runs() == []  # type: ignore[attr-defined]
+        assert durable.runbook is not None
+        result = await durable.run("x", session="s")
+        [rec] = await durable.store.list_runs()  # type: ignore[attr-defined]
+        assert (rec.id, rec.status) == (result.run_id, "completed")
 
 
 def _waits(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.agent import AgentOptions
 from thinkloop.guard import GuardSettings
 from thinkloop.guard.plan import PlanSettings
 from thinkloop.models.scripted import call, reply
@@ -53,8 +54,8 @@ def make_agent(store: Any = None, tracing: Any = None) -> Agent:
                           review=guard.review, nudges=guard.nudges, drift=guard.drift,
                           plan=PlanSettings(enabled=True))
     return Agent(ScriptedModel(parent_script(), name="openai:gpt-x"), name="calc",
-                 tools=[add, subs.tool()], store=store, tracing=tracing, guard=guard,
-                 max_steps=6)
+                 tools=[add, subs.tool()], store=store, guard=guard, max_steps=6,
+                 options=AgentOptions(tracing=tracing))
 
 
 def by_name(spans: Sequence[ReadableSpan]) -> dict[str, list[ReadableSpan]]:
@@ -144,13 +145,13 @@ async def test_the_trace_is_stored_with_the_run(store: Backend) -> None:
     assert bad.status == "ERROR" and bad.attributes["thinkloop.tool.error"] is True
 
 
-async def test_no_tracing_without_a_store_or_an_endpoint(
+async def test_no_tracing_with_store_memory_and_no_endpoint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     model = ScriptedModel(["hi"])
-    agent = Agent(model, guard=False)
+    agent = Agent(model, store="memory", guard=False)
     assert agent.tracing is None and agent.hooks.by_stage["pre_tool"] == []
     handle = agent.start("x", events=False)
     assert handle.cfg.model is model  # no wrapper on the hot path
@@ -165,7 +166,8 @@ async def test_verbose_mode_keeps_full_inputs_cut_at_50000_chars(store: Backend)
     verbose = load_settings(env={"THINKLOOP_TRACE_VERBOSE": "1"})
     tracing = default_tracing(stored=True, settings=verbose)
     assert tracing is not None and tracing.verbose
-    agent = Agent(ScriptedModel([_long_task]), store=store, tracing=tracing, guard=False)
+    agent = Agent(ScriptedModel([_long_task]), store=store, guard=False,
+                  options=AgentOptions(tracing=tracing))
     short = await agent.run("what is 2+2?")
     long = await agent.run("x" * 60_000)
     (chat,) = [s for s in await store.spans(short.run_id) if s.name.startswith("chat")]

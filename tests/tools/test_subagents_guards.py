@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.guard import ApprovalSettings, CallbackApprover, GuardSettings, ToolPolicy
 from thinkloop.guard.approval import ApprovalRequest, Decision
 from thinkloop.guard.policy import ArgRule, deny_dangerous_commands
@@ -51,8 +51,9 @@ async def test_child_inherits_policy_approvals_rules_limits_and_hooks(tmp_path: 
 
     parent_model = ScriptedModel([
         reply("", model_call("spawn_agent", tasks=[TASK])), "parent done"])
-    parent = Agent(parent_model, tools=box.tools, guard=guard, max_steps=10, timeout_s=30,
-                   hooks=[Hook("pre_tool", record, name="audit")])
+    parent = Agent(parent_model, tools=box.tools, guard=guard, max_steps=10,
+                   hooks=[Hook("pre_tool", record, name="audit")],
+                   options=AgentOptions(timeout_s=30))
     # The user asks for these very calls, so the provenance gate lets them through to the
     # rules under test (it refuses calls whose arguments the user never wrote).
     result = await parent.run(f"delegate: {TASK}", user_id="alice")
@@ -101,7 +102,7 @@ async def test_child_uses_the_parents_settings(tmp_path: Path) -> None:
         box = Toolbox(ToolSettings(workspace=tmp_path / "ws", sandbox="none"), browser=False)
         parent_model = ScriptedModel([
             reply("", model_call("spawn_agent", tasks=["say hi"])), "parent done"])
-        parent = Agent(parent_model, tools=box.tools, config=config)
+        parent = Agent(parent_model, tools=box.tools, options=AgentOptions(config=config))
         result = await parent.run("delegate: say hi")
     assert result.text == "parent done"
     assert [r["model"] for r in server.requests] == ["child-model"]

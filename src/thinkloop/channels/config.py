@@ -39,7 +39,9 @@ class ChannelSettings(BaseModel):
         "admin", description="send_message to another chat or channel: only runs an admin "
         "started (admin), always (allow) or never (deny)")
     max_messages: int = Field(10, ge=1, description="messages one run may send (the "
-                              "guards cap every run at 10 as well)")
+                              "message guard's cap on the agents of this channel)")
+    transparency_after: int = Field(5, ge=1, description="steps a run may work without a "
+                                    "message to the person before it is nudged to send one")
     typing_every_s: float = Field(4.0, gt=0, description="typing indicator refresh")
     approval_timeout_s: float = Field(300.0, gt=0)
     piper_voice: Path | None = Field(None, description="piper's .onnx voice for send_voice "
@@ -62,6 +64,9 @@ class TelegramSettings(ChannelSettings):
         "X-Telegram-Bot-Api-Secret-Token, and updates without it are refused")
     poll_timeout_s: float = Field(10.0, ge=0, description="getUpdates long-poll timeout")
     max_retries: int = Field(3, ge=0, description="retries of a send refused with 429")
+    chat_rate_per_s: float = Field(1.0, gt=0, description="messages a second to one chat "
+                                   "(Telegram's limit; a burst is spaced, none dropped)")
+    rate_per_s: float = Field(30.0, gt=0, description="messages a second in all")
 
     def files(self) -> str:
         if self.file_url:

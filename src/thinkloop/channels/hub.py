@@ -15,11 +15,11 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from thinkloop.agent import Agent
 from thinkloop.channels.base import Address, Attachment, ChatAdapter, Inbound, split_text
-from thinkloop.channels.config import ChannelSettings, Mission
+from thinkloop.channels.config import ChannelSettings
 from thinkloop.channels.policy import (
     NO_ORIGIN,
     ChatRun,
@@ -29,7 +29,7 @@ from thinkloop.channels.policy import (
 )
 from thinkloop.core.channel import Outgoing
 from thinkloop.errors import ChannelError
-from thinkloop.events import PolicyDenied
+from thinkloop.events import Event, PolicyDenied
 from thinkloop.guard.approval import ApprovalRequest, Decision
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
@@ -37,9 +37,22 @@ from thinkloop.protocols.sanitize import is_silent
 from thinkloop.tools.workspace import Workspace
 
 log = logging.getLogger("thinkloop.channels")
-AgentFor = Callable[[ChannelSettings, Mission | None], Awaitable[Agent]]
+# The agent that answers in a chat (None: a scheduled run's, with no chat of its own).
+AgentFor = Callable[[ChannelSettings, Address | None], Awaitable[Agent]]
 SILENT = ("NO_REPLY", "NO_SEND")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class RunWatch(Protocol):
+    """Someone else showing the hub's runs (the gateway's live runs, for the page and REST)."""
+
+    def publish(self, event: Event) -> None: ...
+
+    def finish(self, result: RunResult | None, error: str | None = None) -> None: ...
+
+
+# ``Gateway.adopt``: (handle, user, agent, session) -> the watch the hub feeds.
+Board = Callable[[RunHandle, str, str, str], RunWatch]
 
 
 @dataclass
@@ -54,8 +67,10 @@ class ChatHub:
     name = "chat"
 
     def __init__(self, channels: Mapping[str, tuple[ChatAdapter, ChannelSettings]],
-                 agents: AgentFor, workspace: Workspace | None = None) -> None:
+                 agents: AgentFor, workspace: Workspace | None = None,
+                 board: Board | None = None) -> None:
         self.channels = dict(channels)
+        self.board = board
         self.agents = agents
         self.workspace = workspace
         self.runs: dict[str, ChatRun] = {}
@@ -85,13 +100,10 @@ class ChatHub:
             return
         if await self._answer(msg) or not msg.addressed or msg.choice is not None:
             return
-        mission = settings.missions.get(msg.where.chat)
-        agent = await self.agents(settings, mission)
+        agent = await self.agents(settings, msg.where)
         task = self._task(msg)
         handle = agent.start(task, session=msg.where.key, user_id=msg.user)
-        run = ChatRun(adapter, settings, msg, (msg.where,))
-        self.runs[handle.run_id] = run
-        self._spawn(self._follow(handle, run))
+        self._adopt(handle, ChatRun(adapter, settings, msg, (msg.where,)))
 
     async def start_scheduled(self, platform: str, task: str, deliver_to: Sequence[str],
                               user: str = "scheduler") -> RunHandle:
@@ -104,10 +116,17 @@ class ChatHub:
         agent = await self.agents(settings, None)
         handle = agent.start(task, session=f"{platform}:scheduled:{uuid.uuid4().hex[:8]}",
                              user_id=user)
-        run = ChatRun(adapter, settings, None, targets)
-        self.runs[handle.run_id] = run
-        self._spawn(self._follow(handle, run))
+        self._adopt(handle, ChatRun(adapter, settings, None, targets))
         return handle
+
+    def _adopt(self, handle: RunHandle, run: ChatRun) -> None:
+        """Follow ``handle`` for its chat (and show it on the board, when there is one)."""
+        self.runs[handle.run_id] = run
+        watch = None
+        if self.board is not None:
+            watch = self.board(handle, handle.user_id or "", run.settings.agent,
+                               handle.session_id or "")
+        self._spawn(self._follow(handle, run, watch))
 
     def _task(self, msg: Inbound) -> str:
         """The person's text, and where the files they attached were saved for the tools."""
@@ -160,21 +179,27 @@ class ChatHub:
 
     # --- runs -> people --------------------------------------------------------------------
 
-    async def _follow(self, handle: RunHandle, run: ChatRun) -> None:
+    async def _follow(self, handle: RunHandle, run: ChatRun, watch: RunWatch | None) -> None:
         typing = asyncio.get_running_loop().create_task(self._typing(handle, run))
         result: RunResult | None = None
+        error: str | None = None
         try:
             async for event in handle:
+                if watch is not None:
+                    watch.publish(event)
                 if isinstance(event, PolicyDenied) and event.guard == "max_messages":
                     await self._say(run.home, f"(Refused: {event.reason}.)")
             result = await handle.result()
         except Exception as exc:
             log.exception("run %s failed", handle.run_id)
+            error = f"{type(exc).__name__}: {exc}"
             await self._say(run.home, f"Sorry, the run failed: {type(exc).__name__}")
         finally:
             typing.cancel()
             self.runs.pop(handle.run_id, None)
             self._sent.pop(handle.run_id, None)
+            if watch is not None:
+                watch.finish(result, error)
         if result is not None:
             await self._reply(run, result)
 

@@ -12,18 +12,18 @@ from typing import Any
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec, build_agent
-from thinkloop.channels.base import ChatAdapter
+from thinkloop.channels.base import Address, ChatAdapter
 from thinkloop.channels.config import (
     ChannelSettings,
     DiscordSettings,
     EmailSettings,
-    Mission,
     SlackSettings,
     TelegramSettings,
     WebhookSettings,
     channel_settings,
 )
-from thinkloop.channels.hub import ChatHub
+from thinkloop.channels.hub import Board, ChatHub
+from thinkloop.channels.missions import Missions
 from thinkloop.channels.voice import send_voice_tool
 from thinkloop.errors import ChannelError, ConfigError
 from thinkloop.runs import RunRegistry
@@ -67,13 +67,15 @@ class ChannelService:
 
     def __init__(self, settings: Settings, store: Any, platforms: Sequence[str], *,
                  runs: RunRegistry | None = None, agents_file: Path | None = None,
-                 adapters: dict[str, ChatAdapter] | None = None, gateway: bool = False) -> None:
+                 adapters: dict[str, ChatAdapter] | None = None, gateway: bool = False,
+                 board: Board | None = None) -> None:
         if not platforms:
             raise ConfigError("name at least one channel (telegram)")
         self.settings = settings
         self.store = store
-        self.runs = runs or RunRegistry()
+        self.runs = runs if runs is not None else RunRegistry()  # (an empty one is falsy)
         self.definitions = Definitions(store, agents_file)
+        self.missions = Missions(store)
         configs = {p: channel_settings(settings, p) for p in platforms}
         for p, c in configs.items():
             mode = getattr(c, "mode", None)
@@ -82,19 +84,20 @@ class ChannelService:
                                   f"gateway, so serve it there: thinkloop serve --channel {p}")
         given = adapters or {}
         self.channels = {p: (given.get(p) or make_adapter(p, c), c) for p, c in configs.items()}
-        self.hub = ChatHub(self.channels, self.agent_for, Workspace.of(settings.tools))
+        self.hub = ChatHub(self.channels, self.agent_for, Workspace.of(settings.tools), board)
         self._agents: dict[tuple[Any, ...], Agent] = {}
         self._started: list[ChatAdapter] = []
 
-    async def agent_for(self, settings: ChannelSettings, mission: Mission | None) -> Agent:
+    async def agent_for(self, settings: ChannelSettings, where: Address | None) -> Agent:
         """The agent that answers a chat: the named definition with the chat's mission."""
         spec = await self.definitions.get(settings.agent)
         if spec is None:
             raise ConfigError(f"no agent named {settings.agent!r} (channels.*.agent)")
+        mission = await self.missions.of(where, settings) if where is not None else None
         if mission is not None:
             spec = spec.model_copy(update=mission.model_dump(exclude_none=True))
         key = (settings.agent, spec.fingerprint(), settings.piper_voice,
-               settings.approval_timeout_s)
+               settings.approval_timeout_s, settings.max_messages, settings.transparency_after)
         agent = self._agents.get(key)
         if agent is None:
             agent = self._build(settings, spec)
@@ -111,7 +114,8 @@ class ChannelService:
         return build_agent(spec.model_copy(update={"name": s.agent}), self.settings,
                            approver=self.hub, approval_timeout_s=s.approval_timeout_s,
                            channels=[self.hub], extra_tools=[voice], store=self.store,
-                           registry=self.runs)
+                           registry=self.runs, max_messages=s.max_messages,
+                           transparency_after=s.transparency_after)
 
     async def start(self) -> None:
         """Connect every adapter; a refused token is one ChannelError, nothing left running."""
@@ -139,23 +143,36 @@ class ChannelService:
         self._agents.clear()
 
 
-def gateway_service(platforms: Sequence[str], agents_file: Path | None = None
+def gateway_service(platforms: Sequence[str], agents_file: Path | None = None,
+                    failures: list[ChannelError] | None = None
                     ) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     """Channels inside the gateway (``create_app(services=[...])``): its settings, its store
-    and its run registry, so ``thinkloop runs`` lists channel runs and aborts them; a channel
-    in webhook mode gets its route (``POST /v1/channels/NAME/webhook``) on the app."""
+    and its run registry, so ``thinkloop runs``, the page and REST list channel runs and
+    abort them; a channel in webhook mode gets its route (``POST /v1/channels/NAME/webhook``)
+    on the app. A platform refusing to start lands in ``failures`` before the app's startup
+    fails (``thinkloop serve`` prints it as one line)."""
     @asynccontextmanager
     async def serve(app: Any) -> AsyncIterator[None]:
         gateway = app.state.gateway
         service = ChannelService(gateway.settings, gateway.store, platforms,
-                                 runs=gateway.runs, agents_file=agents_file, gateway=True)
+                                 runs=gateway.runs, agents_file=agents_file, gateway=True,
+                                 board=gateway.adopt)
+        from thinkloop.channels.routes import mission_routes
+
+        app.include_router(mission_routes(
+            service.missions, {p: c for p, (_, c) in service.channels.items()}))
         for platform, (adapter, _) in service.channels.items():
             route = getattr(adapter, "webhook_route", None)
             if route is not None:
                 # A plain Starlette route: the handler takes the request as it is.
                 app.add_route(f"/v1/channels/{platform}/webhook", route, methods=["POST"],
                               include_in_schema=False)
-        await service.start()
+        try:
+            await service.start()
+        except ChannelError as exc:
+            if failures is not None:
+                failures.append(exc)
+            raise
         try:
             yield
         finally:

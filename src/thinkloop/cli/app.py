@@ -27,10 +27,15 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
+    import asyncio
+
+    from rich.console import Console
+
     from thinkloop.agent import Agent
     from thinkloop.cli.build import AgentOptions
     from thinkloop.core.settings import Settings
     from thinkloop.core.tool import Tool
+    from thinkloop.loop.handle import RunHandle
     from thinkloop.loop.result import RunResult
 
 app = typer.Typer(
@@ -48,7 +53,8 @@ app = typer.Typer(
 
 RUN_EPILOG = (
     "Exit codes: 0 completed, 1 failed or error, 2 usage error, 3 max_steps, 4 loop_detected, "
-    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 130 cancelled."
+    "5 budget_exceeded, 6 blocked, 7 paused, 8 timeout, 9 no_answer, 10 completed but every "
+    "call was refused, 130 cancelled."
 )
 
 
@@ -156,13 +162,19 @@ def run(
     except ThinkloopError as exc:
         # A broken store is an error (1), not a usage mistake (2).
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
-    else:
-        from thinkloop.cli.printers import print_answer
+    from thinkloop.cli.refusals import REFUSED_EXIT, line, only_refused, refused
 
-        print_answer(result, console(soft_wrap=True))
+    denied = refused(result)
+    if as_json:  # (without --json the answer was printed as soon as the turn was saved)
+        doc = {**result.to_dict(), "refused": denied}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+    else:
+        err = console(stderr=True, soft_wrap=True, highlight=False)
+        for item in denied:
+            err.print(line(item), markup=False)
     code = EXIT_CODES.get(result.status, 1)
+    if code == 0 and only_refused(result):
+        code = REFUSED_EXIT
     if result.status == "failed":
         raise fail(result.error or "run failed", code)
     if code:
@@ -183,6 +195,8 @@ class RunInputs:
 async def _run(
     opts: AgentOptions, inputs: RunInputs, settings: Settings, *, quiet: bool
 ) -> RunResult:
+    import asyncio
+
     from thinkloop.cli.build import build_agent
     from thinkloop.cli.printers import EventPrinter
     from thinkloop.store.open import open_store
@@ -200,8 +214,8 @@ async def _run(
                             memory=bool(inputs.session or inputs.user))
         stack.push_async_callback(agent.aclose)  # before the store: the stack unwinds LIFO
         printer = None
+        progress = console(stderr=True)
         if not quiet:
-            progress = console(stderr=True)
             # soft_wrap: a long workspace path stays whole, to be copied.
             progress.print(f"[dim]model: {agent.model.name}{_where(agent, inputs.user)}[/]",
                            highlight=False, soft_wrap=True)
@@ -211,16 +225,64 @@ async def _run(
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url,
                                              settings=settings.tools)
+        began = asyncio.Event()
+        agent.subscribe(lambda _event: began.set())
         handle = agent.start(inputs.task, session=inputs.session, user_id=inputs.user,
                              stream_model=not quiet, context=context)
+        waiting = asyncio.create_task(_say_waiting(began, None if quiet else progress,
+                                                   inputs.session))
         try:
             result = await handle.result()
         finally:
+            waiting.cancel()
             if printer is not None:
                 printer.close()
-        await handle.wait_background()  # post-turn memory jobs finish before the store closes
+        if not quiet:
+            from thinkloop.cli.printers import print_answer
+
+            print_answer(result, console(soft_wrap=True))  # the answer first, the jobs after
+        await _post_turn_jobs(handle, None if quiet else console(stderr=True))
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
+
+
+# After this long without its first event, a run is waiting for its session: say so.
+WAIT_NOTE_S = 2.0
+
+
+async def _say_waiting(began: asyncio.Event, progress: Console | None,
+                       session: str | None) -> None:
+    import asyncio
+
+    if progress is None or session is None:
+        return
+    try:
+        await asyncio.wait_for(began.wait(), WAIT_NOTE_S)
+    except TimeoutError:
+        progress.print(f"[dim]waiting for session {session!r}: another run is using it…[/]",
+                       highlight=False)
+
+
+async def _post_turn_jobs(handle: RunHandle, progress: Console | None) -> None:
+    """Wait for the turn's memory jobs (before the store closes), saying so; Ctrl-C stops
+    them at once: the answer was already printed and the session turn saved."""
+    import asyncio
+
+    if handle.background.done():
+        return
+    if progress is not None:
+        progress.print("[dim]saving memory… (Ctrl-C skips it; the answer is saved)[/]",
+                       highlight=False)
+    try:
+        await handle.wait_background()
+    except asyncio.CancelledError:
+        # post_turn retries once when cancelled (a loop shutting down); Ctrl-C means stop.
+        for _ in range(3):
+            handle.background.cancel()
+            done, _pending = await asyncio.wait({handle.background}, timeout=0.3)
+            if done:
+                break
+        raise
 
 
 # The built-in tools that read or write the workspace (tools/builtin/files.py, shell.py).
@@ -247,7 +309,8 @@ def _settings() -> Settings:
 
 
 def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
-    """``--workspace``: an existing directory that does not hold THINKLOOP_HOME."""
+    """``--workspace``: an existing directory that neither holds THINKLOOP_HOME nor lies inside
+    it (but for thinkloop's own workspaces folder there)."""
     if path is None:
         return None
     chosen = path.expanduser().resolve()
@@ -258,6 +321,10 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
         # The model would get the session store and the agent's own prompt files to edit.
         raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
                    f"own directory, or set THINKLOOP_HOME outside it")
+    if home in chosen.parents and (home / "workspaces") not in (chosen, *chosen.parents):
+        # e.g. home/agents/thinkloop: the agent's own bootstrap files, editable by the model.
+        raise fail(f"--workspace {path} is inside THINKLOOP_HOME ({home}); choose the "
+                   f"project's own directory, or set THINKLOOP_HOME outside it")
     return chosen
 
 

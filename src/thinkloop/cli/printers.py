@@ -101,7 +101,7 @@ class EventPrinter:
             self.console.print(f"[yellow]run ended {event.status}[/]{why}")
         if event.silent:
             self.console.print("[dim](silent reply: nothing to deliver)[/]")
-        elif not event.output:  # stdout stays empty: say why here
+        elif not event.output and event.status != "no_answer":  # say why stdout is empty
             self.console.print("[dim](no answer: the model's last reply was empty)[/]")
         u = event.usage
         self.console.print(

@@ -19,7 +19,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # README and --help).
 EXIT_CODES: dict[str, int] = {
     "completed": 0, "failed": 1, "max_steps": 3, "loop_detected": 4, "budget_exceeded": 5,
-    "blocked": 6, "paused": 7, "timeout": 8, "cancelled": 130,
+    "blocked": 6, "paused": 7, "timeout": 8, "no_answer": 9, "cancelled": 130,
 }
 USAGE_ERROR = 2
 

@@ -35,11 +35,23 @@ runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.
                        invoke_without_command=True, rich_markup_mode=None)
 
 
+# How many recent runs a run id prefix is looked up among.
+PREFIX_SCAN = 100_000
+
+
 async def _record(store: DurableStore, run_id: str) -> RunRecord:
+    """The run ``run_id`` names: its whole id, or a prefix no other run shares."""
     rec = await store.get_run(run_id)
-    if rec is None:
-        raise ThinkloopError(f"no run {run_id!r} in this store")
-    return rec
+    if rec is not None:
+        return rec
+    matches = [r for r in await store.list_runs(limit=PREFIX_SCAN) if r.id.startswith(run_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        ids = ", ".join(r.id for r in matches[:5])
+        raise ThinkloopError(f"{run_id!r} is the start of {len(matches)} runs' ids ({ids}"
+                             f"{', ...' if len(matches) > 5 else ''}): give more of it")
+    raise ThinkloopError(f"no run {run_id!r} in this store")
 
 
 def _took(rec: RunRecord) -> str:
@@ -75,7 +87,7 @@ def list_runs(
 
 @runs_app.command("show")
 def show_run(
-    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    run_id: Annotated[str, typer.Argument(help="The run to show (its id or a unique prefix).")],
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
 ) -> None:
@@ -84,7 +96,8 @@ def show_run(
     from thinkloop.store.serialize import event_to_dict
 
     async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
-        return await _record(store, run_id), await store.run_events(run_id)
+        rec = await _record(store, run_id)
+        return rec, await store.run_events(rec.id)
 
     rec, events = with_store(db, read)
     if as_json:
@@ -123,9 +136,14 @@ def abort_run(
     db: DbOption = None,
 ) -> None:
     """Ask the process running RUN_ID to stop it: it ends cancelled, its session intact."""
-    if not with_store(db, lambda s: s.request_abort(run_id)):
-        raise fail(f"no run {run_id!r} in progress in this store", 1)
-    console().print(f"abort requested for run {run_id}; its process stops it within a second")
+    async def abort(store: DurableStore) -> tuple[str, bool]:
+        rec = await _record(store, run_id)
+        return rec.id, await store.request_abort(rec.id)
+
+    whole, asked = with_store(db, abort)
+    if not asked:
+        raise fail(f"no run {whole!r} in progress in this store", 1)
+    console().print(f"abort requested for run {whole}; its process stops it within a second")
 
 
 @runs_app.command("resume")
@@ -171,7 +189,7 @@ async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: 
                             memory=rec.session_id is not None or rec.user_id is not None)
         if not quiet:
             agent.subscribe(EventPrinter(console()))
-        handle = await agent.start_resume_run(run_id, stream_model=not quiet)
+        handle = await agent.start_resume_run(rec.id, stream_model=not quiet)
         try:
             result = await handle.result()
             await handle.wait_background()
@@ -193,8 +211,7 @@ def replay_run(
     from thinkloop.core.events import StepCompleted
 
     async def read(store: DurableStore) -> list[Event]:
-        await _record(store, run_id)
-        return await store.run_events(run_id)
+        return await store.run_events((await _record(store, run_id)).id)
 
     events = with_store(db, read)
     printer = ReplayPrinter(console())
@@ -211,8 +228,7 @@ def trace(
 ) -> None:
     """Print a run's span tree with timings, tokens and cost."""
     async def read(store: DurableStore) -> list[SpanRecord]:
-        await _record(store, run_id)
-        return await store.spans(run_id)
+        return await store.spans((await _record(store, run_id)).id)
 
     spans = with_store(db, read)
     if as_json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +13,7 @@ import typer
 
 from thinkloop.cli.render import console
 from thinkloop.cli.sessions import with_store
-from thinkloop.core.errors import ConfigError
+from thinkloop.core.errors import ChannelError, ConfigError
 
 if TYPE_CHECKING:
     from thinkloop.core.settings import Settings
@@ -65,12 +66,13 @@ def serve(
 
         fleet = fleet_factory(settings)  # a queue without PostgreSQL fails here, in one line
     services = []
+    refused: list[ChannelError] = []  # a channel the platform refused at startup
     if channel:
         from thinkloop.channels.service import ChannelService, gateway_service
 
         # Their settings checked now (a missing token is one line), before anything listens.
         ChannelService(settings, None, channel, agents_file=agents, gateway=True)
-        services.append(gateway_service(channel, agents))
+        services.append(gateway_service(channel, agents, refused))
     console(stderr=True).print(
         f"thinkloop gateway on http://{config.host}:{config.port}/"
         + (" [yellow](no auth: everyone is 'local')[/]" if no_auth else "")
@@ -78,10 +80,32 @@ def serve(
     server = uvicorn.Server(uvicorn_config(
         create_app(config, settings=settings, services=services, fleet=fleet), config))
     # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
+    try:
+        with contextlib.suppress(KeyboardInterrupt), _quiet_after(refused):
+            server.run()
+    except SystemExit:  # uvicorn exits (3) when the app's startup fails
+        if not refused:
+            raise
+    if refused:  # one line, as `thinkloop channel` says it, not uvicorn's startup traceback
+        raise refused[0]
     if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code
         raise typer.Exit(3)
+
+
+@contextlib.contextmanager
+def _quiet_after(failures: list[ChannelError]) -> Iterator[None]:
+    """uvicorn's log says nothing more once ``failures`` has one: the CLI says it once."""
+    import logging
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not failures
+
+    log = logging.getLogger("uvicorn.error")
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
 
 
 def check_store(url: str | None, settings: Settings) -> None:

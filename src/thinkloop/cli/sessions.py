@@ -73,9 +73,15 @@ def print_rows(
         return
     from rich.table import Table
 
-    table = Table(*columns)
-    for item in items:
-        table.add_row(*to_row(item))
+    rows = [to_row(item) for item in items]
+    table = Table()
+    # The first column is an id to copy: whole at any width; the other columns wrap instead.
+    widest = max((len(r[0]) for r in rows), default=len(columns[0]))
+    table.add_column(columns[0], no_wrap=True, min_width=max(widest, len(columns[0])))
+    for name in columns[1:]:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     console().print(table)
 
 

@@ -357,6 +357,9 @@ class Assessed(_Envelope):
     source: str
     escalated: bool
     reasons: list[str]
+    risk: str = ""  # the model's: none, low, high, irreversible ("" from the heuristic)
+    strong_model: bool | None = None  # the model's: the task needs a strong model
+    steps: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ from thinkloop.core.events import Event
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.protocol import ToolCallProtocol
 from thinkloop.core.registry import Hooks
-from thinkloop.core.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings
+from thinkloop.core.settings import (
+    MAX_PARALLEL_CALLS,
+    RUN_TIMEOUT_S,
+    TOOL_OUTPUT_CHARS,
+    TOOL_TIMEOUT_S,
+    Settings,
+)
 from thinkloop.core.spec import Spawn
 from thinkloop.core.tool import Tool
 from thinkloop.core.types import (
@@ -35,6 +41,8 @@ class Limits:
     timeout_s: float | None = RUN_TIMEOUT_S
     tool_timeout_s: float | None = TOOL_TIMEOUT_S
     output_retries: int = 2
+    parallel_calls: int = MAX_PARALLEL_CALLS  # a reply's calls past it are refused
+    tool_output_chars: int = TOOL_OUTPUT_CHARS  # a tool's output is cut to it
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,9 @@ class RunState:
     # Set when a guard withheld the tools for the next reply (``ctx.withhold_tools``): the
     # notice the model reads before it answers without tools.
     answer_now: str | None = None
+    # Replies rejected as engine text, not an answer (``loop/engine_text.py``): one is asked
+    # again without tools; a second ends the run ``no_answer``.
+    rejected_answers: int = 0
 
     @property
     def step(self) -> int:

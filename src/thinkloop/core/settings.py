@@ -36,6 +36,11 @@ RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
 OBSERVATION_MAX_TOKENS = 4000
+# What one reply and one tool can put in front of the model (issue 30): the calls of a reply
+# past MAX_PARALLEL_CALLS are refused (the model sends them again), and any tool's output,
+# built-in, custom or MCP, is cut to TOOL_OUTPUT_CHARS with a note.
+MAX_PARALLEL_CALLS = 16
+TOOL_OUTPUT_CHARS = 200_000
 # How long a person has to answer: an approval on a terminal, one through the gateway (a web
 # page or a chat, so slower), and an ask_human question.
 APPROVAL_TIMEOUT_S = 60.0
@@ -131,6 +136,9 @@ class ProviderSettings(BaseModel):
     local_threads: int | None = Field(
         None, ge=1, description="llama.cpp threads of the local model (default: cores - 1)")
     local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
+    local_runtime: Literal["auto", "xllamacpp", "llama-cpp-python"] = Field(
+        "auto", description="llama.cpp runtime of the local model: the prebuilt xllamacpp "
+        "wheel, a source-built llama-cpp-python, or auto (xllamacpp when installed)")
 
 
 class GatewayDoors(BaseModel):
@@ -205,7 +213,7 @@ PROVIDER_ENV = {
     "ollama_host": "OLLAMA_HOST", "base_url": "THINKLOOP_BASE_URL",
     "api_key": "THINKLOOP_API_KEY", "max_attempts": "THINKLOOP_MODEL_MAX_ATTEMPTS",
     "local_n_ctx": "THINKLOOP_LOCAL_N_CTX", "local_threads": "THINKLOOP_LOCAL_THREADS",
-    "local_kv_cache": "THINKLOOP_LOCAL_KV_CACHE",
+    "local_kv_cache": "THINKLOOP_LOCAL_KV_CACHE", "local_runtime": "THINKLOOP_LOCAL_RUNTIME",
 }
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",

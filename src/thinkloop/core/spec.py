@@ -182,6 +182,9 @@ def inherited(spec: AgentSpec, run: Any) -> dict[str, Any]:
         "timeout_s": _narrower(spec.timeout_s or CHILD_TIMEOUT_S, limits.timeout_s),
         "tool_timeout_s": limits.tool_timeout_s,
         "config": getattr(run, "config", None),  # the parent's settings, not read again
+        # Part of the parent's run, recorded there (the spawn call's result): no store, run
+        # record or trace of its own.
+        "store": "memory",
     }
 
 

@@ -20,6 +20,7 @@ RunStatus = Literal[
     "blocked",
     "loop_detected",
     "budget_exceeded",
+    "no_answer",  # the model's replies were engine text, twice (``loop/engine_text.py``)
     "paused",  # waiting for an approval; ``agent.resume`` continues it from the store
 ]
 # Which ends keep what (one place; the session, memory and learning read these).
@@ -27,7 +28,7 @@ RunStatus = Literal[
 UNSAVED: frozenset[str] = frozenset({"failed", "cancelled", "timeout"})
 # A saved turn that is over (not paused): memory's post-turn jobs run on it.
 ENDED_SAVED: frozenset[str] = frozenset(
-    {"completed", "max_steps", "blocked", "loop_detected", "budget_exceeded"})
+    {"completed", "max_steps", "blocked", "loop_detected", "budget_exceeded", "no_answer"})
 # The model gave its answer (or ran out of steps on the way): lessons are learned from these.
 ANSWERED: frozenset[str] = frozenset({"completed", "max_steps"})
 

@@ -8,10 +8,12 @@ one tool with new arguments (add 2 to 0, 1, 2...; read six files one by one) is 
   gets no tools, so it answers from what it has (the run ends ``completed``). Tools marked
   ``idempotent=False`` always run, and a call to one of them invalidates earlier results (a
   file read after a write runs again); an errored call may be retried.
-- A call that would make the last ``repeat_limit`` steps the same call, or the same tool whose
-  results keep coming back identical, or that completes an A-B-A-B cycle of identical calls,
-  is not run: the model gets a loop observation. Caught looping again right after, the run
-  ends with status ``loop_detected``.
+- A call that would make the last ``repeat_limit`` steps the same call, or a call whose last
+  ``repeat_limit`` results (for the same arguments, in any steps) came back identical, or that
+  completes an A-B-A-B cycle of identical calls, is not run: the model gets a loop
+  observation. Loops are told by calls, not results: new arguments are progress even when
+  every result reads the same ("message sent", "pending" for each job). Caught looping again
+  right after, the run ends with status ``loop_detected``.
 - ``rule="same_tool"`` is the seed's strict rule: the same tool in each of the last
   ``repeat_limit`` steps is a loop, whatever its arguments.
 
@@ -20,7 +22,6 @@ A step's signature is the set of calls it made, so parallel calls in one step co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -66,6 +67,9 @@ class _Run:
     # The signatures of the run's steps that made calls, kept up to date the same way.
     signatures: list[frozenset[str]] = field(default_factory=list)
     signed: int = 0
+    # Each call key's last result and how many times in a row it came back the same.
+    streaks: dict[str, tuple[str, int]] = field(default_factory=dict)
+    streaked: int = 0
     changes_state: frozenset[str] | None = None  # the run's tools that are not idempotent
 
     def earlier(self, state: RunState, key: str,
@@ -80,6 +84,16 @@ class _Run:
                     self.results.setdefault(call_key(r.call), (step.index, r))
         self.scanned = len(state.steps)
         return self.results.get(key)
+
+    def same_results(self, state: RunState, key: str) -> int:
+        """How many times in a row the call ``key`` got the same result (0: never made)."""
+        for step in state.steps[self.streaked:]:
+            for r in step.results:
+                k = call_key(r.call)
+                last, count = self.streaks.get(k, ("", 0))
+                self.streaks[k] = (r.content, count + 1 if count and last == r.content else 1)
+        self.streaked = len(state.steps)
+        return self.streaks.get(key, ("", 0))[1]
 
     def history(self, state: RunState, with_args: bool) -> list[frozenset[str]]:
         """The signature of every step that made calls (``with_args``: the same each time)."""
@@ -113,29 +127,6 @@ def loop_pattern(history: list[frozenset[str]], this: str, repeat_limit: int) ->
             other = next(iter(a)).split(":", 1)[0]
             return f"the steps cycle between {other} and {label}"
     return None
-
-
-def same_results(steps: Sequence[Step], name: str, repeat_limit: int) -> str | None:
-    """The last ``repeat_limit`` steps that made calls each called only ``name`` and got the
-    same result."""
-    if repeat_limit < 2:
-        return None
-    recent: list[Step] = []
-    for s in reversed(steps):  # from the end: a long run's earlier steps are never read
-        if s.tool_calls:
-            recent.append(s)
-            if len(recent) == repeat_limit:
-                break
-    if len(recent) < repeat_limit:
-        return None
-    outputs = set()
-    for s in recent:
-        if {c.name for c in s.tool_calls} != {name} or not s.results:
-            return None
-        outputs.add(tuple(r.content for r in s.results))
-    if len(outputs) != 1:
-        return None
-    return f"{name} returned the same result in each of the last {repeat_limit} steps"
 
 
 class LoopGuard:
@@ -178,8 +169,11 @@ class LoopGuard:
         if self.settings.rule == "same_tool":
             pattern = loop_pattern(run.history(ctx.state, False), call.name, limit)
         else:
-            pattern = (loop_pattern(run.history(ctx.state, True), call_key(call), limit)
-                       or same_results(ctx.state.steps, call.name, limit))
+            key = call_key(call)
+            pattern = loop_pattern(run.history(ctx.state, True), key, limit)
+            if pattern is None and limit >= 2 and run.same_results(ctx.state, key) >= limit:
+                pattern = (f"{call.name} returned the same result for the same arguments the "
+                           f"last {limit} times it was called")
         if pattern is None:
             run.strikes = 0
             return False

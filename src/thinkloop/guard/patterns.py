@@ -150,5 +150,7 @@ DEFAULT_PATTERNS: tuple[InjectionPattern, ...] = (
                         r"\bwhat\s+(?:were\s+you|was\s+(?:written|said))\s+(?:told|"
                         r"instructed|given)?\s*(?:before|above|at\s+the\s+(?:beginning|start))"),
     InjectionPattern.of("exfiltration",
-                        r"!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*=|\bexfiltrat\w+", "medium"),
+                        # The alt text holds no "[": with one, "![" repeated made every
+                        # match attempt read to the end of the text (quadratic).
+                        r"!\[[^\]\[]*\]\(https?://[^)\s]*\?[^)\s]*=|\bexfiltrat\w+", "medium"),
 )

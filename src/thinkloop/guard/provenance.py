@@ -74,9 +74,30 @@ REFUSED = ("Not run: {reason}. Content from outside this conversation may be ste
 # it (see ProvenanceGate._taint).
 _CALLER: ContextVar[_Taint | None] = ContextVar("thinkloop_provenance_caller", default=None)
 _INHERITED = " (in the parent run)"
-# A path into a repository's hooks or config: git runs or obeys them outside any sandbox.
-_GIT_INTERNALS = re.compile(r"\.git(?:/|\\)+(?:hooks|config)\b|core\.(?:hookspath|fsmonitor)",
-                            re.IGNORECASE)
+# What runs on the host later, outside any sandbox, when written in a workspace: anything in a
+# repository (git obeys its config, hooks and commondir), direnv's and editors' task files.
+_GIT_KEYS = re.compile(r"core\.(?:hookspath|fsmonitor)|\.git(?:[\\/\s'\"]|$)", re.IGNORECASE)
+_RUNS_ON_HOST = frozenset({".git", ".envrc", ".env.local", ".vscode", ".idea", ".devcontainer",
+                           ".pre-commit-config.yaml", ".gitmodules", ".gitattributes"})
+HOST_RUN = ("it writes where git or an editor runs code on the host, outside the sandbox "
+            "({path}), which needs a person's approval")
+
+
+def runs_on_host(value: str) -> bool:
+    """Whether ``value`` names a path whose content something runs on the host later, however
+    it is spelled: ``./.git``, ``src/../.git``, ``.GIT`` and ``.git.`` (case-insensitive and
+    Windows file systems), backslashes; or a command line that reaches into a repository."""
+    if _GIT_KEYS.search(value):
+        return True
+    parts: list[str] = []
+    for part in re.split(r"[\\/]+", value.strip().lower()):
+        part = part.rstrip(" .") if part not in (".", "..") else part
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return any(p in _RUNS_ON_HOST for p in parts)
 
 
 @dataclass(frozen=True)
@@ -218,7 +239,7 @@ class ProvenanceGate:
         for name, value in _leaves(call.arguments, ""):
             if name in free or _allowed(str(value), allow.get(name, ())):
                 continue
-            if confined and not _GIT_INTERNALS.search(str(value)):
+            if confined and not runs_on_host(str(value)):
                 continue
             if not present(value, trusted):
                 return (f"{call.name}'s {name or 'argument'} {str(value)[:80]!r} did not come "
@@ -254,16 +275,23 @@ class ProvenanceGate:
         _CALLER.set(taint)
         if ctx.result is None and taint.sources and tool.meta.get("persists"):
             ctx.call = _marked(call, tool.meta["persists"], taint)
-        outbound = tuple(tool.meta.get("outbound", ()))
-        if ctx.result is not None or not taint.sources or not (tool.needs_approval or outbound):
+        if ctx.result is not None:
             return
-        problem = self.problem(call, taint, tool.confined and self.settings.confined == "action",
-                               tuple(tool.meta.get("effects", ()))) \
-            if tool.needs_approval else None
-        problem = problem or self.outbound(call, outbound, taint)
-        if problem is None:
-            return
-        reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"
+        host = self._host_path(call) if tool.confined and tool.needs_approval else None
+        if host is not None and not taint.sources:  # a person decides, even in a clean run
+            reason = f"{call.name}: {HOST_RUN.format(path=host[:80])}"
+        else:
+            outbound = tuple(tool.meta.get("outbound", ()))
+            if not taint.sources or not (tool.needs_approval or outbound):
+                return
+            problem = self.problem(call, taint,
+                                   tool.confined and self.settings.confined == "action",
+                                   tuple(tool.meta.get("effects", ()))) \
+                if tool.needs_approval else None
+            problem = problem or self.outbound(call, outbound, taint)
+            if problem is None:
+                return
+            reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"
         ctx.emit(GuardProvenance, tool=call.name, id=call.id, reason=reason,
                  sources=list(taint.sources))
         gate = self.gate
@@ -274,6 +302,12 @@ class ProvenanceGate:
             return
         why = reason if decision is None else f"{reason}; {decision.reason or 'denied'}"
         ctx.result = ToolResult(call, REFUSED.format(reason=why), is_error=True)
+
+    @staticmethod
+    def _host_path(call: ToolCall) -> str | None:
+        """The first argument (not free text) naming a file run on the host later."""
+        return next((str(v) for k, v in _leaves(call.arguments, "")
+                     if k not in FREE_TEXT and runs_on_host(str(v))), None)
 
     def _gate(self) -> ApprovalGate | None:
         """Who decides gated calls: a person's approver, a pause for one, or nobody."""

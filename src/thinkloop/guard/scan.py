@@ -52,12 +52,18 @@ _HOMOGLYPHS = str.maketrans({
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 # One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
 _SPLIT = re.compile(r"(?<![^\W_])[^\W_]([ .\-_*·|/])(?:[^\W_]\1){1,}[^\W_](?![^\W_])")
-_WORDISH = re.compile(r"[a-z0-9@$]*[a-z][a-z0-9@$]*")
+# Runs of letters, digits, @ and $ (the leet view changes only those holding a letter). Not
+# "[a-z0-9@$]*[a-z][a-z0-9@$]*": on a run of digits that backtracks from every position, and a
+# 20 KB number took 4 s.
+_WORDISH = re.compile(r"[a-z0-9@$]+")
+_LETTER = re.compile(r"[a-z]")
 _ROT_HINT = re.compile(r"\brot\s*-?\s*13|caesar|cipher|decode|decrypt|unscramble")
 _REV_HINT = re.compile(r"backwards?|revers|right[\s-]+to[\s-]+left|mirror")
 _B64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){10,}\b")
-_PCT = re.compile(r"[^\s]*(?:%[0-9a-fA-F]{2})[^\s]*(?:\s+[^\s]*%[0-9a-fA-F]{2}[^\s]*)*")
+# Runs of words holding %XX escapes. A match starts only where a word does ((?<!\S)): tried
+# from every position, the scan of one long word was quadratic (20 KB: 1.5 s).
+_PCT = re.compile(r"(?<!\S)\S*%[0-9a-fA-F]{2}\S*(?:\s+\S*%[0-9a-fA-F]{2}\S*)*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,8 @@ def _canonical(text: str, base: int = 0) -> _View:
 
 def _leet(view: _View) -> _View | None:
     # Only inside runs that hold a letter, so plain numbers ("2024", "$5") stay as they are.
-    text = _WORDISH.sub(lambda m: "".join(_LEET.get(c, c) for c in m.group()), view.text)
+    text = _WORDISH.sub(lambda m: "".join(_LEET.get(c, c) for c in m.group())
+                        if _LETTER.search(m.group()) else m.group(), view.text)
     return _View("leet", text, view.origin) if text != view.text else None
 
 
@@ -184,7 +191,11 @@ def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
 
 
 def _printable(text: str) -> bool:
-    return bool(text) and sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
+    # Bytes that are not UTF-8 decode to U+FFFD, which is printable: a long word read as
+    # base64 is binary, not text (and canonicalising its view cost seconds).
+    if not text or text.count("\ufffd") > 0.1 * len(text):
+        return False
+    return sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
 
 
 def _views(text: str) -> Iterator[_View]:
@@ -212,6 +223,24 @@ def _span(view: _View, start: int, end: int) -> tuple[int, int]:
     return (min(picked), max(picked) + 1)
 
 
+# Long views are matched a window at a time (each window's matches that start in it, with an
+# overlap for their length): one regex call never holds the interpreter for long, so a scan in
+# a worker thread lets the event loop run between windows.
+_WINDOW = 16_384
+_OVERLAP = 1_024
+
+
+def _matches(regex: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    if len(text) <= _WINDOW + _OVERLAP:
+        yield from regex.finditer(text)
+        return
+    for start in range(0, len(text), _WINDOW):
+        end = min(len(text), start + _WINDOW + _OVERLAP)
+        for m in regex.finditer(text, start, end):
+            if m.start() < start + _WINDOW:
+                yield m
+
+
 def scan_input(
     text: str, patterns: Iterable[InjectionPattern] = DEFAULT_PATTERNS
 ) -> list[Finding]:
@@ -224,7 +253,7 @@ def scan_input(
     pats = tuple(patterns)
     for view in _views(text):
         for p in pats:
-            for m in p.regex.finditer(view.text):
+            for m in _matches(p.regex, view.text):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))

@@ -1,8 +1,10 @@
 """Model selection per turn (CortexPrism's Model Quartermaster, MQM).
 
 A :class:`ModelPool` lists models tagged with their price and capability (1 = cheap and
-quick ... 3 = strongest). Before step 1 the task's needs are read from the assessment (when
-the assess plugin runs) and the step-budget heuristic: trivial and simple tasks need
+quick ... 3 = strongest). Before step 1 the task's needs are read from the assessment: when
+a model made it, its judgement of difficulty and risk (``strong_model``, ``risk``) decides
+(capability 3 when strong or risky, else 1) and the price decides among the able models;
+otherwise the step-budget heuristic: trivial and simple tasks need
 capability 1, standard ones 2, complex, code and multi-step work 3. How sure that reading is
 decides how binding the choice is:
 
@@ -116,7 +118,14 @@ class ModelPool:
 
 
 def needs(task: str, found: Assessment) -> tuple[int, float, str]:
-    """Capability the task needs, how sure that is, and why."""
+    """Capability the task needs, how sure that is, and why: the model's judgement of
+    difficulty and risk when the assessment is the model's, the heuristic's otherwise."""
+    if found.source == "model" and found.strong_model is not None:
+        risky = found.risk in ("high", "irreversible")
+        need = 3 if found.strong_model or risky else 1
+        strong = "needed" if found.strong_model else "not needed"
+        why = f"assessed by the model: strong model {strong}, risk {found.risk or 'unstated'}"
+        return need, found.confidence, why
     complexity = classify(task)
     need = NEEDS[complexity]
     why = f"task looks {complexity}"

@@ -19,6 +19,10 @@ ECHO_NOTICE = (
     "Your reply repeated an instruction or a placeholder instead of answering. Answer the "
     "user's question itself, in your own words, or make a tool call."
 )
+NOT_AN_ANSWER_NOTICE = (
+    "Your reply was not an answer: it {why}. Do not call tools now. Answer the user's "
+    "question itself, in your own words, from what you have found so far."
+)
 # Placeholders of format instructions (decision prompts, protocol examples).
 PLACEHOLDERS = frozenset({"text", "name", "answer", "your answer", "final answer", "...",
                           "<answer>", "<text>", "value", "result"})
@@ -32,10 +36,15 @@ def _runs() -> frozenset[tuple[str, ...]]:
     templates."""
     from thinkloop.guard import loops, nudges
     from thinkloop.loop import phases
+    from thinkloop.models import decision
 
-    templates = [CAP_NOTICE, ECHO_NOTICE, phases.MALFORMED_NOTICE, phases.OUTPUT_NOTICE,
+    templates = [CAP_NOTICE, ECHO_NOTICE, NOT_AN_ANSWER_NOTICE, phases.MALFORMED_NOTICE,
+                 phases.OUTPUT_NOTICE,
                  loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE,
-                 nudges.URGENCY, nudges.TRANSPARENCY]
+                 nudges.URGENCY, nudges.TRANSPARENCY,
+                 # What a small model is told after a tool result (models/decision.py).
+                 decision.AFTER_RESULT, decision.AFTER_LONG_RESULT, decision.AFTER_ERROR,
+                 decision.ANSWER_ONLY, decision.CALCULATOR_HINT]
     out: set[tuple[str, ...]] = set()
     for t in templates:
         for piece in _FIELD.split(t):

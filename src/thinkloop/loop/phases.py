@@ -39,7 +39,7 @@ from thinkloop.hooks import (
     RunState,
     ToolHookContext,
 )
-from thinkloop.loop.notices import ECHO_NOTICE, is_internal_echo
+from thinkloop.loop.engine_text import NOT_AN_ANSWER_NOTICE, why_not_an_answer
 from thinkloop.loop.outcomes import Finish, NextStep, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.protocols.stream import ChunkFilter, chunk_filter
@@ -147,8 +147,8 @@ async def decide(
             return RunTools(assistant, calls)
         case Malformed(problem):
             return TryAgain(assistant, MALFORMED_NOTICE.format(problem=problem))
-        case Answer(text) if is_internal_echo(text):
-            return TryAgain(assistant, ECHO_NOTICE)
+        case Answer(text) if (why := why_not_an_answer(text, cfg.specs, state)):
+            return not_an_answer(state, assistant, why)
         case Answer(text):
             output = validated_output(cfg, state, text)
             if isinstance(output, _Invalid):
@@ -161,6 +161,16 @@ async def decide(
             await run_stage(cfg, ctx)
             return Finish(assistant, ctx.text, ctx.output)
     raise InternalError(f"unhandled reading {reading!r}")
+
+
+def not_an_answer(state: RunState, assistant: Message, why: str) -> TryAgain:
+    """Engine text instead of an answer: ask once more with the tools withheld; if that
+    reply is engine text too, the run ends ``no_answer`` (never ``completed``)."""
+    if state.rejected_answers:
+        raise StopRun("no_answer", f"the model gave no answer of its own: its reply {why}")
+    state.rejected_answers += 1
+    state.answer_now = ""  # withhold the tools; the notice below is the only note
+    return TryAgain(assistant, NOT_AN_ANSWER_NOTICE.format(why=why))
 
 
 class _Invalid:
@@ -195,10 +205,12 @@ async def act(
     for c in calls:
         state.emit(ToolCalled.of, c)
     todo = tuple(c for c in calls if c.id not in answered) if answered else calls
+    cap = cfg.limits.parallel_calls
     if len(todo) == 1:
         ran = [await run_tool(cfg, state, todo[0])]
     else:
-        ran = await _run_parallel(cfg, state, todo)
+        # 500 calls in one reply ran at once, and the next request carried 504 messages.
+        ran = [*await _run_parallel(cfg, state, todo[:cap]), *_refused(todo[cap:], cap)]
     results = ran if todo is calls else _in_order(calls, ran, answered or {})
     # Calls the approval gate deferred get no observation yet: the run pauses after this
     # step and ``agent.resume`` answers them (loop/resume.py).
@@ -213,6 +225,15 @@ async def act(
     if waiting:
         raise StopRun("paused", "waiting for approval of " + ", ".join(
             f"{p.tool} (call {p.call_id})" for p in waiting))
+
+
+TOO_MANY_CALLS = ("Not run: at most {cap} tool calls run per reply, and this reply made "
+                  "{n}. If it is still needed, make this call again in your next reply.")
+
+
+def _refused(calls: tuple[ToolCall, ...], cap: int) -> list[ToolResult]:
+    note = TOO_MANY_CALLS.format(cap=cap, n=cap + len(calls))
+    return [ToolResult(c, note, is_error=True) for c in calls]
 
 
 def _in_order(
@@ -244,7 +265,8 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
     current = ctx.call or call
     tctx = ToolContext(state.run_id, state.step, current.id, cfg.session_id, cfg.user_id,
                        cfg.deps, emit=state.emit, charge_usage=state.charge, run=cfg)
-    result = ctx.result or await run_call(cfg.tools, current, tctx, cfg.limits.tool_timeout_s)
+    result = ctx.result or await run_call(cfg.tools, current, tctx, cfg.limits.tool_timeout_s,
+                                          cfg.limits.tool_output_chars)
     if hooked:
         ctx.stage, ctx.result = "post_tool", result
         await run_stage(cfg, ctx)

@@ -21,7 +21,8 @@ from thinkloop.core.events import (
 from thinkloop.core.protocol import Act, Answer
 from thinkloop.core.types import Message, RunStatus
 from thinkloop.hooks import AssessContext, OutputContext, RunConfig, RunState
-from thinkloop.loop.notices import CAP_NOTICE, is_internal_echo
+from thinkloop.loop.engine_text import why_not_an_answer
+from thinkloop.loop.notices import CAP_NOTICE
 from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, think
@@ -94,7 +95,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
         # A guard may withhold the tools for this reply (a repeated call): the model answers.
         # The notice joins this request only, like every engine note (loop/notices.py).
         notice, state.answer_now = state.answer_now, None
-        extra = () if notice is None else (Message.notice(notice),)
+        extra = (Message.notice(notice),) if notice else ()
         response = await think(cfg, state, with_tools=notice is None, extra=extra)
         match await decide(cfg, state, response, with_tools=notice is None):
             case RunTools(assistant, calls):
@@ -120,8 +121,8 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
     response = await think(cfg, state, with_tools=False, extra=(notice,))
     reading = cfg.protocol.read(response)
     text = reading.text if isinstance(reading, Act | Answer) else response.message.content
-    if is_internal_echo(text):
-        text = ""  # the model repeated the engine's words: that is no answer
+    if why_not_an_answer(text, (), state):
+        text = ""  # the model repeated the engine's (or a tool's) words: that is no answer
     thought = response.message.thought or getattr(reading, "thought", None)
     output: Any = text
     if cfg.output_type is not None:

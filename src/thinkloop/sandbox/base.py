@@ -6,10 +6,12 @@ itself (pipes, timeout, killing) belongs to :mod:`thinkloop.tools.builtin.proces
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +36,45 @@ class SandboxLimits:
         return (f"memory {self.memory_bytes // MIB} MiB of address space per process, "
                 f"{self.cpu_s} s of CPU per process, at most {self.max_processes} processes, "
                 f"files up to {self.file_bytes // MIB} MiB; network: {net}")
+
+
+# Sandboxed commands running at once (issue 30: 150 parallel shell calls started 150 sandboxes,
+# 600 processes): per run, and per process across every run and agent.
+SANDBOXES_PER_RUN = 8
+SANDBOXES_PER_PROCESS = 32
+# Per event loop, which is per process in practice; the one state shared across agents, since
+# a cap per agent would not bound a gateway serving many.
+_PROCESS_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                          dict[int, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _process_slots(size: int) -> asyncio.Semaphore:
+    by_size = _PROCESS_SLOTS.setdefault(asyncio.get_running_loop(), {})
+    return by_size.setdefault(size, asyncio.Semaphore(size))
+
+
+@dataclass
+class CommandSlots:
+    """Waits until a command may start: at most ``per_run`` at once in one run and
+    ``per_process`` in the process; the others wait their turn (their timeout runs only once
+    they start)."""
+
+    per_run: int = SANDBOXES_PER_RUN
+    per_process: int = SANDBOXES_PER_PROCESS
+    _runs: dict[str, tuple[asyncio.Semaphore, list[int]]] = field(default_factory=dict)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        run, users = self._runs.setdefault(run_id, (asyncio.Semaphore(self.per_run), [0]))
+        users[0] += 1
+        try:
+            async with run, _process_slots(self.per_process):
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                self._runs.pop(run_id, None)
 
 
 def allowed_env(

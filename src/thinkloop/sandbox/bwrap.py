@@ -1,14 +1,14 @@
 """``sandbox="bwrap"``: bubblewrap namespaces around every command.
 
 What the command sees: the system (``/usr``, the ``/lib`` links, a short list of ``/etc``
-files) read-only, the user's workspace read-write at its own path (but its repository's
-``.git/hooks`` and ``.git/config`` read-only), the Python environment thinkloop runs in
-read-only (``ToolSettings.sandbox_python``; the shell tool passes it), a private ``/tmp``,
-``/proc`` of its own PID namespace and a minimal ``/dev``. Nothing else of the host exists
-inside: not other workspaces, not ``THINKLOOP_HOME`` (store, agent prompt files), not ``/root``
-or ``/home``. Namespaces: user, PID, network (unless allowed), IPC, UTS, cgroup; all
-capabilities dropped; ``--die-with-parent`` and the PID namespace end every process the
-command started (``setsid`` ones too) when the call ends.
+files) read-only, the user's workspace read-write at its own path (but its repositories,
+``.git`` and every nested one, read-only: see :mod:`thinkloop.sandbox.git`), the Python
+environment thinkloop runs in read-only (``ToolSettings.sandbox_python``; the shell tool
+passes it), a private ``/tmp``, ``/proc`` of its own PID namespace and a minimal ``/dev``.
+Nothing else of the host exists inside: not other workspaces, not ``THINKLOOP_HOME`` (store,
+agent prompt files), not ``/root`` or ``/home``. Namespaces: user, PID, network (unless
+allowed), IPC, UTS, cgroup; all capabilities dropped; ``--die-with-parent`` and the PID
+namespace end every process the command started (``setsid`` ones too) when the call ends.
 
 Limits are rlimits set by ``prlimit`` *inside* the namespaces, so the process count is that of
 the sandbox alone. A process of real uid 0 is exempt from ``RLIMIT_NPROC``; when we run as root
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkloop.core.errors import SandboxUnavailableError
+from thinkloop.sandbox import git
 from thinkloop.sandbox.base import SandboxLimits
 
 _SYSTEM_DIRS = ("/usr",)
@@ -43,24 +44,6 @@ _ETC = ("passwd", "group", "hosts", "resolv.conf", "nsswitch.conf", "host.conf",
         "python3", "python3.11", "python3.12", "python3.13", "magic", "mailcap")
 MISSING_HELP = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or choose "
                 "sandbox='none' (THINKLOOP_TOOLS_SANDBOX=none) to run commands unconfined")
-
-
-# Inside a repository, what git executes or obeys later: hooks and the config (core.hooksPath,
-# core.fsmonitor, aliases, filters).
-GIT_PROTECTED = ("hooks", "config")
-
-
-def git_protected(root: Path) -> list[Path]:
-    """The paths of ``root``'s own repository that commands may read but not change."""
-    git = root / ".git"
-    if git.is_symlink() or not git.is_dir():
-        return []
-    out = []
-    for name in GIT_PROTECTED:
-        p = git / name
-        if p.exists() and not p.is_symlink():
-            out.append(p)
-    return out
 
 
 @functools.lru_cache(maxsize=4)
@@ -175,7 +158,8 @@ class BwrapSandbox:
                 f"Limits: {self.limits.describe()}{procs}. Every process a command starts "
                 "ends when the command ends or times out.")
 
-    def _mounts(self, cwd: Path, read_only: Sequence[Path]) -> list[str]:
+    def _mounts(self, cwd: Path, read_only: Sequence[Path], repos: Sequence[Path] = ()
+                ) -> list[str]:
         args: list[str] = []
         for d in _SYSTEM_DIRS:
             args += ["--ro-bind", d, d]
@@ -190,10 +174,9 @@ class BwrapSandbox:
         for p in read_only:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--bind", str(cwd), str(cwd)]
-        # Git runs hooks and reads config on the person's own later commands, outside this
-        # sandbox and unseen by `git diff`: they stay read-only (objects, refs and the index
-        # do not, so committing works).
-        for p in git_protected(cwd):
+        # Git runs hooks and obeys config and commondir on the person's own later commands,
+        # outside this sandbox and unseen by `git diff`: every repository stays read-only.
+        for p in repos:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--chdir", str(cwd)]
         return args
@@ -207,10 +190,21 @@ class BwrapSandbox:
     async def launch(
         self, command: str, *, cwd: Path, read_only: Sequence[Path] = ()
     ) -> AsyncIterator[list[str]]:
+        repos = await asyncio.to_thread(git.repositories, cwd)
+        try:
+            async with self._argv(command, cwd, read_only, git.read_only(repos)) as argv:
+                yield argv
+        finally:
+            # A repository the command made is moved aside before anyone's git can see it.
+            await asyncio.shield(asyncio.to_thread(git.quarantine, cwd, repos))
+
+    @contextlib.asynccontextmanager
+    async def _argv(self, command: str, cwd: Path, read_only: Sequence[Path],
+                    repos: Sequence[Path]) -> AsyncIterator[list[str]]:
         assert self.bwrap is not None
         argv = [self.bwrap, "--unshare-all", *(["--share-net"] if self.limits.network else []),
                 "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                "--hostname", "sandbox", *self._mounts(cwd, read_only),
+                "--hostname", "sandbox", *self._mounts(cwd, read_only, repos),
                 "--", *self._rlimits(), "/bin/sh", "-c", command]
         if os.geteuid() != 0:
             yield argv

@@ -19,6 +19,7 @@ from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, Unk
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
+from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
@@ -84,14 +85,17 @@ class Gateway:
         return await self.fleet.submit(who.user, agent_name, task, session, stream)
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
-                        session: str | None = None, stream: bool = True) -> LiveRun:
-        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once."""
+                        session: str | None = None, stream: bool = True,
+                        remember: bool = True) -> LiveRun:
+        """Start ``task`` on ``agent_name`` for ``who`` in this process; returns at once.
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         _check_session(session)
         agent = await self.router.get(agent_name)
         self.live.reserve(who.user)
         try:
             key = session_key(who.user, session) if session else None
-            handle = agent.start(task, session=key, user_id=who.user, stream_model=stream)
+            handle = agent.start(task, session=key, user_id=who.user if remember else None,
+                                 stream_model=stream)
         except BaseException:
             self.live.release(who.user)
             raise
@@ -101,6 +105,14 @@ class Gateway:
         self._pumps.add(pump)
         pump.add_done_callback(self._pumps.discard)
         return run
+
+    def adopt(self, handle: RunHandle, user: str, agent: str, session: str) -> Adopted:
+        """A run a chat channel started (its agent registers in :attr:`runs`): listed with
+        the live runs for admins, who may abort it. It takes no API run slot (the channel's
+        people are not API users); the channel feeds its events here as it follows them."""
+        run = LiveRun(handle.run_id, user, agent, session, handle, channel=True)
+        self.live.add(run)
+        return Adopted(run, self.metrics)
 
     async def _pump(self, run: LiveRun) -> None:
         """Number and keep the run's events; record how it ended; free its slot."""
@@ -137,7 +149,7 @@ class Gateway:
 
     async def run(self, who: Principal, run_id: str) -> Followed:
         """``who``'s run, wherever it executes (another user's is as good as absent)."""
-        run: Followed | None = self.live.get(run_id, who.user)
+        run: Followed | None = self.live.get(run_id, who.user, who.admin)
         if run is None and self.fleet is not None:
             run = await self.fleet.get(run_id, who.user)
         if run is None:
@@ -232,6 +244,22 @@ class Gateway:
         await self.router.aclose()
         if self.fleet is not None:
             await self.fleet.aclose()
+
+
+@dataclasses.dataclass(frozen=True)
+class Adopted:
+    """A channel's run as the gateway shows it: its events numbered, its end recorded."""
+
+    run: LiveRun
+    metrics: Metrics
+
+    def publish(self, event: Event) -> None:
+        self.run.publish(event)
+        self.metrics.observe(event)
+
+    def finish(self, result: RunResult | None, error: str | None = None) -> None:
+        self.run.finish(result, error, "failed" if result is None else "completed")
+        self.metrics.finished(self.run.status)
 
 
 def _check_session(session: str | None) -> None:

@@ -30,6 +30,9 @@ class LiveRun:
     agent: str
     session: str | None  # the user's name for it (the store key is namespaced per user)
     handle: RunHandle
+    # Started by a chat channel, not through the API: admins see and abort it (the person in
+    # the chat has no API key).
+    channel: bool = False
     created_at: float = field(default_factory=time.time)
     events: list[bytes] = field(default_factory=list)  # the JSON of event N at index N-1
     result: RunResult | None = None
@@ -83,6 +86,10 @@ class LiveRun:
             await changed.wait()
 
 
+def _sees(run: LiveRun, user: str, admin: bool) -> bool:
+    return run.user == user or (admin and run.channel)
+
+
 def event_json(seq: int, event: Event) -> bytes:
     """The one wire form of an event (SSE data, WebSocket frames, the web page)."""
     return orjson.dumps({"id": seq, **to_dict(event)}, default=str)
@@ -123,17 +130,19 @@ class LiveRuns:
         self._runs[run.id] = run
         self._evict()
 
-    def get(self, run_id: str, user: str) -> LiveRun | None:
-        """The run if ``user`` owns it; another user's run is as good as absent."""
+    def get(self, run_id: str, user: str, admin: bool = False) -> LiveRun | None:
+        """The run if ``user`` owns it (or it is a chat channel's and ``admin``); another
+        user's run is as good as absent."""
         run = self._runs.get(run_id)
-        return run if run is not None and run.user == user else None
+        return run if run is not None and _sees(run, user, admin) else None
 
     def of_session(self, user: str, session: str) -> list[LiveRun]:
         return [r for r in self._runs.values() if r.user == user and r.session == session]
 
-    def of_user(self, user: str) -> list[LiveRun]:
-        """``user``'s runs the gateway still holds, running or finished."""
-        return [r for r in self._runs.values() if r.user == user]
+    def of_user(self, user: str, admin: bool = False) -> list[LiveRun]:
+        """``user``'s runs the gateway still holds, running or finished (and the chat
+        channels' runs for an ``admin``)."""
+        return [r for r in self._runs.values() if _sees(r, user, admin)]
 
     def active(self) -> list[LiveRun]:
         return [r for r in self._runs.values() if not r.done]

@@ -1,20 +1,24 @@
 """``POST /v1/chat/completions``: an agent behind the OpenAI Chat Completions API, so any
 OpenAI client can call it as if it were a model (``model`` names the agent).
 
-The last message is the task. Earlier user/assistant turns become the run's history through a
-transient session (deleted afterwards); with ``session`` in the body (``extra_body`` in the
-openai client) the named session is continued instead and earlier turns are not resent.
+The last message is the task. Like every client of this API expects, a request is stateless:
+earlier user/assistant turns become the run's history through a transient session (deleted
+afterwards) and the run has no user, so no memory is read or written. A request that names a
+session keeps state: ``session`` in the body (``extra_body`` in the openai client), the
+``X-Thinkloop-Session`` header, or the standard ``user`` field (its value names the session).
+The named session is continued (earlier turns are not resent) and the caller's memory is used.
 Streaming sends the model's text as it comes, step after step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
@@ -26,7 +30,7 @@ from thinkloop.core.types import (
 )
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
-from thinkloop.server.gateway import Gateway, session_key
+from thinkloop.server.gateway import SESSION_ID, Gateway, session_key
 from thinkloop.server.live import LiveRun
 
 router = APIRouter(prefix="/v1")
@@ -53,6 +57,7 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
     session: str | None = Field(None, min_length=1, max_length=128)
+    user: str | None = Field(None, min_length=1, max_length=256)
     stream_options: dict[str, Any] | None = None
 
 
@@ -73,19 +78,34 @@ async def models(_: Annotated[Principal, Depends(caller)],
         for name, _spec in await gw.router.names()]}
 
 
+def named_session(body: ChatRequest, header: str | None) -> str | None:
+    """The session a request names (body, then header, then ``user``), or None: stateless."""
+    if body.session or header:
+        return body.session or header
+    if body.user is None:
+        return None
+    if SESSION_ID.fullmatch(body.user):
+        return body.user
+    # Any string is a valid OpenAI ``user``; a session id is not: the same user, the same id.
+    return "user-" + hashlib.sha256(body.user.encode()).hexdigest()[:32]
+
+
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(
     body: ChatRequest, who: Annotated[Principal, Depends(caller)],
     gw: Annotated[Gateway, Depends(gateway)],
+    x_thinkloop_session: Annotated[str | None, Header(max_length=128)] = None,
 ) -> JSONResponse | EventSourceResponse:
     earlier, task = _history(body.messages)
-    session, transient = body.session, None
-    if session is None and earlier:
+    session, transient = named_session(body, x_thinkloop_session), None
+    stateless = session is None
+    if stateless and earlier:
         transient = session = f"oai-{uuid.uuid4().hex}"
         await gw.router.get(body.model)  # an unknown agent fails before anything is written
         await gw.store.append(session_key(who.user, session), earlier)
     try:
-        run = await gw.start_run(who, body.model, task, session, stream=body.stream)
+        run = await gw.start_run(who, body.model, task, session, stream=body.stream,
+                                 remember=not stateless)
     except BaseException:
         await _drop(gw, who, transient)
         raise

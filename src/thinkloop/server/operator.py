@@ -57,7 +57,7 @@ async def list_runs(who: Caller, gw: GW,
     """The caller's runs, newest first: those in this gateway as they go, then recorded."""
     rows = {r["id"]: r for r in (_stored(rec, who.user)
                                  for rec in await _records(gw, who.user, limit))}
-    for run in gw.live.of_user(who.user):  # a run's own numbers, as they go
+    for run in gw.live.of_user(who.user, who.admin):  # a run's own numbers, as they go
         rows[run.id] = _live(gw, run)
     ordered = sorted(rows.values(), key=lambda r: r["started_at"], reverse=True)
     return {"runs": ordered[:limit]}

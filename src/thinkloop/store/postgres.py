@@ -132,6 +132,9 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Tx]:
         pool = await self._open()
+        # Atomic under cancellation (tests/store/test_cancellation.py): asyncpg cancels the
+        # statement on the server, the transaction rolls back, and the pool's release (which
+        # a cancel cannot interrupt) resets the connection, or drops it when the reset fails.
         async with pool.acquire() as conn, conn.transaction():
             yield _Tx(conn)
 

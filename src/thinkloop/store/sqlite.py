@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -27,22 +27,48 @@ from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables
 
+T = TypeVar("T")
+
+
+async def settled(aw: Awaitable[T]) -> T:
+    """``aw`` awaited to its end even when the caller is cancelled meanwhile; the cancel is
+    raised after it.
+
+    A statement handed to aiosqlite's thread runs there whether or not its caller is still
+    waiting: a caller cancelled at that await went on (to its ROLLBACK, or out of the
+    transaction lock) while the statement was still to run, and a BEGIN that ran after the
+    ROLLBACK left the connection inside a transaction nobody would end ("cannot start a
+    transaction within a transaction" for every later write). Waiting for the statement keeps
+    the connection's state the one the code believes it is in."""
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # seen: its outcome is dropped for the cancel
+        raise asyncio.CancelledError
+    return task.result()
+
 
 class _Tx:
-    """Statements on the one connection, their placeholders spelled ``?1``."""
+    """Statements on the one connection, their placeholders spelled ``?1``; each one settled
+    (see :func:`settled`), so a cancel lands between statements."""
 
     def __init__(self, db: aiosqlite.Connection) -> None:
         self.db = db
 
     async def execute(self, sql: str, *args: Any) -> None:
-        await self.db.execute(render(sql, SQLITE.mark), args)
+        await settled(self.db.execute(render(sql, SQLITE.mark), args))
 
     async def executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        await self.db.executemany(render(sql, SQLITE.mark), rows)
+        await settled(self.db.executemany(render(sql, SQLITE.mark), rows))
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        async with self.db.execute(render(sql, SQLITE.mark), args) as cur:
-            return list(await cur.fetchall())
+        return list(await settled(self.db.execute_fetchall(render(sql, SQLITE.mark), args)))
 
 
 BUSY_TIMEOUT_S = 30.0
@@ -74,14 +100,25 @@ async def _use_wal(db: aiosqlite.Connection) -> None:
 
 @contextlib.asynccontextmanager
 async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
-    """A write transaction from its start: writers in other processes wait their turn."""
-    await db.execute("BEGIN IMMEDIATE")
+    """A write transaction from its start: writers in other processes wait their turn.
+
+    Each statement settles before a cancel is raised, and so does the ROLLBACK of a
+    transaction that did not finish; what a cancel can still leave behind (a statement whose
+    own task the event loop cancelled at exit) is reset by the store before its next use."""
+    tx = _Tx(db)
+    await tx.execute("BEGIN IMMEDIATE")
     try:
-        yield _Tx(db)
+        yield tx
+        await tx.execute("COMMIT")
     except BaseException:
-        await db.execute("ROLLBACK")
+        if db.in_transaction:
+            await settled(_rollback(db))
         raise
-    await db.execute("COMMIT")
+
+
+async def _rollback(db: aiosqlite.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        await db.execute("ROLLBACK")
 
 
 @store_errors((sqlite3.Error, OSError), "SQLite store")
@@ -95,6 +132,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         self._migrate_upto = migrate_upto
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
+        self._dirty = False  # an operation ended by an error or a cancel: reset before reuse
         self._open_lock = asyncio.Lock()
         self._local = LocalLocks()
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
@@ -121,7 +159,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                         await migrate(tx, "sqlite", self._migrate_upto)
                 except BaseException as exc:
                     # Close it, or its worker thread keeps the process from ever exiting.
-                    await db.close()
+                    await settled(db.close())
                     if _busy(exc):
                         raise StoreError(f"cannot use SQLite database {self.path}: another "
                                          f"connection kept it locked for {BUSY_TIMEOUT_S:g}s"
@@ -139,21 +177,39 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         return self._db
 
     @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[_Tx]:
+    async def _held(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The connection, for this coroutine alone (never inside another's transaction), and
+        clean: after an operation ended by any error or cancel, whatever it left queued in
+        aiosqlite's thread has run (a statement queued behind it has) and a transaction it
+        left open is rolled back, before the next one starts. Without it, a cancel wedged
+        the store: every later write failed with "cannot start a transaction within a
+        transaction" until the process restarted (issue 30)."""
         db = await self._open()
-        async with self._tx_lock, _immediate(db) as tx:
+        async with self._tx_lock:
+            if self._dirty:
+                await db.execute("SELECT 1")
+                if db.in_transaction:
+                    await _rollback(db)
+                self._dirty = False
+            try:
+                yield db
+            except BaseException:
+                self._dirty = True
+                raise
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Tx]:
+        async with self._held() as db, _immediate(db) as tx:
             yield tx
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        db = await self._open()
-        async with self._tx_lock:  # never inside another coroutine's open transaction
+        async with self._held() as db:
             return await _Tx(db).fetch(sql, *args)
 
     async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """Rows appended one statement each, in autocommit (each row is whole on its own), so
         one trip to the database thread."""
-        db = await self._open()
-        async with self._tx_lock:
+        async with self._held() as db:
             await _Tx(db).executemany(sql, rows)
 
     async def connect(self) -> None:

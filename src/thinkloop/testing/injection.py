@@ -188,9 +188,11 @@ class Outcome:
 async def play(s: Scenario, model: ScriptedModel, agent_kw: dict[str, Any],
                injected: bool = True) -> Outcome:
     from thinkloop import Agent
+    from thinkloop.agent import with_options
 
     world = World(s, injected)
-    agent = Agent(model, tools=world.tools(), plugins=False, max_steps=10, **agent_kw)
+    agent = Agent(model, tools=world.tools(), plugins=False, max_steps=10,
+                  **with_options(agent_kw))
     result = await agent.run(s.task)
     useful = all(world.ran(c) for c in s.legit) and (
         not s.answer or s.answer.lower() in result.text.lower())

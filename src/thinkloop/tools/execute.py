@@ -21,14 +21,23 @@ from thinkloop.core.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
 )
+from thinkloop.core.settings import TOOL_OUTPUT_CHARS
 from thinkloop.core.tool import Tool, ToolContext
 from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.text import valid_text, validation_summary
 
+CUT_NOTE = ("\n\n[output cut to its first {kept} characters of {n}: ask for less (a part, a "
+            "filter, a page) if the rest matters]")
 
-def render_output(value: Any) -> str:
-    """A tool's return value as the text the model reads (always valid UTF-8)."""
-    return valid_text(_render(value))
+
+def render_output(value: Any, max_chars: int = TOOL_OUTPUT_CHARS) -> str:
+    """A tool's return value as the text the model reads (always valid UTF-8), cut to
+    ``max_chars`` with a note: no tool, custom or MCP, puts megabytes in front of the model
+    (nor in front of the scanners that read every result)."""
+    text = _render(value)
+    if len(text) > max_chars:
+        text = text[:max_chars] + CUT_NOTE.format(kept=max_chars, n=len(text))
+    return valid_text(text)
 
 
 def _render(value: Any) -> str:
@@ -60,7 +69,8 @@ def _bind(tool: Tool, call: ToolCall, ctx: ToolContext) -> dict[str, Any]:
     return kwargs
 
 
-async def invoke(tool: Tool, call: ToolCall, ctx: ToolContext, timeout_s: float | None) -> str:
+async def invoke(tool: Tool, call: ToolCall, ctx: ToolContext, timeout_s: float | None,
+                 max_chars: int = TOOL_OUTPUT_CHARS) -> str:
     """Call one tool; raise a :class:`ToolError` subclass on any failure."""
     kwargs = _bind(tool, call, ctx)
     limit = tool.timeout_s if tool.timeout_s is not None else timeout_s
@@ -77,11 +87,12 @@ async def invoke(tool: Tool, call: ToolCall, ctx: ToolContext, timeout_s: float 
         raise
     except Exception as exc:
         raise ToolExecutionError(f"{tool.name} raised {type(exc).__name__}: {exc}") from exc
-    return render_output(value)
+    return render_output(value, max_chars)
 
 
 async def run_call(
-    tools: Mapping[str, Tool], call: ToolCall, ctx: ToolContext, timeout_s: float | None
+    tools: Mapping[str, Tool], call: ToolCall, ctx: ToolContext, timeout_s: float | None,
+    max_chars: int = TOOL_OUTPUT_CHARS,
 ) -> ToolResult:
     start = time.perf_counter()
     tool = tools.get(call.name)
@@ -89,7 +100,7 @@ async def run_call(
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
             raise ToolNotFoundError(f"unknown tool {call.name!r}; available tools: {known}")
-        content = await invoke(tool, call, ctx, timeout_s)
+        content = await invoke(tool, call, ctx, timeout_s, max_chars)
         return ToolResult(call, content, False, time.perf_counter() - start)
     except ToolError as exc:
         return ToolResult(call, valid_text(f"Error: {exc}"), True, time.perf_counter() - start)

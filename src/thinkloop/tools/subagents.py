@@ -10,13 +10,14 @@ in :meth:`SubAgents.usage_for` keyed by the parent's run id.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from thinkloop.core.errors import ConfigError, ToolArgumentsError
+from thinkloop.core.errors import ConfigError, ToolArgumentsError, ToolExecutionError
 from thinkloop.core.events import Event, Handoff
 from thinkloop.core.model import Model
 
@@ -30,6 +31,15 @@ __all__ = ["MINIMAL_INSTRUCTIONS", "AgentSpec", "ChildResult", "SubAgents", "inh
 
 
 DEFAULT_DESCRIPTION = "a general-purpose worker"
+# A child may spawn children of its own down to this depth (the parent run is depth 0), and
+# one spawn_agent call hands out at most this many tasks (issue 30: a spec that could spawn
+# itself recursed without end and deadlocked on the shared slots).
+MAX_SUBAGENT_DEPTH = 3
+MAX_SUBAGENT_TASKS = 8
+# How deep the current task is among sub-agents: a child's run task copies the context of the
+# run_one that started it, so each child sees its parent's depth plus one.
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("thinkloop_subagent_depth",
+                                                            default=0)
 
 
 def _name(spec: AgentSpec) -> str:
@@ -53,7 +63,9 @@ class SubAgents:
 
     specs: Sequence[AgentSpec]
     model: str | Model | None = None
-    max_concurrency: int = 4
+    max_concurrency: int = 4  # children running at once, at each depth
+    max_depth: int = MAX_SUBAGENT_DEPTH
+    max_tasks: int = MAX_SUBAGENT_TASKS  # tasks in one spawn_agent call
     on_event: Callable[[Event], Any] | None = None
     # How children start (None: the calling run's ``spawn``; thinkloop.subagents gives one).
     spawn: Spawn | None = None
@@ -67,7 +79,10 @@ class SubAgents:
         self.specs = [s if s.name else s.model_copy(update={"name": "worker"})
                       for s in self.specs]
         self.by_name: Mapping[str, AgentSpec] = {_name(s): s for s in self.specs}
-        self._limit = asyncio.Semaphore(self.max_concurrency)
+        # Slots per depth: a parent holds its slot while its children run, so children
+        # taking slots from the same pool deadlocked once every slot held a waiting parent.
+        self._limits: defaultdict[int, asyncio.Semaphore] = defaultdict(
+            lambda: asyncio.Semaphore(self.max_concurrency))
 
     def usage_for(self, parent_run_id: str) -> Usage:
         """All child usage charged to one parent run so far."""
@@ -107,10 +122,19 @@ class SubAgents:
         if spec is None:
             known = ", ".join(self.by_name)
             raise ToolArgumentsError(f"unknown sub-agent {agent!r}; available: {known}")
-        async with self._limit:
+        depth = _DEPTH.get() + 1
+        if depth > self.max_depth:
+            raise ToolExecutionError(
+                f"sub-agents may not be nested deeper than {self.max_depth}: do this task "
+                "yourself with your own tools")
+        async with self._limits[depth]:
             child = self._agent(spec, parent, spawn)
-            handle = child.start(task, user_id=parent.user_id if parent else None,
-                                 stream_model=False)
+            token = _DEPTH.set(depth)  # the child's run task copies it
+            try:
+                handle = child.start(task, user_id=parent.user_id if parent else None,
+                                     stream_model=False)
+            finally:
+                _DEPTH.reset(token)
             self._emit(parent, direction="to_child", agent=_name(spec), task=task,
                        child_run_id=handle.run_id)
             start = time.perf_counter()
@@ -146,6 +170,10 @@ class SubAgents:
             """
             if not tasks:
                 raise ToolArgumentsError("tasks must name at least one task")
+            if len(tasks) > self.max_tasks:
+                raise ToolArgumentsError(
+                    f"at most {self.max_tasks} tasks per spawn_agent call ({len(tasks)} "
+                    "given): hand out the most important ones now, the rest in later calls")
             results = await self.fan_out([(agent or _name(self.specs[0]), t) for t in tasks], ctx)
             return render_results(results)
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from thinkloop.events import Event
 
 ENDED = frozenset({"completed", "failed", "cancelled", "max_steps", "loop_detected",
-                   "budget_exceeded", "blocked", "paused", "timeout"})
+                   "budget_exceeded", "blocked", "paused", "timeout", "no_answer"})
 
 
 def verdict(approved: bool | None) -> str:

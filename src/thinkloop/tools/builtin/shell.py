@@ -9,7 +9,7 @@ from pathlib import Path
 from thinkloop.core.errors import ToolArgumentsError
 from thinkloop.core.settings import default_home
 from thinkloop.core.tool import Tool, ToolContext, make_tool
-from thinkloop.sandbox import Sandbox
+from thinkloop.sandbox import CommandSlots, Sandbox
 from thinkloop.sandbox.bwrap import BwrapSandbox
 from thinkloop.tools.builtin.process import command_env, interpreter, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
@@ -24,6 +24,7 @@ def shell_tool(
     # ("run the tests" finds pytest); unconfined, the host's PATH already has it.
     hide = [Path(workspace.base).expanduser().resolve(), default_home().parent.resolve()]
     python = (interpreter(hide) if settings.sandbox_python and box.name != "none" else None)
+    slots = CommandSlots()
 
     async def shell(ctx: ToolContext, command: str, timeout_s: float | None = None) -> str:
         """Run a shell command (/bin/sh) with the workspace as working directory.
@@ -44,9 +45,10 @@ def shell_tool(
         env = command_env(settings.sandbox_env, box, PWD=str(root), HOME=str(root))
         if python is not None:
             env["PATH"] = python.bin + os.pathsep + env["PATH"]
-        return await run_confined("shell", command, cwd=root, timeout_s=limit,
-                                  cap=settings.output_cap_bytes, env=env, sandbox=box,
-                                  read_only=python.dirs if python is not None else ())
+        async with slots.hold(ctx.run_id):
+            return await run_confined("shell", command, cwd=root, timeout_s=limit,
+                                      cap=settings.output_cap_bytes, env=env, sandbox=box,
+                                      read_only=python.dirs if python is not None else ())
 
     # The tool enforces its own timeout (and kills the process group); the executor's generic
     # timeout must not cut it short first.

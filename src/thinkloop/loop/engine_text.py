@@ -1,0 +1,66 @@
+"""Whether a final answer is really the engine's (or a tool's) words, not the model's.
+
+A small model often "answers" with what it just read: a notice or a hint, the name of a
+tool, spotlight markup, or a tool's bookkeeping line (``Saved memory 'name'.``). None of
+these answers the user. The loop then asks once more with the tools withheld, and a run whose
+second reply is still engine text ends ``no_answer`` (``loop/phases.decide``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from thinkloop.core.run import RunState
+from thinkloop.core.types import ToolSpec
+from thinkloop.loop.notices import NOT_AN_ANSWER_NOTICE, is_internal_echo
+
+__all__ = ["NOT_AN_ANSWER_NOTICE", "why_not_an_answer"]
+
+# Tools whose results only confirm what they did: never the answer to a question.
+BOOKKEEPING_TOOLS = frozenset({"remember", "forget"})
+_TAG = re.compile(r"</?[A-Za-z_][^<>]*>|&lt;/?[A-Za-z_][^<>]*?(?:&gt;|>|$)|&[a-z]+;")
+_SPOTLIGHT = re.compile(r"untrusted_content", re.IGNORECASE)
+_CALL = re.compile(r"^`?([A-Za-z_][\w.-]*)(\(.*\))?`?\.?$", re.DOTALL)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).strip("\"'` .").lower()
+
+
+def why_not_an_answer(text: str, tools: Sequence[ToolSpec], state: RunState) -> str | None:
+    """Why ``text`` is not an answer (a phrase for the notice and the run's status), or None."""
+    if not text.strip():
+        return None  # an empty answer is the protocol's business (silent replies)
+    if is_internal_echo(text):
+        return "repeated the engine's instructions"
+    call = _CALL.match(text.strip())
+    if call and call.group(1) in {t.name for t in tools} | _called(state):
+        return f"only named the tool {call.group(1)!r}"
+    if _is_markup(text):
+        return "was markup, not prose"
+    norm = _norm(text)
+    for name, content, is_error in _results(state):
+        if norm and norm == _norm(content) and (is_error or name in BOOKKEEPING_TOOLS):
+            return f"repeated what the tool {name!r} reported"
+    return None
+
+
+def _is_markup(text: str) -> bool:
+    if _SPOTLIGHT.search(text):
+        return True
+    if not _TAG.search(text):
+        return False
+    stripped = _TAG.sub(" ", text)
+    letters = sum(c.isalnum() for c in stripped)
+    return letters < max(3, sum(c.isalnum() for c in text) // 3)
+
+
+def _called(state: RunState) -> set[str]:
+    return {r.call.name for step in state.steps for r in step.results}
+
+
+def _results(state: RunState) -> Iterable[tuple[str, str, bool]]:
+    for step in state.steps:
+        for r in step.results:
+            yield r.call.name, r.content, r.is_error
