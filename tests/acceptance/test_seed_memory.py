@@ -37,8 +37,8 @@ async def test_reasoning_blocks_are_absent_from_the_next_request(
     else:
         first = calls(("stock", {"item": 1}), text="<think>secret plan A</think>")
     llm.enqueue(first, say("<<THINK>>secret plan B<</THINK>>Item 1 has 3."), say("Fine."))
-    async with Agent(tools=[stock], protocol=protocol,
-                     store=str(tmp_path / "t.db")) as agent:
+    async with Agent(tools=[stock], store=str(tmp_path / "t.db"),
+                     options=AgentOptions(protocol=protocol)) as agent:
         result = await agent.run("How many of item 1?", session="s")
         assert result.text == "Item 1 has 3."
         await agent.run("Thanks. Anything else?", session="s")
