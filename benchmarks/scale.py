@@ -18,13 +18,14 @@ checkpoints, audit log). "Queueing CPU per run" is the fleet's CPU per run minus
 library's: what the queue, the Redis event streams, HTTP and SSE add.
 
 At most ``--active`` runs execute at once, in the fleet (``worker.concurrency`` is
-``active // W``) and in the baseline alike: each run in progress holds a PostgreSQL
-connection of its own (its run lock), and PostgreSQL's default ``max_connections`` is 100.
+``active // W``) and in the baseline alike; by default all 200 (each process holds its runs'
+locks on one PostgreSQL connection, so 200 runs in progress fit PostgreSQL's default
+``max_connections`` of 100).
 
 On a machine with fewer cores than processes the ratio is bounded by the cores, not by the
 design: read the CPU per run to extrapolate to N machines.
 
-Usage: python benchmarks/scale.py [--runs 200] [--active 72] [--model-delay 0.2]
+Usage: python benchmarks/scale.py [--runs 200] [--active 200] [--model-delay 0.2]
                                   [--workers 1,2,4]
 """
 
@@ -200,13 +201,16 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
            "THINKLOOP_QUEUE_URL": REDIS, "THINKLOOP_WORKER_PREFIX": prefix,
            "THINKLOOP_GATEWAY_PER_USER_RUNS": str(runs + 10),
            "THINKLOOP_GATEWAY_MAX_RUNS": str(runs + 10),
+           # One client address opens a POST and an SSE stream per run.
+           "THINKLOOP_GATEWAY_PER_CLIENT_CONNECTIONS": str(runs * 2 + 20),
            "THINKLOOP_WORKER_CONCURRENCY": str(max(1, active // workers))}
     port = free_port()
     agents = str(root / "agents.yaml")
+    log = open(root / f"fleet-{workers}.log", "ab")  # noqa: SIM115 (closed with the procs)
     procs = [subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port), "--agents",
-                               agents], env=env, stderr=subprocess.DEVNULL)]
+                               agents], env=env, stdout=log, stderr=log)]
     procs += [subprocess.Popen([*CLI, "worker", "--agents", agents, "--name", f"w{i}"],
-                               env=env, stderr=subprocess.DEVNULL) for i in range(workers)]
+                               env=env, stdout=log, stderr=log) for i in range(workers)]
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, workers, procs)
@@ -216,6 +220,7 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
             p.terminate()
         for p in procs:
             p.wait(30)
+        log.close()
         asyncio.run(cleanup(schema, prefix))
 
 
@@ -258,7 +263,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--active", type=int, default=72)
+    parser.add_argument("--active", type=int, default=200)
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--role", choices=["client", "direct"], default="client",

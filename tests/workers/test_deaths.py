@@ -56,3 +56,19 @@ def test_a_run_whose_worker_died_max_deaths_times_ends_failed_with_the_reason(
     while small.metric("thinkloop_fleet_active_runs") or small.metric("thinkloop_queue_depth"):
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def test_a_queued_run_aborted_before_any_worker_takes_it_ends_cancelled(small: Fleet) -> None:
+    small.model.pause()  # a run that reached the model would wait here
+    run_id = small.start(small.g1, "one", "never run")
+    (row,) = httpx.get(small.g1 + "/v1/runs", timeout=10).json()["runs"]
+    assert (row["id"], row["status"], row["worker"]) == (run_id, "queued", None)
+    assert f"abort requested for run {run_id}" in small.cli("runs", "abort", run_id)
+    small.worker("late")
+    (view,) = small.wait_done(small.g1, [run_id], timeout=60)
+    assert (view["status"], view["error"]) == ("cancelled", "aborted while queued")
+    assert small.model.held == 0  # it never ran
+    (ended,) = [json.loads(line) for line in small.cli("runs", "--json").splitlines()]
+    assert (ended["id"], ended["status"]) == (run_id, "cancelled")
+    assert small.metric("thinkloop_fleet_active_runs") == 0
+    small.model.resume()

@@ -113,6 +113,76 @@ def test_a_question_and_an_approval_are_answered_through_either_gateway(fleet: F
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
 
 
+def test_an_approval_answered_twice_at_once_through_two_gateways_is_taken_once(
+        fleet: Fleet) -> None:
+    fleet.model.enqueue(
+        calling("c2", "calculator", {"expression": "6*7"}),
+        Reply(body=completion("It is 42.")))
+    run_id = fleet.start(fleet.g1, "asker", "multiply")
+    waiting_for(fleet.g2, run_id, "approval")
+    answers = [(fleet.g1, True), (fleet.g2, False)] * 3
+
+    def answer(given: tuple[str, bool]) -> int:
+        base, approved = given
+        return httpx.post(f"{base}/v1/runs/{run_id}/input",
+                          json={"id": "c2", "approved": approved}, timeout=10).status_code
+
+    with ThreadPoolExecutor(len(answers)) as pool:
+        codes = list(pool.map(answer, answers))
+    assert sorted(codes) == [200] + [409] * (len(answers) - 1), codes
+    approved = answers[codes.index(200)][1]
+    (view,) = fleet.wait_done(fleet.g1, [run_id])
+    assert view["status"] == "completed"
+    with httpx.Client(base_url=fleet.g2, timeout=30) as c:
+        events, _ = read_events(c, run_id)
+    decided = [e["payload"] for e in events if e["type"] == "tool.result"]
+    assert len(decided) == 1 and (decided[0]["content"] == "42") == approved, decided
+
+
+def test_get_runs_on_any_gateway_lists_the_runs_executing_on_workers(fleet: Fleet) -> None:
+    run_id = fleet.start(fleet.g1, "slow", "listed")
+    _running(fleet, run_id)
+    listed = httpx.get(f"{fleet.g2}/v1/runs", timeout=10).json()["runs"]
+    (row,) = [r for r in listed if r["id"] == run_id]
+    assert row["status"] == "running" and row["worker"] in ("w1", "w2")
+    assert (row["agent"], row["task"], row["ended_at"]) == ("slow", "listed", None)
+    fleet.wait_done(fleet.g1, [run_id])
+    listed = httpx.get(f"{fleet.g2}/v1/runs", timeout=10).json()["runs"]
+    (row,) = [r for r in listed if r["id"] == run_id]
+    assert row["status"] == "completed" and row["ended_at"] is not None
+
+
+def test_chat_completions_run_on_the_workers_streamed_or_not(fleet: Fleet) -> None:
+    body = {"model": "steps", "messages": [
+        {"role": "user", "content": "earlier turn"},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "go"}]}
+    r = httpx.post(f"{fleet.g2}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["choices"][0]["message"]["content"] == "done after 2 steps"
+    assert got["thinkloop"]["status"] == "completed" and got["thinkloop"]["steps"] == 3
+    assert got["usage"]["total_tokens"] > 0
+    view = fleet.status(fleet.g1, got["thinkloop"]["run_id"])
+    assert view["worker"] in ("w1", "w2")  # it ran on a worker, not in the gateway
+    chunks = []
+    with httpx.stream("POST", f"{fleet.g1}/v1/chat/completions", timeout=60,
+                      json={**body, "stream": True,
+                            "stream_options": {"include_usage": True}}) as s:
+        for line in s.iter_lines():
+            if line.startswith("data: "):
+                chunks.append(line.removeprefix("data: "))
+    assert chunks[-1] == "[DONE]"
+    parsed = [json.loads(c) for c in chunks[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "")
+                   for c in parsed if c["choices"])
+    assert text.endswith("done after 2 steps")
+    assert parsed[-2]["choices"][0]["finish_reason"] == "stop"
+    assert parsed[-1]["usage"]["total_tokens"] > 0
+    run_id = parsed[0]["id"].removeprefix("chatcmpl-")
+    assert fleet.status(fleet.g2, run_id)["worker"] in ("w1", "w2")
+
+
 def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
     g3 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")
     g4 = fleet.gateway(THINKLOOP_GATEWAY_PER_USER_RUNS="2")

@@ -51,7 +51,7 @@ class Fleet(Protocol):
     """Workers that execute a gateway's runs, and the state they share with every gateway."""
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
-                     stream: bool) -> Followed: ...
+                     stream: bool, remember: bool = True) -> Followed: ...
 
     async def get(self, run_id: str, user: str) -> Followed | None: ...
 
@@ -61,6 +61,10 @@ class Fleet(Protocol):
 
     async def abort_session(self, user: str, session: str) -> list[str]: ...
 
+    async def active_runs(self, user: str) -> list[Followed]:
+        """``user``'s runs in progress (queued included), wherever they execute."""
+        ...
+
     async def session_runs(self, user: str, session: str) -> list[Followed]:
         """``user``'s runs in progress (queued included) on ``session``."""
         ...
@@ -69,7 +73,9 @@ class Fleet(Protocol):
         """(input id, kind) of what the run waits on."""
         ...
 
-    async def answer(self, run_id: str, input_id: str, answer: Answer) -> None: ...
+    async def answer(self, run_id: str, input_id: str, answer: Answer) -> bool:
+        """Deliver ``answer`` once: False if another answer took the input first."""
+        ...
 
     async def schedules(self, user: str) -> list[dict[str, Any]]:
         """``user``'s schedules."""

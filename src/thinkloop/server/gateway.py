@@ -74,15 +74,17 @@ class Gateway:
     # --- runs ------------------------------------------------------------------------------
 
     async def submit(self, who: Principal, agent_name: str, task: str,
-                     session: str | None = None, stream: bool = True) -> Followed:
+                     session: str | None = None, stream: bool = True,
+                     remember: bool = True) -> Followed:
         """Start ``task`` on ``agent_name`` for ``who``, on a worker when the gateway has a
-        fleet (the run waits in the queue, ``queued``), else here; returns at once."""
+        fleet (the run waits in the queue, ``queued``), else here; returns at once.
+        With ``remember`` False the run has no user: it neither reads nor writes memory."""
         if self.fleet is None:
-            return await self.start_run(who, agent_name, task, session, stream)
+            return await self.start_run(who, agent_name, task, session, stream, remember)
         _check_session(session)
         if await self.router.definitions.get(agent_name) is None:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
-        return await self.fleet.submit(who.user, agent_name, task, session, stream)
+        return await self.fleet.submit(who.user, agent_name, task, session, stream, remember)
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
                         session: str | None = None, stream: bool = True,
@@ -198,8 +200,8 @@ class Gateway:
                               f"{kind}: answer it with {field!r}")
         if isinstance(run, LiveRun) or self.fleet is None:
             self.hub.answer(run.id, input_id, answer)
-        else:
-            await self.fleet.answer(run.id, input_id, answer)
+        elif not await self.fleet.answer(run.id, input_id, answer):
+            raise ConflictError(f"input {input_id!r} of run {run_id} was answered already")
         return kind
 
     async def trace(self, run: Followed) -> dict[str, Any]:

@@ -8,6 +8,10 @@ session keeps state: ``session`` in the body (``extra_body`` in the openai clien
 ``X-Thinkloop-Session`` header, or the standard ``user`` field (its value names the session).
 The named session is continued (earlier turns are not resent) and the caller's memory is used.
 Streaming sends the model's text as it comes, step after step.
+
+On a gateway with a queue the run goes to the workers like any other (``Gateway.submit``):
+its text comes from the run's event stream, its answer and usage from its final view, the
+same for a run here or on a worker.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from thinkloop.core.types import (
 )
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import SESSION_ID, Gateway, session_key
-from thinkloop.server.live import LiveRun
 
 router = APIRouter(prefix="/v1")
 
@@ -104,8 +108,8 @@ async def chat_completions(
         await gw.router.get(body.model)  # an unknown agent fails before anything is written
         await gw.store.append(session_key(who.user, session), earlier)
     try:
-        run = await gw.start_run(who, body.model, task, session, stream=body.stream,
-                                 remember=not stateless)
+        run = await gw.submit(who, body.model, task, session, stream=body.stream,
+                              remember=not stateless)
     except BaseException:
         await _drop(gw, who, transient)
         raise
@@ -114,31 +118,42 @@ async def chat_completions(
         usage = bool((body.stream_options or {}).get("include_usage"))
         return EventSourceResponse(_chunks(gw, who, run, cid, body.model, usage, transient),
                                    ping=15)
-    async for _ in run.follow():
-        pass
-    await _drop(gw, who, transient)
-    result = run.result
-    if result is None or result.status in UNSAVED:
-        message = (result.error if result else run.error) or f"the run ended {run.status}"
-        return JSONResponse({"error": {"message": message, "type": "agent_error",
-                                       "code": run.status}}, status_code=502)
+    try:
+        async for _ in run.follow():
+            pass
+        view = await _final(gw, who, run)
+    finally:
+        await _drop(gw, who, transient)
+    if view["status"] in UNSAVED or "text" not in view:
+        return JSONResponse({"error": {"message": _failure(view), "type": "agent_error",
+                                       "code": view["status"]}}, status_code=502)
     return JSONResponse({
         "id": cid, "object": "chat.completion", "created": int(run.created_at),
         "model": body.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": view["text"]},
                      "finish_reason": "stop"}],
-        "usage": _usage(run),
-        "thinkloop": {"run_id": run.id, "status": result.status, "steps": len(result.steps)},
+        "usage": _usage(view),
+        "thinkloop": {"run_id": run.id, "status": view["status"],
+                      "steps": len(view.get("steps") or ())},
     })
 
 
-def _usage(run: LiveRun) -> dict[str, int]:
-    u = run.result.usage if run.result else None
-    i, o = (u.input_tokens, u.output_tokens) if u else (0, 0)
+async def _final(gw: Gateway, who: Principal, run: Followed) -> dict[str, Any]:
+    """The ended run's view (its answer, usage, error), wherever it executed."""
+    return (await gw.run(who, run.id)).view()
+
+
+def _failure(view: dict[str, Any]) -> str:
+    return str(view.get("error") or f"the run ended {view['status']}")
+
+
+def _usage(view: dict[str, Any]) -> dict[str, int]:
+    u = view.get("usage") or {}
+    i, o = int(u.get("input_tokens", 0)), int(u.get("output_tokens", 0))
     return {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
 
 
-async def _chunks(gw: Gateway, who: Principal, run: LiveRun, cid: str, model: str,
+async def _chunks(gw: Gateway, who: Principal, run: Followed, cid: str, model: str,
                   include_usage: bool, transient: str | None) -> AsyncIterator[str]:
     created = int(run.created_at)
 
@@ -159,16 +174,16 @@ async def _chunks(gw: Gateway, who: Principal, run: LiveRun, cid: str, model: st
                 text = "\n\n" + text  # a new step's text starts a new paragraph
             step_with_text = event["step"]
             yield chunk({"content": text})
-        if run.result is None or run.result.status in UNSAVED:
-            message = (run.result.error if run.result else run.error) or run.status
-            yield orjson.dumps({"error": {"message": message, "type": "agent_error",
-                                          "code": run.status}}).decode()
+        view = await _final(gw, who, run)
+        if view["status"] in UNSAVED or "text" not in view:
+            yield orjson.dumps({"error": {"message": _failure(view), "type": "agent_error",
+                                          "code": view["status"]}}).decode()
             return
         yield chunk({}, "stop")
         if include_usage:
             yield orjson.dumps({"id": cid, "object": "chat.completion.chunk",
                                 "created": created, "model": model, "choices": [],
-                                "usage": _usage(run)}).decode()
+                                "usage": _usage(view)}).decode()
         yield "[DONE]"
     finally:
         await _drop(gw, who, transient)

@@ -17,6 +17,7 @@ from thinkloop.errors import NotFoundError
 from thinkloop.runlog import run_memories
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.live import LiveRun
 from thinkloop.store.base import RunRecord
@@ -44,6 +45,18 @@ def _stored(r: RunRecord, user: str) -> dict[str, Any]:
             "started_at": r.started_at, "ended_at": r.ended_at, "waiting": 0}
 
 
+async def _remote(gw: Gateway, run: Followed, stored: dict[str, Any] | None,
+                  user: str) -> dict[str, Any]:
+    view = run.view()
+    row = dict(stored) if stored is not None else {
+        "id": run.id, "agent": run.agent, "session": run.session, "task": "", "steps": 0,
+        "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+        "started_at": run.created_at, "ended_at": None}
+    row.update(status=run.status, worker=view.get("worker"),
+               waiting=len(await gw.waiting_for(run)))
+    return row
+
+
 async def _records(gw: Gateway, user: str, limit: int) -> list[RunRecord]:
     list_runs = getattr(gw.store, "list_runs", None)
     if list_runs is None:
@@ -59,6 +72,9 @@ async def list_runs(who: Caller, gw: GW,
                                  for rec in await _records(gw, who.user, limit))}
     for run in gw.live.of_user(who.user, who.admin):  # a run's own numbers, as they go
         rows[run.id] = _live(gw, run)
+    if gw.fleet is not None:  # runs queued or executing on workers, as Redis has them now
+        for remote in await gw.fleet.active_runs(who.user):
+            rows[remote.id] = await _remote(gw, remote, rows.get(remote.id), who.user)
     ordered = sorted(rows.values(), key=lambda r: r["started_at"], reverse=True)
     return {"runs": ordered[:limit]}
 

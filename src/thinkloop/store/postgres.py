@@ -1,9 +1,11 @@
 """PostgreSQL backend for a fleet: asyncpg pool, advisory locks per session.
 
 ``schema`` puts every table in its own PostgreSQL schema (created if missing), which is how
-tests and several deployments share one database. The advisory lock is held on a connection
-of its own, outside the pool, so runs waiting for different sessions can never starve the pool
-the lock holders need for their own reads and writes.
+tests and several deployments share one database. Session and run locks are advisory locks,
+all held on one connection of the process's own outside the pool (:mod:`.pglocks`), so
+waiting runs never starve the pool and a process uses at most ``max_pool`` + 1 connections
+however many runs it holds. Connections are named ``thinkloop/SCHEMA/PID``
+(``application_name``), so ``pg_stat_activity`` tells whose they are.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -22,7 +25,8 @@ from asyncpg.pool import PoolConnectionProxy
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, store_errors
 from thinkloop.store.gateway import GatewayTables
-from thinkloop.store.locks import LocalLocks, session_key
+from thinkloop.store.locks import session_key
+from thinkloop.store.pglocks import AdvisoryLocks
 from thinkloop.store.sql import POSTGRES, migrate, render
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
@@ -65,14 +69,18 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         self._pool: asyncpg.Pool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._open_lock: asyncio.Lock | None = None
-        self._local = LocalLocks()
+        self._locks: AdvisoryLocks | None = None
 
     def _key(self, name: str) -> int:
         # Advisory locks are per database: the schema keeps deployments sharing one apart.
         return session_key(f"{self.schema or 'public'}:{name}")
 
     def _settings(self) -> dict[str, str]:
-        return {"search_path": self.schema} if self.schema else {}
+        name = f"thinkloop/{self.schema or 'public'}/{os.getpid()}"[:63]
+        out = {"application_name": name}
+        if self.schema:
+            out["search_path"] = self.schema
+        return out
 
     async def _connect_one(self) -> asyncpg.Connection:
         try:
@@ -93,6 +101,7 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                 else:
                     self._loop.call_soon_threadsafe(self._pool.terminate)
             self._pool, self._loop, self._open_lock = None, loop, asyncio.Lock()
+            self._locks = None
         async with self._open_lock:
             if self._pool is None:
                 await self._prepare()
@@ -100,6 +109,7 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
                     self.dsn, min_size=1, max_size=self._max_pool,
                     server_settings=self._settings(),
                 )
+                self._locks = AdvisoryLocks(self._connect_one)
                 close_at_loop_exit(self, self.aclose)
         assert self._pool is not None
         return self._pool
@@ -123,6 +133,8 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         if self._pool is not None:
             pool, self._pool = self._pool, None
             forget_at_loop_exit(self)
+            if self._locks is not None:
+                await self._locks.aclose()
             await pool.close()
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
@@ -142,23 +154,18 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
         # asyncpg's executemany is one pipeline and atomic: all the rows or none.
         await (await self._open()).executemany(render(sql, POSTGRES.mark), rows)
 
+    async def _lock_line(self) -> AdvisoryLocks:
+        await self._open()
+        assert self._locks is not None
+        return self._locks
+
     @contextlib.asynccontextmanager
     async def lock(self, session_id: str) -> AsyncIterator[None]:
-        async with self._local.hold(session_id):
-            conn = await self._connect_one()
-            try:
-                await conn.execute("SELECT pg_advisory_lock($1)", self._key(session_id))
-                yield
-            finally:
-                # Closing the connection also ends the advisory lock, even mid-cancel.
-                await asyncio.shield(conn.close())
+        async with (await self._lock_line()).hold(self._key(session_id)):
+            yield
 
     @contextlib.asynccontextmanager
     async def try_lock(self, key: str) -> AsyncIterator[bool]:
         """A lock across processes that is never waited for: yields whether it was taken."""
-        conn = await self._connect_one()
-        try:
-            yield bool(await conn.fetchval(
-                "SELECT pg_try_advisory_lock($1)", self._key("try:" + key)))
-        finally:
-            await asyncio.shield(conn.close())
+        async with (await self._lock_line()).attempt(self._key("try:" + key)) as taken:
+            yield taken

@@ -45,6 +45,14 @@ for s in string.gmatch(ARGV[1], '[^,]+') do
 end
 return false
 """
+# An answer is taken once: whoever removes the wait delivers it; a second answer finds none.
+_ANSWER = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
+return 0
+"""
 END = "end"
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
@@ -67,6 +75,7 @@ class RunRow:
     view: Mapping[str, Any] | None = None
     deaths: int = 0
     handbacks: int = 0
+    remember: bool = True  # False: the run has no user (no memory read or written)
 
     @classmethod
     def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
@@ -76,7 +85,8 @@ class RunRow:
                    g.get("worker") or None,
                    float(g["finished_at"]) if g.get("finished_at") else None,
                    orjson.loads(g["view"]) if g.get("view") else None,
-                   int(g.get("deaths", 0)), int(g.get("handbacks", 0)))
+                   int(g.get("deaths", 0)), int(g.get("handbacks", 0)),
+                   g.get("remember", "1") == "1")
 
     @property
     def done(self) -> bool:
@@ -93,6 +103,7 @@ class Bus:
         self.keep_s = int(max(60, keep_s))
         self._reserve = redis.register_script(_RESERVE)
         self._move = redis.register_script(_MOVE)
+        self._answer = redis.register_script(_ANSWER)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -113,7 +124,8 @@ class Bus:
             pipe.hset(self.key("run", row.id), mapping={
                 "user": row.user, "agent": row.agent, "session": row.session or "",
                 "status": row.status, "created_at": repr(row.created_at), "task": row.task,
-                "stream": "1" if row.stream else "0"})
+                "stream": "1" if row.stream else "0",
+                "remember": "1" if row.remember else "0"})
             pipe.expire(self.key("run", row.id), self.keep_s * 24)
             await pipe.execute()
 
@@ -238,9 +250,11 @@ class Bus:
     async def abort_asked(self, run_id: str) -> bool:
         return bool(await self.redis.exists(self.key("abort", run_id)))
 
-    async def answer(self, run_id: str, input_id: str, answer: Mapping[str, Any]) -> None:
-        await self.redis.publish(self.control, orjson.dumps(
-            {"answer": run_id, "id": input_id, **answer}))
+    async def answer(self, run_id: str, input_id: str, answer: Mapping[str, Any]) -> bool:
+        """Deliver the answer if the run still waits for it; False if it was answered."""
+        msg = orjson.dumps({"answer": run_id, "id": input_id, **answer})
+        return bool(await self._answer(keys=[self.key("wait", run_id)],
+                                       args=[input_id, self.control, msg]))
 
     async def waiting(self, run_id: str, input_id: str, kind: str | None) -> None:
         key = self.key("wait", run_id)

@@ -12,12 +12,12 @@ from redis.asyncio import ConnectionPool
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import Settings
 from thinkloop.server.gateway import Backend
-from thinkloop.store.base import CheckpointStore, RunRecords
+from thinkloop.store.base import AbortRequests, CheckpointStore, RunRecords
 
 JOB = "thinkloop.run"  # the arq function that executes a queued run
 
 
-class FleetStore(Backend, RunRecords, CheckpointStore, Protocol):
+class FleetStore(Backend, RunRecords, CheckpointStore, AbortRequests, Protocol):
     """What the fleet needs of the shared store (the PostgreSQL store has it all)."""
 
 

@@ -116,6 +116,11 @@ class Executor:
                 await self.bus.count_up("failed_deaths")
                 await self._end(row, "failed", f"its worker died {deaths} times")
                 return
+            if row.status == "queued" and await self.store.abort_requests([run_id]):
+                # `thinkloop runs abort` (through the store) before any worker took it.
+                if await self.bus.move(run_id, ("queued",), status="cancelling"):
+                    await self._end(row, "cancelled", "aborted while queued")
+                return
             old = await self.bus.move(run_id, ("queued", "running"), status="running",
                                       worker=self.name)
             if old is None:
@@ -194,7 +199,8 @@ class Executor:
             await self.bus.count_up("resumes")
             return handle
         key = session_key(row.user, row.session) if row.session else None
-        return agent.start(row.task, session=key, user_id=row.user, stream_model=row.stream,
+        return agent.start(row.task, session=key, user_id=row.user if row.remember else None,
+                           stream_model=row.stream,
                            run_id=row.id)
 
     async def _pump(self, job: Job) -> None:

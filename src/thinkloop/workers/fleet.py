@@ -111,14 +111,15 @@ class RedisFleet:
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
-                     stream: bool) -> RemoteRun:
+                     stream: bool, remember: bool = True) -> RemoteRun:
         run_id = uuid.uuid4().hex
         taken = await self.bus.reserve(run_id, user, self.per_user, self.total)
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
-        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream)
+        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream,
+                     remember=remember)
         try:
             await queue_run(self.pool, self.bus, self.store, row)
         except BaseException:
@@ -160,15 +161,18 @@ class RedisFleet:
                 ids.append(run_id)
         return ids
 
-    async def session_runs(self, user: str, session: str) -> list[Followed]:
+    async def active_runs(self, user: str) -> list[Followed]:
         rows = [await self.bus.get(run_id) for run_id in await self.bus.active_of(user)]
-        return [RemoteRun(self.bus, r) for r in rows if r is not None and r.session == session]
+        return [RemoteRun(self.bus, r) for r in rows if r is not None]
+
+    async def session_runs(self, user: str, session: str) -> list[Followed]:
+        return [r for r in await self.active_runs(user) if r.session == session]
 
     async def pending(self, run_id: str) -> list[tuple[str, str]]:
         return sorted((await self.bus.waits(run_id)).items())
 
-    async def answer(self, run_id: str, input_id: str, answer: Answer) -> None:
-        await self.bus.answer(run_id, input_id, {"approved": answer.approved,
+    async def answer(self, run_id: str, input_id: str, answer: Answer) -> bool:
+        return await self.bus.answer(run_id, input_id, {"approved": answer.approved,
                                                  "text": answer.text, "reason": answer.reason})
 
     async def schedules(self, user: str) -> list[dict[str, Any]]:
