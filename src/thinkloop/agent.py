@@ -20,7 +20,7 @@ from thinkloop.core.events import Event
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import RUN_TIMEOUT_S, TOOL_TIMEOUT_S, Settings, load_settings
 from thinkloop.core.spec import AgentSpec, child_options
-from thinkloop.core.tool import Tool, as_tool
+from thinkloop.core.tool import READ_MORE, Tool, as_tool
 from thinkloop.core.types import PendingApproval
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
@@ -36,6 +36,7 @@ from thinkloop.hooks import (
     RunConfig,
     RunState,
     Stage,
+    ToolHookContext,
     entry_point_hooks,
     normalise,
 )
@@ -53,6 +54,7 @@ from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store
 from thinkloop.store.inprocess import MemoryStore
+from thinkloop.tools.paging import Pager
 from thinkloop.tracing import Tracing, default_tracing
 
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
@@ -87,6 +89,9 @@ class AgentOptions:
     registry: RunRegistry | None = None
     tracing: Tracing | bool | None = None
     checkpoints: bool = True
+    # memory that keeps enough (docs/seeds.md); None: the settings' value
+    history_turns: int | None = None  # each request keeps the last N user turns
+    observation_max_tokens: int | None = None  # a longer tool result is paged (0: no cap)
     # thinkloop's Settings (default: load_settings(), read when the agent is built)
     config: Settings | None = None
 
@@ -149,8 +154,22 @@ class Agent:
             raise ConfigError(f"memory=True needs a store that keeps memories; "
                               f"{type(self.store).__name__} does not (use the default store, "
                               "store='memory', or a SQLite/PostgreSQL URL)")
-        self.memory = Memory(self.store) if memory is True else (memory or None)
-        self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ())])
+        # The last N user turns each request keeps (None: the settings' history_turns).
+        self.history_turns = o.history_turns if o.history_turns is not None else (
+            self.config.history_turns)
+        if self.history_turns is not None and self.history_turns < 1:
+            raise ConfigError("history_turns must be at least 1")
+        self.memory = (Memory(self.store, history_turns=self.history_turns) if memory is True
+                       else (memory or None))
+        if self.memory is not None and self.memory.history_turns is None:
+            self.memory.history_turns = self.history_turns
+        # A tool result over this many tokens goes into history truncated, read_more pages on
+        # (None: the settings' observation_max_tokens; 0: no cap).
+        cap = (self.config.observation_max_tokens if o.observation_max_tokens is None
+               else o.observation_max_tokens)
+        self.pager = Pager(cap) if cap > 0 else None
+        self.tools = _tool_map([*tools, *(self.memory.tools() if self.memory else ()),
+                                *([self.pager.tool()] if self.pager else ())])
         if plugins:
             _add_plugin_tools(self.tools)
         gs = self._judged_guards(guard, isolation, judgement, resolve)
@@ -167,7 +186,8 @@ class Agent:
         # default one too, so a process killed mid-turn loses nothing and the run resumes.
         self.registry = registry if registry is not None else RunRegistry()
         self.runbook = (RunBook(self.store, name, self.registry.abort,
-                                checkpoints=o.checkpoints)
+                                checkpoints=o.checkpoints,
+                                keep_checkpoints=self.config.keep_checkpoints)
                         if store != "memory" and isinstance(self.store, RunRecords) else None)
         # Traced by default when runs are stored or OTEL_EXPORTER_OTLP_ENDPOINT is set, or
         # when started inside a traced run's tool (a sub-agent); tracing=False: never.
@@ -207,11 +227,14 @@ class Agent:
         off), memory or the plain history pipeline, judgement's others, plugin hooks (entry
         point group ``thinkloop.hooks``), the agent's ``own``, then run records and tracing."""
         guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps)
-        context = self.memory.hooks() if self.memory else [pipeline_hook()]
+        context = self.memory.hooks() if self.memory else [pipeline_hook(self.history_turns)]
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
-        return Hooks([*early, *guard_hooks, *context, *judged,
+        # The cap comes first, so that the guards mark the page history keeps as outside
+        # content, whole, rather than a block cut in half.
+        capped = pager_hooks(self.pager) if self.pager else []
+        return Hooks([*capped, *early, *guard_hooks, *context, *judged,
                       *(entry_point_hooks() if plugins else ()), *own,
                       *(self.runbook.hooks() if self.runbook else ()),
                       *(self.tracing.hooks() if self.tracing else ())])
@@ -535,11 +558,32 @@ def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
     return out
 
 
-def pipeline_hook() -> Hook:
+def pager_hooks(pager: Pager) -> list[Hook]:
+    """Tool results over the cap go into history as their first page and a note; read_more is
+    offered once there is something to read on."""
+
+    def cap(ctx: ToolHookContext) -> None:
+        if ctx.result is not None:
+            outside = ctx.tool is None or not ctx.tool.trusted_output
+            ctx.result = pager.shorten(ctx.result, ctx.cfg.session_id, ctx.state.run_id,
+                                       outside)
+
+    def offer(ctx: ReasonContext) -> None:
+        if not pager.holds(ctx.cfg.session_id, ctx.state.run_id):
+            ctx.tools = [t for t in ctx.tools if t.name != READ_MORE]
+
+    return [Hook("post_tool", cap, name="context.observation_cap"),
+            Hook("pre_reason", offer, name="context.read_more")]
+
+
+def pipeline_hook(history_turns: int | None = None) -> Hook:
     """The history pipeline (limit, prune, sanitize) before every model call."""
 
     def run(ctx: ReasonContext) -> None:
-        ctx.messages = run_pipeline(ctx.messages, settings_for(ctx.cfg.model))
+        model = ctx.cfg.model
+        settings = (settings_for(model) if history_turns is None
+                    else settings_for(model, history_turns=history_turns))
+        ctx.messages = run_pipeline(ctx.messages, settings)
 
     return Hook("pre_reason", run, name="context.pipeline")
 

@@ -28,6 +28,7 @@ from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (
     AbortRequests,
     AuditLog,
+    CheckpointPruning,
     CheckpointStore,
     MemoryRecord,
     RunRecord,
@@ -182,8 +183,10 @@ class RunBook:
     (on stores that take them) an abort watcher."""
 
     def __init__(self, store: RunRecords, agent: str, cancel: Callable[[str], object],
-                 *, checkpoints: bool = True) -> None:
+                 *, checkpoints: bool = True, keep_checkpoints: int = 0) -> None:
         self.store = store
+        # Checkpoints of a session's finished runs kept: the latest N (0: all, forever).
+        self.keep_checkpoints = keep_checkpoints
         self.agent = agent
         self.checkpoints = checkpoints and isinstance(store, CheckpointStore)
         self.by_run: dict[str, RunRecorder] = {}
@@ -249,12 +252,24 @@ class RunBook:
                     if state.recovered is not None and recorder.checkpoints is not None:
                         recorder.checkpoints.saved(state)
                     yield
+                await self._prune(cfg.session_id)
             finally:
                 self.by_run.pop(run_id, None)
                 if self.aborts is not None:
                     self.aborts.forget(run_id)
 
         return tracked
+
+
+    async def _prune(self, session_id: str | None) -> None:
+        store, keep = self.store, self.keep_checkpoints
+        if not (self.checkpoints and keep > 0 and session_id is not None
+                and isinstance(store, CheckpointPruning)):
+            return
+        try:
+            await store.prune_checkpoints(session_id, keep)
+        except Exception:  # old checkpoints staying is no reason to fail the run
+            log.exception("pruning the checkpoints of session %s failed", session_id)
 
 
 class AbortWatcher:

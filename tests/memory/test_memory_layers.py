@@ -114,7 +114,8 @@ def _long_session(n: int) -> list[Message]:
             for i in range(n)]
 
 
-async def test_auto_compaction_flushes_summarises_and_truncates(store: Backend) -> None:
+async def test_auto_compaction_flushes_summarises_and_keeps_the_30_most_recent(
+        store: Backend) -> None:
     await store.append("s", _long_session(50))
     flush_then_summary = ScriptedModel([
         reply("", call("remember", key="q_count", content="The user asked 26 questions.")),
@@ -126,8 +127,9 @@ async def test_auto_compaction_flushes_summarises_and_truncates(store: Backend) 
     handle = agent.start("q50", session="s")
     await handle.result()
     await handle.wait_background()
-    kept = await store.load("s")
-    assert [m.content for m in kept] == ["q48", "a49", "q50", "a50"]
+    kept = await store.load("s")  # 52 messages: 22 summarised, UrchinLoop's 30 kept verbatim
+    assert [m.content for m in kept] == [*(m.content for m in _long_session(50)[22:]),
+                                         "q50", "a50"]
     info = await store.session_info("s")
     assert info is not None
     assert (info.summary, info.compactions) == (
@@ -139,14 +141,14 @@ async def test_auto_compaction_flushes_summarises_and_truncates(store: Backend) 
     assert flush_task.endswith("user: q50\nassistant: a50")
     summary_input = flush_then_summary.calls[2].messages[1].content
     assert summary_input.startswith("New messages:\nuser: q0\nassistant: a1\n")
-    assert summary_input.endswith("user: q46\nassistant: a47")
-    # The next run sees the summary in its prompt and only the 4 kept messages.
+    assert summary_input.endswith("user: q20\nassistant: a21")
+    # The next run sees the summary in its prompt and the 30 kept messages.
     model = ScriptedModel(["ok"])
     quiet = Memory(store, embedder=None, jobs=(), auto_compact=False)
     await Agent(model, store=store, hooks=quiet.hooks(), plugins=False).run("next", session="s")
     sent = model.calls[0].messages
     assert "Condensed: the user asked q0..q48" in sent[0].content
-    assert [m.content for m in sent[1:]] == ["q48", "a49", "q50", "a50", "next"]
+    assert [m.content for m in sent[1:]] == [m.content for m in kept] + ["next"]
 
 
 async def test_small_sessions_are_not_compacted(store: Backend) -> None:
@@ -165,7 +167,7 @@ async def test_one_compaction_at_a_time_per_session(store: Backend) -> None:
     await asyncio.sleep(0.02)
     assert await memory.compact("s", "session:s", model, spawn_child) is False  # busy
     assert await first is True
-    assert len(await store.load("s")) == 4
+    assert len(await store.load("s")) == 30
 
 
 async def test_compaction_held_by_another_process_is_skipped(store_url: str) -> None:

@@ -93,6 +93,9 @@ def run(
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
+    history_turns: Annotated[int | None, typer.Option(
+        help="Each request keeps the session's last N user turns (default: all that fit).",
+        show_default=False)] = None,
     timeout: Annotated[float | None, typer.Option(help="Run timeout in seconds.")] = None,
     session: Annotated[str | None, typer.Option(help="Continue this session.")] = None,
     user: Annotated[str | None, typer.Option(help="Who is asking (memory, workspace).")] = None,
@@ -138,7 +141,9 @@ def run(
     if timeout is not None and not timeout > 0:
         raise fail(f"--timeout must be more than 0 seconds, got {timeout:g}")
     # Read once and passed down; container mode reads its own, with the payload's secrets.
-    settings = None if stdio else _settings()
+    if history_turns is not None and history_turns < 1:
+        raise fail(f"--history-turns must be at least 1, got {history_turns}")
+    settings = None if stdio else _settings().with_arguments({"history_turns": history_turns})
     opts = AgentOptions(model=model, tools=tools, max_steps=max_steps, timeout_s=timeout,
                         protocol=protocol, approve=approve, judgement=judgement,
                         model_pool=model_pool, isolation=isolation,

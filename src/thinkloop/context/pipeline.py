@@ -2,8 +2,9 @@
 
 Each transform is a plain function ``(messages, settings) -> messages``; none mutates its input
 and none touches the store, so what the model sees is bounded while the session keeps every
-message. Transforms, in order: limit to the last N user turns, compact a long run's middle steps,
-two-pass pruning of old tool results, and repair of tool-call/tool-result pairing.
+message. Transforms, in order: reasoning blocks out of earlier replies, limit to the last N user
+turns, compact a long run's middle steps, two-pass pruning of old tool results, and repair of
+tool-call/tool-result pairing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from thinkloop.context.tokens import (
 )
 from thinkloop.core.types import OBSERVATION, Message
 from thinkloop.models.sanitize import repair_tool_pairs
+from thinkloop.protocols.sanitize import strip_thinking_tags
 
 CLEARED_RESULT = "[Old tool result content cleared]"
 
@@ -82,6 +84,21 @@ def _system_head(messages: Sequence[Message]) -> int:
     while head < len(messages) and messages[head].role == "system":
         head += 1
     return head
+
+
+def strip_reasoning(messages: list[Message], settings: ContextSettings) -> list[Message]:
+    """``<think>``, ``<<THINK>>`` and the other reasoning blocks out of the model's earlier
+    replies (UrchinLoop strips THINK from the history it sends back): the model's private
+    notes cost tokens on every later call and the person never saw them."""
+    out: list[Message] | None = None
+    for i, m in enumerate(messages):
+        if m.role != "assistant" or "<" not in m.content:
+            continue
+        cleaned = strip_thinking_tags(m.content)
+        if cleaned != m.content:
+            out = out if out is not None else list(messages)
+            out[i] = _with_content(m, cleaned.strip())
+    return messages if out is None else out
 
 
 def limit_turns(messages: list[Message], settings: ContextSettings) -> list[Message]:
@@ -160,6 +177,7 @@ def sanitize_tool_pairs(messages: list[Message], settings: ContextSettings) -> l
 
 
 DEFAULT_TRANSFORMS: tuple[Transform, ...] = (
+    strip_reasoning,
     limit_turns,
     keep_recent,
     compact_steps,

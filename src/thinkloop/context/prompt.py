@@ -30,6 +30,7 @@ from thinkloop.context.sections import (
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.model import Model
 from thinkloop.core.protocol import ToolCallProtocol
+from thinkloop.core.tool import READ_MORE
 from thinkloop.core.types import Skill, ToolSpec
 
 
@@ -185,7 +186,7 @@ def prompt_context(
     """
     opts = agent.prompt.options
     # Only the tools this user may use: a denied tool is neither described nor offered.
-    specs = tuple(t.spec for t in agent.visible_tools(user_id).values())
+    specs = tuple(t.spec for n, t in agent.visible_tools(user_id).items() if n != READ_MORE)
     files = (opts.bootstrap.load(agent.name, user_id, seed=seed) if opts.bootstrap
              else BootstrapFiles())
     schema = ""

@@ -35,6 +35,7 @@ MIB = 1024 * 1024
 RUN_TIMEOUT_S = 600.0
 TOOL_TIMEOUT_S = 60.0
 MODEL_MAX_ATTEMPTS = 3
+OBSERVATION_MAX_TOKENS = 4000
 # What one reply and one tool can put in front of the model (issue 30): the calls of a reply
 # past MAX_PARALLEL_CALLS are refused (the model sends them again), and any tool's output,
 # built-in, custom or MCP, is cut to TOOL_OUTPUT_CHARS with a note.
@@ -243,6 +244,15 @@ class Settings(BaseSettings):
     model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
     max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = RUN_TIMEOUT_S
+    history_turns: int | None = Field(
+        None, ge=1, description="each request keeps a session's last N user turns with their "
+        "replies (GoClaw's historyLimit); unset: all, within the context window")
+    keep_checkpoints: int = Field(
+        20, ge=0, description="checkpoints kept of a session's finished runs: the latest N "
+        "runs' (0: all, forever); a run not finished keeps its own")
+    observation_max_tokens: int = Field(
+        OBSERVATION_MAX_TOKENS, ge=0, description="a tool result over this many tokens goes "
+        "into history truncated, with a note; read_more pages on (0: no cap)")
     tool_timeout_s: float = TOOL_TIMEOUT_S
     approval_timeout_s: float = Field(APPROVAL_TIMEOUT_S, gt=0,
                                       description="how long an approval asked on a terminal "

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from thinkloop.core.types import ToolSpec, Usage
 
+# The pager's tool (tools/paging.py): offered only once a result was truncated, so the prompt
+# leaves it out; the truncation note names it.
+READ_MORE = "read_more"
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:

@@ -27,7 +27,8 @@ class MemorySettings:
     # Auto-compaction between runs (GoClaw section 7).
     compact_after_messages: int = 50
     compact_window_ratio: float = 0.75
-    keep_after_compaction: int = 4
+    # UrchinLoop keeps the 30 most recent messages verbatim after summarising the rest.
+    keep_after_compaction: int = 30
     flush_steps: int = 5
     flush_timeout_s: float = 90.0
     summary_timeout_s: float = 120.0

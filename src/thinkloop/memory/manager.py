@@ -47,6 +47,7 @@ class Memory:
         extractor: FactExtractor | None = extract_facts,
         jobs: Sequence[PostTurnJob] = DEFAULT_JOBS,
         auto_compact: bool = True,
+        history_turns: int | None = None,
     ) -> None:
         """``model`` summarises and flushes (default: the run's own model); ``embedder="auto"``
         loads the local MiniLM model when the ``recall`` extra is installed, else BM25."""
@@ -63,6 +64,7 @@ class Memory:
         self.extractor = extractor
         self.jobs = tuple(jobs)
         self.auto_compact = auto_compact
+        self.history_turns = history_turns  # each request keeps the last N user turns
         self.compactor = Compactor(self.settings)
 
     def tools(self) -> list[Tool]:
@@ -85,6 +87,8 @@ class Memory:
         base = self.context or settings_for(model)
         if base.recent_messages is None:
             base = replace(base, recent_messages=self.settings.recent_messages)
+        if self.history_turns is not None and base.history_turns is None:
+            base = replace(base, history_turns=self.history_turns)
         return base
 
     async def memory_block(self, session_id: str | None, user_id: str | None, query: str) -> str:

@@ -132,6 +132,11 @@ class Compactor:
         if isinstance(store, MemoryBackend):
             await memory_flush(model, store, owner, history[-10:], s, embedder, spawn)
         cut = max(len(history) - s.keep_after_compaction, 0)
+        # The kept messages must leave room, or a session of a few huge messages would be
+        # compacted again after every turn: keep fewer when they fill half the threshold.
+        while cut < len(history) - 1 and (
+                estimate_tokens(history[cut:]) > s.compact_window_ratio * window / 2):
+            cut += 1
         while 0 < cut < len(history) and history[cut].role == "tool":
             cut -= 1  # never keep a tool result without the call before it
         info = await store.session_info(session_id) if isinstance(store, SessionAdmin) else None

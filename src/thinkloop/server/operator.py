@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
+from thinkloop.core.tool import READ_MORE
 from thinkloop.errors import NotFoundError
 from thinkloop.runlog import run_memories
 from thinkloop.server.auth import Principal
@@ -109,4 +110,6 @@ async def memory(who: Caller, gw: GW, run: str | None = None,
 @router.get("/agents/{name}")
 async def get_agent(name: str, _: Caller, gw: GW) -> dict[str, Any]:
     agent = await gw.router.get(name)
-    return {"name": name, "model": agent.model.name, "tools": sorted(agent.tools)}
+    # read_more is the engine's pager, not a tool the agent was given.
+    tools = sorted(n for n in agent.tools if n != READ_MORE)
+    return {"name": name, "model": agent.model.name, "tools": tools}

@@ -256,6 +256,13 @@ class CheckpointStore(Protocol):
 
 
 @runtime_checkable
+class CheckpointPruning(Protocol):
+    async def prune_checkpoints(self, session_id: str, keep: int) -> None:
+        """Drop the checkpoints of the session's finished runs but the ``keep`` latest."""
+        ...
+
+
+@runtime_checkable
 class AbortRequests(Protocol):
     """How one process asks another to stop a run: a flag on the run's row it polls."""
 

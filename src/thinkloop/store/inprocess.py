@@ -82,6 +82,13 @@ class MemoryStore:
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         return list(self.saved.get(run_id, ()))
 
+    async def prune_checkpoints(self, session_id: str, keep: int) -> None:
+        runs = sorted((r for r in self.runs.values() if r.session_id == session_id),
+                      key=lambda r: r.started_at, reverse=True)
+        for r in runs[keep:]:
+            if r.ended_at is not None:
+                self.saved.pop(r.id, None)
+
     async def request_abort(self, run_id: str) -> bool:
         run = self.runs.get(run_id)
         if run is None or run.ended_at is not None:

@@ -90,6 +90,13 @@ class RunTables(SQLBase):
             "SELECT kind, data FROM checkpoints WHERE run_id = {0} ORDER BY seq", run_id)
         return [(str(r[0]), bytes(r[1])) for r in rows]
 
+    async def prune_checkpoints(self, session_id: str, keep: int) -> None:
+        # A run still going (or whose process died) keeps its log: it may be recovered.
+        await self._write(
+            "DELETE FROM checkpoints WHERE run_id IN (SELECT id FROM runs WHERE session_id = {0} "
+            "AND ended_at IS NOT NULL AND id NOT IN (SELECT id FROM runs WHERE session_id = {0} "
+            "ORDER BY started_at DESC LIMIT {1}))", [(session_id, keep)])
+
     async def request_abort(self, run_id: str) -> bool:
         asked = await self._fetch(
             "UPDATE runs SET abort_requested = {0} WHERE id = {1} AND ended_at IS NULL "

@@ -19,6 +19,7 @@ import orjson
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec
+from thinkloop.core.tool import READ_MORE
 from thinkloop.errors import NotFoundError, ThinkloopError
 from thinkloop.events import Event, from_dict
 from thinkloop.memory.layers import owner_of
@@ -97,7 +98,7 @@ class LocalBackend:
 
     async def agent(self, name: str, model: str | None = None) -> AgentInfo:
         agent = await self._agent(name, model)
-        return AgentInfo(name, agent.model.name, tuple(agent.tools))
+        return AgentInfo(name, agent.model.name, tuple(n for n in agent.tools if n != READ_MORE))
 
     # --- runs ------------------------------------------------------------------------------
 
