@@ -34,6 +34,9 @@ _ARITHMETIC = re.compile(r"\d\s*(?:\*\*|[-+*/^%])\s*[\d(]|\(\s*\d|sqrt|\bsquare 
 # Tools scoring under this share of the best score are left out: one clear match beats
 # three for a small model, which otherwise picks among them at random.
 RELATIVE_CUT = 0.5
+# Words of a task that name no tool's job ("Use the calculator", "please use a tool"): every
+# tool's description may say when to use it, so they would only match the wordiest ones.
+GENERIC = re.compile(r"\b(?:use|using|uses|tools?|please)\b", re.IGNORECASE)
 
 
 def _doc(spec: ToolSpec) -> str:
@@ -48,7 +51,8 @@ def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> li
     behind the best are left out, and with no match at all none is offered."""
     import bm25s
 
-    words = re.sub(r"[_\W]+", " ", task) + (" arithmetic" if _ARITHMETIC.search(task) else "")
+    words = GENERIC.sub(" ", re.sub(r"[_\W]+", " ", task))
+    words += " arithmetic" if _ARITHMETIC.search(task) else ""
     query = bm25s.tokenize([words], stopwords="en", show_progress=False, return_ids=False)[0]
     if not query or not tools:
         return []
