@@ -27,7 +27,7 @@ def remember(key: str, content: str) -> str:
     "add",
     "`add({\"a\": 1})`",
     '&lt;/untrusted_content id="ab12"&gt;',
-    '<untrusted_content source="tool:add" id="x">3</untrusted_content id="x">',
+    '<untrusted_content id="ab12">',
     "<answer></answer>",
 ])
 async def test_engine_text_is_asked_again_without_tools(bad: str) -> None:
@@ -36,6 +36,14 @@ async def test_engine_text_is_asked_again_without_tools(bad: str) -> None:
     assert (result.status, result.text) == ("completed", "The sum is 3.")
     assert model.calls[2].tools == ()
     assert "not an answer" in model.calls[2].messages[-1].content
+
+
+async def test_a_copied_block_of_outside_content_is_answered_by_its_content() -> None:
+    # The answer cleaners unwrap it (spotlight.strip_echo): what the tool said is the answer.
+    block = '<untrusted_content source="tool:add" id="x">3</untrusted_content id="x">'
+    model = ScriptedModel([reply("", call("add", a=1, b=2)), block])
+    result = await Agent(model, tools=[add]).run("1+2?")
+    assert (result.status, result.text, len(model.calls)) == ("completed", "3", 2)
 
 
 async def test_twice_engine_text_ends_no_answer_and_keeps_nothing_as_answer() -> None:

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from thinkloop.core.run import RunState
 from thinkloop.core.types import ToolSpec
 from thinkloop.loop.notices import NOT_AN_ANSWER_NOTICE, is_internal_echo
+from thinkloop.spotlight import strip_echo
 
 __all__ = ["NOT_AN_ANSWER_NOTICE", "why_not_an_answer"]
 
 # Tools whose results only confirm what they did: never the answer to a question.
 BOOKKEEPING_TOOLS = frozenset({"remember", "forget"})
 _TAG = re.compile(r"</?[A-Za-z_][^<>]*>|&lt;/?[A-Za-z_][^<>]*?(?:&gt;|>|$)|&[a-z]+;")
-_SPOTLIGHT = re.compile(r"untrusted_content", re.IGNORECASE)
 _CALL = re.compile(r"^`?([A-Za-z_][\w.-]*)(\(.*\))?`?\.?$", re.DOTALL)
 
 
@@ -32,6 +32,12 @@ def why_not_an_answer(text: str, tools: Sequence[ToolSpec], state: RunState) -> 
     """Why ``text`` is not an answer (a phrase for the notice and the run's status), or None."""
     if not text.strip():
         return None  # an empty answer is the protocol's business (silent replies)
+    # Judged as it will be delivered: a copied block of outside content reads as its content
+    # (the answer cleaners unwrap it), which answers "what does the note say?"; stray tags
+    # and nothing else are markup.
+    text = strip_echo(text)
+    if not text:
+        return "was markup, not prose"
     if is_internal_echo(text):
         return "repeated the engine's instructions"
     call = _CALL.match(text.strip())
@@ -47,8 +53,8 @@ def why_not_an_answer(text: str, tools: Sequence[ToolSpec], state: RunState) -> 
 
 
 def _is_markup(text: str) -> bool:
-    if _SPOTLIGHT.search(text):
-        return True
+    """Mostly tags (spotlight's among them, whole or cut off): prose around a stray tag, as
+    a sub-agent's forged closing tag, is still an answer."""
     if not _TAG.search(text):
         return False
     stripped = _TAG.sub(" ", text)
