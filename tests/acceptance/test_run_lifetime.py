@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -129,28 +128,22 @@ async def test_memory_recalls_a_fact_from_an_earlier_session(llm: OpenAIServer) 
     assert "Biscuit" in system  # recalled into the new session's prompt
 
 
-async def test_async_with_closes_what_the_agent_opened(
-        llm: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiohttp
+async def test_async_with_closes_what_the_agent_opened(llm: OpenAIServer) -> None:
+    from thinkloop.models.h1 import H1Transport
 
-    made: list[aiohttp.ClientSession] = []
-
-    real = aiohttp.ClientSession
-
-    def recorded(*args: Any, **kwargs: Any) -> aiohttp.ClientSession:
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(aiohttp, "ClientSession", recorded)
     llm.enqueue(say("Hi."))
     async with Agent() as agent:
         await agent.run("Hello", session="s")
         thread = agent.store._db._thread  # type: ignore[attr-defined]  # aiosqlite's worker
-        assert thread.is_alive() and len(made) == 1 and not made[0].closed
-    # The SQLite connection (and its thread) and the model's HTTP session are closed.
+        transport = agent.model.inner.transport  # type: ignore[attr-defined]  # in its wrapper
+        # The default client when httptools is installed (the test extras install it).
+        assert isinstance(transport, H1Transport)
+        idle = [c for pool in transport._idle.values() for c in pool]
+        assert thread.is_alive() and len(idle) == 1 and idle[0].transport is not None
+    # The SQLite connection (and its thread) and the model's kept-alive connection are closed.
     thread.join(5)
     assert agent.store._db is None and not thread.is_alive()  # type: ignore[attr-defined]
-    assert made[0].closed
+    assert transport._idle == {} and idle[0].transport.is_closing()
     # Closing is not the end: the agent reopens what it needs.
     llm.enqueue(say("Hi again."))
     async with agent:
@@ -179,7 +172,6 @@ async def test_memory_works_on_the_in_process_store(llm: OpenAIServer) -> None:
 
 
 def test_memory_on_a_store_without_memories_is_an_error() -> None:
-    import pytest
 
     from thinkloop.errors import ConfigError
     from thinkloop.models.scripted import ScriptedModel
