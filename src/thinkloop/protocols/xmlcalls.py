@@ -44,7 +44,7 @@ class XmlHandlers(ScanBase):
         args_or_none = fmt.xml_children(body) if body.strip() else {}
         if args_or_none is None:
             self._problem(f"could not read the arguments of <function={name}>", m.start())
-            return self._skip(end) if end < self.n else None
+            return self._skip(end)
         return self._take(fmt.Found(calls=[(name, args_or_none, None)]), end)
 
     def _xml(self, m: re.Match[str]) -> int | None:
@@ -79,7 +79,7 @@ class XmlHandlers(ScanBase):
         if found is None or not found.calls:
             self._problem(f"could not read the tool call in <{m.group('xname')}>", m.start())
             # Skip the whole unreadable region: its insides are not re-read as other calls.
-            return self._skip(end) if end < self.n else None
+            return self._skip(end)
         return self._take(found, end)
 
     def _body_calls(self, body: str, name: str | None, head: dict[str, str]) -> fmt.Found | None:
