@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.guard import GuardSettings, ReviewSettings
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.scan import scan_input
@@ -70,7 +70,9 @@ async def test_a_big_scan_never_stalls_the_other_coroutines() -> None:
     model = ScriptedModel([reply("", call("read_big")), answer])
     # The default guards (the input guard scans the output), less the answer's review.
     guard = replace(GuardSettings(), review=ReviewSettings(enabled=False))
-    agent = Agent(model, tools=[read_big], store="memory", max_steps=4, guard=guard)
+    # No observation cap: the whole output is scanned (the cap would page it first).
+    agent = Agent(model, tools=[read_big], store="memory", max_steps=4, guard=guard,
+                  options=AgentOptions(observation_max_tokens=0))
     Classifier.load()  # loaded once per process (a server has it from its first request)
     tick = asyncio.create_task(ticker())
     start = time.perf_counter()

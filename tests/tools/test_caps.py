@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.tools.helpers import approving
 
-from thinkloop.agent import Agent
+from thinkloop.agent import Agent, AgentOptions
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.settings import MAX_PARALLEL_CALLS, TOOL_OUTPUT_CHARS
 from thinkloop.subagents import AgentSpec, SubAgents
@@ -45,7 +45,9 @@ def _assert_cut(text: str, size: int = TEN_MB) -> None:
 
 async def test_a_custom_tools_10_mb_never_reaches_the_model() -> None:
     model = ScriptedModel([reply("", call("dump")), ANSWER])
-    result = await Agent(model, tools=[dump], store="memory", max_steps=6).run("dump it")
+    # No observation cap: the tool output cap alone is what is tested here.
+    result = await Agent(model, tools=[dump], store="memory", max_steps=6,
+                         options=AgentOptions(observation_max_tokens=0)).run("dump it")
     assert result.status == "completed"
     [seen] = _tool_messages(model, 1)
     _assert_cut(seen)
@@ -73,7 +75,8 @@ async def test_an_mcp_tools_megabytes_never_reach_the_model(tmp_path: Path) -> N
     async with MCPServer(MCPServerConfig(name="big", command=[sys.executable, str(script)])) as s:
         model = ScriptedModel([reply("", call("big_dump")), ANSWER])
         # An MCP tool waits for approval unless its server is trusted: here it is given.
-        agent = Agent(model, tools=s.tools, store="memory", max_steps=6, guard=approving())
+        agent = Agent(model, tools=s.tools, store="memory", max_steps=6, guard=approving(),
+                      options=AgentOptions(observation_max_tokens=0))
         result = await agent.run("dump it")
     assert result.status == "completed"
     [seen] = _tool_messages(model, 1)
