@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -215,13 +216,10 @@ class H1Transport:
         origin = _origin(url)
         conn: _Conn | None = None
         try:
-            async with asyncio.timeout(timeout_s):
-                conn = await self._open(origin, body, headers)
-                data = await self._body(conn)
-        except TimeoutError as exc:
-            raise ModelTimeoutError(f"no answer from {url} within {timeout_s:g}s") from exc
-        except (OSError, httptools.HttpParserError) as exc:
-            raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
+            with _model_errors(url, timeout_s):
+                async with asyncio.timeout(timeout_s):
+                    conn = await self._open(origin, body, headers)
+                    data = await self._body(conn)
         finally:
             if conn is not None:
                 self._release(origin, conn)
@@ -236,26 +234,24 @@ class H1Transport:
         deadline = asyncio.get_running_loop().time() + timeout_s
         conn: _Conn | None = None
         try:
-            # The deadline covers every wait, never a yield: the consumer's own work between
-            # events is not cancelled by it.
-            async with asyncio.timeout_at(deadline):
-                conn = await self._open(origin, body, {**headers, "accept": "text/event-stream"})
-                if conn.status >= 400:
-                    text = (await self._body(conn)).decode("utf-8", "replace")
-                    raise http_error(conn.status, text, conn.headers)
-            async for data in _sse_data(conn, deadline):
-                if data == "[DONE]":
-                    # The body's end usually came in the same read: take it without
-                    # waiting, and the connection goes back to the pool.
-                    while not conn.chunks.empty():
-                        conn.chunks.get_nowait()
-                    break
-                if data:
-                    yield data
-        except TimeoutError as exc:
-            raise ModelTimeoutError(f"no answer from {url} within {timeout_s:g}s") from exc
-        except (OSError, httptools.HttpParserError) as exc:
-            raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
+            with _model_errors(url, timeout_s):
+                # The deadline covers every wait, never a yield: the consumer's own work
+                # between events is not cancelled by it.
+                async with asyncio.timeout_at(deadline):
+                    conn = await self._open(origin, body,
+                                            {**headers, "accept": "text/event-stream"})
+                    if conn.status >= 400:
+                        text = (await self._body(conn)).decode("utf-8", "replace")
+                        raise http_error(conn.status, text, conn.headers)
+                async for data in _sse_data(conn, deadline):
+                    if data == "[DONE]":
+                        # The body's end usually came in the same read: take it without
+                        # waiting, and the connection goes back to the pool.
+                        while not conn.chunks.empty():
+                            conn.chunks.get_nowait()
+                        break
+                    if data:
+                        yield data
         finally:
             if conn is not None:
                 self._release(origin, conn)
@@ -276,6 +272,17 @@ class H1Transport:
         if had:
             # close() finishes on the loop's next turn; the loop may be about to close.
             await asyncio.sleep(0)
+
+
+@contextlib.contextmanager
+def _model_errors(url: str, timeout_s: float) -> Iterator[None]:
+    """The socket's and the parser's failures as the model errors retries are decided by."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise ModelTimeoutError(f"no answer from {url} within {timeout_s:g}s") from exc
+    except (OSError, httptools.HttpParserError) as exc:
+        raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
 
 
 async def _sse_data(conn: _Conn, deadline: float) -> AsyncIterator[str]:
