@@ -99,7 +99,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         text = "\n\n".join(guidance)
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
     return Agent(
-        p.model or (spec.model if isinstance(spec.model, Model) else model_spec),
+        p.model or _models(spec, model_spec),
         tools=[*tools, *own_tools(spec), *p.extra_tools],
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
@@ -119,6 +119,12 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
             judgement=Judgement.parse(settings.judgement, settings.model_pool),
         ),
     )
+
+
+def _models(spec: AgentSpec, model_spec: str) -> Model | str | list[str | Model]:
+    """The spec's model, then its fallbacks in order (one list: ``FallbackModel``)."""
+    primary = spec.model if isinstance(spec.model, Model) else model_spec
+    return [primary, *spec.fallbacks] if spec.fallbacks else primary
 
 
 # A sub-agent: the agent builds its children (``Agent`` runs give ``spawn`` to lower parts).

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec
 
 from thinkloop.core.errors import ConfigError
-from thinkloop.core.events import Event, LlmRequest, LlmResponse
+from thinkloop.core.events import Event, LlmRequest, LlmResponse, ModelFallback
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.registry import Stage
 from thinkloop.core.run import RunConfig, RunState
@@ -80,6 +80,8 @@ class HookContext:
             messages, [], settings or self.cfg.settings)
         state.charge(response.usage)
         state.emit(LlmResponse.of, response, purpose)
+        if response.fallbacks:
+            state.emit(ModelFallback.of, response)
         return response
 
 

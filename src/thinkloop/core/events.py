@@ -389,6 +389,20 @@ class ModelSelected(_Envelope):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelFallback(_Envelope):
+    """Models of a fallback list failed and a later one answered (models/wrappers.py)."""
+
+    type: ClassVar[str] = "model.fallback"
+    model: str  # the model that answered
+    failed: list[Json]  # [{"model": ..., "error": ...}] in the order they were tried
+
+    @classmethod
+    def of(cls, run_id: str, step: int, response: ModelResponse) -> ModelFallback:
+        return cls(run_id, step, response.model,
+                   [{"model": m, "error": e} for m, e in response.fallbacks])
+
+
+@dataclass(frozen=True, slots=True)
 class SensitivityClassified(_Envelope):
     type: ClassVar[str] = "sensitivity.classified"
     tool: str
@@ -444,7 +458,8 @@ Event = (
     | PolicyDenied | ApprovalRequested | ApprovalDecided | ApprovalDeferred | ReviewBlocked
     | Nudge | DriftDetected | PlanCreated | PlanSkipped | IsolationPlanned | IsolationRefused
     | IsolationQuarantined | BudgetAssigned | BudgetExtended | MemoryRecallSkipped
-    | Assessed | AssessmentEscalated | AssessmentFanOut | ModelSelected | SensitivityClassified
+    | Assessed | AssessmentEscalated | AssessmentFanOut | ModelSelected | ModelFallback
+    | SensitivityClassified
     | SecretsRedacted | SupervisorEscalated | EntitiesRecalled | InputRequested | MessageSent
 )
 

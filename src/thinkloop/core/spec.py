@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
@@ -41,6 +41,9 @@ class AgentSpec(BaseModel):
     name: str | None = None  # None: "thinkloop" (the gateway: the definition's key)
     description: str = ""
     model: str | InstanceOf[Model] | None = None  # None: THINKLOOP_MODEL or the default model
+    # Models tried in order when ``model`` fails after its own retries (GoClaw's provider
+    # fallback); each answer's ``model.fallback`` event names the ones that failed.
+    fallbacks: list[str] = Field(default_factory=list, max_length=8)
     instructions: str | None = None  # None: the default (a sub-agent's: minimal)
     # "default", "none", built-in tool names (a list or comma-separated), or tools themselves
     # (a sub-agent's). None: "default" (a sub-agent: no tools).
@@ -60,6 +63,11 @@ class AgentSpec(BaseModel):
     judgement: str | None = None  # None: the setting (THINKLOOP_JUDGEMENT)
     model_pool: str | None = None  # None: the setting (THINKLOOP_MODEL_POOL)
     isolation: str = "off"  # "plan": plan-then-execute (guard/isolation.py)
+    # GoClaw's agent types: "predefined" (one identity for everyone, a USER.md per user) or
+    # "open" (every bootstrap file per user, seeded from the agent's on first contact).
+    type: Literal["predefined", "open"] = "predefined"
+    # Agents this one may hand a conversation to (``handoff``): named in its TEAM section.
+    team: list[str] = Field(default_factory=list, max_length=50)
     # The tools work in this directory itself, whoever the user is (``--workspace``).
     workspace: Path | None = None
 

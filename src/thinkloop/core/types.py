@@ -152,6 +152,8 @@ class ModelResponse:
     usage: Usage = Usage()
     finish_reason: str | None = None
     model: str = ""
+    # Models of a fallback list that failed before ``model`` answered: (name, error).
+    fallbacks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from thinkloop.core.events import (
     Chunk,
     LlmRequest,
     LlmResponse,
+    ModelFallback,
     StepCompleted,
     ToolCalled,
     ToolReturned,
@@ -125,6 +126,8 @@ async def think(
         response = await model.complete(ctx.messages, ctx.tools, settings)
     state.usage = state.usage + response.usage
     state.emit(LlmResponse.of, response)
+    if response.fallbacks:
+        state.emit(ModelFallback.of, response)
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response

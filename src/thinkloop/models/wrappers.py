@@ -117,7 +117,7 @@ class FallbackModel:
                 log.warning("%s failed (%s); trying the next model", model.name, exc)
                 errors.append((model.name, exc))
                 continue
-            return replace(response, model=model.name)
+            return replace(response, model=model.name, fallbacks=_failed(errors))
         raise self._give_up(errors)
 
     async def stream(
@@ -130,7 +130,7 @@ class FallbackModel:
                 async for item in model.stream(messages, tools, settings):
                     started = True
                     if isinstance(item, ModelResponse):
-                        item = replace(item, model=model.name)
+                        item = replace(item, model=model.name, fallbacks=_failed(errors))
                     yield item
                 return
             except ModelError as exc:
@@ -149,6 +149,11 @@ class FallbackModel:
     async def aclose(self) -> None:
         for m in self.models:
             await _aclose(m)
+
+
+def _failed(errors: list[tuple[str, ModelError]]) -> tuple[tuple[str, str], ...]:
+    # What the run's ``model.fallback`` event says: each model that failed and why.
+    return tuple((name, str(exc)[:500]) for name, exc in errors)
 
 
 async def _aclose(model: Model) -> None:

@@ -129,7 +129,7 @@ async def remove_schedule(schedule_id: str, who: Caller, gw: GW) -> dict[str, An
 async def list_agents(_: Caller, gw: GW) -> dict[str, Any]:
     return {"agents": [{"name": n, "description": s.description, "model": s.model,
                         "tools": s.tools if s.tools is not None else "default",
-                        "approve": s.approve or "ask"}
+                        "fallbacks": s.fallbacks, "approve": s.approve or "ask"}
                        for n, s in await gw.router.names()]}
 
 

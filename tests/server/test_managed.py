@@ -1,0 +1,109 @@
+"""Managed mode through a real gateway (GoClaw's): provider fallback per agent, bootstrap
+files kept in the store and edited over HTTP, the open agent type, the TEAM section and
+conversation handoff between agents on one session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.server.conftest import Gateway, Stack
+from tests.server.sse import read_events
+
+from thinkloop.server import GatewayConfig
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+
+AGENTS = """
+agents:
+  steady:
+    description: Answers, on a second provider when the first fails
+    model: openai:fake
+    fallbacks: [compat:fake]
+    tools: none
+    memory: false
+  front:
+    description: Talks to customers first
+    model: compat:fake
+    tools: none
+    memory: false
+    team: [billing]
+  billing:
+    description: Invoices, refunds and payments
+    model: compat:fake
+    tools: none
+    memory: false
+  open-pal:
+    type: open
+    model: compat:fake
+    tools: none
+    memory: false
+"""
+ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "THINKLOOP_BASE_URL", "THINKLOOP_HOME")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OpenAIServer,
+                                                                       OpenAIServer, Path]]:
+    """Two model servers: ``openai:`` models reach the first, ``compat:`` ones the second."""
+    home = tmp_path_factory.mktemp("home")
+    with OpenAIServer() as first, OpenAIServer() as second:
+        saved = {k: os.environ.get(k) for k in ENV}
+        os.environ.update({"OPENAI_BASE_URL": first.base_url, "OPENAI_API_KEY": "sk-test",
+                           "THINKLOOP_BASE_URL": second.base_url,
+                           "THINKLOOP_HOME": str(home)})
+        try:
+            yield first, second, home
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def managed(tmp_path_factory: pytest.TempPathFactory,
+            servers: tuple[OpenAIServer, OpenAIServer, Path]) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("managed")
+    (tmp / "agents.yaml").write_text(AGENTS)
+    cfg = GatewayConfig(agents_file=tmp / "agents.yaml", approval_timeout_s=20)
+    with Gateway(cfg, tmp / "gateway.db") as gw:
+        yield Stack(gw, servers[1])
+
+
+def run(stack: Stack, key: str, agent: str, task: str, session: str | None = None
+        ) -> tuple[dict[str, object], list[dict[str, object]]]:
+    with stack.client(key) as c:
+        body: dict[str, object] = {"agent": agent, "task": task}
+        if session:
+            body["session"] = session
+        r = c.post("/v1/runs", json=body)
+        assert r.status_code == 202, r.text
+        events, end = read_events(c, r.json()["id"])
+        assert end["status"] == "completed", events[-1]
+        return c.get(f"/v1/runs/{r.json()['id']}").json(), events
+
+
+def test_a_500_from_the_first_provider_is_answered_by_the_agents_fallback(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    first, second, _ = servers
+    first.clear()
+    second.clear()
+    # Every attempt of the first model fails (its own retries included).
+    first.enqueue(*[Reply(status=500, body={"error": {"message": "upstream down"}})] * 3)
+    second.enqueue(Reply(body=completion("Answered by the fallback.")))
+    view, events = run(managed, managed.gateway.key("ana"), "steady", "Say hello")
+    assert view["text"] == "Answered by the fallback."
+    assert len(first.requests) == 3 and len(second.requests) == 1
+    fallback = [e for e in events if e["type"] == "model.fallback"]
+    assert len(fallback) == 1
+    payload = fallback[0]["payload"]
+    assert isinstance(payload, dict)
+    assert payload["model"] == "compat:fake"
+    assert [f["model"] for f in payload["failed"]] == ["openai:fake"]
+    assert "500" in payload["failed"][0]["error"]
+    with managed.client(managed.gateway.key("ana")) as c:
+        listed = {a["name"]: a for a in c.get("/v1/agents").json()["agents"]}
+    assert listed["steady"]["fallbacks"] == ["compat:fake"]
