@@ -94,7 +94,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     model_spec = settings.model_spec()
     tools, guidance = default_tools(spec.tool_names(), settings=settings.tools,
                                     worker_model=model_spec, channels=list(p.channels))
-    builder = prompt_builder(settings)
+    builder = prompt_builder(settings, spec)
     if guidance:
         text = "\n\n".join(guidance)
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
@@ -131,12 +131,15 @@ def _models(spec: AgentSpec, model_spec: str) -> Model | str | list[str | Model]
 build_child = spawn_child
 
 
-def prompt_builder(settings: Settings) -> PromptBuilder:
-    """The prompt of the agents shells run: bootstrap files under ``THINKLOOP_HOME``."""
+def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptBuilder:
+    """The prompt of the agents shells run: bootstrap files under ``THINKLOOP_HOME``, the
+    spec's own (the store's, in managed mode) over them; an open agent's per user."""
     from thinkloop.context.bootstrap import Bootstrap
     from thinkloop.context.prompt import PromptBuilder, PromptOptions
 
-    return PromptBuilder(options=PromptOptions(bootstrap=Bootstrap(settings.home)))
+    spec = spec or AgentSpec()
+    boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open")
+    return PromptBuilder(options=PromptOptions(bootstrap=boot))
 
 
 def _guards(spec: AgentSpec, settings: Settings, p: Plugs, tools: Sequence[Tool]) -> Any:

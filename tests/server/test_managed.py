@@ -68,7 +68,9 @@ def managed(tmp_path_factory: pytest.TempPathFactory,
             servers: tuple[OpenAIServer, OpenAIServer, Path]) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("managed")
     (tmp / "agents.yaml").write_text(AGENTS)
-    cfg = GatewayConfig(agents_file=tmp / "agents.yaml", approval_timeout_s=20)
+    # A long TTL: a built agent (its bootstrap files with it) is cached until an edit.
+    cfg = GatewayConfig(agents_file=tmp / "agents.yaml", approval_timeout_s=20,
+                        agent_ttl_s=600)
     with Gateway(cfg, tmp / "gateway.db") as gw:
         yield Stack(gw, servers[1])
 
@@ -107,3 +109,71 @@ def test_a_500_from_the_first_provider_is_answered_by_the_agents_fallback(
     with managed.client(managed.gateway.key("ana")) as c:
         listed = {a["name"]: a for a in c.get("/v1/agents").json()["agents"]}
     assert listed["steady"]["fallbacks"] == ["compat:fake"]
+
+
+def system_prompt(server: OpenAIServer) -> str:
+    return str(server.requests[-1]["messages"][0]["content"])
+
+
+def test_bootstrap_files_are_edited_through_the_gateway_and_the_next_run_reads_them(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    _, second, home = servers
+    second.clear()
+    ana, admin = managed.gateway.key("ana"), managed.gateway.key("root", "admin")
+    with managed.client(ana) as c:
+        soul = c.get("/v1/agents/billing/files/SOUL.md").json()
+        assert soul["source"] == "template" and "Be genuinely helpful" in soul["content"]
+        listed = c.get("/v1/agents/billing/files").json()
+        assert {f["name"]: f["source"] for f in listed["files"]}["AGENTS.md"] == "none"
+        # Only an admin edits an agent, as with its definition.
+        r = c.put("/v1/agents/billing/files/SOUL.md", json={"content": "x"})
+        assert r.status_code == 403
+        assert c.get("/v1/agents/billing/files/NOTES.md").status_code == 404
+        assert c.get("/v1/agents/nobody/files/SOUL.md").status_code == 404
+    run(managed, ana, "billing", "hello")
+    assert "Be genuinely helpful" in system_prompt(second)
+    # The file on disk (seeded by that first run) is the embedded default.
+    assert (home / "agents" / "billing" / "SOUL.md").is_file()
+
+    with managed.client(admin) as c:
+        r = c.put("/v1/agents/billing/files/SOUL.md",
+                  json={"content": "# SOUL.md\nAlways answer like a ship's purser."})
+        assert r.status_code == 200, r.text
+        assert r.json()["source"] == "store"
+        assert c.put("/v1/agents/billing/files/AGENTS.md",
+                     json={"content": "Quote the invoice number in every answer."}
+                     ).status_code == 200
+        assert c.put("/v1/agents/billing/files/SOUL.md",
+                     json={"content": "x" * 70_000}).status_code == 422
+    run(managed, ana, "billing", "hello again")
+    prompt = system_prompt(second)
+    assert "ship's purser" in prompt and "Be genuinely helpful" not in prompt
+    assert "Quote the invoice number" in prompt
+
+    # Cached per agent: a change behind the gateway's back is not read on every run...
+    import asyncio
+
+    from thinkloop.store.sqlite import SQLiteStore
+
+    async def sneak() -> None:
+        store = SQLiteStore(managed.gateway.store_path)
+        try:
+            await store.put_agent_file("billing", "SOUL.md", "Sneaked in.")
+        finally:
+            await store.aclose()
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: asyncio.run(sneak())).result()
+    run(managed, ana, "billing", "third")
+    assert "ship's purser" in system_prompt(second)
+    # ... and an edit through the gateway drops the cached build: back to the disk file.
+    with managed.client(admin) as c:
+        r = c.delete("/v1/agents/billing/files/SOUL.md")
+        assert r.status_code == 200 and r.json()["source"] == "disk"
+        assert c.delete("/v1/agents/billing/files/SOUL.md").status_code == 404
+    run(managed, ana, "billing", "fourth")
+    prompt = system_prompt(second)
+    assert "Be genuinely helpful" in prompt and "Sneaked" not in prompt
+    assert "Quote the invoice number" in prompt

@@ -39,3 +39,30 @@ async def test_agent_definitions_upsert_and_delete(store: Backend) -> None:
     assert await store.delete_agent("helper") is True
     assert await store.delete_agent("helper") is False
     assert await store.agent_definition("helper") is None
+
+
+async def test_agent_files_upsert_per_agent_and_delete(store: Backend) -> None:
+    assert await store.agent_files("helper") == {}
+    await store.put_agent_file("helper", "SOUL.md", "Be brief.")
+    await store.put_agent_file("helper", "AGENTS.md", "Rules: none yet. ünïcode ✓")
+    await store.put_agent_file("coder", "SOUL.md", "Write tests first.")
+    await store.put_agent_file("helper", "SOUL.md", "Be very brief.")
+    assert await store.agent_files("helper") == {"AGENTS.md": "Rules: none yet. ünïcode ✓",
+                                                  "SOUL.md": "Be very brief."}
+    assert await store.agent_files("coder") == {"SOUL.md": "Write tests first."}
+    assert await store.delete_agent_file("helper", "SOUL.md") is True
+    assert await store.delete_agent_file("helper", "SOUL.md") is False
+    assert await store.agent_files("helper") == {"AGENTS.md": "Rules: none yet. ünïcode ✓"}
+
+
+async def test_a_session_handoff_is_kept_and_replaced(store: Backend) -> None:
+    assert await store.handoff("ana:chat") is None
+    await store.set_handoff("ana:chat", "billing", "front", "an invoice question")
+    first = await store.handoff("ana:chat")
+    assert first is not None
+    assert (first.agent, first.from_agent, first.reason) == ("billing", "front",
+                                                             "an invoice question")
+    await store.set_handoff("ana:chat", "front", "billing", "done")
+    again = await store.handoff("ana:chat")
+    assert again is not None and (again.agent, again.from_agent) == ("front", "billing")
+    assert await store.handoff("bob:chat") is None

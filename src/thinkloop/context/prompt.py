@@ -203,6 +203,7 @@ def prompt_context(
         identity=files.identity,
         soul=files.soul,
         missions=files.missions,
+        rules=files.rules,
         user_profile=files.user,
         first_run=FIRST_RUN if files.first_run else "",
         untrusted_input=untrusted_input or any(not t.trusted_output for t in agent.tools.values()),

@@ -51,6 +51,7 @@ class PromptContext:
     identity: str = ""  # IDENTITY.md
     soul: str = ""  # SOUL.md
     missions: tuple[str, ...] = ()  # global MISSION.md, then the agent's
+    rules: tuple[str, ...] = ()  # AGENTS.md, TOOLS.md
     user_profile: str = ""  # the user's USER.md
     first_run: str = ""  # shown only on a user's first contact
     untrusted_input: bool = False  # external tools, context files or context inputs
@@ -85,7 +86,7 @@ class Section:
 
 
 def identity(ctx: PromptContext) -> str | None:
-    parts = [ctx.instructions, ctx.identity, ctx.soul, *ctx.missions]
+    parts = [ctx.instructions, ctx.identity, ctx.soul, *ctx.rules, *ctx.missions]
     return "\n\n".join(p.strip() for p in parts if p.strip()) or None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, InstanceOf
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator
 
 from thinkloop.core.model import Model
 from thinkloop.core.tool import Tool, as_tool
@@ -26,6 +26,11 @@ MINIMAL_INSTRUCTIONS = (
 CHILD_MAX_STEPS = 8
 CHILD_TIMEOUT_S = 300.0
 APPROVE_MODES = ("ask", "auto", "deny", "pause")
+
+# The bootstrap files an agent's definition may hold (managed mode: kept in the store, edited
+# through the gateway), over the files on disk; context/bootstrap.py reads them.
+BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md", "MISSION.md")
+BOOTSTRAP_FILE_MAX = 64_000
 
 ToolChoice = str | Sequence[str | InstanceOf[Tool] | Callable[..., Any]]
 
@@ -68,6 +73,9 @@ class AgentSpec(BaseModel):
     type: Literal["predefined", "open"] = "predefined"
     # Agents this one may hand a conversation to (``handoff``): named in its TEAM section.
     team: list[str] = Field(default_factory=list, max_length=50)
+    # Bootstrap files by name (BOOTSTRAP_FILES) over those on disk: the gateway fills it from
+    # the store, so an edit changes the fingerprint and the next run's prompt.
+    files: dict[str, str] = Field(default_factory=dict)
     # The tools work in this directory itself, whoever the user is (``--workspace``).
     workspace: Path | None = None
 
@@ -78,6 +86,17 @@ class AgentSpec(BaseModel):
         if description is not None:
             data["description"] = description
         super().__init__(**data)
+
+    @field_validator("files")
+    @classmethod
+    def _known_files(cls, files: dict[str, str]) -> dict[str, str]:
+        for name, text in files.items():
+            if name not in BOOTSTRAP_FILES:
+                raise ValueError(f"unknown bootstrap file {name!r}; one of "
+                                 f"{', '.join(BOOTSTRAP_FILES)}")
+            if len(text) > BOOTSTRAP_FILE_MAX:
+                raise ValueError(f"{name} is longer than {BOOTSTRAP_FILE_MAX} characters")
+        return files
 
     def tool_names(self) -> str:
         """The built-in tools by name, as ``--tools`` takes them."""

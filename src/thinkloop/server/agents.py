@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from thinkloop.agent import Agent
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.core.channel import Channel
-from thinkloop.core.errors import ConfigError, UnknownAgentError
+from thinkloop.core.errors import ConfigError, NotFoundError, UnknownAgentError
+from thinkloop.core.spec import BOOTSTRAP_FILES
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
@@ -71,7 +72,24 @@ class Definitions:
         return found or {DEFAULT_AGENT: AgentSpec()}
 
     async def get(self, name: str) -> AgentSpec | None:
-        return (await self.all()).get(name)
+        """The definition with the agent's bootstrap files from the store (managed mode) in
+        ``files``: an edit changes its fingerprint, so the router builds it again."""
+        spec = (await self.all()).get(name)
+        if spec is None:
+            return None
+        stored = await self.store.agent_files(name)
+        return spec.model_copy(update={"files": {**spec.files, **stored}}) if stored else spec
+
+
+def file_view(home: Path, name: str, spec: AgentSpec, file: str) -> dict[str, Any]:
+    """One bootstrap file of an agent as the gateway shows it: its text and where it comes
+    from (``store``, ``disk`` under THINKLOOP_HOME, the built-in ``template``, or ``none``)."""
+    from thinkloop.context.bootstrap import Bootstrap
+
+    if file not in BOOTSTRAP_FILES:
+        raise NotFoundError(f"no bootstrap file {file!r}; one of {', '.join(BOOTSTRAP_FILES)}")
+    text, source = Bootstrap(home, files=spec.files).agent_text(name, file)
+    return {"agent": name, "name": file, "content": text, "source": source}
 
 
 def _json(text: str) -> Any:

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from thinkloop.core.errors import NotFoundError
-from thinkloop.server.agents import DEFAULT_AGENT, parse_definition
+from thinkloop.core.spec import BOOTSTRAP_FILE_MAX, BOOTSTRAP_FILES
+from thinkloop.server.agents import DEFAULT_AGENT, file_view, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
 from thinkloop.server.gateway import Gateway
@@ -147,3 +148,50 @@ async def delete_agent(name: str, _: Admin, gw: GW) -> dict[str, Any]:
         raise NotFoundError(f"no agent {name!r} in the store")
     gw.router.invalidate(name)
     return {"name": name, "deleted": True}
+
+
+class FileBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(max_length=BOOTSTRAP_FILE_MAX)
+
+
+async def _spec(gw: Gateway, name: str) -> Any:
+    spec = await gw.router.definitions.get(name)
+    if spec is None:
+        raise NotFoundError(f"no agent named {name!r}")
+    return spec
+
+
+@router.get("/agents/{name}/files")
+async def list_agent_files(name: str, _: Caller, gw: GW) -> dict[str, Any]:
+    spec = await _spec(gw, name)
+    views = [file_view(gw.settings.home, name, spec, f) for f in BOOTSTRAP_FILES]
+    return {"agent": name, "type": spec.type,
+            "files": [{"name": v["name"], "source": v["source"], "chars": len(v["content"])}
+                      for v in views]}
+
+
+@router.get("/agents/{name}/files/{file}")
+async def get_agent_file(name: str, file: str, _: Caller, gw: GW) -> dict[str, Any]:
+    return file_view(gw.settings.home, name, await _spec(gw, name), file)
+
+
+@router.put("/agents/{name}/files/{file}")
+async def put_agent_file(name: str, file: str, body: FileBody, _: Admin,
+                         gw: GW) -> dict[str, Any]:
+    """Keep the file in the store: the agent's next run reads it (its cached build is
+    dropped now)."""
+    file_view(gw.settings.home, name, await _spec(gw, name), file)  # a known file name
+    await gw.store.put_agent_file(name, file, body.content)
+    gw.router.invalidate(name)
+    return file_view(gw.settings.home, name, await _spec(gw, name), file)
+
+
+@router.delete("/agents/{name}/files/{file}")
+async def delete_agent_file(name: str, file: str, _: Admin, gw: GW) -> dict[str, Any]:
+    """Back to the file on disk (or the template)."""
+    if not await gw.store.delete_agent_file(name, file):
+        raise NotFoundError(f"agent {name!r} keeps no {file} in the store")
+    gw.router.invalidate(name)
+    return file_view(gw.settings.home, name, await _spec(gw, name), file)

@@ -32,6 +32,17 @@ class AgentDefinition:
     updated_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class SessionHandoff:
+    """The agent that answers a session's next turns, and which agent handed it over."""
+
+    session_id: str
+    agent: str
+    from_agent: str
+    reason: str
+    updated_at: float
+
+
 @runtime_checkable
 class GatewayStore(Protocol):
     async def add_api_key(self, key_id: str, key_hash: str, user_id: str,
@@ -52,6 +63,17 @@ class GatewayStore(Protocol):
     async def agent_definitions(self) -> list[AgentDefinition]: ...
 
     async def delete_agent(self, name: str) -> bool: ...
+
+    async def put_agent_file(self, agent: str, name: str, content: str) -> None: ...
+
+    async def agent_files(self, agent: str) -> dict[str, str]: ...
+
+    async def delete_agent_file(self, agent: str, name: str) -> bool: ...
+
+    async def set_handoff(self, session_id: str, agent: str, from_agent: str,
+                          reason: str) -> None: ...
+
+    async def handoff(self, session_id: str) -> SessionHandoff | None: ...
 
 
 _KEY_COLS = "id, user_id, roles, created_at, revoked_at"
@@ -112,3 +134,39 @@ class GatewayTables(SQLBase):
         rows = await self._fetch(
             "DELETE FROM agent_definitions WHERE name = {} RETURNING name", name)
         return bool(rows)
+
+    # --- managed mode: bootstrap files and session handoffs ---------------------------------
+
+    async def put_agent_file(self, agent: str, name: str, content: str) -> None:
+        await self._fetch(
+            "INSERT INTO agent_files (agent, name, content, updated_at) VALUES ({}, {}, {}, {}) "
+            "ON CONFLICT (agent, name) DO UPDATE SET content = excluded.content, "
+            "updated_at = excluded.updated_at", agent, name, content, time.time())
+
+    async def agent_files(self, agent: str) -> dict[str, str]:
+        rows = await self._fetch(
+            "SELECT name, content FROM agent_files WHERE agent = {} ORDER BY name", agent)
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    async def delete_agent_file(self, agent: str, name: str) -> bool:
+        rows = await self._fetch(
+            "DELETE FROM agent_files WHERE agent = {} AND name = {} RETURNING name", agent, name)
+        return bool(rows)
+
+    async def set_handoff(self, session_id: str, agent: str, from_agent: str,
+                          reason: str) -> None:
+        await self._fetch(
+            "INSERT INTO session_handoffs (session_id, agent, from_agent, reason, updated_at) "
+            "VALUES ({}, {}, {}, {}, {}) ON CONFLICT (session_id) DO UPDATE SET "
+            "agent = excluded.agent, from_agent = excluded.from_agent, "
+            "reason = excluded.reason, updated_at = excluded.updated_at",
+            session_id, agent, from_agent, reason, time.time())
+
+    async def handoff(self, session_id: str) -> SessionHandoff | None:
+        rows = await self._fetch(
+            "SELECT session_id, agent, from_agent, reason, updated_at FROM session_handoffs "
+            "WHERE session_id = {}", session_id)
+        if not rows:
+            return None
+        r = rows[0]
+        return SessionHandoff(str(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4]))

@@ -118,6 +118,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "updated_at {real} NOT NULL)",
         ),
     ),
+    (
+        7,
+        (
+            # Managed mode: an agent's bootstrap files (SOUL.md, ...) kept in the store over
+            # those on disk, and the agent a session was handed off to.
+            "CREATE TABLE agent_files (agent TEXT NOT NULL, name TEXT NOT NULL, "
+            "content TEXT NOT NULL, updated_at {real} NOT NULL, PRIMARY KEY (agent, name))",
+            "CREATE TABLE session_handoffs (session_id TEXT PRIMARY KEY, agent TEXT NOT NULL, "
+            "from_agent TEXT NOT NULL, reason TEXT NOT NULL, updated_at {real} NOT NULL)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
