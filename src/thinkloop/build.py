@@ -100,7 +100,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         builder.add("tool_guidance", lambda ctx: text, after="tooling")
     return Agent(
         p.model or _models(spec, model_spec),
-        tools=[*tools, *own_tools(spec), *p.extra_tools],
+        tools=[*tools, *own_tools(spec), *_team_tools(spec, p), *p.extra_tools],
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
         max_steps=settings.max_steps,
@@ -137,9 +137,23 @@ def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptB
     from thinkloop.context.bootstrap import Bootstrap
     from thinkloop.context.prompt import PromptBuilder, PromptOptions
 
+    from thinkloop.context.sections import Delegate
+
     spec = spec or AgentSpec()
     boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open")
-    return PromptBuilder(options=PromptOptions(bootstrap=boot))
+    team = tuple(Delegate(m.name, m.description) for m in spec.team_members())
+    return PromptBuilder(options=PromptOptions(bootstrap=boot, team=team))
+
+
+def _team_tools(spec: AgentSpec, p: Plugs) -> list[Tool]:
+    """``handoff`` for an agent with a team, when its store keeps session handoffs."""
+    record = getattr(p.store, "set_handoff", None)
+    if not spec.team or record is None:
+        return []
+    from thinkloop.tools.handoff import handoff_tool
+
+    return [handoff_tool(spec.name or "thinkloop", [m.name for m in spec.team_members()],
+                         record)]
 
 
 def _guards(spec: AgentSpec, settings: Settings, p: Plugs, tools: Sequence[Tool]) -> Any:

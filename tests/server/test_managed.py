@@ -177,3 +177,80 @@ def test_bootstrap_files_are_edited_through_the_gateway_and_the_next_run_reads_t
     prompt = system_prompt(second)
     assert "Be genuinely helpful" in prompt and "Sneaked" not in prompt
     assert "Quote the invoice number" in prompt
+
+
+def test_an_open_agent_keeps_every_bootstrap_file_per_user(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    _, second, home = servers
+    second.clear()
+    ana, bob, carol = (managed.gateway.key(u) for u in ("ana", "bob", "carol"))
+    admin = managed.gateway.key("root", "admin")
+    run(managed, ana, "open-pal", "hi")
+    mine = home / "agents" / "open-pal" / "users" / "ana"
+    assert sorted(p.name for p in mine.iterdir()) == ["IDENTITY.md", "SOUL.md", "USER.md"]
+    # Ana's agent is hers alone: her copy changes, nobody else's does.
+    (mine / "SOUL.md").write_text("Call this user Captain.")
+    run(managed, ana, "open-pal", "hi again")
+    assert "Call this user Captain." in system_prompt(second)
+    run(managed, bob, "open-pal", "hi")
+    prompt = system_prompt(second)
+    assert "Captain" not in prompt and "Be genuinely helpful" in prompt
+    # The agent's own file (edited in the store) seeds users who come later.
+    with managed.client(admin) as c:
+        assert c.put("/v1/agents/open-pal/files/SOUL.md",
+                     json={"content": "Speak in haiku."}).status_code == 200
+    run(managed, carol, "open-pal", "hi")
+    assert "Speak in haiku." in system_prompt(second)
+    assert (home / "agents" / "open-pal" / "users" / "carol" / "SOUL.md").read_text() == (
+        "Speak in haiku.")
+    run(managed, ana, "open-pal", "and me?")
+    assert "Captain" in system_prompt(second) and "haiku" not in system_prompt(second)
+    # A predefined agent keeps only USER.md per user.
+    run(managed, ana, "billing", "hi")
+    assert [p.name for p in (home / "agents" / "billing" / "users" / "ana").iterdir()] == [
+        "USER.md"]
+
+
+def test_a_team_lead_hands_the_session_to_a_teammate_who_answers_the_next_turn(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    _, second, _ = servers
+    second.clear()
+    second.enqueue(
+        Reply(body=completion(tool_calls=[("handoff", {"to": "billing",
+                                                       "reason": "an invoice question"})])),
+        Reply(body=completion("Billing takes over from here.")),
+        Reply(body=completion("Invoice 42 was paid on Monday.")),
+    )
+    ana = managed.gateway.key("ana")
+    view, events = run(managed, ana, "front", "Was my invoice 42 paid?", session="desk")
+    lead_prompt = str(second.requests[0]["messages"][0]["content"])
+    assert "## Team" in lead_prompt
+    assert "- billing: Invoices, refunds and payments" in lead_prompt
+    assert "handoff" in [t["function"]["name"] for t in second.requests[0]["tools"]]
+    moved = [e["payload"] for e in events if e["type"] == "handoff"]
+    assert moved == [{"direction": "transfer", "agent": "billing", "child_run_id": "",
+                      "from_agent": "front", "reason": "an invoice question"}]
+    assert view["text"] == "Billing takes over from here."
+
+    # The client keeps talking to the front desk; the session's next turn is billing's.
+    view, _ = run(managed, ana, "front", "So, was it?", session="desk")
+    assert view["agent"] == "billing" and view["text"] == "Invoice 42 was paid on Monday."
+    request = second.requests[-1]
+    assert "agent=billing" in str(request["messages"][0]["content"])
+    said = [str(m.get("content")) for m in request["messages"]]
+    assert "Was my invoice 42 paid?" in said and "So, was it?" in said
+    # Billing has no team: no handoff tool, no TEAM section.
+    assert "## Team" not in str(request["messages"][0]["content"])
+    # Another user's session of the same name is untouched.
+    view, _ = run(managed, managed.gateway.key("bob"), "front", "hi", session="desk")
+    assert view["agent"] == "front"
+
+
+def test_a_team_naming_an_unknown_agent_is_one_clear_error(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    with managed.client(managed.gateway.key("root", "admin")) as c:
+        assert c.put("/v1/agents/lonely", json={"model": "compat:fake", "tools": "none",
+                                                "team": ["ghost"]}).status_code == 200
+        r = c.post("/v1/runs", json={"agent": "lonely", "task": "hi"})
+        assert r.status_code == 400
+        assert "'ghost', which is not another agent" in r.json()["error"]["message"]

@@ -87,6 +87,7 @@ class PromptOptions:
     context_files: tuple[ContextFile, ...] = ()
     skills: tuple[Skill, ...] = ()
     delegates: tuple[Delegate, ...] = ()
+    team: tuple[Delegate, ...] = ()
     silent_replies: bool = False
     heartbeat: str = ""
     subagents: bool = False
@@ -222,6 +223,7 @@ def prompt_context(
         heartbeat=opts.heartbeat,
         subagents=opts.subagents,
         delegates=opts.delegates,
+        team=opts.team,
         session_id=session_id,
         model=agent.model.name,
         extra=opts.extra,

@@ -69,6 +69,7 @@ class PromptContext:
     heartbeat: str = ""
     subagents: bool = False
     delegates: tuple[Delegate, ...] = ()
+    team: tuple[Delegate, ...] = ()  # agents this one may hand the conversation to
     session_id: str | None = None
     model: str = ""
     # Free-form values for sections users add themselves.
@@ -253,6 +254,23 @@ def delegation(ctx: PromptContext) -> str | None:
     return "\n".join(lines)
 
 
+HANDOFF_TOOL = "handoff"
+
+
+def team(ctx: PromptContext) -> str | None:
+    """GoClaw's TEAM section: the agents this one leads, and how the conversation moves."""
+    if not ctx.team:
+        return None
+    lines = ["## Team", "You lead a team. Your teammates:"]
+    lines += [f"- {m.name}: {m.description or 'no description'}" for m in ctx.team]
+    if _has_tool(ctx, HANDOFF_TOOL):
+        lines.append(f"When the person's request belongs with a teammate, call {HANDOFF_TOOL} "
+                     "with that teammate and the reason, then tell the person in one sentence "
+                     "who takes over: their next message is answered by that teammate, who "
+                     "sees this conversation.")
+    return "\n".join(lines)
+
+
 def runtime(ctx: PromptContext) -> str | None:
     fields = [f"agent={ctx.agent_id}"]
     if ctx.session_id:
@@ -281,5 +299,6 @@ DEFAULT_SECTIONS: tuple[Section, ...] = (
     Section("heartbeats", heartbeats, FULL),
     Section("subagent_spawning", subagent_spawning, FULL),
     Section("delegation", delegation, FULL),
+    Section("team", team, FULL),
     Section("runtime", runtime),
 )

@@ -162,7 +162,9 @@ class ToolReturned(_Envelope):
 
 @dataclass(frozen=True, slots=True)
 class Handoff(_Envelope):
-    """A sub-agent run starting (``to_child``) or ending (``to_parent``): tools/subagents.py."""
+    """A sub-agent run starting (``to_child``) or ending (``to_parent``): tools/subagents.py;
+    or the conversation moving to another agent (``transfer``, from ``from_agent`` to
+    ``agent`` for ``reason``): tools/handoff.py."""
 
     type: ClassVar[str] = "handoff"
     direction: str
@@ -171,6 +173,8 @@ class Handoff(_Envelope):
     task: str | None = None
     status: str | None = None
     duration_s: float | None = None
+    from_agent: str | None = None
+    reason: str | None = None
 
 
 # --- hooks and guards (hooks/, guard/) ----------------------------------------------------

@@ -32,6 +32,18 @@ APPROVE_MODES = ("ask", "auto", "deny", "pause")
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md", "MISSION.md")
 BOOTSTRAP_FILE_MAX = 64_000
 
+
+
+class TeamMember(BaseModel):
+    """An agent another may hand a conversation to; a bare name in a definition gets its
+    description from that agent's own definition (the gateway fills it in)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64)
+    description: str = Field("", max_length=500)
+
+
 ToolChoice = str | Sequence[str | InstanceOf[Tool] | Callable[..., Any]]
 
 
@@ -72,7 +84,7 @@ class AgentSpec(BaseModel):
     # "open" (every bootstrap file per user, seeded from the agent's on first contact).
     type: Literal["predefined", "open"] = "predefined"
     # Agents this one may hand a conversation to (``handoff``): named in its TEAM section.
-    team: list[str] = Field(default_factory=list, max_length=50)
+    team: list[str | TeamMember] = Field(default_factory=list, max_length=50)
     # Bootstrap files by name (BOOTSTRAP_FILES) over those on disk: the gateway fills it from
     # the store, so an edit changes the fingerprint and the next run's prompt.
     files: dict[str, str] = Field(default_factory=dict)
@@ -97,6 +109,9 @@ class AgentSpec(BaseModel):
             if len(text) > BOOTSTRAP_FILE_MAX:
                 raise ValueError(f"{name} is longer than {BOOTSTRAP_FILE_MAX} characters")
         return files
+
+    def team_members(self) -> list[TeamMember]:
+        return [m if isinstance(m, TeamMember) else TeamMember(name=m) for m in self.team]
 
     def tool_names(self) -> str:
         """The built-in tools by name, as ``--tools`` takes them."""

@@ -19,7 +19,7 @@ from thinkloop.agent import Agent
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.core.channel import Channel
 from thinkloop.core.errors import ConfigError, NotFoundError, UnknownAgentError
-from thinkloop.core.spec import BOOTSTRAP_FILES
+from thinkloop.core.spec import BOOTSTRAP_FILES, TeamMember
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
@@ -74,11 +74,27 @@ class Definitions:
     async def get(self, name: str) -> AgentSpec | None:
         """The definition with the agent's bootstrap files from the store (managed mode) in
         ``files``: an edit changes its fingerprint, so the router builds it again."""
-        spec = (await self.all()).get(name)
+        every = await self.all()
+        spec = every.get(name)
         if spec is None:
             return None
         stored = await self.store.agent_files(name)
-        return spec.model_copy(update={"files": {**spec.files, **stored}}) if stored else spec
+        if stored:
+            spec = spec.model_copy(update={"files": {**spec.files, **stored}})
+        return _with_team(name, spec, every) if spec.team else spec
+
+
+def _with_team(name: str, spec: AgentSpec, every: dict[str, AgentSpec]) -> AgentSpec:
+    """The team's members named in full: a bare name gets its definition's description."""
+    members = []
+    for m in spec.team_members():
+        other = every.get(m.name)
+        if other is None or m.name == name:
+            raise ConfigError(f"agent {name!r}: its team names {m.name!r}, which is not "
+                              f"another agent; agents: {', '.join(sorted(every))}")
+        members.append(m if m.description else TeamMember(name=m.name,
+                                                          description=other.description))
+    return spec.model_copy(update={"team": members})
 
 
 def file_view(home: Path, name: str, spec: AgentSpec, file: str) -> dict[str, Any]:

@@ -78,7 +78,12 @@ class Gateway:
                      remember: bool = True) -> Followed:
         """Start ``task`` on ``agent_name`` for ``who``, on a worker when the gateway has a
         fleet (the run waits in the queue, ``queued``), else here; returns at once.
-        With ``remember`` False the run has no user: it neither reads nor writes memory."""
+        With ``remember`` False the run has no user: it neither reads nor writes memory.
+        A session handed off to another agent (the ``handoff`` tool) is answered by it."""
+        if session is not None:
+            _check_session(session)
+            moved = await self.store.handoff(session_key(who.user, session))
+            agent_name = moved.agent if moved is not None else agent_name
         if self.fleet is None:
             return await self.start_run(who, agent_name, task, session, stream, remember)
         _check_session(session)
