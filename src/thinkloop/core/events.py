@@ -279,6 +279,13 @@ class Nudge(_Envelope):
     kind: str
     remaining: int | None = None
     silent_steps: int | None = None
+    # follow_up (guard/rounds.py): how firm, after how many rounds of tool calls
+    level: int | None = None
+    rounds: int | None = None
+    # quartermaster: the tool that usually follows ``after``, and how often it did
+    after: str | None = None
+    next: str | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

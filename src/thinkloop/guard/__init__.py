@@ -44,6 +44,7 @@ from thinkloop.guard.policy import (
 )
 from thinkloop.guard.provenance import ProvenanceGate, ProvenanceSettings, TargetRule
 from thinkloop.guard.review import ReviewSettings, TerminationReview
+from thinkloop.guard.rounds import RoundFollowUps
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.guard.semantic import SemanticDetector
 from thinkloop.guard.settings import GuardSettings
@@ -72,6 +73,7 @@ def default_guards(
         (s.plan.enabled, lambda: PreTaskPlan(s.plan)),
         (s.limits.any, lambda: UsageGuard(s.limits)),
         (s.nudges.urgency or s.nudges.channel_tools != (), lambda: Nudges(s.nudges, s.steps)),
+        (s.nudges.escalate_from > 0 or s.nudges.hints, lambda: RoundFollowUps(s.nudges)),
         # Before the gate: a duplicate or a loop is answered without asking a human.
         (s.loops.dedup or s.loops.detect_loops, lambda: LoopGuard(s.loops)),
         # A message past the limit asks nobody.

@@ -34,6 +34,12 @@ class NudgeSettings:
     urgency_at: int = 2
     channel_tools: tuple[str, ...] | None = None  # None: detected (guard/messages.py)
     transparency_after: int = 5
+    # After each round of tool calls (guard/rounds.py): the escalating follow-up from this
+    # round on (0: off), and the quartermaster's next-tool hint when this sure, this often.
+    escalate_from: int = 3
+    hints: bool = True
+    hint_confidence: float = 0.6
+    hint_min_runs: int = 3
 
 
 class Nudges:

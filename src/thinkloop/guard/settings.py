@@ -49,6 +49,7 @@ class GuardSettings:
             s, input=replace(s.input, mode="off", wrap_external=False, scan_external=False),
             loops=LoopSettings(dedup=False, detect_loops=False),
             steps=replace(s.steps, enabled=False), review=replace(s.review, enabled=False),
-            nudges=replace(s.nudges, urgency=False, channel_tools=()),
+            nudges=replace(s.nudges, urgency=False, channel_tools=(), escalate_from=0,
+                           hints=False),
             drift=DriftSettings(enabled=False), messages=replace(s.messages, max_per_run=0),
             provenance=ProvenanceSettings(enabled=False))

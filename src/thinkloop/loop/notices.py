@@ -34,14 +34,14 @@ _FIELD = re.compile(r"\{[^{}]*\}")
 def _runs() -> frozenset[tuple[str, ...]]:
     """Every run of ``_RUN`` words in the fixed stretches (no ``{fields}``) of the engine's
     templates."""
-    from thinkloop.guard import loops, nudges
+    from thinkloop.guard import loops, nudges, rounds
     from thinkloop.loop import phases
     from thinkloop.models import decision
 
     templates = [CAP_NOTICE, ECHO_NOTICE, NOT_AN_ANSWER_NOTICE, phases.MALFORMED_NOTICE,
                  phases.OUTPUT_NOTICE,
                  loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE,
-                 nudges.URGENCY, nudges.TRANSPARENCY,
+                 nudges.URGENCY, nudges.TRANSPARENCY, *rounds.FOLLOW_UPS, rounds.HINT,
                  # What a small model is told after a tool result (models/decision.py).
                  decision.AFTER_RESULT, decision.AFTER_LONG_RESULT, decision.AFTER_ERROR,
                  decision.ANSWER_ONLY, decision.CALCULATOR_HINT]

@@ -1,0 +1,102 @@
+"""After each round of tool calls (CortexPrism): a follow-up instruction that grows firmer
+round by round, and the quartermaster's hint naming the tool that usually comes next.
+
+The model is re-prompted with its tool results every round; CortexPrism's follow-up
+instructions "escalate per round to prevent infinite tool loops". From round
+``escalate_from`` (3) on, each request carries one line of three levels: check the results
+(from round 3), at most one more call (half the step limit used), answer now (three quarters).
+The urgency nudge (guard/nudges.py) takes over when two steps or fewer remain.
+
+The quartermaster learns from this agent's finished runs which tool follows which: when the
+last round ended with tool T and one tool N followed T in at least ``hint_min_runs`` (3)
+runs and in ``hint_confidence`` (60%) of the runs where anything followed T, the request
+carries a hint naming N. Both are words for one request, never history (``nudge`` events).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from thinkloop.core.events import Nudge
+from thinkloop.core.types import Message
+from thinkloop.guard.nudges import NudgeSettings
+from thinkloop.hooks import Hook, OutputContext, ReasonContext
+
+FOLLOW_UPS = (
+    "[Round {n}] Check the tool results above against the task. Call another tool only if "
+    "the answer still needs it.",
+    "[Round {n}] You have called tools in {n} rounds. Stop exploring: make at most one more "
+    "essential call, then answer.",
+    "[Round {n}] That is too many tool rounds. Do not call tools again unless the task cannot "
+    "be finished without one: give your answer now.",
+)
+HINT = ("[Quartermaster] After {last}, runs of this agent called {next} next in {pct}% of "
+        "{runs} runs. Consider {next} if it fits this task.")
+MAX_TOOLS = 500  # tools the table follows (a bound, whatever the tools' names)
+
+
+class RoundFollowUps:
+    def __init__(self, settings: NudgeSettings | None = None) -> None:
+        self.settings = settings or NudgeSettings()
+        # previous tool -> next tool -> runs in which next followed previous
+        self.follows: defaultdict[str, Counter[str]] = defaultdict(Counter)
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("pre_reason", self.follow_up, name="guard.rounds"),
+                Hook("post_output", self.learn, name="guard.rounds.learn")]
+
+    def level(self, rounds: int, limit: int) -> int:
+        """0 (nothing to say) to 3, by the rounds of tool calls so far and the step limit."""
+        start = self.settings.escalate_from
+        if start <= 0 or rounds < start:
+            return 0
+        if 4 * rounds >= 3 * limit:
+            return 3
+        return 2 if 2 * rounds >= limit else 1
+
+    def hint(self, last: str) -> tuple[str, int, int] | None:
+        """(next tool, runs it followed ``last``, runs anything did) when confident."""
+        after = self.follows.get(last)
+        if not after:
+            return None
+        runs = sum(after.values())
+        nxt, count = after.most_common(1)[0]
+        s = self.settings
+        if count >= s.hint_min_runs and count >= s.hint_confidence * runs:
+            return nxt, count, runs
+        return None
+
+    def follow_up(self, ctx: ReasonContext) -> None:
+        steps = ctx.state.steps
+        if not ctx.tools or not steps or not steps[-1].tool_calls:
+            return  # not a re-prompt after tool results (or the tool-less final call)
+        limit = ctx.state.max_steps or ctx.cfg.limits.max_steps
+        if limit - ctx.state.step <= self.settings.urgency_at and self.settings.urgency:
+            return  # the urgency nudge speaks now
+        extra: list[Message] = []
+        rounds = sum(1 for s in steps if s.tool_calls)
+        level = self.level(rounds, limit)
+        if level:
+            extra.append(Message.user(FOLLOW_UPS[level - 1].format(n=rounds)))
+            ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
+        last = steps[-1].tool_calls[-1].name
+        found = self.hint(last) if self.settings.hints else None
+        offered = {t.name for t in ctx.tools}
+        if found is not None and found[0] in offered:
+            nxt, count, runs = found
+            pct = round(100 * count / runs)
+            extra.append(Message.user(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
+            ctx.emit(Nudge, kind="quartermaster", after=last, next=nxt,
+                     confidence=round(count / runs, 3))
+        if extra:
+            # A new list: the history in state.messages stays exactly as it was.
+            ctx.messages = [*ctx.messages, *extra]
+
+    def learn(self, ctx: OutputContext) -> None:
+        """Count, once per finished run, each pair of tools called one after the other."""
+        if ctx.status not in (None, "completed"):
+            return
+        names = [c.name for s in ctx.state.steps for c in s.tool_calls]
+        for prev, nxt in set(zip(names, names[1:], strict=False)):
+            if prev in self.follows or len(self.follows) < MAX_TOOLS:
+                self.follows[prev][nxt] += 1
