@@ -23,7 +23,8 @@ def test_the_default_guards_are_guards_in_the_order_their_hooks_run() -> None:
     guards = default_guards(GuardSettings())
     assert all(isinstance(g, Guard) for g in guards)
     assert [type(g).__name__ for g in guards] == [
-        "InputGuard", "StepBudget", "GoalDrift", "Nudges", "LoopGuard", "MessageLimit",
+        "InputGuard", "StepBudget", "GoalDrift", "RoundFollowUps", "Nudges", "LoopGuard",
+        "MessageLimit",
         "ProvenanceGate", "ToolGate", "TerminationReview"]
     assert [h.name for g in guards for h in g.hooks()] == [
         h.name for h in default_hooks(GuardSettings())]

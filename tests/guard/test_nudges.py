@@ -22,6 +22,8 @@ def send_message(text: str) -> str:
 
 
 def nudges(**kw: object) -> GuardSettings:
+    # Only these nudges: the per-round follow-ups have tests of their own (test_tool_rounds).
+    kw = {"escalate_from": 0, "hints": False, **kw}
     return replace(GuardSettings.off(), nudges=NudgeSettings(**kw))  # type: ignore[arg-type]
 
 

@@ -28,7 +28,8 @@ def test_default_hooks_follow_the_seeds() -> None:
     names = [h.name for h in default_hooks(GuardSettings())]
     assert names == [
         "guard.input", "guard.external", "guard.steps", "guard.steps.extend",
-        "guard.steps.cleanup", "guard.drift", "guard.nudges",
+        "guard.steps.cleanup", "guard.drift", "guard.rounds", "guard.rounds.learn",
+        "guard.nudges",
         "guard.loops",
         "guard.loops.cleanup", "guard.messages", "guard.messages.cleanup",
         "guard.provenance", "guard.provenance.observe", "guard.provenance.cleanup",

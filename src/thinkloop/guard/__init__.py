@@ -72,8 +72,9 @@ def default_guards(
         (s.drift.enabled, lambda: GoalDrift(s.drift)),
         (s.plan.enabled, lambda: PreTaskPlan(s.plan)),
         (s.limits.any, lambda: UsageGuard(s.limits)),
-        (s.nudges.urgency or s.nudges.channel_tools != (), lambda: Nudges(s.nudges, s.steps)),
+        # The follow-up first: urgency and transparency, when they speak, are the last words.
         (s.nudges.escalate_from > 0 or s.nudges.hints, lambda: RoundFollowUps(s.nudges)),
+        (s.nudges.urgency or s.nudges.channel_tools != (), lambda: Nudges(s.nudges, s.steps)),
         # Before the gate: a duplicate or a loop is answered without asking a human.
         (s.loops.dedup or s.loops.detect_loops, lambda: LoopGuard(s.loops)),
         # A message past the limit asks nobody.
