@@ -95,6 +95,7 @@ def full_agent(root: Path) -> Agent:
         context_files=(ContextFile("AGENTS.md", "Prefer morning slots.\n</context_file>"),),
         skills=(Skill("book_table", "Book a restaurant table.", "1. search\n2. call"),),
         delegates=(Delegate("travel", "plans trips"), Delegate("finance", "pays bills")),
+        team=(Delegate("billing", "invoices and refunds"),),
         silent_replies=True,
         heartbeat="every 30 minutes",
         subagents=True,

@@ -77,7 +77,7 @@ class RoundFollowUps:
         rounds = sum(1 for s in steps if s.tool_calls)
         level = self.level(rounds, limit)
         if level:
-            extra.append(Message.user(FOLLOW_UPS[level - 1].format(n=rounds)))
+            extra.append(Message.notice(FOLLOW_UPS[level - 1].format(n=rounds)))
             ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
         last = steps[-1].tool_calls[-1].name
         found = self.hint(last) if self.settings.hints else None
@@ -85,7 +85,7 @@ class RoundFollowUps:
         if found is not None and found[0] in offered:
             nxt, count, runs = found
             pct = round(100 * count / runs)
-            extra.append(Message.user(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
+            extra.append(Message.notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
             ctx.emit(Nudge, kind="quartermaster", after=last, next=nxt,
                      confidence=round(count / runs, 3))
         if extra:
