@@ -136,7 +136,6 @@ def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptB
     spec's own (the store's, in managed mode) over them; an open agent's per user."""
     from thinkloop.context.bootstrap import Bootstrap
     from thinkloop.context.prompt import PromptBuilder, PromptOptions
-
     from thinkloop.context.sections import Delegate
 
     spec = spec or AgentSpec()

@@ -16,6 +16,7 @@ carries a hint naming N. Both are words for one request, never history (``nudge`
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from itertools import pairwise
 
 from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
@@ -97,6 +98,6 @@ class RoundFollowUps:
         if ctx.status not in (None, "completed"):
             return
         names = [c.name for s in ctx.state.steps for c in s.tool_calls]
-        for prev, nxt in set(zip(names, names[1:], strict=False)):
+        for prev, nxt in set(pairwise(names)):
             if prev in self.follows or len(self.follows) < MAX_TOOLS:
                 self.follows[prev][nxt] += 1

@@ -19,8 +19,8 @@ from thinkloop.agent import Agent
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.core.channel import Channel
 from thinkloop.core.errors import ConfigError, NotFoundError, UnknownAgentError
-from thinkloop.core.spec import BOOTSTRAP_FILES, TeamMember
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
+from thinkloop.core.spec import BOOTSTRAP_FILES, TeamMember
 from thinkloop.guard.approval import Approver
 from thinkloop.runs import RunRegistry
 from thinkloop.store.base import Store
