@@ -137,3 +137,36 @@ async def test_ask_human_is_answered_by_a_signed_post(
         await post(client, url, {"chat": "shop", "sender": "cy", "text": "M"})
         await until(lambda: "Ordering size M." in receiver.texts())
         assert "The user answered: M" in json.dumps(model.requests[-1])
+
+
+TEAM = """
+agents:
+  front:
+    description: Talks to customers first
+    model: openai:fake
+    tools: none
+    memory: false
+    team: [billing]
+  billing:
+    description: Invoices, refunds and payments
+    model: openai:fake
+    tools: none
+    memory: false
+"""
+
+
+async def test_a_chat_handed_to_a_teammate_is_answered_by_it_next(
+        model: OpenAIServer, home: Path, store: Any) -> None:
+    (home / "agents.yaml").write_text(TEAM)
+    async with serving(model, home, store, agent="front") as (receiver, url, client):
+        model.enqueue(said(calls=[("handoff", {"to": "billing", "reason": "a refund"})]),
+                      said("Billing takes over."), said("Your refund is on its way."))
+        await post(client, url, {"chat": "desk", "sender": "ann", "text": "refund please"})
+        await until(lambda: "Billing takes over." in receiver.texts())
+        assert "agent=front" in json.dumps(model.requests[0])
+        await post(client, url, {"chat": "desk", "sender": "ann", "text": "when?"})
+        await until(lambda: "Your refund is on its way." in receiver.texts())
+        last = json.dumps(model.requests[-1])
+        assert "agent=billing" in last and "refund please" in last
+    moved = await store.handoff("webhook:desk")
+    assert moved is not None and (moved.agent, moved.from_agent) == ("billing", "front")

@@ -89,29 +89,35 @@ class ChannelService:
         self._started: list[ChatAdapter] = []
 
     async def agent_for(self, settings: ChannelSettings, where: Address | None) -> Agent:
-        """The agent that answers a chat: the named definition with the chat's mission."""
-        spec = await self.definitions.get(settings.agent)
+        """The agent that answers a chat: the named definition with the chat's mission, or
+        the teammate the chat's session was handed to (the ``handoff`` tool)."""
+        name = settings.agent
+        handoff = getattr(self.store, "handoff", None)
+        if where is not None and handoff is not None:
+            moved = await handoff(where.key)
+            name = moved.agent if moved is not None else name
+        spec = await self.definitions.get(name)
         if spec is None:
-            raise ConfigError(f"no agent named {settings.agent!r} (channels.*.agent)")
+            raise ConfigError(f"no agent named {name!r} (channels.*.agent)")
         mission = await self.missions.of(where, settings) if where is not None else None
         if mission is not None:
             spec = spec.model_copy(update=mission.model_dump(exclude_none=True))
-        key = (settings.agent, spec.fingerprint(), settings.piper_voice,
+        key = (name, spec.fingerprint(), settings.piper_voice,
                settings.approval_timeout_s, settings.max_messages, settings.transparency_after)
         agent = self._agents.get(key)
         if agent is None:
-            agent = self._build(settings, spec)
+            agent = self._build(settings, spec, name)
             self._agents[key] = agent
         return agent
 
-    def _build(self, s: ChannelSettings, spec: AgentSpec) -> Agent:
+    def _build(self, s: ChannelSettings, spec: AgentSpec, name: str) -> Agent:
         """The one recipe (thinkloop.build): people answer through the hub, in their chat."""
         def home(run_id: str) -> Any:
             run = self.hub.runs.get(run_id)
             return (run.adapter, run.home) if run else None
 
         voice = send_voice_tool(home, s.piper_voice, self.hub.count)
-        return build_agent(spec.model_copy(update={"name": s.agent}), self.settings,
+        return build_agent(spec.model_copy(update={"name": name}), self.settings,
                            approver=self.hub, approval_timeout_s=s.approval_timeout_s,
                            channels=[self.hub], extra_tools=[voice], store=self.store,
                            registry=self.runs, max_messages=s.max_messages,
