@@ -21,7 +21,8 @@ BROWSER = ["browser_open", "browser_snapshot", "browser_click", "browser_type",
 def test_builtin_tools_registry(tmp_path: Path) -> None:
     tools = builtin_tools(ToolSettings(workspace=tmp_path / "ws"))
     names = [t.name for t in tools]
-    assert names == [*BASE, *BROWSER, "send_message", "ask_human", "calculator", "spawn_agent"]
+    assert names == [*BASE, "web_search", *BROWSER, "send_message", "ask_human", "calculator",
+                     "spawn_agent"]
     assert not (tmp_path / "ws").exists()  # nothing is created until a tool is used
     for t in tools:
         assert t.description and t.parameters["type"] == "object"

@@ -90,7 +90,9 @@ class ToolSettings(BaseModel):
     fetch_max_chars: int = 100_000
     fetch_allow_private: bool = Field(
         False, description="let web_fetch reach loopback, private and link-local addresses")
-    search_backend: str | None = Field(None, description="searxng, brave or tavily; off if unset")
+    search_backend: str | None = Field(
+        None, description="web_search's backend: ddgs (keyless; the default when unset), "
+                          "searxng, brave, tavily, or none (no web_search)")
     searxng_url: str | None = None
     brave_api_key: str | None = None
     tavily_api_key: str | None = None
