@@ -92,12 +92,9 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     # The spec's settings join the loaded ones as arguments (``agent.config.origin`` says so).
     settings = settings.with_arguments(spec.settings_args())
     model_spec = settings.model_spec()
-    tools, guidance = default_tools(spec.tool_names(), settings=settings.tools,
-                                    worker_model=model_spec, channels=list(p.channels))
+    tools = default_tools(spec.tool_names(), settings=settings.tools,
+                          worker_model=model_spec, channels=list(p.channels))
     builder = prompt_builder(settings)
-    if guidance:
-        text = "\n\n".join(guidance)
-        builder.add("tool_guidance", lambda ctx: text, after="tooling")
     return Agent(
         p.model or (spec.model if isinstance(spec.model, Model) else model_spec),
         tools=[*tools, *own_tools(spec), *p.extra_tools],

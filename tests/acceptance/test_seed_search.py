@@ -61,7 +61,7 @@ async def test_search_results_are_wrapped_as_outside_content(
     import ddgs
 
     monkeypatch.setattr(ddgs, "DDGS", _Engines)
-    tools, _ = default_tools("web_search")
+    tools = default_tools("web_search")
     llm.enqueue(calls(("web_search", {"query": "otters"})), say("Otters are fine."))
     async with Agent(tools=tools, store="memory") as agent:
         result = await agent.run("Search the web for otters")

@@ -63,15 +63,16 @@ async def test_agent_uses_file_and_shell_tools_end_to_end(tmp_path: Path) -> Non
     assert (tmp_path / "ws/carol/app/main.py").read_text() == "print(6 * 8)\n"
 
 
-def test_prompt_sections_inline_few_skills(tmp_path: Path) -> None:
+def test_tools_carry_their_guidance_skills_inline_when_few(tmp_path: Path) -> None:
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "tea.md").write_text("# Brewing tea\nUse water at 80 degrees.\n")
     box = Toolbox(ToolSettings(workspace=tmp_path / "ws", skills=skills), browser=False)
     assert "search_tools" in [t.name for t in box.tools]
     assert "run_workflow" not in [t.name for t in box.tools]
-    text = "\n\n".join(box.prompt_sections)
-    assert "call ask_human instead of guessing" in text
+    by = {t.name: t for t in box.tools}
+    assert "call ask_human instead of guessing" in by["ask_human"].guidance
+    text = by["search_tools"].guidance
     assert "call search_tools" in text
     assert "## tea\nBrewing tea\n# Brewing tea\nUse water at 80 degrees." in text
 

@@ -64,6 +64,10 @@ class Tool:
     # read, the provenance gate then asks only that the request asked for the action, not
     # that every argument came from it (ProvenanceSettings.confined).
     confined: bool = False
+    # How to use the tool well, for the system prompt: the "tool_guidance" section includes
+    # it whenever the run has the tool (ask_human's "ask instead of guessing"), whichever
+    # shell built the agent.
+    guidance: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
     @functools.cached_property
@@ -105,6 +109,7 @@ def make_tool(
     trusted_output: bool | None = None,
     requires_approval: bool = False,
     confined: bool = False,
+    guidance: str = "",
 ) -> Tool:
     """Build a :class:`Tool` from a plain or async function.
 
@@ -147,6 +152,7 @@ def make_tool(
         idempotent=idempotent,
         trusted_output=(not external) if trusted_output is None else trusted_output,
         confined=confined,
+        guidance=guidance,
     )
 
 
@@ -166,6 +172,7 @@ def tool(
     trusted_output: bool | None = None,
     requires_approval: bool = False,
     confined: bool = False,
+    guidance: str = "",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -75,5 +75,6 @@ def messaging_tools(
     return [
         send,
         # Waiting on a person is bounded by ask_timeout_s, not the generic tool timeout.
-        make_tool(ask_human, idempotent=False, timeout_s=ask_timeout_s + 5.0),
+        make_tool(ask_human, idempotent=False, timeout_s=ask_timeout_s + 5.0,
+                  guidance=ASK_HUMAN_GUIDANCE),
     ]

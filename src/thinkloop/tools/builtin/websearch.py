@@ -160,7 +160,7 @@ def web_search_tool(backend: SearchBackend, timeout_s: float = 20.0) -> Tool:
         """Search the web; returns numbered results with title, URL and snippet.
 
         Args:
-            query: what to search for
+            query: the search terms
             count: how many results (1-20)
         """
         import httpx
