@@ -293,6 +293,7 @@ class Agent:
     def _config(
         self, session: str | None, stream_model: bool, user_id: str | None,
         mode: PromptMode = "full", untrusted_input: bool = False,
+        parent_run_id: str | None = None,
     ) -> RunConfig:
         pctx = prompt_context(self, mode, user_id=user_id, session_id=session,
                               untrusted_input=untrusted_input, seed=True)
@@ -311,6 +312,8 @@ class Agent:
             hooks=self.hooks,
             config=self.config,
             spawn=spawn_child,
+            agent_id=self.name,
+            parent_run_id=parent_run_id,
         )
 
     def start(
@@ -324,11 +327,13 @@ class Agent:
         prompt_mode: PromptMode | None = None,
         events: bool = True,
         run_id: str | None = None,
+        parent_run_id: str | None = None,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
 
         ``run_id``: the id the run is known by already (a run queued for a worker); default
-        a new one.
+        a new one. ``parent_run_id``: the run this one works for (a sub-agent's); its tools
+        see it, and its record names it.
 
         ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
         tokens (the local model), ``full`` otherwise.
@@ -338,7 +343,8 @@ class Agent:
         """
         inputs = parse_context(context)
         mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
-        cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
+        cfg = self._config(session, stream_model, user_id, mode, inputs is not None,
+                           parent_run_id)
         run_id = run_id or uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)

@@ -95,13 +95,15 @@ def show_run(
     from thinkloop.core.events import LlmResponse, ToolCalled, ToolReturned
     from thinkloop.store.serialize import event_to_dict
 
-    async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
+    async def read(store: DurableStore) -> tuple[RunRecord, list[RunRecord], list[Event]]:
         rec = await _record(store, run_id)
-        return rec, await store.run_events(rec.id)
+        kids = await store.list_runs(parent=rec.id, limit=PREFIX_SCAN)
+        return rec, kids[::-1], await store.run_events(rec.id)
 
-    rec, events = with_store(db, read)
+    rec, children, events = with_store(db, read)
     if as_json:
-        doc = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
+        doc = {"run": _json(rec), "children": [_json(c) for c in children],
+               "events": [event_to_dict(e) for e in events]}
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         return
     out = console(soft_wrap=True, highlight=False)
@@ -114,6 +116,11 @@ def show_run(
     out.print(f"task: {escape(rec.task)}")
     if rec.error:
         out.print(f"[yellow]error:[/] {escape(rec.error)}")
+    if rec.parent_id:
+        out.print(f"sub-agent of run {rec.parent_id}")
+    for c in children:  # its sub-agents, in the order they started
+        out.print(f"  [bold]sub-agent[/] {c.id}  {c.status}  {escape(c.agent)}  took "
+                  f"{_took(c)}: {escape(c.task)}")
     for e in events:
         match e:
             case LlmResponse(text=text, thought=thought):

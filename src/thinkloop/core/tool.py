@@ -16,6 +16,7 @@ from typing import Any, get_type_hints, overload
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from thinkloop.core.children import ChildRuns
 from thinkloop.core.types import ToolSpec, Usage
 
 # The pager's tool (tools/paging.py): offered only once a result was truncated, so the prompt
@@ -38,6 +39,12 @@ class ToolContext:
     # The calling run's configuration (``hooks.RunConfig``): what a tool that starts runs
     # of its own (spawn_agent) must pass on: hooks and guards, tools, limits.
     run: Any = None
+    # Who calls: the agent's name, and the run that started this run when it is a sub-agent.
+    agent_id: str = ""
+    parent_run_id: str | None = None
+    # The calling run's sub-agent runs (``core.children.ChildRuns``): spawn_agent adds its
+    # children there, so the run lists them and stops them when it ends.
+    children: ChildRuns | None = None
 
 
 @dataclass(frozen=True)
