@@ -230,6 +230,11 @@ class Gateway:
             "id": session,
             "created_at": info.created_at if info else None,
             "updated_at": info.updated_at if info else None,
+            # What its runs used (their records keep each run's own).
+            "model": info.model if info else "",
+            "input_tokens": info.input_tokens if info else 0,
+            "output_tokens": info.output_tokens if info else 0,
+            "cost_usd": info.cost_usd if info else 0.0,
             "messages": [{"role": m.role, "content": m.content,
                           "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                          for c in m.tool_calls]} for m in messages],
