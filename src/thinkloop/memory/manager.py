@@ -11,6 +11,7 @@ the answer is delivered.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -33,6 +34,14 @@ from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Store
 
 log = logging.getLogger("thinkloop.memory")
+
+# A name inside a sentence: a capitalised word that does not start it ("Acme Clinic", "Bob").
+_NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w&.'-]*[a-z0-9]")
+
+
+def names_something(task: str) -> bool:
+    """Does ``task`` name someone or something (a proper name past its first word)?"""
+    return any(m.start() > 0 and m.group(0) != "I" for m in _NAMED.finditer(task.strip()))
 
 
 class Memory:
@@ -104,7 +113,10 @@ class Memory:
 
     async def inject(self, ctx: AssessContext) -> None:
         query = ctx.task
-        if ctx.state.lean:  # a trivial task (step budget): OrcBot's lean mode skips recall
+        # A trivial task (step budget): OrcBot's lean mode skips recall, unless the task
+        # names someone or something: a short follow-up ("What did Acme Clinic say?") needs
+        # exactly what was said about it.
+        if ctx.state.lean and not names_something(ctx.task):
             ctx.emit(MemoryRecallSkipped, reason="lean")
             query = ""  # the profile and session summaries stay: they are not retrieval
         block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, query)
