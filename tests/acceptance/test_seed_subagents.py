@@ -81,16 +81,19 @@ async def test_a_child_runs_minimal_is_tracked_and_is_aborted_with_its_parent(
     assert "mode=full" in str(llm.requests[0]["messages"][0]["content"])
 
     # thinkloop runs show lists the child under its parent, from the default store.
-    shown = subprocess.run([*CLI, "runs", "show", handle.run_id, "--json"],
-                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    doc = orjson.loads(shown.stdout)
+    doc = orjson.loads(_cli("runs", "show", handle.run_id, "--json"))
     assert doc["run"]["status"] == "cancelled"
     assert [(c["id"], c["status"], c["parent_id"]) for c in doc["children"]] == [
         (child_run_id, "cancelled", handle.run_id)]
-    text = subprocess.run([*CLI, "runs", "show", handle.run_id], capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ)).stdout
+    text = _cli("runs", "show", handle.run_id)
     assert f"sub-agent {child_run_id}  cancelled  surveyor" in text
+
+
+def _cli(*args: str) -> str:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 async def _child_row(agent: Agent, parent: str):  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ from thinkloop.context.sections import (
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.model import Model
 from thinkloop.core.protocol import ToolCallProtocol
-from thinkloop.core.tool import READ_MORE, Tool
+from thinkloop.core.tool import READ_MORE
 from thinkloop.core.types import Skill, ToolSpec
 
 
@@ -43,6 +43,8 @@ class DescribedTool(Protocol):
     def trusted_output(self) -> bool: ...
     @property
     def meta(self) -> dict[str, Any]: ...
+    @property
+    def guidance(self) -> str: ...
 
 
 class PromptSource(Protocol):
@@ -229,7 +231,7 @@ def prompt_context(
     )
 
 
-def _guidance(tools: Iterable[Tool]) -> tuple[str, ...]:
+def _guidance(tools: Iterable[DescribedTool]) -> tuple[str, ...]:
     """Each tool's guidance once, in tool order (several tools may share one text)."""
     return tuple(dict.fromkeys(t.guidance for t in tools if t.guidance))
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from thinkloop.core.children import ChildRuns
 from thinkloop.core.errors import InternalError, OutputValidationError
 from thinkloop.core.events import (
     Chunk,
@@ -20,7 +21,6 @@ from thinkloop.core.events import (
     ToolReturned,
 )
 from thinkloop.core.protocol import Act, Answer, Malformed
-from thinkloop.core.children import ChildRuns
 from thinkloop.core.tool import Tool, ToolContext
 from thinkloop.core.types import (
     Message,
