@@ -67,7 +67,7 @@ def _said(turn: Turn) -> str:
 async def extract_profile(turn: Turn) -> None:
     """The patterns' facts (name, place, employer, "my X is Y"): the fallback that needs no
     model. A capable model adds open-ended facts in the session summary's call
-    (:func:`summarize_session`); without a session, in a call of its own."""
+    (:func:`summarize_session`), so that they cost no request of their own."""
     if not isinstance(turn.store, ProfileBackend):
         return
     said = _said(turn)
@@ -77,8 +77,6 @@ async def extract_profile(turn: Turn) -> None:
         facts = await llm_facts(turn.model, said)
     else:
         return
-    if turn.session_id is None and model_profiles(turn):
-        facts = {**facts, **await llm_facts(turn.model, said)}  # type: ignore[arg-type]
     await turn.store.set_facts(turn.owner, facts)
 
 

@@ -35,13 +35,14 @@ from thinkloop.store.base import Store
 
 log = logging.getLogger("thinkloop.memory")
 
-# A name inside a sentence: a capitalised word that does not start it ("Acme Clinic", "Bob").
-_NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w&.'-]*[a-z0-9]")
+# Words of a question about earlier turns: what someone said, what was decided, again.
+_BACK = re.compile(r"\b(?:did|said|says?|told|mentioned|earlier|last time|again|remember|"
+                   r"recall|discussed|decided|agreed|promised|previously)\b", re.I)
 
 
-def names_something(task: str) -> bool:
-    """Does ``task`` name someone or something (a proper name past its first word)?"""
-    return any(m.start() > 0 and m.group(0) != "I" for m in _NAMED.finditer(task.strip()))
+def refers_back(task: str) -> bool:
+    """Does ``task`` ask about earlier turns ("What did Acme Clinic say?")?"""
+    return _BACK.search(task) is not None
 
 
 class Memory:
@@ -114,9 +115,9 @@ class Memory:
     async def inject(self, ctx: AssessContext) -> None:
         query = ctx.task
         # A trivial task (step budget): OrcBot's lean mode skips recall, unless the task
-        # names someone or something: a short follow-up ("What did Acme Clinic say?") needs
-        # exactly what was said about it.
-        if ctx.state.lean and not names_something(ctx.task):
+        # refers back: a short follow-up ("What did Acme Clinic say?") needs exactly what
+        # was said earlier.
+        if ctx.state.lean and not refers_back(ctx.task):
             ctx.emit(MemoryRecallSkipped, reason="lean")
             query = ""  # the profile and session summaries stay: they are not retrieval
         block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, query)
