@@ -40,7 +40,13 @@ from thinkloop.cli.stdio_channel import (
     Redactor,
     send_voice_tool,
 )
-from thinkloop.cli.stdio_payload import Request, StdioPayload, parse, read_payload
+from thinkloop.cli.stdio_payload import (
+    Request,
+    StdioPayload,
+    markers_for,
+    parse,
+    read_payload,
+)
 from thinkloop.core.errors import ThinkloopError
 from thinkloop.core.events import StepCompleted
 from thinkloop.core.settings import (
@@ -53,7 +59,7 @@ from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
 from thinkloop.text import validation_summary
-from thinkloop.workers.blocks import NANOCLAW, THINKLOOP
+from thinkloop.workers.blocks import THINKLOOP
 
 OUTPUT_START = THINKLOOP.start
 OUTPUT_END = THINKLOOP.end
@@ -74,8 +80,7 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
         data = orjson.loads(raw or b"null")
         req = parse(data)
     except (orjson.JSONDecodeError, ValidationError) as exc:
-        seedish = isinstance(data, dict) and "prompt" in data and "task" not in data
-        Output(out, Redactor({}), NANOCLAW if seedish else THINKLOOP).block(
+        Output(out, Redactor({}), markers_for(data)).block(
             {"status": "error", "result": None, "retry": False,
              "error": f"invalid payload: {_brief(exc)}"})
         return 1

@@ -89,9 +89,19 @@ class Request:
     idle_timeout_s: float
 
 
+def is_seed(data: Any) -> bool:
+    """The seed's shape: a ``prompt`` where thinkloop's payload has a ``task``."""
+    return isinstance(data, dict) and "prompt" in data and "task" not in data
+
+
+def markers_for(data: Any) -> Markers:
+    """The markers to answer ``data`` with, even when it is not a valid payload."""
+    return NANOCLAW if is_seed(data) else THINKLOOP
+
+
 def parse(data: Any) -> Request:
     """The request in ``data``; raises pydantic's ``ValidationError`` when it is not one."""
-    if isinstance(data, dict) and "prompt" in data and "task" not in data:
+    if is_seed(data):
         return _from_seed(SeedPayload.model_validate(data))
     p = StdioPayload.model_validate(data)
     return Request(p.task, p.session, p.user, p.model, p.tools, p.max_steps, p.approve,
