@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import pytest
 
@@ -201,9 +201,9 @@ def test_a_killed_run_is_retried_and_then_succeeds(server: OpenAIServer, tmp_pat
 
 
 class Hook(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []
+    received: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
         Hook.received.append(json.loads(body))
         self.send_response(204)
@@ -259,10 +259,12 @@ def test_a_container_engine_gets_no_secret_in_its_arguments(
     fake.write_text(
         f"#!{sys.executable}\n"
         "import json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n"
+        "call = {'argv': sys.argv[1:], 'env': dict(os.environ)}\n"
+        f"json.dump(call, open({str(record)!r}, 'w'))\n"
         "data = sys.argv[sys.argv.index('-v') + 1].split(':')[0]\n"
         "os.environ.update(THINKLOOP_HOME=data, THINKLOOP_TOOLS_SANDBOX='none')\n"
-        f"os.execv({sys.executable!r}, [{sys.executable!r}, '-m', 'thinkloop', 'run', '--stdio'])\n")
+        f"py = {sys.executable!r}\n"
+        "os.execv(py, [py, '-m', 'thinkloop', 'run', '--stdio'])\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     server.clear()
     server.enqueue(Reply(body=completion("From the container.")))

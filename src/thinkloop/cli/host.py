@@ -53,7 +53,7 @@ def host(
     raise typer.Exit(asyncio.run(_host(confinement, retries, backoff, timeout, notify_url)))
 
 
-async def _host(confinement: Any, retries: int, backoff: float, timeout: float,
+async def _host(confinement: Any, retries: int, backoff: float, attempt_s: float,
                 notify_url: str | None) -> int:
     import orjson
     from pydantic import ValidationError
@@ -86,10 +86,15 @@ async def _host(confinement: Any, retries: int, backoff: float, timeout: float,
     follow_ups: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     _read_follow_ups(asyncio.get_running_loop(), follow_ups, out)
     runner = HostRunner(confinement, emit, RetryPolicy(retries, backoff),
-                        _webhook(notify_url) if notify_url else None, timeout,
-                        on_stderr=lambda line: sys.stderr.write(out.redact(line)))
+                        _webhook(notify_url) if notify_url else None, attempt_s,
+                        on_stderr=lambda line: _echo(out.redact(line)))
     result = await runner.run(payload, follow_ups)
     return 0 if result.status == "success" else 1
+
+
+def _echo(line: str) -> None:
+    """The child's stderr (its progress, its warnings) on ours, secrets cut out."""
+    sys.stderr.write(line)
 
 
 def _read_follow_ups(loop: asyncio.AbstractEventLoop,

@@ -148,7 +148,8 @@ async def _serve(req: Request, opts: AgentOptions, output: Output, settings: Set
         for task in inbox.start(inp, req.ipc_dir):
             stack.callback(task.cancel)
         channel = HostChannel(output, inbox, Ipc(req.ipc_dir, req.chat) if req.ipc_dir else None)
-        voice = [] if (opts.tools or "").strip() == "none" else [send_voice_tool(channel)]
+        toolless = isinstance(opts.tools, str) and opts.tools.strip() in ("", "none")
+        voice = [] if toolless else [send_voice_tool(channel)]
         agent = build_agent(opts, settings, store=store, memory=req.memory, channels=[channel],
                             extra_tools=voice)
         stack.push_async_callback(agent.aclose)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -89,8 +90,7 @@ class Inbox:
 
     def start(self, inp: TextIO, ipc: Path | None) -> list[asyncio.Task[None]]:
         loop = asyncio.get_running_loop()
-        put: Callable[[FollowUp], None] = lambda item: _call_soon(loop, self.queue.put_nowait,
-                                                                  item)
+        put = functools.partial(_call_soon, loop, self.queue.put_nowait)
         threading.Thread(target=self._read_lines, args=(inp, put), daemon=True,
                          name="stdio-follow-ups").start()
         return [asyncio.create_task(self._poll(ipc / "input"))] if ipc is not None else []

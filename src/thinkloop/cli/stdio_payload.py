@@ -56,15 +56,15 @@ class SeedPayload(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt: str = Field(min_length=1)
-    sessionId: str | None = Field(None, min_length=1, max_length=200)  # noqa: N815
+    sessionId: str | None = Field(None, min_length=1, max_length=200)
     group: str | None = Field(None, max_length=200)
-    groupFolder: str | None = Field(None, min_length=1, max_length=200)  # noqa: N815
-    chatJid: str | None = Field(None, max_length=200)  # noqa: N815
-    isMain: bool = False  # noqa: N815
-    isScheduledTask: bool = False  # noqa: N815
-    assistantName: str | None = Field(None, min_length=1, max_length=100)  # noqa: N815
+    groupFolder: str | None = Field(None, min_length=1, max_length=200)
+    chatJid: str | None = Field(None, max_length=200)
+    isMain: bool = False
+    isScheduledTask: bool = False
+    assistantName: str | None = Field(None, min_length=1, max_length=100)
     secrets: dict[str, str] = Field(default_factory=dict)
-    ipcDir: Path | None = None  # noqa: N815  (thinkloop's addition; default /workspace/ipc)
+    ipcDir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ class Confinement:
         if self.image:
             for name in ("docker", "podman"):
                 if shutil.which(name):
-                    return name  # type: ignore[return-value]
+                    return name
         return "bwrap"
 
     def folder(self, group: str) -> Path:

@@ -138,18 +138,19 @@ class HostRunner:
         proc.stdin.write(orjson.dumps(payload) + b"\n")
         forward = asyncio.create_task(self._forward(proc, follow_ups))
         tail: list[str] = []
+        last: dict[str, Any] | None = None
+        code: int | None = None
+        error = ""
         try:
             async with asyncio.timeout(self.attempt_timeout_s):
-                final = await asyncio.gather(self._read(proc), self._stderr(proc, tail))
-                code: int | None = await proc.wait()
-            error = ""
+                last, _ = await asyncio.gather(self._read(proc), self._stderr(proc, tail))
+                code = await proc.wait()
         except TimeoutError:
             proc.kill()
             await proc.wait()
-            code, final, error = None, [None], f"no answer within {self.attempt_timeout_s:g}s"
+            error = f"no answer within {self.attempt_timeout_s:g}s"
         finally:
             forward.cancel()
-        last = final[0]
         if not error:
             error = _why(code, last, "".join(tail))
         return Attempt(number, code, last, error)
