@@ -189,10 +189,10 @@ class HostChannel:
 
     def _say(self, kind: Literal["messages", "voice"], m: Outgoing, **extra: Any) -> None:
         block_type = "voice" if kind == "voice" else extra.pop("type", "message")
+        if self.ipc is not None:  # the file first: a host that sees the block finds it
+            self.ipc.write(kind, m.text)
         self.output.block({"status": "running", "type": block_type, "result": m.text,
                            "recipient": m.recipient, "run_id": m.run_id, **extra})
-        if self.ipc is not None:
-            self.ipc.write(kind, m.text)
 
     async def send(self, message: Outgoing) -> None:
         self._say("messages", message)
