@@ -230,3 +230,21 @@ def test_ask_human_through_the_ipc_folder(server: OpenAIServer, tmp_path: Path) 
         assert child.next_block()["result"] == "Ordered red."
         assert child.finish() == 0
     assert not list((ipc / "input").iterdir())  # consumed
+
+
+def test_ask_human_with_the_input_closed_is_an_error_the_model_reads(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})])),
+        Reply(body=completion("I could not ask you (no answer came), so I picked Porto.")),
+    )
+    proc = subprocess.run(CMD, input=json.dumps(seed_payload(server, "Book a table.")),
+                          capture_output=True, text=True, timeout=120, env=env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    got = blocks(proc.stdout.splitlines())
+    assert got[0]["type"] == "question"
+    assert got[-1]["result"] == "I could not ask you (no answer came), so I picked Porto."
+    (result,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "the host closed its input" in result
