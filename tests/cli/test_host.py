@@ -47,7 +47,8 @@ class Host:
     """``thinkloop host`` with its stdout read block by block."""
 
     def __init__(self, tmp: Path, payload: dict[str, Any], *args: str,
-                 markers: tuple[str, str] = (START, END), path: str | None = None) -> None:
+                 markers: tuple[str, str] = (START, END), path: str | None = None,
+                 keep_open: bool = False) -> None:
         environ = {k: v for k, v in os.environ.items()
                    if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
         environ.update({"THINKLOOP_HOME": str(tmp / "home"), "HOST_TOKEN": HOST_ONLY})
@@ -63,8 +64,14 @@ class Host:
         assert self.proc.stdin is not None and self.proc.stderr is not None
         self.drain = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
         self.drain.start()
-        self.proc.stdin.write(json.dumps(payload) + "\n")
-        self.proc.stdin.close()
+        self.send(payload)
+        if not keep_open:
+            self.proc.stdin.close()
+
+    def send(self, doc: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(doc) + "\n")
+        self.proc.stdin.flush()
 
     def _drain(self, stream: IO[str]) -> None:
         self.stderr.extend(stream)
@@ -85,7 +92,9 @@ class Host:
                 buf.append(line)
 
     def rest(self) -> int:
-        assert self.proc.stdout is not None
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
         while True:
             try:
                 self.next_block()
@@ -101,7 +110,7 @@ class Host:
             self.proc.kill()
         self.proc.wait(timeout=60)
         self.drain.join(timeout=10)
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
 
@@ -176,6 +185,26 @@ def test_the_confined_run_cannot_see_the_hosts_files(
         assert word in out
     assert "visible" not in out and "leaked" not in out
     assert SECRET not in out  # the model key is the provider's, not the commands'
+
+
+def test_the_persons_answer_reaches_the_confined_run_mid_run(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    server.clear()
+    server.enqueue(
+        Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})])),
+        Reply(body=completion("Booked in Lisbon.")),
+    )
+    with Host(tmp_path, seed_payload(server.base_url, "Book a table."), keep_open=True) as host:
+        assert host.next_block()["type"] == "attempt"
+        question = host.next_block()
+        assert question["type"] == "question" and question["result"] == "Which city?"
+        host.send({"type": "answer", "id": question["id"], "text": "Lisbon"})
+        final = host.next_block()
+        assert host.rest() == 0
+    assert final["result"] == "Booked in Lisbon."
+    (answer,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "Lisbon" in answer
 
 
 def test_a_killed_run_is_retried_and_then_succeeds(server: OpenAIServer, tmp_path: Path) -> None:
