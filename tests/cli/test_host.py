@@ -171,7 +171,12 @@ def test_the_confined_run_cannot_see_the_hosts_files(
     server.enqueue(
         Reply(body=completion(tool_calls=[("shell", {"command": (
             f"hostname; test -e {tmp_path}/outside.txt && echo visible || echo hidden; "
-            f"env | grep -q {HOST_ONLY} && echo leaked || echo clean")})])),
+            f"env | grep -q {HOST_ONLY} && echo leaked || echo clean; "
+            # Every process's arguments and environment in the confinement (the agent's
+            # too), searched for the model key without writing it in any argument.
+            f"A={SECRET[:8]}; B={SECRET[8:]}; printf %s \"$A$B\" > /tmp/key; "
+            "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null "
+            "| grep -qaFf /tmp/key && echo proc-leak || echo proc-clean")})])),
         Reply(body=completion("Checked.")),
     )
     payload = {"task": "Look around.", "user": "ana", "model": "openai:fake", "tools": "shell",
@@ -181,9 +186,9 @@ def test_the_confined_run_cannot_see_the_hosts_files(
         assert host.rest() == 0
     (out,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     # (a command's output reaches the model marked as outside content; the words stay whole)
-    for word in ("thinkloop", "hidden", "clean"):
+    for word in ("thinkloop", "hidden", "clean", "proc-clean"):
         assert word in out
-    assert "visible" not in out and "leaked" not in out
+    assert "visible" not in out and "leaked" not in out and "proc-leak" not in out
     assert SECRET not in out  # the model key is the provider's, not the commands'
 
 
