@@ -1,8 +1,8 @@
 """The one ``Settings``: arguments > environment > ``thinkloop.toml`` > defaults.
 
 :func:`load_settings` is the only reader of the environment in thinkloop: the CLI, the gateway,
-workers and ``Agent`` call it once at their edge and pass the result down (providers get
-:meth:`Settings.provider_env`, the tools ``settings.tools``, stores ``settings.store_location``).
+workers and ``Agent`` call it once at their edge and pass the result down (model providers get
+the typed ``settings.models``, the tools ``settings.tools``, stores ``settings.store_location``).
 Each value remembers where it came from, which ``thinkloop config`` prints. Every default lives
 here once; other modules import the constants below rather than repeat a number.
 
@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SecretStr,
     ValidationError,
     model_validator,
 )
@@ -112,33 +113,85 @@ class ToolSettings(BaseModel):
         DEFAULT_ENV_ALLOW, description="host environment variables commands may see")
 
 
+def llama_cache_under(home: Path) -> Path:
+    """Where the local model keeps its KV cache files inside a thinkloop home."""
+    return Path(home).expanduser() / "cache" / "llama"
+
+
 class ProviderSettings(BaseModel):
-    """Model providers' endpoints and keys (``[models]``), under the providers' own names."""
+    """Model providers' endpoints and keys (``[models]``), under the providers' own names.
+
+    Model factories receive this section, typed, as it was read once at the edge; keys are
+    :class:`~pydantic.SecretStr` (read them with :meth:`secret`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    openai_api_key: str | None = None
+    openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     openai_model: str = DEFAULT_OPENAI_MODEL
-    anthropic_api_key: str | None = None
+    anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     anthropic_model: str = DEFAULT_ANTHROPIC_MODEL
-    openrouter_api_key: str | None = None
+    openrouter_api_key: SecretStr | None = None
     openrouter_base_url: str | None = None
-    gemini_api_key: str | None = None
+    gemini_api_key: SecretStr | None = None
     gemini_base_url: str | None = None
     ollama_host: str | None = None
     base_url: str | None = Field(None, description="endpoint of vllm:/compat: models")
-    api_key: str | None = Field(None, description="key for the vllm:/compat: endpoint")
+    api_key: SecretStr | None = Field(None, description="key for the vllm:/compat: endpoint")
     max_attempts: int = Field(MODEL_MAX_ATTEMPTS, ge=1,
                               description="tries per model call (429/5xx/net)")
     local_n_ctx: int = Field(LOCAL_N_CTX, ge=256, description="context window of the local model")
     local_threads: int | None = Field(
         None, ge=1, description="llama.cpp threads of the local model (default: cores - 1)")
     local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
+    local_cache_dir: Path = Field(
+        default_factory=lambda: llama_cache_under(default_home()),
+        description="where the local model's KV cache files go (default: <home>/cache/llama)")
     local_runtime: Literal["auto", "xllamacpp", "llama-cpp-python"] = Field(
         "auto", description="llama.cpp runtime of the local model: the prebuilt xllamacpp "
         "wheel, a source-built llama-cpp-python, or auto (xllamacpp when installed)")
+
+    def secret(self, name: str) -> str | None:
+        """The field ``name`` as plain text (a key unwrapped), None if unset or empty."""
+        value = getattr(self, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        return None if value is None or value == "" else str(value)
+
+    def get(self, var: str, default: str | None = None) -> str | None:
+        """The setting of the environment variable ``var`` as text: the view a provider
+        factory written for the old ``factory(name, env)`` dict reads (kept for one release)."""
+        if var == "THINKLOOP_HOME":
+            return str(self.local_cache_dir.parent.parent)
+        name = FIELD_OF_VAR.get(var)
+        value = self.secret(name) if name else None
+        if isinstance(getattr(self, name or "", None), bool):
+            value = "1" if getattr(self, name or "") else "0"
+        return default if value is None else value
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ProviderSettings:
+        """The section from variables by name (``OPENAI_API_KEY``...): for callers that still
+        pass the old environment dict; everyone else gets ``load_settings().models``."""
+        layer = from_env(env)
+        models = dict(layer.get("models") or {})
+        if layer.get("home"):
+            models.setdefault("local_cache_dir", llama_cache_under(Path(layer["home"])))
+        try:
+            return cls(**models)
+        except ValidationError as exc:
+            raise ConfigError("; ".join(
+                f"{PROVIDER_ENV.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}, "
+                f"got {e.get('input')!r}" for e in exc.errors())) from None
+
+
+def provider_settings(value: ProviderSettings | Mapping[str, str] | None) -> ProviderSettings:
+    """``value`` as the typed section: a mapping of variables (the old form) is read once here;
+    None loads the settings (environment, thinkloop.toml)."""
+    if isinstance(value, ProviderSettings):
+        return value
+    return load_settings().models if value is None else ProviderSettings.from_env(value)
 
 
 class GatewayDoors(BaseModel):
@@ -214,7 +267,9 @@ PROVIDER_ENV = {
     "api_key": "THINKLOOP_API_KEY", "max_attempts": "THINKLOOP_MODEL_MAX_ATTEMPTS",
     "local_n_ctx": "THINKLOOP_LOCAL_N_CTX", "local_threads": "THINKLOOP_LOCAL_THREADS",
     "local_kv_cache": "THINKLOOP_LOCAL_KV_CACHE", "local_runtime": "THINKLOOP_LOCAL_RUNTIME",
+    "local_cache_dir": "THINKLOOP_LOCAL_CACHE_DIR",
 }
+FIELD_OF_VAR = {var: name for name, var in PROVIDER_ENV.items()}
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
@@ -288,12 +343,17 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _workspace_in_home(cls, data: Any) -> Any:
-        """The tools' workspace defaults to one under *this* home, not the default home."""
-        if not isinstance(data, dict) or isinstance(data.get("tools"), ToolSettings):
+        """The tools' workspace and the local model's cache default to ones under *this*
+        home, not the default home."""
+        if not isinstance(data, dict):
             return data
-        tools = dict(data.get("tools") or {})
-        tools.setdefault("workspace", workspace_under(Path(data.get("home") or default_home())))
-        return {**data, "tools": tools}
+        home = Path(data.get("home") or default_home())
+        for group, cls_, key, where in (
+                ("tools", ToolSettings, "workspace", workspace_under(home)),
+                ("models", ProviderSettings, "local_cache_dir", llama_cache_under(home))):
+            if not isinstance(data.get(group), cls_):
+                data = {**data, group: {key: where, **dict(data.get(group) or {})}}
+        return data
 
     @property
     def store_location(self) -> str:
@@ -305,19 +365,20 @@ class Settings(BaseSettings):
         m = self.models
         if self.model:
             return self.model
-        if m.openai_api_key:
+        if m.secret("openai_api_key"):
             return f"openai:{m.openai_model}"
-        if m.anthropic_api_key:
+        if m.secret("anthropic_api_key"):
             return f"anthropic:{m.anthropic_model}"
         return "local"
 
     def provider_env(self) -> dict[str, str]:
-        """The provider settings under their variable names: what model factories read."""
+        """Deprecated (kept for one release): the provider settings as variables by name.
+        Model factories now get ``self.models``, typed."""
         out = {"THINKLOOP_HOME": str(self.home)}
-        for name, var in PROVIDER_ENV.items():
-            value = getattr(self.models, name)
+        for var in PROVIDER_ENV.values():
+            value = self.models.get(var)
             if value is not None:
-                out[var] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+                out[var] = value
         return out
 
     def origin(self, key: str) -> Origin:
@@ -464,7 +525,10 @@ SECRET_SUFFIXES = ("api_key", "token", "password", "secret")
 def describe(settings: Settings) -> list[tuple[str, Any, Origin]]:
     """Every setting as (dotted name, value fit to show, origin); secrets masked."""
     rows: list[tuple[str, Any, Origin]] = []
+    typed = flatten(settings.model_dump())
     for key, value in flatten(settings.model_dump(mode="json")).items():
+        if isinstance(typed.get(key), SecretStr):  # masked below, its last 4 characters shown
+            value = typed[key].get_secret_value()
         rows.append((key, _masked(key, value), settings.origin(key)))
     return rows
 
