@@ -26,14 +26,11 @@ from typing import Any, Literal, TextIO
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from thinkloop.api import RunHandle, RunResult, open_store, validation_summary
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.core.errors import ThinkloopError
 from thinkloop.core.events import StepCompleted
 from thinkloop.core.settings import Settings, export_environment, load_settings
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
-from thinkloop.store.open import open_store
-from thinkloop.text import validation_summary
 
 OUTPUT_START = "---THINKLOOP_OUTPUT_START---"
 OUTPUT_END = "---THINKLOOP_OUTPUT_END---"
