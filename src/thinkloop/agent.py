@@ -142,10 +142,10 @@ class Agent:
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
         self.config = config if config is not None else load_settings()
         # model_registry: the provider prefixes model strings may name (register your own).
-        provider_env = self.config.provider_env()
+        providers = self.config.models
 
         def resolve(spec: str | Model | Sequence[str | Model]) -> Model:  # with its settings
-            return resolve_model(spec, provider_env, registry=o.model_registry)
+            return resolve_model(spec, providers, registry=o.model_registry)
 
         self.model: Model = resolve(model if model is not None else self.config.model_spec())
         self._owns_model = not isinstance(model, Model)

@@ -32,12 +32,10 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from thinkloop.agent import Agent
+    from thinkloop.api import Agent, RunHandle, RunResult
     from thinkloop.cli.build import AgentOptions
     from thinkloop.core.settings import Settings
     from thinkloop.core.tool import Tool
-    from thinkloop.loop.handle import RunHandle
-    from thinkloop.loop.result import RunResult
 
 app = typer.Typer(
     name="thinkloop",
@@ -198,10 +196,9 @@ async def _run(
 ) -> RunResult:
     import asyncio
 
+    from thinkloop.api import context_from_cli, open_store
     from thinkloop.cli.build import build_agent
     from thinkloop.cli.printers import EventPrinter
-    from thinkloop.store.open import open_store
-    from thinkloop.tools.builtin.web import context_from_cli
 
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
@@ -295,7 +292,7 @@ def _where(agent: Agent, user: str | None) -> str:
     """`` · workspace: DIR`` when the agent has tools that work in one: where files go."""
     if not WORKSPACE_TOOLS & set(agent.tools):
         return ""
-    from thinkloop.tools.workspace import Workspace
+    from thinkloop.api import Workspace
 
     return f" · workspace: {Workspace.of(agent.config.tools).root(user)}"
 
@@ -332,7 +329,7 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
 async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> list[Tool]:
     if not inputs.mcp and inputs.mcp_config is None:
         return []
-    from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
+    from thinkloop.api import load_mcp_file, mcp_tools, parse_mcp_spec
 
     configs = [parse_mcp_spec(s) for s in inputs.mcp]
     if inputs.mcp_config is not None:
@@ -346,9 +343,8 @@ def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
+    from thinkloop.api import load_plugin_hooks, load_plugin_tools
     from thinkloop.cli.build import all_builtin_tools
-    from thinkloop.hooks import load_plugin_hooks
-    from thinkloop.tools.plugins import load_plugin_tools
 
     found, failed = load_plugin_tools()
     tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]

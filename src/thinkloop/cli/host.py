@@ -58,9 +58,9 @@ async def _host(confinement: Any, retries: int, backoff: float, attempt_s: float
     import orjson
     from pydantic import ValidationError
 
+    from thinkloop.api import validation_summary
     from thinkloop.cli.stdio_channel import Output, Redactor
     from thinkloop.cli.stdio_payload import markers_for, parse, read_payload
-    from thinkloop.text import validation_summary
     from thinkloop.workers import blocks
     from thinkloop.workers.host import HostRunner, RetryPolicy
 

@@ -27,9 +27,8 @@ if TYPE_CHECKING:
     # The store, the events and rich load when a command runs, not for ``--help``.
     from rich.tree import Tree
 
+    from thinkloop.api import DurableStore, RunRecord, RunResult, SpanRecord
     from thinkloop.core.events import Event
-    from thinkloop.loop.result import RunResult
-    from thinkloop.store.base import DurableStore, RunRecord, SpanRecord
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True, rich_markup_mode=None)
@@ -92,8 +91,8 @@ def show_run(
     as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
 ) -> None:
     """A run's record and its steps, from its audit log."""
+    from thinkloop.api import event_to_dict
     from thinkloop.core.events import LlmResponse, ToolCalled, ToolReturned
-    from thinkloop.store.serialize import event_to_dict
 
     async def read(store: DurableStore) -> tuple[RunRecord, list[RunRecord], list[Event]]:
         rec = await _record(store, run_id)
@@ -181,10 +180,10 @@ def resume_run(
 
 async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: str | None,
                   *, quiet: bool) -> RunResult:
+    from thinkloop.api import open_store
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.printers import EventPrinter
     from thinkloop.core.settings import load_settings
-    from thinkloop.store.open import open_store
 
     settings = load_settings()
     store = open_store(db, settings=settings)

@@ -20,10 +20,8 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
+    from thinkloop.api import PostgresStore, SessionInfo, SQLiteStore
     from thinkloop.core.types import Message
-    from thinkloop.store.base import SessionInfo
-    from thinkloop.store.postgres import PostgresStore
-    from thinkloop.store.sqlite import SQLiteStore
 
 sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True,
                            rich_markup_mode=None)
@@ -41,7 +39,7 @@ def with_store(
     the ``sessions`` and ``runs`` commands."""
     import asyncio
 
-    from thinkloop.store.open import open_store
+    from thinkloop.api import open_store
 
     async def main(store: SQLiteStore | PostgresStore) -> T:
         try:
@@ -119,7 +117,7 @@ def show_session(
     as_json: Annotated[bool, typer.Option("--json", help="Print messages as JSON lines.")] = False,
 ) -> None:
     """A session's condensed history and messages."""
-    from thinkloop.store.serialize import message_to_dict
+    from thinkloop.api import message_to_dict
 
     async def read(
         store: SQLiteStore | PostgresStore,

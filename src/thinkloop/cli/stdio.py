@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import orjson
 from pydantic import ValidationError
 
+from thinkloop.api import RunHandle, RunResult, open_store, validation_summary
 from thinkloop.cli.build import AgentOptions, build_agent
 from thinkloop.cli.stdio_channel import (
     HostChannel,
@@ -55,10 +56,6 @@ from thinkloop.core.settings import (
     export_environment,
     load_settings,
 )
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
-from thinkloop.store.open import open_store
-from thinkloop.text import validation_summary
 from thinkloop.workers.blocks import THINKLOOP
 
 OUTPUT_START = THINKLOOP.start

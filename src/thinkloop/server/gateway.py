@@ -15,13 +15,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from thinkloop.api import GatewayStore, RunHandle, RunRegistry, RunResult, SessionAdmin, Store
 from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, UnknownAgentError
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
-from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.server.auth import Principal
 from thinkloop.server.config import GatewayConfig
@@ -29,8 +27,6 @@ from thinkloop.server.fleet import Fleet, Followed
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
-from thinkloop.store.base import SessionAdmin, Store
-from thinkloop.store.gateway import GatewayStore
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

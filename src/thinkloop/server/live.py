@@ -17,10 +17,9 @@ from typing import Any
 
 import orjson
 
+from thinkloop.api import RunHandle, RunResult
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.events import Event, to_dict
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
 
 
 @dataclass(eq=False)

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from thinkloop.api import SYSTEM_PATH, probe, system_mounts
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import DEFAULT_ENV_ALLOW, host_environment
-from thinkloop.sandbox import SYSTEM_PATH
-from thinkloop.sandbox.bwrap import probe, system_mounts
 
 Engine = Literal["auto", "bwrap", "docker", "podman", "none"]
 ENGINES = ("auto", "bwrap", "docker", "podman", "none")
