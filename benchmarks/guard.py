@@ -16,7 +16,12 @@ Per-family rates are printed for the never-tuned splits together.
 ``--semantic`` adds the optional embedding detector (local MiniLM, extra ``workflows``) with
 its shipped examples (dev + holdout), alone and together with the patterns.
 
-Usage: python benchmarks/guard.py [--repeat 5] [--semantic]
+``--encoder`` adds the encoder detector (guard/encoder.py: MiniLM vectors and the trained head
+of benchmarks/data/train_injection_encoder.py, threshold chosen on ``holdout`` and public
+validation splits), alone and on top of patterns+classifier, and its latency per message on
+one core (torch limited to one thread): median and 95th percentile over the corpus.
+
+Usage: python benchmarks/guard.py [--repeat 5] [--semantic] [--encoder]
 """
 
 from __future__ import annotations
@@ -76,18 +81,18 @@ def rates(rows: list[dict[str, str]], detect: Callable[[str], bool]) -> dict[str
     return out
 
 
-def per_category(rows: list[dict[str, str]]) -> None:
+def per_category(rows: list[dict[str, str]],
+                 columns: list[tuple[str, Callable[[str], bool]]]) -> None:
     """TPR per attack family and FPR on ordinary text, on the never-tuned splits."""
     untuned = [r for r in rows if r["split"] in UNTUNED]
     fams: dict[str, list[dict[str, str]]] = defaultdict(list)
     for r in untuned:
         fams[r["category"] if r["label"] == "attack" else "(ordinary: FPR)"].append(r)
     print(f"\nby family, never-tuned splits ({' + '.join(UNTUNED)})")
-    print(f"  {'family':24s} {'n':>4s} {'patterns':>9s} {'classifier':>11s} {'both':>7s}")
+    print(f"  {'family':24s} {'n':>4s}" + "".join(f" {name:>12s}" for name, _ in columns))
     for cat, part in sorted(fams.items()):
-        cells = [sum(fn(r["text"]) for r in part) / len(part)
-                 for fn in (thinkloop, classifier, combined)]
-        print(f"  {cat:24s} {len(part):4d} {cells[0]:9.1%} {cells[1]:11.1%} {cells[2]:7.1%}")
+        cells = [sum(fn(r["text"]) for r in part) / len(part) for _, fn in columns]
+        print(f"  {cat:24s} {len(part):4d}" + "".join(f" {c:12.1%}" for c in cells))
 
 
 def timing(rows: list[dict[str, str]], detect: Callable[[str], bool], repeat: int) -> float:
@@ -104,6 +109,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semantic", action="store_true")
+    ap.add_argument("--encoder", action="store_true")
     args = ap.parse_args()
     rows = [json.loads(line) for path in (CORPUS, FRESH)
             for line in path.read_text("utf-8").splitlines()]
@@ -117,10 +123,16 @@ def main() -> None:
         semantic = _semantic(rows)
         detectors += [("semantic", semantic),
                       ("patterns+sem", lambda t: thinkloop(t) or semantic(t))]
+    if args.encoder:
+        encoder = _encoder(rows)
+        detectors += [("encoder", encoder),
+                      ("pat+clf+enc", lambda t: combined(t) or encoder(t))]
     for name, fn in detectors:
         for split, line in rates(rows, fn).items():
             print(f"{name:12s} {split:8s} {line}")
-    per_category(rows)
+    columns = [("patterns", thinkloop), ("classifier", classifier), ("both", combined)]
+    columns += [(n, fn) for n, fn in detectors if n in ("encoder", "pat+clf+enc")]
+    per_category(rows, columns)
     base_t, ours_t = timing(rows, baseline, args.repeat), timing(rows, thinkloop, args.repeat)
     clf_t = timing(rows, classifier, args.repeat)
     big = "lorem ipsum dolor sit amet " * 1200  # ~32K chars, the truncation limit
@@ -145,6 +157,35 @@ def _semantic(rows: list[dict[str, str]]) -> Callable[[str], bool]:
     per = (time.perf_counter() - start) / len(rows)
     print(f"(semantic: {per * 1e3:.1f} ms per message, model load and examples included)\n")
     return lambda text: verdicts[text] if text in verdicts else bool(det.scan(text))
+
+
+def _encoder(rows: list[dict[str, str]]) -> Callable[[str], bool]:
+    import torch
+
+    from thinkloop.guard.encoder import EncoderDetector
+
+    torch.set_num_threads(1)  # one core: the model runs in this thread only
+    det = EncoderDetector()
+    start = time.perf_counter()
+    det.scan("warm up", wait=True)
+    load = time.perf_counter() - start
+    verdicts: dict[str, bool] = {}
+    wall: list[float] = []
+    cpu: list[float] = []  # this thread's CPU time: the cost on one core, whatever the load
+    for r in rows:
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        verdicts[r["text"]] = bool(det.scan(r["text"]))
+        cpu.append(time.thread_time() - start_cpu)
+        wall.append(time.perf_counter() - start)
+    print(f"(encoder: model load {load:.1f} s; per message, one thread: "
+          f"CPU median {_pct(cpu, 50):.1f} ms p95 {_pct(cpu, 95):.1f} ms; "
+          f"wall median {_pct(wall, 50):.1f} ms p95 {_pct(wall, 95):.1f} ms)\n")
+    return lambda text: verdicts[text] if text in verdicts else bool(det.scan(text))
+
+
+def _pct(values: list[float], q: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, q * len(ordered) // 100)] * 1e3
 
 
 def _once(fn: Callable[[], object]) -> float:

@@ -1,5 +1,6 @@
-"""The import graph between thinkloop's packages: no cycles, and lower layers never import
-higher ones (the layers of /work/shared/design.md, as the code has them).
+"""The import graph between thinkloop's packages: no cycles, lower layers never import
+higher ones (the layers of /work/shared/design.md, as the code has them), and the shells use
+only the library's public face and the one recipe.
 
 Every import counts, at the top of a module, inside a function or under ``if TYPE_CHECKING:``
 (a type a module names is a dependency of its design even if the import never runs), with no
@@ -32,10 +33,16 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "tracing checkpoints runlog",
     "session",
     "agent",
-    "subagents build",
+    "subagents build api",
     "server cli testing tui workers channels __main__",
 ))
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+SHELLS = frozenset(LAYERS[-1] - {"testing"})
+# What a shell may import of the library besides other shells: the top-level package, the
+# vocabulary (thinkloop.core, and its old paths kept for one release), the one recipe
+# (thinkloop.build) and the shells' face onto the rest (thinkloop.api).
+PUBLIC_FACE = ("thinkloop", "thinkloop.core", "thinkloop.errors", "thinkloop.events",
+               "thinkloop.settings", "thinkloop.types", "thinkloop.build", "thinkloop.api")
 
 
 def _unit(module: str) -> str:
@@ -141,3 +148,47 @@ def test_the_checker_sees_lazy_imports_and_cycles() -> None:
     assert _targets(node, "thinkloop.memory") == ["thinkloop.agent"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _public(module: str) -> bool:
+    return any(module == face or (face == "thinkloop.core" and module.startswith(face + "."))
+               for face in PUBLIC_FACE)
+
+
+def shell_reaches() -> dict[str, str]:
+    """``module:line`` -> the module a shell imports that is neither a shell nor public."""
+    found: dict[str, str] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        if len(rel.parts) < 2 or rel.parts[1] not in SHELLS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.startswith("thinkloop") and _unit(module) not in SHELLS \
+                        and not _public(module):
+                    found[f"{rel}.py:{node.lineno}"] = module
+    return found
+
+
+def test_shells_import_only_the_public_face_and_the_recipe() -> None:
+    assert shell_reaches() == {}
+
+
+def test_the_shell_face_names_what_it_exports() -> None:
+    import thinkloop.api as api
+
+    assert sorted(api.__all__) == sorted(api._EXPORTS)
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+
+
+def test_the_shell_check_tells_the_face_from_the_insides() -> None:
+    assert not _public("thinkloop.store.open") and not _public("thinkloop.agent")
+    assert _public("thinkloop.core.settings") and _public("thinkloop.api")
+    assert not _public("thinkloop.corefoo")

@@ -48,10 +48,10 @@ def test_public_names_load_on_first_use() -> None:
 
 def test_a_run_loads_only_what_it_uses() -> None:
     # The HTTP client loads with the first request to a provider, rich and typer with the
-    # command line; numpy comes with the default guard's injection classifier.
+    # command line; the default guard's injection classifier is plain Python (no numpy).
     run = ("from thinkloop import Agent, ScriptedModel; "
            "assert Agent(ScriptedModel(['hi'])).run_sync('hello').text == 'hi'")
-    assert loaded_after(run) == {"numpy"}
+    assert loaded_after(run) == set()
 
 
 def test_cli_help_does_not_load_the_engine() -> None:

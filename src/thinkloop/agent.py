@@ -142,10 +142,10 @@ class Agent:
         # Read once here (environment, thinkloop.toml) unless given; passed down from here.
         self.config = config if config is not None else load_settings()
         # model_registry: the provider prefixes model strings may name (register your own).
-        provider_env = self.config.provider_env()
+        providers = self.config.models
 
         def resolve(spec: str | Model | Sequence[str | Model]) -> Model:  # with its settings
-            return resolve_model(spec, provider_env, registry=o.model_registry)
+            return resolve_model(spec, providers, registry=o.model_registry)
 
         self.model: Model = resolve(model if model is not None else self.config.model_spec())
         self._owns_model = not isinstance(model, Model)
@@ -294,6 +294,7 @@ class Agent:
     def _config(
         self, session: str | None, stream_model: bool, user_id: str | None,
         mode: PromptMode = "full", untrusted_input: bool = False,
+        parent_run_id: str | None = None,
     ) -> RunConfig:
         pctx = prompt_context(self, mode, user_id=user_id, session_id=session,
                               untrusted_input=untrusted_input, seed=True)
@@ -312,6 +313,8 @@ class Agent:
             hooks=self.hooks,
             config=self.config,
             spawn=spawn_child,
+            agent_id=self.name,
+            parent_run_id=parent_run_id,
         )
 
     def start(
@@ -325,11 +328,13 @@ class Agent:
         prompt_mode: PromptMode | None = None,
         events: bool = True,
         run_id: str | None = None,
+        parent_run_id: str | None = None,
     ) -> RunHandle:
         """Start a run in the background (call from a running event loop).
 
         ``run_id``: the id the run is known by already (a run queued for a worker); default
-        a new one.
+        a new one. ``parent_run_id``: the run this one works for (a sub-agent's); its tools
+        see it, and its record names it.
 
         ``prompt_mode`` defaults to ``minimal`` for models with a context window under 8K
         tokens (the local model), ``full`` otherwise.
@@ -339,7 +344,8 @@ class Agent:
         """
         inputs = parse_context(context)
         mode: PromptMode = prompt_mode or ("minimal" if is_small(self.model) else "full")
-        cfg = self._config(session, stream_model, user_id, mode, inputs is not None)
+        cfg = self._config(session, stream_model, user_id, mode, inputs is not None,
+                           parent_run_id)
         run_id = run_id or uuid.uuid4().hex
         if self.judgement is not None:  # secrets in the task never reach the model or events
             task = self.judgement.hide_task(run_id, task)

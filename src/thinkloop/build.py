@@ -92,12 +92,9 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     # The spec's settings join the loaded ones as arguments (``agent.config.origin`` says so).
     settings = settings.with_arguments(spec.settings_args())
     model_spec = settings.model_spec()
-    tools, guidance = default_tools(spec.tool_names(), settings=settings.tools,
-                                    worker_model=model_spec, channels=list(p.channels))
+    tools = default_tools(spec.tool_names(), settings=settings.tools,
+                          worker_model=model_spec, channels=list(p.channels))
     builder = prompt_builder(settings, spec)
-    if guidance:
-        text = "\n\n".join(guidance)
-        builder.add("tool_guidance", lambda ctx: text, after="tooling")
     return Agent(
         p.model or _models(spec, model_spec),
         tools=[*tools, *own_tools(spec), *_team_tools(spec, p), *p.extra_tools],
@@ -214,3 +211,35 @@ def _ask_rules(globs: Sequence[str], tools: Sequence[Tool]) -> list[Any]:
 __all__ = ["APPROVE_MODES", "CHILD_MAX_STEPS", "CHILD_TIMEOUT_S", "MINIMAL_INSTRUCTIONS",
            "AgentSpec", "Plugs", "ToolChoice", "assemble", "build_agent", "build_child",
            "inherited", "prompt_builder"]
+
+
+def all_builtin_tools() -> list[tuple[Tool, str]]:
+    """Every built-in tool thinkloop ships, with what it needs before an agent gets it.
+
+    The default set needs nothing; the others are built here against placeholder settings
+    only to show their schemas (``thinkloop tools``): nothing is connected or loaded.
+    """
+    from pathlib import Path
+
+    from thinkloop.memory.tools import memory_tools
+    from thinkloop.models.embedding import MiniLMEmbedder
+    from thinkloop.store.sqlite import SQLiteStore
+    from thinkloop.tools.builtin import ToolSettings, builtin_tools
+    from thinkloop.tools.builtin.toolsearch import ToolIndex, search_tools_tool
+    from thinkloop.tools.builtin.websearch import SearxNG, web_search_tool
+    from thinkloop.tools.builtin.workflows import Registry, run_workflow_tool
+    from thinkloop.tools.workspace import Workspace
+
+    # Only schemas are shown: no sandbox is needed (nor checked) to list them.
+    settings = ToolSettings(sandbox="none")
+    out = [(t, "") for t in builtin_tools(settings)]
+    out.append((web_search_tool(SearxNG("http://search.invalid")),
+                "THINKLOOP_TOOLS_SEARCH_BACKEND (searxng, brave or tavily)"))
+    registry = Registry(Path("workflows.yaml"), (), "")
+    out.append((search_tools_tool(ToolIndex([], MiniLMEmbedder())),
+                "THINKLOOP_TOOLS_WORKFLOWS or THINKLOOP_TOOLS_SKILLS"))
+    out.append((run_workflow_tool(registry, Workspace.of(settings), settings),
+                "THINKLOOP_TOOLS_WORKFLOWS (a YAML registry)"))
+    out += [(t, "a durable store (Agent(memory=True) or thinkloop run --session)")
+            for t in memory_tools(SQLiteStore(Path("unused.db")))]
+    return out

@@ -22,7 +22,7 @@ from typing import Any
 
 from thinkloop.checkpoints import Checkpointer
 from thinkloop.core.errors import RunAccessError
-from thinkloop.core.events import Chunk, Event
+from thinkloop.core.events import Chunk, Event, Handoff
 from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (
@@ -61,10 +61,43 @@ class RunRecorder:
     recovering: bool = False
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _writer: asyncio.Task[None] | None = None
+    # Its sub-agents' rows (parent_id: this run), and the task writing them in order.
+    children: dict[str, RunRecord] = field(default_factory=dict)
+    _child_writes: asyncio.Task[None] | None = None
 
     def on_event(self, event: Event) -> None:
+        if isinstance(event, Handoff):
+            self._child(event)
         if not isinstance(event, Chunk):  # the llm.response that follows has the whole reply
             self.buffer.append(event)
+
+    def _child(self, e: Handoff) -> None:
+        """A sub-agent's row, written as it starts (so ``runs show`` lists it while it runs)
+        and as it ends. No session: its usage is counted in its parent's already."""
+        old = self.children.get(e.child_run_id)
+        if e.direction == "to_child":
+            rec = RunRecord(e.child_run_id, e.agent, e.model or "", "", "running", time.time(),
+                            None, self.record.user_id, e.task or "", parent_id=self.record.id)
+        elif old is not None and old.ended_at is None:
+            u = e.usage or {}
+            rec = replace(old, status=e.status or "failed", ended_at=time.time(),
+                          input_tokens=int(u.get("input_tokens", 0)),
+                          output_tokens=int(u.get("output_tokens", 0)),
+                          cost_usd=float(u.get("cost_usd", 0.0)))
+        else:
+            return
+        self.children[rec.id] = rec
+        self._child_writes = asyncio.get_running_loop().create_task(
+            self._save_child(self._child_writes, rec))
+
+    async def _save_child(self, before: asyncio.Task[None] | None, rec: RunRecord) -> None:
+        if before is not None:  # rows of one child are written in the order they changed
+            await asyncio.gather(before, return_exceptions=True)
+        try:
+            await self.store.save_run(rec)
+        except Exception:
+            log.exception("run %s: its sub-agent %s's record could not be written",
+                          self.record.id, rec.id)
 
     async def flush(self, *, last: bool = False) -> None:
         """Write the buffered events and finished spans (after each step, and at the end)."""
@@ -103,6 +136,12 @@ class RunRecorder:
             error=err, ended_at=time.time())
         if self._writer is not None:
             await self._writer
+        for child in list(self.children.values()):  # ended with its parent
+            if child.ended_at is None:
+                self._child(Handoff(self.record.id, 0, "to_parent", child.agent, child.id,
+                                    status="cancelled"))
+        if self._child_writes is not None:
+            await asyncio.gather(self._child_writes, return_exceptions=True)
         await self.flush(last=True)
         await self.store.save_run(self.record)
 
@@ -110,6 +149,7 @@ class RunRecorder:
 def new_record(
     cfg: RunConfig, state: RunState, agent: str, parent_id: str | None = None
 ) -> RunRecord:
+    parent_id = parent_id or cfg.parent_run_id
     name = cfg.model.name
     provider = name.partition(":")[0] if ":" in name else ""
     return RunRecord(state.run_id, agent, name, provider, "running", time.time(),

@@ -26,7 +26,7 @@ def _script(llm: OpenAIServer) -> None:
 
 
 def test_builtins_that_change_or_send_need_approval() -> None:
-    tools, _ = default_tools("default")
+    tools = default_tools("default")
     needs = sorted(t.name for t in tools if t.needs_approval)
     assert needs == ["browser_click", "browser_type", "edit_file", "send_message", "shell",
                      "write_file"]

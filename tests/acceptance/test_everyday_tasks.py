@@ -31,7 +31,7 @@ async def test_ten_steps_one_tool_new_arguments_each_step(llm: OpenAIServer) -> 
 
 
 async def test_reading_six_files_one_by_one(llm: OpenAIServer, tmp_path: Path) -> None:
-    files, _ = default_tools("read_file,list_dir")
+    files = default_tools("read_file,list_dir")
     root = tmp_path / "workspace" / "default"
     names = [f"notes{i}.txt" for i in range(6)]
     llm.enqueue(calls(("list_dir", {"path": "."})),
@@ -53,7 +53,7 @@ async def test_reading_six_files_one_by_one(llm: OpenAIServer, tmp_path: Path) -
 async def test_identical_repeat_ends_completed_with_the_answer(llm: OpenAIServer) -> None:
     from thinkloop.tools.defaults import default_tools
 
-    calc, _ = default_tools("calculator")
+    calc = default_tools("calculator")
     llm.enqueue(calls(("calculator", {"expression": "12*7"})),
                 calls(("calculator", {"expression": "12*7"})),
                 say("12*7 = 84"))

@@ -210,4 +210,4 @@ def test_ids_are_whole_at_80_columns_and_a_unique_prefix_names_a_run(
     assert traced.exit_code == 0 and "invoke_agent" in traced.output
     if n > 1:
         both = runner.invoke(app, ["runs", "show", ids[0][: n - 1]])
-        assert both.exit_code == 1 and "is the start of 2 runs' ids" in both.output
+        assert both.exit_code == 2 and "is the start of 2 runs' ids" in both.output

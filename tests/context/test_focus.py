@@ -10,7 +10,7 @@ from thinkloop.tools.defaults import default_tools
 
 
 def _specs() -> list:  # type: ignore[type-arg]
-    tools, _ = default_tools("default")
+    tools = default_tools("default")
     return [t.spec for t in tools]
 
 
@@ -37,7 +37,7 @@ class SmallScripted(ScriptedModel):
 
 
 async def test_a_small_model_sees_the_few_tools_every_step_and_the_minimal_prompt() -> None:
-    tools, _ = default_tools("default")
+    tools = default_tools("default")
     model = SmallScripted([reply("", call("calculator", expression="12*7")), "84"])
     agent = Agent(model, tools=tools)
     assert is_small(model)
@@ -49,7 +49,7 @@ async def test_a_small_model_sees_the_few_tools_every_step_and_the_minimal_promp
 
 
 async def test_a_large_model_sees_every_tool_and_a_chosen_few_stay() -> None:
-    tools, _ = default_tools("default")
+    tools = default_tools("default")
     model = ScriptedModel(["hi"])
     await Agent(model, tools=tools).run("What is 12*7? Use the calculator.")
     assert len(model.calls[0].tools) == len(tools)

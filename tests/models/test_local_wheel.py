@@ -87,5 +87,5 @@ def test_the_runtime_is_chosen_by_setting(smollm2_path: Path, tmp_path: Path) ->
     assert type(build_local(str(smollm2_path), env)) is WheelModel
     source = {**env, "THINKLOOP_LOCAL_RUNTIME": "llama-cpp-python"}
     assert type(build_local(str(smollm2_path), source)) is LocalModel
-    with pytest.raises(ConfigError, match="THINKLOOP_LOCAL_RUNTIME must be one of"):
+    with pytest.raises(ConfigError, match="THINKLOOP_LOCAL_RUNTIME: Input should be 'auto'"):
         runtime_class({"THINKLOOP_LOCAL_RUNTIME": "gpu"})

@@ -70,9 +70,9 @@ def test_openrouter_sends_an_app_title() -> None:
         ("anthropic:", {"ANTHROPIC_API_KEY": "a"}, ConfigError, "needs a model name"),
         ("local:/nope/model.gguf", {}, ConfigError, "'local:/nope/model.gguf': no such file"),
         ("openai:x", {"OPENAI_API_KEY": "k", "THINKLOOP_MODEL_MAX_ATTEMPTS": "many"},
-         ConfigError, "THINKLOOP_MODEL_MAX_ATTEMPTS must be a whole number, got 'many'"),
+         ConfigError, "THINKLOOP_MODEL_MAX_ATTEMPTS: Input should be a valid integer"),
         ("openai:x", {"OPENAI_API_KEY": "k", "THINKLOOP_MODEL_MAX_ATTEMPTS": "0"}, ConfigError,
-         "max_attempts must be at least 1, got 0"),
+         "THINKLOOP_MODEL_MAX_ATTEMPTS: Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_model_strings_and_missing_keys_raise_one_clear_error(

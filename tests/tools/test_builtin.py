@@ -21,7 +21,8 @@ BROWSER = ["browser_open", "browser_snapshot", "browser_click", "browser_type",
 def test_builtin_tools_registry(tmp_path: Path) -> None:
     tools = builtin_tools(ToolSettings(workspace=tmp_path / "ws"))
     names = [t.name for t in tools]
-    assert names == [*BASE, *BROWSER, "send_message", "ask_human", "calculator", "spawn_agent"]
+    assert names == [*BASE, "web_search", *BROWSER, "send_message", "ask_human", "calculator",
+                     "spawn_agent"]
     assert not (tmp_path / "ws").exists()  # nothing is created until a tool is used
     for t in tools:
         assert t.description and t.parameters["type"] == "object"
@@ -62,15 +63,16 @@ async def test_agent_uses_file_and_shell_tools_end_to_end(tmp_path: Path) -> Non
     assert (tmp_path / "ws/carol/app/main.py").read_text() == "print(6 * 8)\n"
 
 
-def test_prompt_sections_inline_few_skills(tmp_path: Path) -> None:
+def test_tools_carry_their_guidance_skills_inline_when_few(tmp_path: Path) -> None:
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "tea.md").write_text("# Brewing tea\nUse water at 80 degrees.\n")
     box = Toolbox(ToolSettings(workspace=tmp_path / "ws", skills=skills), browser=False)
     assert "search_tools" in [t.name for t in box.tools]
     assert "run_workflow" not in [t.name for t in box.tools]
-    text = "\n\n".join(box.prompt_sections)
-    assert "call ask_human instead of guessing" in text
+    by = {t.name: t for t in box.tools}
+    assert "call ask_human instead of guessing" in by["ask_human"].guidance
+    text = by["search_tools"].guidance
     assert "call search_tools" in text
     assert "## tea\nBrewing tea\n# Brewing tea\nUse water at 80 degrees." in text
 

@@ -14,7 +14,14 @@ from tests.tools.helpers import call
 from thinkloop.errors import ConfigError
 from thinkloop.tools.builtin.settings import ToolSettings
 from thinkloop.tools.builtin.web import pinned_request, web_fetch_tool
-from thinkloop.tools.builtin.websearch import SearxNG, backend_from_settings, web_search_tool
+from thinkloop.tools.builtin.websearch import (
+    Brave,
+    DuckDuckGo,
+    SearxNG,
+    Tavily,
+    backend_from_settings,
+    web_search_tool,
+)
 
 PAGE = """<!doctype html><html><head><title>Otters</title><style>.x{color:red}</style>
 <script>var tracking = 1;</script></head><body>
@@ -122,10 +129,27 @@ async def test_web_search_searxng(site: str, tmp_path: Path) -> None:
                          "2. Second\n   https://a.example/2\n   second")
 
 
-def test_web_search_off_unless_configured(tmp_path: Path) -> None:
-    assert backend_from_settings(ToolSettings(workspace=tmp_path)) is None
+def test_web_search_is_keyless_by_default_and_keyed_backends_are_settings(
+        tmp_path: Path) -> None:
+    assert backend_from_settings(ToolSettings(workspace=tmp_path)) == DuckDuckGo(20.0)
+    assert backend_from_settings(ToolSettings(workspace=tmp_path, search_backend="none")) is None
+    keyed = ToolSettings(workspace=tmp_path, search_backend="brave", brave_api_key="k")
+    assert backend_from_settings(keyed) == Brave("k")
+    keyed = ToolSettings(workspace=tmp_path, search_backend="tavily", tavily_api_key="k")
+    assert backend_from_settings(keyed) == Tavily("k")
     with pytest.raises(ConfigError, match="needs its setting"):
         backend_from_settings(ToolSettings(workspace=tmp_path, search_backend="brave"))
+    with pytest.raises(ConfigError, match="known backends: ddgs"):
+        backend_from_settings(ToolSettings(workspace=tmp_path, search_backend="bing"))
+
+
+async def test_keyless_search_without_a_network_is_one_clear_error(tmp_path: Path) -> None:
+    """A real failure: ddgs goes through a proxy on a closed local port."""
+    tool = web_search_tool(DuckDuckGo(5.0, proxy="http://127.0.0.1:9"))
+    r = await call([tool], "web_search", query="otters")
+    assert r.is_error
+    assert "web search could not reach any search engine (no network" in r.content
+    assert "Traceback" not in r.content
 
 
 async def test_fetch_connects_to_the_address_it_checked(

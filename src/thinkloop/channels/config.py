@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from thinkloop.api import validation_summary
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import Settings
-from thinkloop.text import validation_summary
 
 
 class Mission(BaseModel):

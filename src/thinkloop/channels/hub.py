@@ -17,7 +17,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from thinkloop.agent import Agent
+from thinkloop.api import (
+    Agent,
+    ApprovalRequest,
+    Decision,
+    RunHandle,
+    RunResult,
+    Workspace,
+    is_silent,
+)
 from thinkloop.channels.base import Address, Attachment, ChatAdapter, Inbound, split_text
 from thinkloop.channels.config import ChannelSettings
 from thinkloop.channels.policy import (
@@ -30,11 +38,6 @@ from thinkloop.channels.policy import (
 from thinkloop.core.channel import Outgoing
 from thinkloop.errors import ChannelError
 from thinkloop.events import Event, PolicyDenied
-from thinkloop.guard.approval import ApprovalRequest, Decision
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
-from thinkloop.protocols.sanitize import is_silent
-from thinkloop.tools.workspace import Workspace
 
 log = logging.getLogger("thinkloop.channels")
 # The agent that answers in a chat (None: a scheduled run's, with no chat of its own).

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from thinkloop.api import ProfileBackend
 from thinkloop.channels.base import Address
 from thinkloop.channels.config import ChannelSettings, Mission
-from thinkloop.store.base import ProfileBackend
 
 REMOVED = "null"  # the profile table keeps no deletes: a removed mission is stored as this
 

@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from thinkloop.agent import Agent
+from thinkloop.api import Agent, RunRegistry, Workspace
 from thinkloop.build import AgentSpec, build_agent
 from thinkloop.channels.base import Address, ChatAdapter
 from thinkloop.channels.config import (
@@ -26,10 +26,8 @@ from thinkloop.channels.hub import Board, ChatHub
 from thinkloop.channels.missions import Missions
 from thinkloop.channels.voice import send_voice_tool
 from thinkloop.errors import ChannelError, ConfigError
-from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import Definitions
 from thinkloop.settings import Settings
-from thinkloop.tools.workspace import Workspace
 
 log = logging.getLogger("thinkloop.channels")
 

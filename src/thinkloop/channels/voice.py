@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from thinkloop.channels.base import Address, ChatAdapter
+from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.errors import ToolExecutionError
-from thinkloop.tools.base import Tool, ToolContext, make_tool
 
 NO_ENGINE = ("send_voice is unavailable: no text-to-speech engine is installed on this host "
              "(install espeak-ng, or piper and set channels.NAME.piper_voice). Send text instead.")

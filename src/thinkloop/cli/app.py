@@ -15,6 +15,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.channel import channel
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
+from thinkloop.cli.host import host
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
@@ -31,12 +32,10 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from thinkloop.agent import Agent
+    from thinkloop.api import Agent, RunHandle, RunResult
     from thinkloop.cli.build import AgentOptions
     from thinkloop.core.settings import Settings
     from thinkloop.core.tool import Tool
-    from thinkloop.loop.handle import RunHandle
-    from thinkloop.loop.result import RunResult
 
 app = typer.Typer(
     name="thinkloop",
@@ -197,10 +196,9 @@ async def _run(
 ) -> RunResult:
     import asyncio
 
+    from thinkloop.api import context_from_cli, open_store
     from thinkloop.cli.build import build_agent
     from thinkloop.cli.printers import EventPrinter
-    from thinkloop.store.open import open_store
-    from thinkloop.tools.builtin.web import context_from_cli
 
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
@@ -294,7 +292,7 @@ def _where(agent: Agent, user: str | None) -> str:
     """`` · workspace: DIR`` when the agent has tools that work in one: where files go."""
     if not WORKSPACE_TOOLS & set(agent.tools):
         return ""
-    from thinkloop.tools.workspace import Workspace
+    from thinkloop.api import Workspace
 
     return f" · workspace: {Workspace.of(agent.config.tools).root(user)}"
 
@@ -331,7 +329,7 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
 async def _mcp_tools(stack: contextlib.AsyncExitStack, inputs: RunInputs) -> list[Tool]:
     if not inputs.mcp and inputs.mcp_config is None:
         return []
-    from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
+    from thinkloop.api import load_mcp_file, mcp_tools, parse_mcp_spec
 
     configs = [parse_mcp_spec(s) for s in inputs.mcp]
     if inputs.mcp_config is not None:
@@ -345,9 +343,8 @@ def list_tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print schemas as JSON.")] = False,
 ) -> None:
     """List the built-in tools with their schemas and what each needs."""
+    from thinkloop.api import load_plugin_hooks, load_plugin_tools
     from thinkloop.cli.build import all_builtin_tools
-    from thinkloop.hooks import load_plugin_hooks
-    from thinkloop.tools.plugins import load_plugin_tools
 
     found, failed = load_plugin_tools()
     tools = [*all_builtin_tools(), *((t, "installed plugin (thinkloop.tools)") for t in found)]
@@ -380,6 +377,7 @@ app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
 app.command("worker")(worker)
+app.command("host")(host)
 app.add_typer(schedules_app, name="schedules")
 app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")

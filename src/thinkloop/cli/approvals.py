@@ -22,7 +22,7 @@ from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
 from thinkloop.core.errors import ThinkloopError
 
 if TYPE_CHECKING:
-    from thinkloop.loop.result import RunResult
+    from thinkloop.api import RunResult
 
 approvals_app = typer.Typer(help="List and decide tool calls that paused runs wait on.",
                             no_args_is_help=True, rich_markup_mode=None)
@@ -77,11 +77,10 @@ async def _decide(
     session: str, approve: bool, reason: str, db: str | None, model: str | None, tools: str,
     quiet: bool,
 ) -> RunResult:
+    from thinkloop.api import Decision, open_store
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.printers import EventPrinter
     from thinkloop.core.settings import load_settings
-    from thinkloop.guard.approval import Decision
-    from thinkloop.store.open import open_store
 
     async with contextlib.AsyncExitStack() as stack:
         settings = load_settings()

@@ -41,8 +41,8 @@ def channel(
 
 
 async def _serve(settings: Settings, platforms: list[str], agents: Path | None) -> None:
+    from thinkloop.api import open_store
     from thinkloop.channels.service import ChannelService
-    from thinkloop.store.open import open_store
 
     store = open_store(settings.store_location, settings=settings)
     try:

@@ -28,8 +28,7 @@ def scan(
     as_json: Annotated[bool, typer.Option("--json", help="Findings as JSON lines.")] = False,
 ) -> None:
     """Scan a text with the patterns and the classifier; print each finding and its reason."""
-    from thinkloop.guard import scan_input
-    from thinkloop.guard.classifier import Classifier
+    from thinkloop.api import Classifier, scan_input
 
     if file is not None:
         body = file.read_text("utf-8", errors="replace")

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.status import Status
 
+from thinkloop.api import unwrap
 from thinkloop.core.events import (
     Chunk,
     Event,
@@ -24,10 +25,9 @@ from thinkloop.core.events import (
     ToolCalled,
     ToolReturned,
 )
-from thinkloop.spotlight import unwrap
 
 if TYPE_CHECKING:
-    from thinkloop.loop.result import RunResult
+    from thinkloop.api import RunResult
 
 
 def _short(value: Any, limit: int = 300) -> str:

@@ -81,12 +81,9 @@ def render_sections(
 ) -> tuple[list[tuple[str, str, int]], str]:
     """(name, text, tokens) of each section for the agent as ``thinkloop run`` would build it,
     and the prompt mode used."""
+    from thinkloop.api import heuristic_count, is_small, prompt_context, tools_prompt
     from thinkloop.cli.build import AgentOptions, build_agent
-    from thinkloop.context.focus import is_small
-    from thinkloop.context.prompt import prompt_context
-    from thinkloop.context.tokens import heuristic_count
     from thinkloop.core.settings import load_settings
-    from thinkloop.models.decision import tools_prompt
 
     settings = load_settings()
     spec = model or settings.model_spec()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from thinkloop.loop.result import RunResult
+    from thinkloop.api import RunResult
 
 # The exit code of a run that ended, but whose every tool call with an effect was refused.
 REFUSED_EXIT = 10

@@ -27,9 +27,8 @@ if TYPE_CHECKING:
     # The store, the events and rich load when a command runs, not for ``--help``.
     from rich.tree import Tree
 
+    from thinkloop.api import DurableStore, RunRecord, RunResult, SpanRecord
     from thinkloop.core.events import Event
-    from thinkloop.loop.result import RunResult
-    from thinkloop.store.base import DurableStore, RunRecord, SpanRecord
 
 runs_app = typer.Typer(help="List, show, abort, resume and replay recorded runs.",
                        invoke_without_command=True, rich_markup_mode=None)
@@ -92,16 +91,18 @@ def show_run(
     as_json: Annotated[bool, typer.Option("--json", help="The record and its events.")] = False,
 ) -> None:
     """A run's record and its steps, from its audit log."""
+    from thinkloop.api import event_to_dict
     from thinkloop.core.events import LlmResponse, ToolCalled, ToolReturned
-    from thinkloop.store.serialize import event_to_dict
 
-    async def read(store: DurableStore) -> tuple[RunRecord, list[Event]]:
+    async def read(store: DurableStore) -> tuple[RunRecord, list[RunRecord], list[Event]]:
         rec = await _record(store, run_id)
-        return rec, await store.run_events(rec.id)
+        kids = await store.list_runs(parent=rec.id, limit=PREFIX_SCAN)
+        return rec, kids[::-1], await store.run_events(rec.id)
 
-    rec, events = with_store(db, read)
+    rec, children, events = with_store(db, read)
     if as_json:
-        doc = {"run": _json(rec), "events": [event_to_dict(e) for e in events]}
+        doc = {"run": _json(rec), "children": [_json(c) for c in children],
+               "events": [event_to_dict(e) for e in events]}
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         return
     out = console(soft_wrap=True, highlight=False)
@@ -114,6 +115,11 @@ def show_run(
     out.print(f"task: {escape(rec.task)}")
     if rec.error:
         out.print(f"[yellow]error:[/] {escape(rec.error)}")
+    if rec.parent_id:
+        out.print(f"sub-agent of run {rec.parent_id}")
+    for c in children:  # its sub-agents, in the order they started
+        out.print(f"  [bold]sub-agent[/] {c.id}  {c.status}  {escape(c.agent)}  took "
+                  f"{_took(c)}: {escape(c.task)}")
     for e in events:
         match e:
             case LlmResponse(text=text, thought=thought):
@@ -174,10 +180,10 @@ def resume_run(
 
 async def _resume(run_id: str, model: str | None, tools: str, approve: str, db: str | None,
                   *, quiet: bool) -> RunResult:
+    from thinkloop.api import open_store
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.cli.printers import EventPrinter
     from thinkloop.core.settings import load_settings
-    from thinkloop.store.open import open_store
 
     settings = load_settings()
     store = open_store(db, settings=settings)

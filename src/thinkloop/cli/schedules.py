@@ -21,8 +21,8 @@ schedules_app = typer.Typer(help="Cron schedules of runs, fired once per due tim
 
 
 def _with(call: Callable[[Schedules], Coroutine[Any, Any, T]]) -> T:
+    from thinkloop.api import open_store
     from thinkloop.core.settings import load_settings
-    from thinkloop.store.open import open_store
 
     try:
         from thinkloop.workers.schedules import Schedules

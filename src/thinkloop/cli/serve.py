@@ -113,7 +113,7 @@ def check_store(url: str | None, settings: Settings) -> None:
     error line (exit 1), not a traceback from the server's startup."""
     import asyncio
 
-    from thinkloop.store.open import open_store
+    from thinkloop.api import open_store
 
     async def probe() -> None:
         store = open_store(url, settings=settings)

@@ -20,10 +20,8 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
+    from thinkloop.api import PostgresStore, SessionInfo, SQLiteStore
     from thinkloop.core.types import Message
-    from thinkloop.store.base import SessionInfo
-    from thinkloop.store.postgres import PostgresStore
-    from thinkloop.store.sqlite import SQLiteStore
 
 sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True,
                            rich_markup_mode=None)
@@ -41,7 +39,7 @@ def with_store(
     the ``sessions`` and ``runs`` commands."""
     import asyncio
 
-    from thinkloop.store.open import open_store
+    from thinkloop.api import open_store
 
     async def main(store: SQLiteStore | PostgresStore) -> T:
         try:
@@ -96,14 +94,20 @@ def list_sessions(
     limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """Sessions, most recently used first."""
+    """Sessions, most recently used first, with what their runs used."""
     print_rows(
         with_store(db, lambda s: s.list_sessions(limit)), as_json,
         lambda i: {"id": i.id, "messages": i.messages, "created_at": i.created_at,
-                   "updated_at": i.updated_at, "compactions": i.compactions},
-        ("session", "messages", "compactions", "updated", "created"),
-        lambda i: (escape(i.id), str(i.messages), str(i.compactions), when(i.updated_at),
-                   when(i.created_at)))
+                   "updated_at": i.updated_at, "compactions": i.compactions, **totals(i)},
+        ("session", "messages", "tokens in/out", "cost", "updated"),
+        lambda i: (escape(i.id), str(i.messages), f"{i.input_tokens}/{i.output_tokens}",
+                   f"${i.cost_usd:.4f}", when(i.updated_at)))
+
+
+def totals(info: SessionInfo) -> dict[str, Any]:
+    """What a session's runs used: its last model and the token and cost totals."""
+    return {"model": info.model, "input_tokens": info.input_tokens,
+            "output_tokens": info.output_tokens, "cost_usd": info.cost_usd}
 
 
 @sessions_app.command("show")
@@ -113,7 +117,7 @@ def show_session(
     as_json: Annotated[bool, typer.Option("--json", help="Print messages as JSON lines.")] = False,
 ) -> None:
     """A session's condensed history and messages."""
-    from thinkloop.store.serialize import message_to_dict
+    from thinkloop.api import message_to_dict
 
     async def read(
         store: SQLiteStore | PostgresStore,
@@ -129,6 +133,9 @@ def show_session(
             sys.stdout.write(orjson.dumps(message_to_dict(m)).decode() + "\n")
         return
     out = console(soft_wrap=True)
+    out.print(f"[bold]session {escape(info.id)}[/]  model {escape(info.model or '-')}  "
+              f"{info.input_tokens} in / {info.output_tokens} out tokens, "
+              f"${info.cost_usd:.4f}\n", highlight=False)
     if info.summary:
         out.print(f"[bold]condensed history[/]\n{escape(info.summary)}\n")
     for m in messages:

@@ -56,8 +56,8 @@ def open_backend(gateway: str | None, key: str | None, agents: Path | None,
         from thinkloop.tui.remote import GatewayBackend
 
         return GatewayBackend(gateway, key)
+    from thinkloop.api import open_store
     from thinkloop.settings import load_settings
-    from thinkloop.store.open import open_store
     from thinkloop.tui.local import LocalBackend
 
     settings = load_settings()

@@ -7,7 +7,7 @@ the sections marked for it. An agent owns a :class:`PromptBuilder`; ``add``, ``r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +43,8 @@ class DescribedTool(Protocol):
     def trusted_output(self) -> bool: ...
     @property
     def meta(self) -> dict[str, Any]: ...
+    @property
+    def guidance(self) -> str: ...
 
 
 class PromptSource(Protocol):
@@ -187,7 +189,8 @@ def prompt_context(
     """
     opts = agent.prompt.options
     # Only the tools this user may use: a denied tool is neither described nor offered.
-    specs = tuple(t.spec for n, t in agent.visible_tools(user_id).items() if n != READ_MORE)
+    visible = agent.visible_tools(user_id)
+    specs = tuple(t.spec for n, t in visible.items() if n != READ_MORE)
     files = (opts.bootstrap.load(agent.name, user_id, seed=seed) if opts.bootstrap
              else BootstrapFiles())
     schema = ""
@@ -200,6 +203,7 @@ def prompt_context(
         mode=mode,
         tools=specs,
         tooling=agent.protocol.prompt_section(specs),
+        guidance=_guidance(visible.values()),
         output_schema=schema,
         identity=files.identity,
         soul=files.soul,
@@ -228,6 +232,11 @@ def prompt_context(
         model=agent.model.name,
         extra=opts.extra,
     )
+
+
+def _guidance(tools: Iterable[DescribedTool]) -> tuple[str, ...]:
+    """Each tool's guidance once, in tool order (several tools may share one text)."""
+    return tuple(dict.fromkeys(t.guidance for t in tools if t.guidance))
 
 
 def _utcnow() -> datetime:

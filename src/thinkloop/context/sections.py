@@ -47,6 +47,7 @@ class PromptContext:
     mode: PromptMode = "full"
     tools: tuple[ToolSpec, ...] = ()
     tooling: str = ""  # the active protocol's prompt section
+    guidance: tuple[str, ...] = ()  # the run's tools' own guidance (Tool.guidance)
     output_schema: str = ""  # structured-output instructions, when the agent has a type
     identity: str = ""  # IDENTITY.md
     soul: str = ""  # SOUL.md
@@ -97,6 +98,10 @@ def first_run(ctx: PromptContext) -> str | None:
 
 def tooling(ctx: PromptContext) -> str | None:
     return ctx.tooling.strip() or None
+
+
+def tool_guidance(ctx: PromptContext) -> str | None:
+    return "\n\n".join(g.strip() for g in ctx.guidance if g.strip()) or None
 
 
 def output_format(ctx: PromptContext) -> str | None:
@@ -285,6 +290,7 @@ DEFAULT_SECTIONS: tuple[Section, ...] = (
     Section("identity", identity),
     Section("first_run", first_run, FULL),
     Section("tooling", tooling),
+    Section("tool_guidance", tool_guidance),
     Section("output_format", output_format),
     Section("safety", safety),
     Section("skills", skills, FULL),

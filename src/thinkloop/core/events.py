@@ -173,6 +173,8 @@ class Handoff(_Envelope):
     task: str | None = None
     status: str | None = None
     duration_s: float | None = None
+    model: str | None = None  # the child's (to_child)
+    usage: dict[str, Any] | None = None  # what the child used (to_parent)
     from_agent: str | None = None
     reason: str | None = None
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec
 
+from thinkloop.core.children import ChildRuns
 from thinkloop.core.events import Event
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.protocol import ToolCallProtocol
@@ -65,6 +66,9 @@ class RunConfig:
     config: Settings | None = None
     # How a part of this run (a tool, judgement, the memory flush) starts a child agent.
     spawn: Spawn | None = None
+    # The agent running it, and (a sub-agent's run) the run that started it.
+    agent_id: str = ""
+    parent_run_id: str | None = None
 
     @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -136,6 +140,13 @@ class RunState:
     # Replies rejected as engine text, not an answer (``loop/engine_text.py``): one is asked
     # again without tools; a second ends the run ``no_answer``.
     rejected_answers: int = 0
+    # Its sub-agent runs (spawn_agent), made when the first starts.
+    children: ChildRuns | None = None
+
+    def child_runs(self) -> ChildRuns:
+        if self.children is None:
+            self.children = ChildRuns()
+        return self.children
 
     @property
     def step(self) -> int:

@@ -1,8 +1,8 @@
 """The one ``Settings``: arguments > environment > ``thinkloop.toml`` > defaults.
 
 :func:`load_settings` is the only reader of the environment in thinkloop: the CLI, the gateway,
-workers and ``Agent`` call it once at their edge and pass the result down (providers get
-:meth:`Settings.provider_env`, the tools ``settings.tools``, stores ``settings.store_location``).
+workers and ``Agent`` call it once at their edge and pass the result down (model providers get
+the typed ``settings.models``, the tools ``settings.tools``, stores ``settings.store_location``).
 Each value remembers where it came from, which ``thinkloop config`` prints. Every default lives
 here once; other modules import the constants below rather than repeat a number.
 
@@ -17,13 +17,12 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
+    SecretStr,
     ValidationError,
     model_validator,
 )
@@ -31,190 +30,26 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from thinkloop.core.errors import ConfigError
 
-MIB = 1024 * 1024
-RUN_TIMEOUT_S = 600.0
-TOOL_TIMEOUT_S = 60.0
-MODEL_MAX_ATTEMPTS = 3
-OBSERVATION_MAX_TOKENS = 4000
-# What one reply and one tool can put in front of the model (issue 30): the calls of a reply
-# past MAX_PARALLEL_CALLS are refused (the model sends them again), and any tool's output,
-# built-in, custom or MCP, is cut to TOOL_OUTPUT_CHARS with a note.
-MAX_PARALLEL_CALLS = 16
-TOOL_OUTPUT_CHARS = 200_000
-# How long a person has to answer: an approval on a terminal, one through the gateway (a web
-# page or a chat, so slower), and an ask_human question.
-APPROVAL_TIMEOUT_S = 60.0
-GATEWAY_APPROVAL_TIMEOUT_S = 300.0
-ASK_TIMEOUT_S = 600.0
-LOCAL_N_CTX = 4096
-DB_FILE = "thinkloop.db"
-TOML_FILE = "thinkloop.toml"
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
-# The host variables a sandboxed command sees unless configured (thinkloop.sandbox): nothing
-# that can hold a credential.
-DEFAULT_ENV_ALLOW = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
-Origin = Literal["default", "thinkloop.toml", "environment", "argument"]
+# The sections and defaults are part of Settings: everything there is re-exported here.
+from thinkloop.core.sections import *  # noqa: F403
+from thinkloop.core.sections import (
+    APPROVAL_TIMEOUT_S,
+    DB_FILE,
+    OBSERVATION_MAX_TOKENS,
+    PROVIDER_ENV,
+    RUN_TIMEOUT_S,
+    TOML_FILE,
+    TOOL_TIMEOUT_S,
+    GatewaySettings,
+    Origin,
+    ProviderSettings,
+    ToolSettings,
+    WorkerSettings,
+    default_home,
+    llama_cache_under,
+    workspace_under,
+)
 
-
-def default_home() -> Path:
-    return Path.home() / ".thinkloop"
-
-
-def workspace_under(home: Path) -> Path:
-    """The file and shell tools' base directory inside a thinkloop home."""
-    return Path(home).expanduser() / "workspaces" / "thinkloop"
-
-
-class ToolSettings(BaseModel):
-    """The built-in tools' settings (``[tools]`` in thinkloop.toml, ``THINKLOOP_TOOLS_*``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    workspace: Path = Field(
-        default_factory=lambda: workspace_under(default_home()),
-        description="base directory; each user works in <workspace>/<sanitised user id>",
-    )
-    workspace_per_user: bool = Field(
-        True, description="false: everyone works in <workspace> itself, not a folder per user "
-                          "(one person on their own project: thinkloop run --workspace DIR)")
-    shell_timeout_s: float = TOOL_TIMEOUT_S
-    shell_max_timeout_s: float = RUN_TIMEOUT_S
-    output_cap_bytes: int = MIB
-    read_max_bytes: int = 256 * 1024
-    grep_max_matches: int = 200
-    fetch_timeout_s: float = 20.0
-    ask_timeout_s: float = Field(ASK_TIMEOUT_S, gt=0,
-                                 description="how long ask_human waits for the person")
-    fetch_max_bytes: int = 5 * MIB
-    fetch_max_chars: int = 100_000
-    fetch_allow_private: bool = Field(
-        False, description="let web_fetch reach loopback, private and link-local addresses")
-    search_backend: str | None = Field(None, description="searxng, brave or tavily; off if unset")
-    searxng_url: str | None = None
-    brave_api_key: str | None = None
-    tavily_api_key: str | None = None
-    workflows: Path | None = Field(None, description="YAML registry of workflows")
-    skills: Path | None = Field(None, description="directory of skill markdown files")
-    workflow_timeout_s: float = 120.0
-    chromium_path: Path = Path("/usr/bin/chromium")
-    # Confinement of shell and run_workflow (thinkloop.sandbox); "none" runs them unconfined.
-    sandbox: Literal["bwrap", "none"] = "bwrap"
-    sandbox_network: bool = Field(False, description="let sandboxed commands use the network")
-    sandbox_python: bool = Field(
-        True, description="sandboxed commands see thinkloop's own Python environment, "
-                          "read-only and first on PATH (python, pytest)")
-    sandbox_memory_mb: int = 4096
-    sandbox_cpu_s: int = 300
-    sandbox_max_processes: int = 256
-    sandbox_file_mb: int = 1024
-    sandbox_env: tuple[str, ...] = Field(
-        DEFAULT_ENV_ALLOW, description="host environment variables commands may see")
-
-
-class ProviderSettings(BaseModel):
-    """Model providers' endpoints and keys (``[models]``), under the providers' own names."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-    openai_model: str = DEFAULT_OPENAI_MODEL
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    anthropic_model: str = DEFAULT_ANTHROPIC_MODEL
-    openrouter_api_key: str | None = None
-    openrouter_base_url: str | None = None
-    gemini_api_key: str | None = None
-    gemini_base_url: str | None = None
-    ollama_host: str | None = None
-    base_url: str | None = Field(None, description="endpoint of vllm:/compat: models")
-    api_key: str | None = Field(None, description="key for the vllm:/compat: endpoint")
-    max_attempts: int = Field(MODEL_MAX_ATTEMPTS, ge=1,
-                              description="tries per model call (429/5xx/net)")
-    local_n_ctx: int = Field(LOCAL_N_CTX, ge=256, description="context window of the local model")
-    local_threads: int | None = Field(
-        None, ge=1, description="llama.cpp threads of the local model (default: cores - 1)")
-    local_kv_cache: bool = Field(True, description="keep the local model's KV cache file")
-    local_runtime: Literal["auto", "xllamacpp", "llama-cpp-python"] = Field(
-        "auto", description="llama.cpp runtime of the local model: the prebuilt xllamacpp "
-        "wheel, a source-built llama-cpp-python, or auto (xllamacpp when installed)")
-
-
-class GatewayDoors(BaseModel):
-    """The gateway's limits on what comes in (docs/gateway-security.md): who may call it
-    from a browser, and how much of the machine a client may hold."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    allowed_origins: tuple[str, ...] = Field(
-        (), description="browser origins (https://app.example) that may call the gateway "
-                        "besides its own page")
-    allowed_hosts: tuple[str, ...] = Field(
-        (), description="Host names the gateway answers to besides its address (and "
-                        "localhost on loopback); checked always with --no-auth, else if set")
-    max_header_bytes: int = Field(16 * 1024, ge=1024, description="a request's head, at most")
-    max_body_bytes: int = Field(4 * MIB, ge=1024,
-                                description="a request body or WebSocket message, at most")
-    header_timeout_s: float = Field(10.0, gt=0, description="time to send a request's head")
-    body_timeout_s: float = Field(30.0, gt=0, description="time to send a request's body")
-    keep_alive_s: int = Field(5, ge=1, description="an idle connection is closed after this")
-    per_client_connections: int = Field(64, ge=1, description="open connections per client "
-                                        "address")
-    max_connections: int = Field(1024, ge=8, description="open connections in all; lowered "
-                                 "to the open-file limit less fd_reserve")
-    fd_reserve: int = Field(128, ge=16, description="file descriptors kept for the store, "
-                            "models and tools")
-    key_recheck_s: float = Field(5.0, gt=0, description="how often an open WebSocket's key "
-                                 "is checked again (a revoked key closes it)")
-
-
-class GatewaySettings(GatewayDoors):
-    """``thinkloop serve``'s settings (``[gateway]``, ``THINKLOOP_GATEWAY_*``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
-    per_user_runs: int = Field(3, ge=1, description="runs in progress per user")
-    max_runs: int = Field(64, ge=1, description="runs in progress in all")
-    agent_ttl_s: float = Field(30.0, ge=0, description="how long a resolved agent is "
-                               "reused before its definition is read again")
-    keep_finished_s: float = Field(3600.0, ge=0, description="how long a finished run stays "
-                                   "readable (and its events replayable), up to keep_runs")
-    keep_runs: int = Field(2000, ge=1)
-    approval_timeout_s: float = Field(GATEWAY_APPROVAL_TIMEOUT_S, gt=0)
-
-
-class WorkerSettings(BaseModel):
-    """``thinkloop worker``'s settings (``[worker]``, ``THINKLOOP_WORKER_*``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    concurrency: int = Field(64, ge=1, description="runs one worker executes at once")
-    lease_s: float = Field(10.0, gt=0, description="how long a run's lease lasts unrenewed: "
-                           "a dead worker's runs go to another after this")
-    max_deaths: int = Field(3, ge=1, description="workers that may die under one run before "
-                            "it ends failed")
-    drain_s: float = Field(20.0, ge=0, description="on SIGTERM, how long runs may finish "
-                           "before the rest are handed back to other workers")
-    poll_s: float = Field(0.1, gt=0, description="how often an idle worker looks for runs")
-    prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
-                        description="Redis key prefix: fleets sharing one Redis stay apart")
-
-
-# Environment names of the provider settings: the providers' standard variables.
-PROVIDER_ENV = {
-    "openai_api_key": "OPENAI_API_KEY", "openai_base_url": "OPENAI_BASE_URL",
-    "openai_model": "OPENAI_MODEL", "anthropic_api_key": "ANTHROPIC_API_KEY",
-    "anthropic_base_url": "ANTHROPIC_BASE_URL", "anthropic_model": "ANTHROPIC_MODEL",
-    "openrouter_api_key": "OPENROUTER_API_KEY", "openrouter_base_url": "OPENROUTER_BASE_URL",
-    "gemini_api_key": "GEMINI_API_KEY", "gemini_base_url": "GEMINI_BASE_URL",
-    "ollama_host": "OLLAMA_HOST", "base_url": "THINKLOOP_BASE_URL",
-    "api_key": "THINKLOOP_API_KEY", "max_attempts": "THINKLOOP_MODEL_MAX_ATTEMPTS",
-    "local_n_ctx": "THINKLOOP_LOCAL_N_CTX", "local_threads": "THINKLOOP_LOCAL_THREADS",
-    "local_kv_cache": "THINKLOOP_LOCAL_KV_CACHE", "local_runtime": "THINKLOOP_LOCAL_RUNTIME",
-}
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
@@ -288,12 +123,17 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _workspace_in_home(cls, data: Any) -> Any:
-        """The tools' workspace defaults to one under *this* home, not the default home."""
-        if not isinstance(data, dict) or isinstance(data.get("tools"), ToolSettings):
+        """The tools' workspace and the local model's cache default to ones under *this*
+        home, not the default home."""
+        if not isinstance(data, dict):
             return data
-        tools = dict(data.get("tools") or {})
-        tools.setdefault("workspace", workspace_under(Path(data.get("home") or default_home())))
-        return {**data, "tools": tools}
+        home = Path(data.get("home") or default_home())
+        for group, cls_, key, where in (
+                ("tools", ToolSettings, "workspace", workspace_under(home)),
+                ("models", ProviderSettings, "local_cache_dir", llama_cache_under(home))):
+            if not isinstance(data.get(group), cls_):
+                data = {**data, group: {key: where, **dict(data.get(group) or {})}}
+        return data
 
     @property
     def store_location(self) -> str:
@@ -305,19 +145,20 @@ class Settings(BaseSettings):
         m = self.models
         if self.model:
             return self.model
-        if m.openai_api_key:
+        if m.secret("openai_api_key"):
             return f"openai:{m.openai_model}"
-        if m.anthropic_api_key:
+        if m.secret("anthropic_api_key"):
             return f"anthropic:{m.anthropic_model}"
         return "local"
 
     def provider_env(self) -> dict[str, str]:
-        """The provider settings under their variable names: what model factories read."""
+        """Deprecated (kept for one release): the provider settings as variables by name.
+        Model factories now get ``self.models``, typed."""
         out = {"THINKLOOP_HOME": str(self.home)}
-        for name, var in PROVIDER_ENV.items():
-            value = getattr(self.models, name)
+        for var in PROVIDER_ENV.values():
+            value = self.models.get(var)
             if value is not None:
-                out[var] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+                out[var] = value
         return out
 
     def origin(self, key: str) -> Origin:
@@ -415,6 +256,29 @@ def _decoded(raw: str) -> Any:
     return json.loads(raw) if raw.lstrip().startswith(("[", "{")) else raw
 
 
+def provider_settings(value: ProviderSettings | Mapping[str, str] | None) -> ProviderSettings:
+    """``value`` as the typed section: a mapping of variables (the old form) is read once here;
+    None loads the settings (environment, thinkloop.toml)."""
+    if isinstance(value, ProviderSettings):
+        return value
+    return load_settings().models if value is None else providers_from_env(value)
+
+
+def providers_from_env(env: Mapping[str, str]) -> ProviderSettings:
+    """The section from variables by name (``OPENAI_API_KEY``...): for callers that still
+    pass the old environment dict; everyone else gets ``load_settings().models``."""
+    layer = from_env(env)
+    models = dict(layer.get("models") or {})
+    if layer.get("home"):
+        models.setdefault("local_cache_dir", llama_cache_under(Path(layer["home"])))
+    try:
+        return ProviderSettings(**models)
+    except ValidationError as exc:
+        raise ConfigError("; ".join(
+            f"{PROVIDER_ENV.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}, "
+            f"got {e.get('input')!r}" for e in exc.errors())) from None
+
+
 def find_toml(home: Path, cwd: Path | None = None) -> Path | None:
     for path in ((cwd or Path.cwd()) / TOML_FILE, home.expanduser() / TOML_FILE):
         if path.is_file():
@@ -464,7 +328,10 @@ SECRET_SUFFIXES = ("api_key", "token", "password", "secret")
 def describe(settings: Settings) -> list[tuple[str, Any, Origin]]:
     """Every setting as (dotted name, value fit to show, origin); secrets masked."""
     rows: list[tuple[str, Any, Origin]] = []
+    typed = flatten(settings.model_dump())
     for key, value in flatten(settings.model_dump(mode="json")).items():
+        if isinstance(typed.get(key), SecretStr):  # masked below, its last 4 characters shown
+            value = typed[key].get_secret_value()
         rows.append((key, _masked(key, value), settings.origin(key)))
     return rows
 

@@ -157,12 +157,17 @@ class ChildHandle(Protocol):
 
     def result(self) -> Awaitable[ChildOutcome]: ...
 
+    def cancel(self) -> None: ...
+
 
 class Child(Protocol):
     """A child agent (an ``Agent``): what a part that spawned it may do with it."""
 
-    def start(self, task: str, *, user_id: str | None = None,
-              stream_model: bool = True) -> ChildHandle: ...
+    @property
+    def model(self) -> Model: ...
+
+    def start(self, task: str, *, user_id: str | None = None, stream_model: bool = True,
+              prompt_mode: Any = None, parent_run_id: str | None = None) -> ChildHandle: ...
 
 
 # (spec, the parent run's RunConfig or None outside a run, the default model) -> a child

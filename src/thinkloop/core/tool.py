@@ -16,6 +16,7 @@ from typing import Any, get_type_hints, overload
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from thinkloop.core.children import ChildRuns
 from thinkloop.core.types import ToolSpec, Usage
 
 # The pager's tool (tools/paging.py): offered only once a result was truncated, so the prompt
@@ -38,6 +39,12 @@ class ToolContext:
     # The calling run's configuration (``hooks.RunConfig``): what a tool that starts runs
     # of its own (spawn_agent) must pass on: hooks and guards, tools, limits.
     run: Any = None
+    # Who calls: the agent's name, and the run that started this run when it is a sub-agent.
+    agent_id: str = ""
+    parent_run_id: str | None = None
+    # The calling run's sub-agent runs (``core.children.ChildRuns``): spawn_agent adds its
+    # children there, so the run lists them and stops them when it ends.
+    children: ChildRuns | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class Tool:
     # read, the provenance gate then asks only that the request asked for the action, not
     # that every argument came from it (ProvenanceSettings.confined).
     confined: bool = False
+    # How to use the tool well, for the system prompt: the "tool_guidance" section includes
+    # it whenever the run has the tool (ask_human's "ask instead of guessing"), whichever
+    # shell built the agent.
+    guidance: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
     @functools.cached_property
@@ -105,6 +116,7 @@ def make_tool(
     trusted_output: bool | None = None,
     requires_approval: bool = False,
     confined: bool = False,
+    guidance: str = "",
 ) -> Tool:
     """Build a :class:`Tool` from a plain or async function.
 
@@ -147,6 +159,7 @@ def make_tool(
         idempotent=idempotent,
         trusted_output=(not external) if trusted_output is None else trusted_output,
         confined=confined,
+        guidance=guidance,
     )
 
 
@@ -166,6 +179,7 @@ def tool(
     trusted_output: bool | None = None,
     requires_approval: bool = False,
     confined: bool = False,
+    guidance: str = "",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -25,11 +25,13 @@ from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
 from thinkloop.spotlight import Spotlight, spotlight
 
 if TYPE_CHECKING:
+    from thinkloop.guard.encoder import EncoderDetector
     from thinkloop.guard.semantic import SemanticDetector
 
 log = logging.getLogger("thinkloop.guard")
 
 GuardMode = Literal["off", "log", "warn", "block"]
+ENCODER_DEFAULT: Literal["shipped"] | None = None
 OFF_LOOP_CHARS = 4000  # texts this long are scanned in a worker thread
 TRUNCATION_NOTE = (
     "\n\n[Note: this message was {n} characters long and was truncated to the first {kept}. "
@@ -66,6 +68,20 @@ class InputGuardSettings:
     # windows of long documents (licences, manuals) trip it; outside content is handled by
     # provenance (wrapping and gating) instead.
     classify_external: bool = False
+    # The encoder detector (guard/encoder.py: MiniLM vectors and a trained head, extra
+    # ``recall``): "shipped" is the one in the package, skipped when the extra is not
+    # installed; None turns it off. Its model loads in the background on the first message,
+    # which is scored without it unless ``encoder_wait`` (a cold start costs seconds).
+    encoder: EncoderDetector | Literal["shipped"] | None = ENCODER_DEFAULT
+    encoder_wait: bool = False
+
+
+def _encoder(setting: EncoderDetector | Literal["shipped"] | None) -> EncoderDetector | None:
+    if setting != "shipped":
+        return setting
+    from thinkloop.guard.encoder import available, shipped_detector
+
+    return shipped_detector() if available() else None
 
 
 def _payload(findings: Sequence[Finding]) -> list[dict[str, Any]]:
@@ -98,6 +114,13 @@ class InputGuard:
         if clf is not None and (not external or self.settings.classify_external):
             model = Classifier.load() if clf == "shipped" else clf
             findings += model.scan(text) if small else await asyncio.to_thread(model.scan, text)
+        det = _encoder(self.settings.encoder)
+        if det is not None and (not external or self.settings.classify_external):
+            wait = self.settings.encoder_wait
+            if det.ready or wait:
+                findings += await asyncio.to_thread(det.scan, text, wait=wait)
+            else:
+                det.warm()
         if self.settings.semantic is not None:
             # Embedding is CPU work: keep it off the event loop.
             findings += await asyncio.to_thread(self.settings.semantic.scan, text)

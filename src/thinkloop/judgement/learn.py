@@ -277,7 +277,9 @@ class Learner:
 
     async def recall(self, ctx: AssessContext) -> None:
         owner = owner_of(ctx.cfg.user_id, ctx.cfg.session_id)
-        if owner is None or ctx.state.lean or not self.settings.recall:
+        # Lean mode too: two store reads, and a short follow-up about a known entity
+        # ("What did Acme Clinic say?") is when its edges and the lessons matter most.
+        if owner is None or not self.settings.recall:
             return
         lines: list[str] = []
         if isinstance(self.store, GraphBackend):

@@ -185,6 +185,8 @@ class RunHandle:
                 self._cancelled_early()
             raise
         finally:
+            if self.state.children is not None:  # sub-agents end with their parent
+                self.state.children.cancel()
             self._finish()
         if self._after is not None:  # after the answer is out: it never delays the result
             await self._after(self.cfg, self.state)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from thinkloop.core.children import ChildRuns
 from thinkloop.core.errors import InternalError, OutputValidationError
 from thinkloop.core.events import (
     Chunk,
@@ -21,7 +22,7 @@ from thinkloop.core.events import (
     ToolReturned,
 )
 from thinkloop.core.protocol import Act, Answer, Malformed
-from thinkloop.core.tool import ToolContext
+from thinkloop.core.tool import Tool, ToolContext
 from thinkloop.core.types import (
     Message,
     ModelResponse,
@@ -267,7 +268,9 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
         await run_stage(cfg, ctx)
     current = ctx.call or call
     tctx = ToolContext(state.run_id, state.step, current.id, cfg.session_id, cfg.user_id,
-                       cfg.deps, emit=state.emit, charge_usage=state.charge, run=cfg)
+                       cfg.deps, emit=state.emit, charge_usage=state.charge, run=cfg,
+                       agent_id=cfg.agent_id, parent_run_id=cfg.parent_run_id,
+                       children=_children(state, ctx.tool))
     result = ctx.result or await run_call(cfg.tools, current, tctx, cfg.limits.tool_timeout_s,
                                           cfg.limits.tool_output_chars)
     if hooked:
@@ -277,6 +280,11 @@ async def run_tool(cfg: RunConfig, state: RunState, call: ToolCall) -> ToolResul
     if ctx.answer_now is not None:
         state.answer_now = ctx.answer_now
     return result
+
+
+def _children(state: RunState, tool: Tool | None) -> ChildRuns | None:
+    # Only a tool that starts runs (spawn_agent) gets the tracker: most runs never make one.
+    return state.child_runs() if tool is not None and tool.meta.get("starts_runs") else None
 
 
 def known_result(state: RunState, calls: tuple[ToolCall, ...]) -> str:

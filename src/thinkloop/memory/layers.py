@@ -32,6 +32,9 @@ class MemorySettings:
     flush_steps: int = 5
     flush_timeout_s: float = 90.0
     summary_timeout_s: float = 120.0
+    # A capable model adds the facts the user states about themselves to the profile
+    # (asked in the session summary's call); the patterns stay the fallback.
+    model_profile: bool = True
 
 
 @dataclass(frozen=True)

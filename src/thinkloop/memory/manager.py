@@ -11,6 +11,7 @@ the answer is delivered.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -33,6 +34,15 @@ from thinkloop.models.embedding import Embedder
 from thinkloop.store.base import Store
 
 log = logging.getLogger("thinkloop.memory")
+
+# Words of a question about earlier turns: what someone said, what was decided, again.
+_BACK = re.compile(r"\b(?:did|said|says?|told|mentioned|earlier|last time|again|remember|"
+                   r"recall|discussed|decided|agreed|promised|previously)\b", re.I)
+
+
+def refers_back(task: str) -> bool:
+    """Does ``task`` ask about earlier turns ("What did Acme Clinic say?")?"""
+    return _BACK.search(task) is not None
 
 
 class Memory:
@@ -104,7 +114,10 @@ class Memory:
 
     async def inject(self, ctx: AssessContext) -> None:
         query = ctx.task
-        if ctx.state.lean:  # a trivial task (step budget): OrcBot's lean mode skips recall
+        # A trivial task (step budget): OrcBot's lean mode skips recall, unless the task
+        # refers back: a short follow-up ("What did Acme Clinic say?") needs exactly what
+        # was said earlier.
+        if ctx.state.lean and not refers_back(ctx.task):
             ctx.emit(MemoryRecallSkipped, reason="lean")
             query = ""  # the profile and session summaries stay: they are not retrieval
         block = await self.memory_block(ctx.cfg.session_id, ctx.cfg.user_id, query)

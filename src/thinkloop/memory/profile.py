@@ -28,8 +28,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | None], ...] = (
 )
 
 
-def _key(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+def fact_key(text: str) -> str:
+    """A fact's key as stored: lower-case snake_case, at most 40 characters."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:40]
+
+
+_key = fact_key
 
 
 def extract_facts(text: str) -> dict[str, str]:

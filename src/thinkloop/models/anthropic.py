@@ -15,6 +15,7 @@ import orjson
 
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.model import THINKING_BUDGETS, ModelSettings
+from thinkloop.core.settings import ProviderSettings, provider_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models import anthropic_wire as wire
 from thinkloop.models.openai_wire import decode_arguments
@@ -176,13 +177,15 @@ class _StreamAccumulator:
         return ModelResponse(wire.assistant_message(blocks), usage, finish, self.model)
 
 
-def build_anthropic(name: str, env: Mapping[str, str]) -> AnthropicModel:
+def build_anthropic(name: str,
+                    settings: ProviderSettings | Mapping[str, str]) -> AnthropicModel:
+    s = provider_settings(settings)
     if not name:
         raise ConfigError(
             "model string 'anthropic:' needs a model name, e.g. 'anthropic:claude-haiku-4-5'"
         )
-    key = env.get("ANTHROPIC_API_KEY")
-    base_url = env.get("ANTHROPIC_BASE_URL") or None
+    key = s.secret("anthropic_api_key")
+    base_url = s.anthropic_base_url or None
     if not key and not base_url:
         from thinkloop.core.errors import MissingCredentialsError
 
@@ -190,4 +193,4 @@ def build_anthropic(name: str, env: Mapping[str, str]) -> AnthropicModel:
             f"model 'anthropic:{name}' needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL)"
         )
     return AnthropicModel(name, api_key=key, base_url=base_url, name=f"anthropic:{name}",
-                          retry=RetryPolicy.from_env(env))
+                          retry=RetryPolicy.of(s))

@@ -32,7 +32,7 @@ import orjson
 
 from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
 from thinkloop.core.model import ModelSettings, ReplyConstraint
-from thinkloop.core.settings import LOCAL_N_CTX, default_home
+from thinkloop.core.settings import ProviderSettings, provider_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models.decision import (
     decision_schema,
@@ -369,29 +369,15 @@ class LocalModel:
                    else item)
 
 
-def _whole(env: Mapping[str, str], key: str, default: str) -> int:
-    raw = env.get(key) or default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{key} must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{key} must be at least 1, got {value}")
-    return value
-
-
 RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
 
 
-def runtime_class(env: Mapping[str, str]) -> type[LocalModel]:
-    """The runtime ``THINKLOOP_LOCAL_RUNTIME`` names; ``auto`` (the default) prefers the
+def runtime_class(settings: ProviderSettings | Mapping[str, str]) -> type[LocalModel]:
+    """The runtime ``models.local_runtime`` names; ``auto`` (the default) prefers the
     prebuilt xllamacpp wheel and falls back to a source-built llama-cpp-python."""
     from thinkloop.models import local_wheel
 
-    runtime = (env.get("THINKLOOP_LOCAL_RUNTIME") or "auto").strip().lower()
-    if runtime not in RUNTIMES:
-        raise ConfigError(f"THINKLOOP_LOCAL_RUNTIME must be one of {', '.join(RUNTIMES)}, "
-                          f"got {runtime!r}")
+    runtime = provider_settings(settings).local_runtime
     if runtime == "xllamacpp" or (runtime == "auto" and local_wheel.available()):
         return local_wheel.WheelModel
     if runtime == "auto" and importlib.util.find_spec("llama_cpp") is None:
@@ -400,12 +386,11 @@ def runtime_class(env: Mapping[str, str]) -> type[LocalModel]:
     return LocalModel
 
 
-def build_local(name: str, env: Mapping[str, str]) -> LocalModel:
-    n_ctx = _whole(env, "THINKLOOP_LOCAL_N_CTX", str(LOCAL_N_CTX))
-    threads = _whole(env, "THINKLOOP_LOCAL_THREADS", str(default_threads()))
-    home = Path(env.get("THINKLOOP_HOME") or default_home()).expanduser()
-    cache = None if env.get("THINKLOOP_LOCAL_KV_CACHE", "1") == "0" else home / "cache" / "llama"
-    cls = runtime_class(env)
+def build_local(name: str, settings: ProviderSettings | Mapping[str, str]) -> LocalModel:
+    s = provider_settings(settings)
+    n_ctx, threads = s.local_n_ctx, s.local_threads or default_threads()
+    cache = s.local_cache_dir.expanduser() if s.local_kv_cache else None
+    cls = runtime_class(s)
     if not name:
         return cls(default_model_path(), n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
     path = Path(name).expanduser()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from thinkloop.core.errors import ConfigError, MissingCredentialsError
 from thinkloop.core.model import Model
+from thinkloop.core.settings import FIELD_OF_VAR, ProviderSettings, provider_settings
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.openai_wire import WireQuirks
 from thinkloop.models.retry import RetryPolicy
@@ -72,13 +73,17 @@ def ollama_base(host: str) -> str:
     return url if url.endswith("/v1") else f"{url}/v1"
 
 
-def build_preset(preset: Preset, name: str, env: Mapping[str, str]) -> Model:
+def build_preset(preset: Preset, name: str,
+                 settings: ProviderSettings | Mapping[str, str]) -> Model:
+    """``preset``'s model ``name`` with the endpoint and key the settings give it; the
+    variable names (``base_env``, ``key_env``) say in messages which setting is missing."""
+    s = provider_settings(settings)
     spec = f"{preset.prefix}:{name}"
     if not name:
         raise ConfigError(
             f"model string {spec!r} needs a model name, e.g. '{preset.prefix}:{preset.example}'"
         )
-    custom = env.get(preset.base_env) or None
+    custom = s.secret(FIELD_OF_VAR[preset.base_env])
     if custom and preset.prefix == "ollama":
         custom = ollama_base(custom)
     base_url = custom or preset.base_url
@@ -87,7 +92,7 @@ def build_preset(preset: Preset, name: str, env: Mapping[str, str]) -> Model:
             f"model {spec!r} needs a base URL: set {preset.base_env}, "
             "e.g. http://127.0.0.1:8000/v1"
         )
-    key = env.get(preset.key_env) if preset.key_env else None
+    key = s.secret(FIELD_OF_VAR[preset.key_env]) if preset.key_env else None
     if preset.key_required and not key and not custom:
         raise MissingCredentialsError(
             f"model {spec!r} needs {preset.key_env} (or {preset.base_env} for another server)"
@@ -98,6 +103,6 @@ def build_preset(preset: Preset, name: str, env: Mapping[str, str]) -> Model:
         api_key=key,
         name=spec,
         quirks=preset.custom_quirks if custom else preset.quirks,
-        retry=RetryPolicy.from_env(env),
+        retry=RetryPolicy.of(s),
         headers=dict(preset.headers),
     )

@@ -6,7 +6,8 @@ thinkloop creates no clients, reads no environment and imports no optional SDK: 
 
 The registry is open: ``register(prefix, factory)`` adds a provider to a registry made in code,
 and an installed package adds one for every registry with an entry point in group
-``thinkloop.providers`` (its name the prefix, its object a ``factory(name, env) -> Model``), so
+``thinkloop.providers`` (its name the prefix, its object a ``factory(name, settings) -> Model``,
+``settings`` the typed :class:`~thinkloop.core.settings.ProviderSettings`), so
 ``Agent("prefix:name")`` finds it. Packages are looked up only for a prefix no factory claims.
 """
 
@@ -21,27 +22,30 @@ from importlib.metadata import EntryPoint
 from thinkloop.core.errors import ConfigError, MissingCredentialsError, UnknownModelError
 from thinkloop.core.model import Model
 from thinkloop.core.plugins import discover
-from thinkloop.core.settings import load_settings
+from thinkloop.core.settings import ProviderSettings, provider_settings
 from thinkloop.models.presets import PRESETS, build_preset
 from thinkloop.models.wrappers import FallbackModel, OverflowRecovery
 
-Factory = Callable[[str, Mapping[str, str]], Model]
+Factory = Callable[[str, ProviderSettings], Model]
+# What resolving takes: the typed section, or (the old form, kept for one release) the
+# variables by name; None loads the settings.
+Providers = ProviderSettings | Mapping[str, str] | None
 ModelSpec = str | Model
 GROUP = "thinkloop.providers"
 
 log = logging.getLogger(__name__)
 
 
-def anthropic_factory(name: str, env: Mapping[str, str]) -> Model:
+def anthropic_factory(name: str, settings: ProviderSettings) -> Model:
     from thinkloop.models.anthropic import build_anthropic
 
-    return build_anthropic(name, env)
+    return build_anthropic(name, settings)
 
 
-def local_factory(name: str, env: Mapping[str, str]) -> Model:
+def local_factory(name: str, settings: ProviderSettings) -> Model:
     from thinkloop.models.local import build_local
 
-    return build_local(name, env)
+    return build_local(name, settings)
 
 
 @dataclass
@@ -51,10 +55,10 @@ class ModelRegistry:
     def register(self, prefix: str, factory: Factory) -> None:
         self.factories[prefix] = factory
 
-    def resolve(self, spec: str, env: Mapping[str, str] | None = None) -> Model:
-        """``env``: the provider settings by variable name (``Settings.provider_env()``);
-        unset, they are loaded here."""
-        env = load_settings().provider_env() if env is None else env
+    def resolve(self, spec: str, providers: Providers = None) -> Model:
+        """``providers``: the provider settings (``Settings.models``); unset, they are
+        loaded here."""
+        settings = provider_settings(providers)
         prefix, sep, name = spec.strip().partition(":")
         factory = self.factories.get(prefix) or _installed(prefix)
         if factory is None:
@@ -64,7 +68,7 @@ class ModelRegistry:
             raise UnknownModelError(
                 f"unknown model provider {prefix!r} in {spec!r}{hint}; known: {known}"
             )
-        return factory(name.strip(), env)
+        return factory(name.strip(), settings)
 
 
 def _installed(prefix: str) -> Factory | None:
@@ -95,7 +99,7 @@ def default_registry() -> ModelRegistry:
 
 def resolve_model(
     spec: ModelSpec | Sequence[ModelSpec],
-    env: Mapping[str, str] | None = None,
+    providers: Providers = None,
     registry: ModelRegistry | None = None,
 ) -> Model:
     """A model string, a Model, or a list of either (tried in order, see FallbackModel).
@@ -105,14 +109,14 @@ def resolve_model(
     """
     registry = registry or default_registry()
     if isinstance(spec, str):
-        return OverflowRecovery(registry.resolve(spec, env))
+        return OverflowRecovery(registry.resolve(spec, providers))
     if not isinstance(spec, Sequence):
         return spec
     models: list[Model] = []
     skipped: list[str] = []
     for item in spec:
         try:
-            models.append(resolve_model(item, env, registry))
+            models.append(resolve_model(item, providers, registry))
         except MissingCredentialsError as exc:
             log.info("fallback list: skipping %s", exc)
             skipped.append(str(exc))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from thinkloop.core.errors import ConfigError, ModelError, ModelHTTPError, RetriesExhaustedError
-from thinkloop.core.settings import MODEL_MAX_ATTEMPTS
+from thinkloop.core.settings import MODEL_MAX_ATTEMPTS, ProviderSettings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -29,7 +29,13 @@ class RetryPolicy:
             raise ConfigError(f"max_attempts must be at least 1, got {self.max_attempts}")
 
     @classmethod
+    def of(cls, settings: ProviderSettings) -> RetryPolicy:
+        """The policy the provider settings ask for (``models.max_attempts``)."""
+        return cls(max_attempts=settings.max_attempts)
+
+    @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetryPolicy:
+        """Deprecated (kept for one release): use :meth:`of` with the typed settings."""
         raw = env.get(ATTEMPTS_ENV)
         if not raw:
             return cls()

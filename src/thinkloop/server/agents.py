@@ -15,17 +15,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from thinkloop.agent import Agent
+from thinkloop.api import Agent, Approver, GatewayStore, RunRegistry, Store, validation_summary
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.core.channel import Channel
 from thinkloop.core.errors import ConfigError, NotFoundError, UnknownAgentError
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.core.spec import BOOTSTRAP_FILES, TeamMember
-from thinkloop.guard.approval import Approver
-from thinkloop.runs import RunRegistry
-from thinkloop.store.base import Store
-from thinkloop.store.gateway import GatewayStore
-from thinkloop.text import validation_summary
 
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_AGENT = "default"

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from thinkloop.api import validation_summary
 from thinkloop.core.errors import (
     ConfigError,
     ConflictError,
@@ -26,7 +27,6 @@ from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.doors import Doors, cookie_name
 from thinkloop.server.gateway import FleetFactory, Gateway
-from thinkloop.text import validation_summary
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 
@@ -68,7 +68,7 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
         if owned:
-            from thinkloop.store.open import open_store
+            from thinkloop.api import open_store
 
             db: Any = open_store(cfg.store_url, settings=settings)
         else:

@@ -10,8 +10,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from thinkloop.api import GatewayStore
 from thinkloop.core.errors import ConfigError
-from thinkloop.store.gateway import GatewayStore
 
 KEY_PREFIX = "tlk_"
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")

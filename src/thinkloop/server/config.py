@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError, model_validator
 
+from thinkloop.api import validation_summary
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import GatewaySettings, Settings
-from thinkloop.text import validation_summary
 
 
 class GatewayConfig(GatewaySettings):

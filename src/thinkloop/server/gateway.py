@@ -15,13 +15,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from thinkloop.api import GatewayStore, RunHandle, RunRegistry, RunResult, SessionAdmin, Store
 from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, UnknownAgentError
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.tool import Tool
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
-from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.server.auth import Principal
 from thinkloop.server.config import GatewayConfig
@@ -29,8 +27,6 @@ from thinkloop.server.fleet import Fleet, Followed
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
-from thinkloop.store.base import SessionAdmin, Store
-from thinkloop.store.gateway import GatewayStore
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -235,6 +231,11 @@ class Gateway:
             "id": session,
             "created_at": info.created_at if info else None,
             "updated_at": info.updated_at if info else None,
+            # What its runs used (their records keep each run's own).
+            "model": info.model if info else "",
+            "input_tokens": info.input_tokens if info else 0,
+            "output_tokens": info.output_tokens if info else 0,
+            "cost_usd": info.cost_usd if info else 0.0,
             "messages": [{"role": m.role, "content": m.content,
                           "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
                                          for c in m.tool_calls]} for m in messages],

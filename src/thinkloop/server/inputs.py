@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from thinkloop.api import ApprovalRequest, CallbackApprover, Decision
 from thinkloop.core.channel import CallbackChannel, Channel, Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested, MessageSent
-from thinkloop.guard.approval import ApprovalRequest, CallbackApprover, Decision
 
 Publish = Callable[[str, Event], bool]  # (run id, event) -> whether the run is known
 

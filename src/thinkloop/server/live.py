@@ -17,10 +17,9 @@ from typing import Any
 
 import orjson
 
+from thinkloop.api import RunHandle, RunResult
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.events import Event, to_dict
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
 
 
 @dataclass(eq=False)
@@ -162,6 +161,9 @@ def run_view(run: LiveRun) -> dict[str, Any]:
     view: dict[str, Any] = {"id": run.id, "agent": run.agent, "session": run.session,
                             "status": run.status, "created_at": run.created_at,
                             "finished_at": run.finished_at, "events": len(run.events)}
+    # Its sub-agent runs: those in progress, and how the others ended.
+    children = run.handle.state.children
+    view["children"] = children.view() if children is not None else []
     if run.result is not None:
         data = run.result.to_dict()
         data["session_id"] = run.session

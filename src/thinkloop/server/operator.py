@@ -12,15 +12,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
+from thinkloop.api import RunRecord, run_memories
 from thinkloop.core.tool import READ_MORE
 from thinkloop.errors import NotFoundError
-from thinkloop.runlog import run_memories
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import caller, gateway
 from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.live import LiveRun
-from thinkloop.store.base import RunRecord
 
 router = APIRouter(prefix="/v1")
 Caller = Annotated[Principal, Depends(caller)]

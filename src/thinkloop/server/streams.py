@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDis
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from thinkloop.api import validation_summary
 from thinkloop.core.errors import (
     ConfigError,
     NotFoundError,
@@ -39,7 +40,6 @@ from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
 from thinkloop.server.routes import InputRequest, RunRequest
-from thinkloop.text import validation_summary
 
 router = APIRouter(prefix="/v1")
 T = TypeVar("T")

@@ -218,9 +218,10 @@ class RunRecords(Protocol):
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
     async def list_runs(
-        self, session: str | None = None, status: str | None = None, limit: int = 100
+        self, session: str | None = None, status: str | None = None, limit: int = 100,
+        parent: str | None = None,
     ) -> list[RunRecord]:
-        """Newest first."""
+        """Newest first; ``parent``: only the sub-agent runs that run started."""
         ...
 
 

@@ -57,11 +57,13 @@ class MemoryStore:
         return self.runs.get(run_id)
 
     async def list_runs(
-        self, session: str | None = None, status: str | None = None, limit: int = 100
+        self, session: str | None = None, status: str | None = None, limit: int = 100,
+        parent: str | None = None,
     ) -> list[RunRecord]:
         runs = [r for r in reversed(self.runs.values())
                 if (session is None or r.session_id == session)
-                and (status is None or r.status == status)]
+                and (status is None or r.status == status)
+                and (parent is None or r.parent_id == parent)]
         return sorted(runs, key=lambda r: -r.started_at)[:limit]
 
     async def add_events(self, run_id: str, events: Sequence[Event]) -> None:

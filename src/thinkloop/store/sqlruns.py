@@ -44,13 +44,15 @@ class RunTables(SQLBase):
         return run_from_row(tuple(rows[0])) if rows else None
 
     async def list_runs(
-        self, session: str | None = None, status: str | None = None, limit: int = 100
+        self, session: str | None = None, status: str | None = None, limit: int = 100,
+        parent: str | None = None,
     ) -> list[RunRecord]:
         rows = await self._fetch(
             f"SELECT {RUN_COLS} FROM runs "
             "WHERE (CAST({0} AS TEXT) IS NULL OR session_id = {0}) "
             "AND (CAST({1} AS TEXT) IS NULL OR status = {1}) "
-            f"ORDER BY {self.dialect.run_order} LIMIT {{2}}", session, status, limit)
+            "AND (CAST({3} AS TEXT) IS NULL OR parent_id = {3}) "
+            f"ORDER BY {self.dialect.run_order} LIMIT {{2}}", session, status, limit, parent)
         return [run_from_row(tuple(r)) for r in rows]
 
     async def add_events(self, run_id: str, events: Sequence[Event]) -> None:

@@ -25,12 +25,8 @@ def pick_tools(available: list[Tool], names: str) -> list[Tool]:
     return [by_name[n] for n in wanted]
 
 
-def default_tools(names: str = "default", **toolbox_options: Any) -> tuple[list[Tool], list[str]]:
-    """The chosen built-in tools and the prompt guidance that goes with them."""
+def default_tools(names: str = "default", **toolbox_options: Any) -> list[Tool]:
+    """The chosen built-in tools (each carries its own prompt guidance, ``Tool.guidance``)."""
     from thinkloop.tools.builtin import Toolbox
 
-    box = Toolbox(**toolbox_options)
-    tools = pick_tools(box.tools, names)
-    chosen = {t.name for t in tools}
-    sections = box.prompt_sections if chosen & {"ask_human", "search_tools"} else []
-    return tools, sections
+    return pick_tools(Toolbox(**toolbox_options).tools, names)

@@ -18,11 +18,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkloop.core.errors import ConfigError, ToolArgumentsError, ToolExecutionError
-from thinkloop.core.events import Event, Handoff
+from thinkloop.core.events import Event, Handoff, usage_payload
 from thinkloop.core.model import Model
 
 # The one agent spec: a kind of child agent the parent may spawn.
-from thinkloop.core.spec import MINIMAL_INSTRUCTIONS, AgentSpec, Child, Spawn, inherited
+from thinkloop.core.spec import (
+    MINIMAL_INSTRUCTIONS,
+    AgentSpec,
+    Child,
+    ChildHandle,
+    Spawn,
+    inherited,
+)
 from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.core.types import Usage
 
@@ -129,22 +136,33 @@ class SubAgents:
                 "yourself with your own tools")
         async with self._limits[depth]:
             child = self._agent(spec, parent, spawn)
-            token = _DEPTH.set(depth)  # the child's run task copies it
-            try:
-                handle = child.start(task, user_id=parent.user_id if parent else None,
-                                     stream_model=False)
-            finally:
-                _DEPTH.reset(token)
+            handle = _start(child, task, parent, depth)
+            children = getattr(parent, "children", None)
+            if children is not None:
+                children.started(handle.run_id, _name(spec), task, handle)
             self._emit(parent, direction="to_child", agent=_name(spec), task=task,
-                       child_run_id=handle.run_id)
+                       child_run_id=handle.run_id, model=child.model.name)
             start = time.perf_counter()
-            result = await handle.result()
+            try:
+                result = await handle.result()
+            except asyncio.CancelledError:  # the parent was aborted: so is its child
+                handle.cancel()
+                self._ended(parent, spec, handle.run_id, "cancelled", start)
+                raise
         self._charge(parent, result.usage)
-        self._emit(parent, direction="to_parent", agent=_name(spec),
-                   child_run_id=result.run_id, status=result.status,
-                   duration_s=round(time.perf_counter() - start, 6))
+        self._ended(parent, spec, result.run_id, result.status, start, result.usage)
         return ChildResult(_name(spec), task, result.status, result.text, result.usage,
                            result.run_id, result.error)
+
+    def _ended(self, parent: ToolContext | None, spec: AgentSpec, run_id: str, status: str,
+               start: float, usage: Usage | None = None) -> None:
+        children = getattr(parent, "children", None)
+        if children is not None:
+            children.ended(run_id, status)
+        self._emit(parent, direction="to_parent", agent=_name(spec), child_run_id=run_id,
+                   status=status, duration_s=round(time.perf_counter() - start, 6),
+                   usage=None if usage is None else {**usage_payload(usage),
+                                                     "cost_usd": usage.cost_usd})
 
     async def fan_out(
         self, tasks: Sequence[str | tuple[str, str]], parent: ToolContext | None = None,
@@ -182,6 +200,18 @@ class SubAgents:
         # in them (judgement/sensitive.py); the child run resolves them itself.
         return replace(t, description=f"{t.description}\n\nSub-agents: {kinds}.",
                        meta={**t.meta, "starts_runs": True})
+
+
+def _start(child: Child, task: str, parent: ToolContext | None, depth: int) -> ChildHandle:
+    """The child's run, with the minimal prompt (GoClaw's sub-agent mode), for the parent's
+    user, naming the parent's run."""
+    token = _DEPTH.set(depth)  # the child's run task copies it
+    try:
+        return child.start(task, user_id=parent.user_id if parent else None,
+                           stream_model=False, prompt_mode="minimal",
+                           parent_run_id=parent.run_id if parent else None)
+    finally:
+        _DEPTH.reset(token)
 
 
 def render_results(results: Sequence[ChildResult]) -> str:

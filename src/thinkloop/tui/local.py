@@ -17,22 +17,24 @@ from pathlib import Path
 
 import orjson
 
-from thinkloop.agent import Agent
+from thinkloop.api import (
+    Agent,
+    PostgresStore,
+    RunRecord,
+    RunRegistry,
+    SQLiteStore,
+    message_to_dict,
+    owner_of,
+    run_memories,
+)
 from thinkloop.build import AgentSpec
 from thinkloop.core.tool import READ_MORE
 from thinkloop.errors import NotFoundError, ThinkloopError
 from thinkloop.events import Event, from_dict
-from thinkloop.memory.layers import owner_of
-from thinkloop.runlog import run_memories
-from thinkloop.runs import RunRegistry
 from thinkloop.server.agents import DEFAULT_AGENT, load_agents_file
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun
 from thinkloop.settings import Settings
-from thinkloop.store.base import RunRecord
-from thinkloop.store.postgres import PostgresStore
-from thinkloop.store.serialize import message_to_dict
-from thinkloop.store.sqlite import SQLiteStore
 from thinkloop.tui.backend import (
     AgentInfo,
     MemoryRow,

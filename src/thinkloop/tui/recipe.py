@@ -3,13 +3,10 @@ people answering approvals and ``ask_human`` questions in the UI."""
 
 from __future__ import annotations
 
-from thinkloop.agent import Agent
+from thinkloop.api import Agent, Approver, RunRegistry, Store
 from thinkloop.build import AgentSpec, build_agent
 from thinkloop.core.channel import Channel
-from thinkloop.guard.approval import Approver
-from thinkloop.runs import RunRegistry
 from thinkloop.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
-from thinkloop.store.base import Store
 
 
 def build(name: str, spec: AgentSpec, settings: Settings, store: Store, *,

@@ -9,10 +9,10 @@ import orjson
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
+from thinkloop.api import AbortRequests, CheckpointStore, RunRecords
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import Settings
 from thinkloop.server.gateway import Backend
-from thinkloop.store.base import AbortRequests, CheckpointStore, RunRecords
 
 JOB = "thinkloop.run"  # the arq function that executes a queued run
 

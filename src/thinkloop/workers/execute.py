@@ -16,12 +16,10 @@ import logging
 import uuid
 from typing import Any
 
+from thinkloop.api import ApprovalRequest, Decision, RunHandle, RunResult
 from thinkloop.channels import Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
-from thinkloop.guard.approval import ApprovalRequest, Decision
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
 from thinkloop.server.inputs import InputHub
 from thinkloop.server.live import event_json
 from thinkloop.workers.bus import Bus

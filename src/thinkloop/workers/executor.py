@@ -14,15 +14,12 @@ import orjson
 from arq.constants import in_progress_key_prefix
 from arq.worker import Retry
 
-from thinkloop.agent import Agent
+from thinkloop.api import Agent, RunHandle, RunRecord, RunResult
 from thinkloop.core.errors import RunAccessError
 from thinkloop.core.settings import WorkerSettings
-from thinkloop.loop.handle import RunHandle
-from thinkloop.loop.result import RunResult
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore
 from thinkloop.workers.execute import FleetHub, Pump, result_view

@@ -15,13 +15,13 @@ from typing import Any, cast
 
 from arq.connections import ArqRedis
 
+from thinkloop.api import RunRecord
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.settings import Settings
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Backend, FleetFactory, session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules

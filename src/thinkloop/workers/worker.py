@@ -110,7 +110,7 @@ def worker_name() -> str:
 async def serve_worker(settings: Settings, agents_file: Path | None = None,
                        name: str | None = None) -> None:
     """Execute queued runs until SIGTERM or SIGINT."""
-    from thinkloop.store.open import open_store
+    from thinkloop.api import open_store
 
     check_store(settings)
     ws = settings.worker

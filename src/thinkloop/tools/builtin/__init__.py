@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkloop.core.channel import Channel, ConsoleChannel
@@ -20,7 +20,7 @@ from thinkloop.core.tool import Tool
 from thinkloop.sandbox import Sandbox
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
-from thinkloop.tools.builtin.messaging import ASK_HUMAN_GUIDANCE, SendPolicy, messaging_tools
+from thinkloop.tools.builtin.messaging import SendPolicy, messaging_tools
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.builtin.shell import shell_tool
 from thinkloop.tools.builtin.web import web_fetch_tool
@@ -32,8 +32,8 @@ __all__ = ["ToolSettings", "Toolbox", "builtin_tools"]
 
 def _workflow_tools(
     settings: ToolSettings, workspace: Workspace, embedder: Any, sandbox: Sandbox
-) -> tuple[list[Tool], list[str]]:
-    """search_tools and run_workflow, plus the prompt sections that go with them."""
+) -> list[Tool]:
+    """search_tools (carrying the prompt guidance for workflows and skills) and run_workflow."""
     from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
     from thinkloop.tools.builtin.toolsearch import Entry, ToolIndex, search_tools_tool
     from thinkloop.tools.builtin.workflows import (
@@ -59,7 +59,9 @@ def _workflow_tools(
         entries += [Entry("skill", s.name, s.search_text(), s) for s in skills]
         cache = cache or settings.skills / ".embeddings-cache.json"
     index = ToolIndex(entries, embedder or MiniLMEmbedder(), cache)
-    return [search_tools_tool(index), *tools], [s for s in sections if s]
+    # The guidance travels with search_tools: any agent given it gets it in its prompt.
+    search = replace(search_tools_tool(index), guidance="\n\n".join(s for s in sections if s))
+    return [search, *tools]
 
 
 @dataclass
@@ -85,8 +87,6 @@ class Toolbox:
         self.sandbox = make_sandbox(self.settings)
         self.browser_session = BrowserSession(
             self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
-        # Text for the system prompt that explains how to use these tools (Stingyclaw).
-        self.prompt_sections: list[str] = [ASK_HUMAN_GUIDANCE]
         self.tools = self._build()
 
     def _build(self) -> list[Tool]:
@@ -103,9 +103,7 @@ class Toolbox:
         tools += messaging_tools(list(self.channels) or [ConsoleChannel()],
                                  policy=self.send_policy, ask_timeout_s=s.ask_timeout_s)
         if s.workflows is not None or s.skills is not None:
-            found, sections = _workflow_tools(s, ws, self.embedder, self.sandbox)
-            tools += found
-            self.prompt_sections += sections
+            tools += _workflow_tools(s, ws, self.embedder, self.sandbox)
         from thinkloop.tools.builtin.calculator import calculator
 
         tools.append(calculator)

@@ -70,10 +70,14 @@ def messaging_tools(
         answer = await default.ask(_outgoing(ctx, question), ask_timeout_s)
         return f"The user answered: {answer}"
 
-    send = make_tool(send_message, idempotent=False, needs_approval=True)
+    # A channel that reaches only the person who asked (a container's host) says nothing
+    # the answer could not; any other may reach people the run should not write to.
+    private = all(getattr(c, "reaches_requester_only", False) for c in channels)
+    send = make_tool(send_message, idempotent=False, needs_approval=not private)
     send = replace(send, description=f"{send.description}\n\nChannels: {', '.join(by_name)}.")
     return [
         send,
         # Waiting on a person is bounded by ask_timeout_s, not the generic tool timeout.
-        make_tool(ask_human, idempotent=False, timeout_s=ask_timeout_s + 5.0),
+        make_tool(ask_human, idempotent=False, timeout_s=ask_timeout_s + 5.0,
+                  guidance=ASK_HUMAN_GUIDANCE),
     ]

@@ -1,7 +1,13 @@
-"""``web_search`` over a pluggable backend: SearxNG, Brave or Tavily. Off unless configured."""
+"""``web_search`` over a pluggable backend: keyless by default (the ``ddgs`` metasearch
+package), or SearxNG, Brave or Tavily as settings.
+
+Results are outside content (``trusted_output=False``): the guards wrap and datamark them like
+every fetched page. A search that cannot reach any engine (no network, a dead proxy) is one
+clear error result, never an empty list the model would read as "nothing exists"."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,11 +88,60 @@ class Tavily:
                 for h in data.get("results", [])[:count]]
 
 
+# What ddgs says when an engine could not be reached (its exceptions carry the HTTP client's
+# error text): then the search failed for want of a network, not for want of results.
+_UNREACHABLE = ("connect", "dns", "timed out", "timeout", "proxy", "network", "resolve")
+
+
+@dataclass(frozen=True)
+class DuckDuckGo:
+    """Keyless metasearch through the ``ddgs`` package (DuckDuckGo and other engines).
+
+    ``proxy``: None reads ``DDGS_PROXY`` as ddgs does."""
+
+    timeout_s: float = 20.0
+    region: str = "wt-wt"
+    proxy: str | None = None
+    name: str = "ddgs"
+
+    async def search(self, client: httpx.AsyncClient, query: str, count: int) -> list[SearchHit]:
+        # ddgs is synchronous (its own HTTP client): a thread keeps the event loop free.
+        return await asyncio.to_thread(self._search, query, count)
+
+    def _search(self, query: str, count: int) -> list[SearchHit]:
+        try:
+            from ddgs import DDGS
+            from ddgs.exceptions import DDGSException
+        except ImportError:
+            raise ToolExecutionError("keyless web search needs the ddgs package: "
+                                     "pip install 'thinkloop[search]'") from None
+        try:
+            rows = DDGS(proxy=self.proxy, timeout=int(self.timeout_s) or 1).text(
+                query, region=self.region, max_results=count)
+        except DDGSException as exc:
+            text = str(exc).strip() or type(exc).__name__
+            if "no results" in text.lower():
+                return []
+            if any(k in text.lower() for k in _UNREACHABLE):
+                raise ToolExecutionError(
+                    "web search could not reach any search engine (no network or the proxy "
+                    f"is down): {text.splitlines()[0][:200]}") from None
+            raise ToolExecutionError(f"web search failed: {text.splitlines()[0][:200]}") from None
+        return [SearchHit(str(r.get("title", "")), str(r.get("href", "")), str(r.get("body", "")))
+                for r in rows[:count]]
+
+
+KEYLESS = "ddgs"
+OFF = ("none", "off")
+
+
 def backend_from_settings(settings: ToolSettings) -> SearchBackend | None:
-    """The configured backend, or None when web search is off."""
-    kind = (settings.search_backend or "").lower()
-    if not kind:
+    """The configured backend (default: keyless ddgs), or None when web search is off."""
+    kind = (settings.search_backend or KEYLESS).lower()
+    if kind in OFF:
         return None
+    if kind == KEYLESS:
+        return DuckDuckGo(settings.fetch_timeout_s)
     if kind == "searxng" and settings.searxng_url:
         return SearxNG(settings.searxng_url)
     if kind == "brave" and settings.brave_api_key:
@@ -95,7 +150,8 @@ def backend_from_settings(settings: ToolSettings) -> SearchBackend | None:
         return Tavily(settings.tavily_api_key)
     raise ConfigError(
         f"search_backend={kind!r} needs its setting (searxng_url, brave_api_key or "
-        "tavily_api_key); known backends: searxng, brave, tavily"
+        "tavily_api_key); known backends: ddgs (keyless, the default), searxng, brave, "
+        "tavily, none"
     )
 
 
@@ -104,7 +160,7 @@ def web_search_tool(backend: SearchBackend, timeout_s: float = 20.0) -> Tool:
         """Search the web; returns numbered results with title, URL and snippet.
 
         Args:
-            query: what to search for
+            query: the search terms
             count: how many results (1-20)
         """
         import httpx
