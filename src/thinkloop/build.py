@@ -141,6 +141,14 @@ def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptB
     return PromptBuilder(options=PromptOptions(bootstrap=boot, team=team))
 
 
+def bootstrap_file(settings: Settings, name: str, spec: AgentSpec, file: str) -> tuple[str, str]:
+    """An agent's bootstrap file as its prompt reads it, and where it comes from: ``store``
+    (the spec's ``files``), ``disk`` (under ``THINKLOOP_HOME``), ``template`` or ``none``."""
+    from thinkloop.context.bootstrap import Bootstrap
+
+    return Bootstrap(settings.home, files=dict(spec.files)).agent_text(name, file)
+
+
 def _team_tools(spec: AgentSpec, p: Plugs) -> list[Tool]:
     """``handoff`` for an agent with a team, when its store keeps session handoffs."""
     record = getattr(p.store, "set_handoff", None)
@@ -209,8 +217,8 @@ def _ask_rules(globs: Sequence[str], tools: Sequence[Tool]) -> list[Any]:
 
 
 __all__ = ["APPROVE_MODES", "CHILD_MAX_STEPS", "CHILD_TIMEOUT_S", "MINIMAL_INSTRUCTIONS",
-           "AgentSpec", "Plugs", "ToolChoice", "assemble", "build_agent", "build_child",
-           "inherited", "prompt_builder"]
+           "AgentSpec", "Plugs", "ToolChoice", "assemble", "bootstrap_file", "build_agent",
+           "build_child", "inherited", "prompt_builder"]
 
 
 def all_builtin_tools() -> list[tuple[Tool, str]]:

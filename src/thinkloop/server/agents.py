@@ -92,14 +92,14 @@ def _with_team(name: str, spec: AgentSpec, every: dict[str, AgentSpec]) -> Agent
     return spec.model_copy(update={"team": members})
 
 
-def file_view(home: Path, name: str, spec: AgentSpec, file: str) -> dict[str, Any]:
+def file_view(settings: Settings, name: str, spec: AgentSpec, file: str) -> dict[str, Any]:
     """One bootstrap file of an agent as the gateway shows it: its text and where it comes
     from (``store``, ``disk`` under THINKLOOP_HOME, the built-in ``template``, or ``none``)."""
-    from thinkloop.context.bootstrap import Bootstrap
+    from thinkloop.build import bootstrap_file
 
     if file not in BOOTSTRAP_FILES:
         raise NotFoundError(f"no bootstrap file {file!r}; one of {', '.join(BOOTSTRAP_FILES)}")
-    text, source = Bootstrap(home, files=spec.files).agent_text(name, file)
+    text, source = bootstrap_file(settings, name, spec, file)
     return {"agent": name, "name": file, "content": text, "source": source}
 
 

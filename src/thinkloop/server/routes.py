@@ -166,7 +166,7 @@ async def _spec(gw: Gateway, name: str) -> Any:
 @router.get("/agents/{name}/files")
 async def list_agent_files(name: str, _: Caller, gw: GW) -> dict[str, Any]:
     spec = await _spec(gw, name)
-    views = [file_view(gw.settings.home, name, spec, f) for f in BOOTSTRAP_FILES]
+    views = [file_view(gw.settings, name, spec, f) for f in BOOTSTRAP_FILES]
     return {"agent": name, "type": spec.type,
             "files": [{"name": v["name"], "source": v["source"], "chars": len(v["content"])}
                       for v in views]}
@@ -174,7 +174,7 @@ async def list_agent_files(name: str, _: Caller, gw: GW) -> dict[str, Any]:
 
 @router.get("/agents/{name}/files/{file}")
 async def get_agent_file(name: str, file: str, _: Caller, gw: GW) -> dict[str, Any]:
-    return file_view(gw.settings.home, name, await _spec(gw, name), file)
+    return file_view(gw.settings, name, await _spec(gw, name), file)
 
 
 @router.put("/agents/{name}/files/{file}")
@@ -182,10 +182,10 @@ async def put_agent_file(name: str, file: str, body: FileBody, _: Admin,
                          gw: GW) -> dict[str, Any]:
     """Keep the file in the store: the agent's next run reads it (its cached build is
     dropped now)."""
-    file_view(gw.settings.home, name, await _spec(gw, name), file)  # a known file name
+    file_view(gw.settings, name, await _spec(gw, name), file)  # a known file name
     await gw.store.put_agent_file(name, file, body.content)
     gw.router.invalidate(name)
-    return file_view(gw.settings.home, name, await _spec(gw, name), file)
+    return file_view(gw.settings, name, await _spec(gw, name), file)
 
 
 @router.delete("/agents/{name}/files/{file}")
@@ -194,4 +194,4 @@ async def delete_agent_file(name: str, file: str, _: Admin, gw: GW) -> dict[str,
     if not await gw.store.delete_agent_file(name, file):
         raise NotFoundError(f"agent {name!r} keeps no {file} in the store")
     gw.router.invalidate(name)
-    return file_view(gw.settings.home, name, await _spec(gw, name), file)
+    return file_view(gw.settings, name, await _spec(gw, name), file)
