@@ -61,6 +61,12 @@ def default_home() -> Path:
     return Path.home() / ".thinkloop"
 
 
+def gateway_token_file(home: Path, port: int) -> Path:
+    """Where a ``--no-auth`` gateway on ``port`` keeps its per-process token (mode 0600): the
+    person's own programs read it there; a web page cannot."""
+    return Path(home).expanduser() / "gateway" / f"{port}.token"
+
+
 def workspace_under(home: Path) -> Path:
     """The file and shell tools' base directory inside a thinkloop home."""
     return Path(home).expanduser() / "workspaces" / "thinkloop"
