@@ -259,23 +259,23 @@ async def test_no_auth_changes_need_the_process_token_from_any_client(
     assert local.gateway.token_file is not None
     token = local.gateway.token_file.read_text()
     assert local.gateway.token_file.stat().st_mode & 0o777 == 0o600
-    with httpx.Client(base_url=local.url, timeout=30) as program:
-        assert program.get("/v1/agents").status_code == 200  # reading needs none
+    async with httpx.AsyncClient(base_url=local.url, timeout=30) as program:
+        assert (await program.get("/v1/agents")).status_code == 200  # reading needs none
         for headers in ({}, {"X-Thinkloop-Token": "forged"}, {"Authorization": "Bearer x"}):
-            r = program.post("/v1/runs", json=RUN, headers=headers)
+            r = await program.post("/v1/runs", json=RUN, headers=headers)
             assert r.status_code == 403, r.text
             assert "X-Thinkloop-Token" in r.json()["error"]["message"]
-        assert program.post("/v1/runs/x/abort").status_code == 403
+        assert (await program.post("/v1/runs/x/abort")).status_code == 403
         with pytest.raises(InvalidStatus):
             async with connect(ws_url(local)):
                 raise AssertionError("the socket opened")
         assert local.model.requests == []
         # With the token, as a header or as the openai client's key, the program may.
-        r = program.post("/v1/runs", json=RUN | {"task": "hello"},
-                         headers={"X-Thinkloop-Token": token})
+        r = await program.post("/v1/runs", json=RUN | {"task": "hello"},
+                               headers={"X-Thinkloop-Token": token})
         assert r.status_code == 202, r.text
-        r = program.post("/v1/runs", json=RUN | {"task": "hello"},
-                         headers={"Authorization": f"Bearer {token}"})
+        r = await program.post("/v1/runs", json=RUN | {"task": "hello"},
+                               headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 202, r.text
     async with connect(ws_url(local), additional_headers={"X-Thinkloop-Token": token}) as ws:
         await ws.send(json.dumps({"type": "subscribe", "run_id": "nope"}))
