@@ -54,12 +54,19 @@ SECRET_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("password", r"(?i)(?<=password[=:] )\S{4,}|(?<=password=)\S{4,}|(?<=passwd=)\S{4,}"),
     ))
 _KEY_FOOTER = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+# What each secret pattern cannot match without (the password's in any case).
+_NEEDS = {p.pattern: needs for (_, p), needs in zip(SECRET_VALUES, (
+    "PRIVATE KEY-----", "k-", "AKIA", "gh", "xox", "AIza", "eyJ", "Bearer ", "passw"),
+    strict=True)}
 
 
 def secret_matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """``pattern.finditer(text)``, bounded for the private key's lazy body: a key block ends
     with its footer, so no match starts after the last one (each header after it read to the
     end of the text: quadratic in the number of headers)."""
+    needs = _NEEDS.get(pattern.pattern)
+    if needs is not None and needs not in (text.lower() if needs == "passw" else text):
+        return iter(())  # the pattern cannot match without it: a C search instead of a scan
     if pattern is SECRET_VALUES[0][1]:
         end = max((m.end() for m in _KEY_FOOTER.finditer(text)), default=0)
         return pattern.finditer(text, 0, end) if end else iter(())
