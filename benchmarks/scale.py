@@ -155,9 +155,10 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: f
                         last = data["id"]
 
 
-async def drive(base: str, runs: int, pids: list[int]) -> dict[str, float]:
+async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
-    async with aiohttp.ClientSession(connector=connector,
+    # The --no-auth gateway's token (from its file): a program that starts runs sends it.
+    async with aiohttp.ClientSession(connector=connector, headers={"X-Thinkloop-Token": token},
                                      timeout=aiohttp.ClientTimeout(total=900)) as session:
         async def one(i: int, lat: list[float], waits: list[float]) -> str:
             body = {"agent": "bench", "task": f"task {i}", "stream": False}
@@ -214,7 +215,8 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, workers, procs)
-        return asyncio.run(drive(base, runs, [p.pid for p in procs]))
+        token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
+        return asyncio.run(drive(base, runs, [p.pid for p in procs], token))
     finally:
         for p in procs:
             p.terminate()
