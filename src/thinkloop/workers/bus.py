@@ -33,6 +33,25 @@ redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """
+# Take a slot and write the run's row in one round trip (the submit path): KEYS active,
+# active:user, run:id; ARGV run id, per-user limit, fleet limit, row TTL, then field pairs.
+_CREATE = """
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+return 1
+"""
+# arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
+# queued once per id. KEYS job key, result key, queue; ARGV job, TTL ms, score, id.
+_ENQUEUE = """
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
+return 1
+"""
 # Move a run from one status to another only if it is in one of the expected ones.
 _MOVE = """
 local now = redis.call('HGET', KEYS[1], 'status')
@@ -76,6 +95,8 @@ class RunRow:
     deaths: int = 0
     handbacks: int = 0
     remember: bool = True  # False: the run has no user (no memory read or written)
+    priority: int = 0  # higher first among queued runs
+    deliver_to: tuple[str, ...] = ()  # a scheduled run's delivery targets (platform:chat)
 
     @classmethod
     def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
@@ -86,7 +107,16 @@ class RunRow:
                    float(g["finished_at"]) if g.get("finished_at") else None,
                    orjson.loads(g["view"]) if g.get("view") else None,
                    int(g.get("deaths", 0)), int(g.get("handbacks", 0)),
-                   g.get("remember", "1") == "1")
+                   g.get("remember", "1") == "1", int(g.get("priority", 0)),
+                   tuple(t for t in g.get("deliver_to", "").split("\n") if t))
+
+    def fields(self) -> dict[str, str]:
+        """The hash a new run starts with."""
+        return {"user": self.user, "agent": self.agent, "session": self.session or "",
+                "status": self.status, "created_at": repr(self.created_at), "task": self.task,
+                "stream": "1" if self.stream else "0",
+                "remember": "1" if self.remember else "0", "priority": str(self.priority),
+                "deliver_to": "\n".join(self.deliver_to)}
 
     @property
     def done(self) -> bool:
@@ -104,6 +134,8 @@ class Bus:
         self._reserve = redis.register_script(_RESERVE)
         self._move = redis.register_script(_MOVE)
         self._answer = redis.register_script(_ANSWER)
+        self._create = redis.register_script(_CREATE)
+        self._enqueue = redis.register_script(_ENQUEUE)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -119,15 +151,23 @@ class Bus:
 
     # --- runs ------------------------------------------------------------------------------
 
-    async def create(self, row: RunRow) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(self.key("run", row.id), mapping={
-                "user": row.user, "agent": row.agent, "session": row.session or "",
-                "status": row.status, "created_at": repr(row.created_at), "task": row.task,
-                "stream": "1" if row.stream else "0",
-                "remember": "1" if row.remember else "0"})
-            pipe.expire(self.key("run", row.id), self.keep_s * 24)
-            await pipe.execute()
+    async def create(self, row: RunRow, per_user: int = 1 << 30, total: int = 1 << 30) -> int:
+        """Take a slot for ``row`` and write it, at once: 1 done; -1 over the user's limit,
+        -2 over the fleet's (nothing written)."""
+        args: list[str | int] = [row.id, per_user, total, self.keep_s * 24]
+        for k, v in row.fields().items():
+            args += [k, v]
+        return int(await self._create(
+            keys=[self.key("active"), self.key("active", row.user), self.key("run", row.id)],
+            args=args))
+
+    async def enqueue(self, job_id: str, job: bytes, score: int, ttl_ms: int) -> bool:
+        """arq's job ``job_id`` due at ``score`` (ms); False if it is queued already."""
+        from arq.constants import job_key_prefix, result_key_prefix
+
+        return bool(await self._enqueue(
+            keys=[job_key_prefix + job_id, result_key_prefix + job_id, self.queue],
+            args=[job, ttl_ms, score, job_id]))
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))
@@ -141,6 +181,25 @@ class Bus:
             args += [k, v]
         old = await self._move(keys=[self.key("run", run_id)], args=args)
         return old.decode() if isinstance(old, bytes) else None
+
+    async def now(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What Redis has now of the runs still in it: status (``waiting`` while a running
+        run waits for an answer), priority, worker; one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.hmget(self.key("run", run_id), "status", "priority", "worker")
+                pipe.hlen(self.key("wait", run_id))
+            got = await pipe.execute()
+        out: dict[str, dict[str, Any]] = {}
+        for run_id, (status, priority, worker), waits in zip(
+                run_ids, got[::2], got[1::2], strict=True):
+            if status is None:
+                continue
+            st = status.decode()
+            out[run_id] = {"status": "waiting" if st == "running" and waits else st,
+                           "priority": int(priority or 0),
+                           "worker": worker.decode() if worker else None}
+        return out
 
     async def bump(self, run_id: str, field: str) -> int:
         return int(await self.redis.hincrby(self.key("run", run_id), field, 1))
