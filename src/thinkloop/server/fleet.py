@@ -6,7 +6,7 @@ A gateway without a fleet runs everything in its own process, as it always has.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from thinkloop.server.inputs import Answer
@@ -88,6 +88,13 @@ class Fleet(Protocol):
                            deliver_to: tuple[str, ...] = ()) -> dict[str, Any]: ...
 
     async def remove_schedule(self, user: str, schedule_id: str) -> bool: ...
+
+    async def deliveries(self, platforms: Sequence[str],
+                         send: Callable[[str, str], Awaitable[None]]) -> None:
+        """Send what scheduled runs on workers deliver to people on ``platforms`` (the chat
+        channels this gateway serves): ``await send(target, text)`` for each message, each
+        by one gateway; runs until cancelled."""
+        ...
 
     async def health(self) -> dict[str, Any]: ...
 

@@ -12,6 +12,8 @@ Everything a gateway and a worker say to each other goes through here, under one
 * ``{p}:ctl``          pub/sub: aborts and answers for whichever worker holds the run
 * ``{p}:wait:{id}``    what a run waits on (input id -> approval | question)
 * ``{p}:stat``         counters (resumes, lease expiries, hand-backs)
+* ``{p}:out:{platform}``  messages scheduled runs deliver to people, a stream that the
+                      gateways serving that chat platform read as one consumer group
 """
 
 from __future__ import annotations
@@ -326,6 +328,37 @@ class Bus:
     async def waits(self, run_id: str) -> dict[str, str]:
         h = await self.redis.hgetall(self.key("wait", run_id))
         return {k.decode(): v.decode() for k, v in h.items()}
+
+    # --- deliveries: what scheduled runs send to people, through the gateways' channels ----
+
+    async def deliver(self, run_id: str, target: str, text: str) -> None:
+        """Queue ``text`` for ``target`` (``platform:chat``); a gateway serving the platform
+        sends it."""
+        platform = target.split(":", 1)[0]
+        await self.redis.xadd(self.key("out", platform), {"run": run_id, "to": target,
+                                                          "text": text},
+                              maxlen=10_000, approximate=True)
+
+    async def deliveries(self, platform: str, consumer: str,
+                         block_ms: int = 1000) -> AsyncIterator[tuple[bytes, str, str, str]]:
+        """``(entry id, run, target, text)`` for the messages queued for ``platform``, each
+        to one consumer of the group (acknowledge it with :meth:`delivered`)."""
+        key, group = self.key("out", platform), "gateways"
+        try:
+            await self.redis.xgroup_create(key, group, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        while True:
+            got = await self.redis.xreadgroup(group, consumer, {key: ">"}, count=50,
+                                              block=block_ms)
+            for _, entries in got or ():
+                for eid, f in entries:
+                    yield (eid, f.get(b"run", b"").decode(), f.get(b"to", b"").decode(),
+                           f.get(b"text", b"").decode())
+
+    async def delivered(self, platform: str, entry_id: bytes) -> None:
+        await self.redis.xack(self.key("out", platform), "gateways", entry_id)
 
     # --- counters --------------------------------------------------------------------------
 

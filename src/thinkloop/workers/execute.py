@@ -22,6 +22,7 @@ from thinkloop.core.events import Event, InputRequested
 from thinkloop.guard.approval import ApprovalRequest, Decision
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
+from thinkloop.protocols.sanitize import is_silent
 from thinkloop.server.inputs import InputHub
 from thinkloop.server.live import event_json
 from thinkloop.workers.bus import Bus
@@ -76,6 +77,20 @@ class FleetHub(InputHub):
     def __init__(self, bus: Bus, pumps: dict[str, Pump]) -> None:
         super().__init__(self._publish)
         self.bus, self.pumps = bus, pumps
+        # Scheduled runs' delivery targets (``platform:chat``): the only places they message.
+        self.targets: dict[str, tuple[str, ...]] = {}
+
+    async def send(self, message: Outgoing) -> None:
+        """``send_message``: a scheduled run's message goes to a person only where its
+        schedule says (through a gateway serving that channel); any other run's stays in
+        its events, as on the gateway."""
+        targets = self.targets.get(message.run_id or "")
+        if targets and message.run_id is not None:
+            to = delivery_target(message.recipient, targets)
+            await super().send(message)
+            await self.bus.deliver(message.run_id, to, message.text)
+            return
+        await super().send(message)
 
     def _publish(self, run_id: str, event: Event) -> bool:
         pump = self.pumps.get(run_id)
@@ -107,6 +122,29 @@ class FleetHub(InputHub):
         finally:
             await asyncio.shield(self.bus.waiting(run_id, qid, None))
         return answer.text or ""
+
+
+def delivery_target(recipient: str | None, targets: tuple[str, ...]) -> str:
+    """Where a scheduled run's message goes: ``recipient`` (``platform:chat``, or a chat on
+    the first target's platform) if its schedule names it, else a ChannelError; none: the
+    first target."""
+    if not recipient:
+        return targets[0]
+    to = recipient if ":" in recipient else f"{targets[0].split(':', 1)[0]}:{recipient}"
+    if to not in targets:
+        raise ChannelError("send refused: a scheduled run delivers only where its schedule "
+                           f"says ({', '.join(targets)})")
+    return to
+
+
+def answer_text(result: RunResult) -> str | None:
+    """What a scheduled run delivers when it ends (None: it chose to say nothing)."""
+    text = result.text.strip()
+    if result.silent or is_silent(text) or text in ("NO_REPLY", "NO_SEND"):
+        return None
+    if not result.ok:
+        return f"(The run ended {result.status}: {result.error or 'no answer'}.)"
+    return text
 
 
 def result_view(result: RunResult, session: str | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from thinkloop.server.inputs import Answer
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import FleetHub, Pump, result_view
+from thinkloop.workers.execute import FleetHub, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -170,6 +170,8 @@ class Executor:
         agent = await self.router.get(row.agent)
         pump = Pump(self.bus, row.id, await self.bus.last_seq(row.id))
         self.pumps[row.id] = pump
+        if row.deliver_to:
+            self.hub.targets[row.id] = row.deliver_to
         try:
             handle = await self._start(agent, row, resumed)
             if handle is None:
@@ -180,6 +182,7 @@ class Executor:
         finally:
             self.jobs.pop(row.id, None)
             self.pumps.pop(row.id, None)
+            self.hub.targets.pop(row.id, None)
             await pump.close()
 
     async def _start(self, agent: Agent, row: RunRow, resumed: bool) -> RunHandle | None:
@@ -223,6 +226,10 @@ class Executor:
             return
         await pump.close()
         await self.bus.finish(job.row, result.status, result_view(result, job.row.session))
+        text = answer_text(result)
+        for target in job.row.deliver_to:  # a scheduled run's answer, where it says
+            if text is not None:
+                await self.bus.deliver(job.row.id, target, text)
 
     async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
         """SIGTERM: stop the run without ending it; the next worker resumes it."""

@@ -8,8 +8,13 @@ reads them with the same numbers.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import socket
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -26,6 +31,8 @@ from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
+
+log = logging.getLogger("thinkloop.workers")
 
 
 @dataclass(eq=False)
@@ -204,6 +211,27 @@ class RedisFleet:
         if not any(s.id == schedule_id for s in await self.plans.list() if s.user == user):
             return False
         return await self.plans.remove(schedule_id)
+
+    async def deliveries(self, platforms: Sequence[str],
+                         send: Callable[[str, str], Awaitable[None]]) -> None:
+        consumer = f"{socket.gethostname()}-{os.getpid()}"
+        await asyncio.gather(*(self._deliver(p, consumer, send) for p in platforms))
+
+    async def _deliver(self, platform: str, consumer: str,
+                       send: Callable[[str, str], Awaitable[None]]) -> None:
+        while True:
+            try:
+                async for eid, run_id, target, text in self.bus.deliveries(platform, consumer):
+                    try:
+                        await send(target, text)
+                    except Exception:  # one undeliverable message must not stop the rest
+                        log.exception("run %s: could not deliver to %s", run_id, target)
+                    await self.bus.delivered(platform, eid)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reading the %s deliveries failed; reading again", platform)
+                await asyncio.sleep(1)
 
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
