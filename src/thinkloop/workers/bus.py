@@ -18,14 +18,17 @@ Everything a gateway and a worker say to each other goes through here, under one
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+
+from thinkloop.workers.tail import Tail
 
 # Take a slot for a run: refused (0) over the user's or the fleet's limit.
 _RESERVE = """
@@ -133,6 +136,7 @@ class Bus:
         self.redis: Any = redis
         self.p = prefix
         self.keep_s = int(max(60, keep_s))
+        self.tail: Tail | None = None  # a gateway's one reader of the streams it follows
         self._reserve = redis.register_script(_RESERVE)
         self._move = redis.register_script(_MOVE)
         self._answer = redis.register_script(_ANSWER)
@@ -273,28 +277,44 @@ class Bus:
             return False
         return True
 
-    async def append_many(self, run_id: str, first: int, items: list[bytes]) -> None:
+    async def append_batches(self, batches: Mapping[str, tuple[int, list[bytes]]]) -> None:
+        """Events of many runs (run -> first number, events) in one round trip; a number
+        taken already (a second writer) is refused by Redis and skipped."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            for i, data in enumerate(items):
-                pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
+            for run_id, (first, items) in batches.items():
+                for i, data in enumerate(items):
+                    pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
             await pipe.execute(raise_on_error=False)
 
     async def follow(self, run_id: str, after: int = 0,
                      block_ms: int = 1000) -> AsyncIterator[tuple[int, bytes | None, str]]:
         """``(seq, event JSON, "")`` for each event above ``after``, then ``(seq, None,
-        status)`` for the end; waits for more while the run goes on."""
-        key, last = self.key("ev", run_id), f"0-{max(0, after)}"
+        status)`` for the end; waits for more while the run goes on (through the process's
+        one :class:`~thinkloop.workers.tail.Tail` when it has one)."""
+        key = self.key("ev", run_id)
+        async with contextlib.aclosing(self._entries(key, after, block_ms)) as entries:
+            async for eid, fields in entries:
+                seq = int(eid.split(b"-")[1])
+                if b"e" in fields:
+                    yield seq, fields[b"e"], ""
+                else:
+                    yield seq, None, fields.get(END.encode(), b"").decode()
+                    return
+
+    async def _entries(self, key: str, after: int,
+                       block_ms: int) -> AsyncGenerator[tuple[bytes, dict[bytes, bytes]]]:
+        if self.tail is not None:
+            async with contextlib.aclosing(self.tail.follow(key, after)) as entries:
+                async for entry in entries:
+                    yield entry
+            return
+        last = f"0-{max(0, after)}"
         while True:
             got = await self.redis.xread({key: last}, count=500, block=block_ms)
             for _, entries in got or ():
                 for eid, fields in entries:
                     last = eid.decode()
-                    seq = int(last.split("-")[1])
-                    if b"e" in fields:
-                        yield seq, fields[b"e"], ""
-                    else:
-                        yield seq, None, fields.get(END.encode(), b"").decode()
-                        return
+                    yield eid, fields
 
     async def count(self, run_id: str) -> int:
         """How many events the run has (its end entry not counted)."""

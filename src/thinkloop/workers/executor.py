@@ -25,7 +25,7 @@ from thinkloop.server.inputs import Answer
 from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import FleetHub, Pump, answer_text, result_view
+from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -49,6 +49,7 @@ class Executor:
         self.pumps: dict[str, Pump] = {}
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
+        self.outbox = Outbox(bus)
         self.router = router(self.hub)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -70,6 +71,7 @@ class Executor:
     async def aclose(self) -> None:
         """Close the agents (their post-turn jobs first)."""
         await self.router.aclose()
+        await self.outbox.aclose()
 
     async def _beat(self) -> None:
         while True:
@@ -168,7 +170,7 @@ class Executor:
             await self._end(row, "cancelled", "aborted before it started")
             return
         agent = await self.router.get(row.agent)
-        pump = Pump(self.bus, row.id, await self.bus.last_seq(row.id))
+        pump = Pump(self.outbox, row.id, await self.bus.last_seq(row.id))
         self.pumps[row.id] = pump
         if row.deliver_to:
             self.hub.targets[row.id] = row.deliver_to

@@ -31,6 +31,7 @@ from thinkloop.store.base import RunRecord
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
+from thinkloop.workers.tail import Tail
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -134,6 +135,7 @@ class RedisFleet:
         self.pool = pool
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
+        self.bus.tail = Tail(pool)
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
@@ -259,6 +261,8 @@ class RedisFleet:
         return out
 
     async def aclose(self) -> None:
+        if self.bus.tail is not None:
+            await self.bus.tail.aclose()
         await self.pool.aclose()
 
 
