@@ -71,9 +71,18 @@ def echo(text: str) -> str:
 CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
 # --profile DIR: each fleet process under cProfile, its profile written to DIR/<pid>.prof
 # when it stops (SIGTERM ends gateways and workers gracefully).
-PROFILED = [sys.executable, "-c", "import cProfile, os; from thinkloop.cli.app import main; "
-            "cProfile.run('main()', os.path.join(os.environ['BENCH_PROFILE'], "
-            "f'{os.getpid()}.prof'))"]
+# CPU time, not wall time: on a loaded machine a process waits for a core inside any call.
+PROFILED = [sys.executable, "-c", """
+import cProfile, os, time
+from thinkloop.cli.app import main
+prof = cProfile.Profile(time.process_time)
+prof.enable()
+try:
+    main()
+finally:
+    prof.disable()
+    prof.dump_stats(os.path.join(os.environ["BENCH_PROFILE"], f"{os.getpid()}.prof"))
+"""]
 
 
 def free_port() -> int:
