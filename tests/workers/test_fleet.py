@@ -297,13 +297,18 @@ def test_a_session_abort_and_thinkloop_runs_abort_reach_the_workers(fleet: Fleet
     other = fleet.start(fleet.g2, "slow", "t2")
     _running(fleet, on_session)
     _running(fleet, other)
-    seen = httpx.get(f"{fleet.g2}/v1/sessions/to-stop", timeout=10).json()
-    assert seen["runs"] == [{"id": on_session, "status": "running", "agent": "slow"}]
-    r = fleet.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
-    assert r.status_code == 202 and r.json()["aborted"] == [on_session]
-    out = fleet.cli("runs", "abort", other)
-    assert f"abort requested for run {other}" in out
-    views = fleet.wait_done(fleet.g1, [on_session, other], timeout=20)
+    # Both wait at the model until aborted: a short run could end before the CLI starts.
+    fleet.hold(2)
+    try:
+        seen = httpx.get(f"{fleet.g2}/v1/sessions/to-stop", timeout=10).json()
+        assert seen["runs"] == [{"id": on_session, "status": "running", "agent": "slow"}]
+        r = fleet.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
+        assert r.status_code == 202 and r.json()["aborted"] == [on_session]
+        out = fleet.cli("runs", "abort", other)
+        assert f"abort requested for run {other}" in out
+        views = fleet.wait_done(fleet.g1, [on_session, other], timeout=20)
+    finally:
+        fleet.model.resume()
     assert [v["status"] for v in views] == ["cancelled", "cancelled"]
 
 
