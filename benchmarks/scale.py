@@ -25,8 +25,11 @@ locks on one PostgreSQL connection, so 200 runs in progress fit PostgreSQL's def
 On a machine with fewer cores than processes the ratio is bounded by the cores, not by the
 design: read the CPU per run to extrapolate to N machines.
 
+``--compare DIR`` also runs each fleet from another source tree (e.g. the last release's
+``src``), interleaved with this one's in the same run, so both see the same machine load.
+
 Usage: python benchmarks/scale.py [--runs 200] [--active 200] [--model-delay 0.2]
-                                  [--workers 1,2,4]
+                                  [--workers 1,2,4] [--compare OTHER/src]
 """
 
 from __future__ import annotations
@@ -66,6 +69,20 @@ def echo(text: str) -> str:
     return text
 '''
 CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
+# --profile DIR: each fleet process under cProfile, its profile written to DIR/<pid>.prof
+# when it stops (SIGTERM ends gateways and workers gracefully).
+# CPU time, not wall time: on a loaded machine a process waits for a core inside any call.
+PROFILED = [sys.executable, "-c", """
+import cProfile, os, time
+from thinkloop.cli.app import main
+prof = cProfile.Profile(time.process_time)
+prof.enable()
+try:
+    main()
+finally:
+    prof.disable()
+    prof.dump_stats(os.path.join(os.environ["BENCH_PROFILE"], f"{os.getpid()}.prof"))
+"""]
 
 
 def free_port() -> int:
@@ -155,9 +172,10 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: f
                         last = data["id"]
 
 
-async def drive(base: str, runs: int, pids: list[int]) -> dict[str, float]:
+async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
-    async with aiohttp.ClientSession(connector=connector,
+    # The --no-auth gateway's token (from its file): a program that starts runs sends it.
+    async with aiohttp.ClientSession(connector=connector, headers={"X-Thinkloop-Token": token},
                                      timeout=aiohttp.ClientTimeout(total=900)) as session:
         async def one(i: int, lat: list[float], waits: list[float]) -> str:
             body = {"agent": "bench", "task": f"task {i}", "stream": False}
@@ -207,14 +225,16 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
     port = free_port()
     agents = str(root / "agents.yaml")
     log = open(root / f"fleet-{workers}.log", "ab")  # noqa: SIM115 (closed with the procs)
-    procs = [subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port), "--agents",
+    cli = PROFILED if env.get("BENCH_PROFILE") else CLI
+    procs = [subprocess.Popen([*cli, "serve", "--no-auth", "--port", str(port), "--agents",
                                agents], env=env, stdout=log, stderr=log)]
-    procs += [subprocess.Popen([*CLI, "worker", "--agents", agents, "--name", f"w{i}"],
+    procs += [subprocess.Popen([*cli, "worker", "--agents", agents, "--name", f"w{i}"],
                                env=env, stdout=log, stderr=log) for i in range(workers)]
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, workers, procs)
-        return asyncio.run(drive(base, runs, [p.pid for p in procs]))
+        token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
+        return asyncio.run(drive(base, runs, [p.pid for p in procs], token))
     finally:
         for p in procs:
             p.terminate()
@@ -239,7 +259,7 @@ async def cleanup(schema: str, prefix: str) -> None:
 
 
 def table(args: argparse.Namespace, base: dict[str, float],
-          rows: list[tuple[int, dict[str, float]]]) -> None:
+          rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
           f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
@@ -249,8 +269,8 @@ def table(args: argparse.Namespace, base: dict[str, float],
           f"{'ms/run':>10}")
     print(f"{'library alone':18}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
           f"{base['cpu_ms_per_run']:>9.1f}{'-':>10}")
-    for w, r in rows:
-        print(f"{f'{w} worker' + ('s' if w > 1 else ''):18}{r['runs_per_s']:>8.1f}"
+    for name, r in rows:
+        print(f"{name:18}{r['runs_per_s']:>8.1f}"
               f"{r['runs_per_s'] / base['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
               f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['cpu_ms_per_run']:>9.1f}"
               f"{r['cpu_ms_per_run'] - base['cpu_ms_per_run']:>10.1f}")
@@ -266,6 +286,9 @@ def main() -> None:
     parser.add_argument("--active", type=int, default=200)
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--compare", default="", help="another source tree's src directory")
+    parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
+                        "here (gateway and workers)")
     parser.add_argument("--role", choices=["client", "direct"], default="client",
                         help=argparse.SUPPRESS)
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
@@ -280,14 +303,22 @@ def main() -> None:
            "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1", "OPENAI_API_KEY": "bench",
            "THINKLOOP_HOME": str(root / "home"),
            "PYTHONPATH": os.pathsep.join([src, str(plugin_site(root))])}
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        env["BENCH_PROFILE"] = str(Path(args.profile).resolve())
     model = subprocess.Popen([sys.executable, "-m", "thinkloop.testing.openai_server", "--port",
                               str(model_port), "--delay-ms", str(args.model_delay * 1000)],
                              env=env, stdout=subprocess.DEVNULL)
     schema = "bench_" + uuid.uuid4().hex[:8]
     try:
         time.sleep(1.0)
-        rows = [(w, fleet(w, args.runs, args.active, env, root))
-                for w in map(int, args.workers.split(","))]
+        rows: list[tuple[str, dict[str, float]]] = []
+        for w in map(int, args.workers.split(",")):
+            name = f"{w} worker" + ("s" if w > 1 else "")
+            if args.compare:
+                other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, args.compare)}
+                rows.append((name + " (before)", fleet(w, args.runs, args.active, other, root)))
+            rows.append((name, fleet(w, args.runs, args.active, env, root)))
         out = subprocess.run([sys.executable, __file__, "--role", "direct", "--runs",
                               str(args.runs), "--active", str(args.active), "--db",
                               f"{PG}?schema={schema}"], env=env, check=True,

@@ -1,10 +1,16 @@
-"""Scan cost of one long single-line text, by shape and size (issue 30).
+"""Scan cost of one long text, by shape, size and scanner: every scanner that reads
+untrusted text (tool output, a user's message, a model's answer).
 
-Before issue 30 some shapes were quadratic (a 96 KB line took 44 s); each column should now
-grow about linearly with the size. The issue's goal, 1 MB under 200 ms, is not met: the
-patterns run over several views of the text with Python's ``re``.
+Scanners: ``patterns`` (the input guard's injection patterns over every view of the text),
+``classifier`` (the trained injection classifier), ``spotlight`` (wrapping outside content),
+``secrets`` (the vault that hides secret values and their encodings), ``sensitivity``
+(classifying a tool call whose argument is the text), ``sanitizer`` (cleaning a final
+answer), ``echo`` (undoing spotlit copies in an answer) and ``hosts`` (the host names a text
+names, for provenance). Shapes: single lines that once made a scan quadratic, the words the
+patterns look for over and over, and many short lines.
 
-Usage: python benchmarks/scan_scale.py [--sizes 64,256,1024] (KB)
+Each cell is one run, in milliseconds; each column should grow about linearly with the size.
+Usage: python benchmarks/scan_scale.py [--sizes 256,1024] (KB) [--scanners patterns,secrets]
 """
 
 from __future__ import annotations
@@ -15,7 +21,11 @@ from collections.abc import Callable
 
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.scan import scan_input
-from thinkloop.spotlight import spotlight
+from thinkloop.guard.targets import hosts_in
+from thinkloop.judgement.sensitive import Vault, classify_call
+from thinkloop.protocols.sanitize import sanitize_output
+from thinkloop.spotlight import spotlight, strip_echo
+from thinkloop.types import ToolCall
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "one word (y...)": lambda n: "y" * n,
@@ -23,9 +33,26 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "![ repeated": lambda n: "![" * (n // 2),
     "%41 repeated": lambda n: "%41" * (n // 3),
     "'ai ' repeated": lambda n: "ai " * (n // 3),
+    "a.a.a. (words)": lambda n: "a." * (n // 2),
+    "attack words": lambda n: "ignore the previous instructions you are now " * (n // 46),
+    "key headers": lambda n: "-----BEGIN RSA PRIVATE KEY-----" * (n // 31),
     "prose": lambda n: "the quick brown fox jumps over it " * (n // 33),
     "minified JSON": lambda n: '{"a":1,"b":[1,2,3],"name":"value"},' * (n // 36),
+    "short lines": lambda n: "line of a log: GET /index.html 200\n" * (n // 36),
 }
+
+
+def scanners() -> dict[str, Callable[[str], object]]:
+    clf = Classifier.load()
+    return {
+        "patterns": scan_input, "classifier": clf.scan,
+        "spotlight": lambda t: spotlight(t, "x"),
+        "secrets": lambda t: Vault().hide(t),
+        "sensitivity": lambda t: classify_call(ToolCall("c", "write_file", {"content": t})),
+        "sanitizer": sanitize_output,
+        "echo": lambda t: strip_echo(spotlight(t, "x") + t),
+        "hosts": hosts_in,
+    }
 
 
 def seconds(fn: Callable[[str], object], text: str) -> float:
@@ -36,15 +63,19 @@ def seconds(fn: Callable[[str], object], text: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="64,256,1024")
-    sizes = [int(s) * 1024 for s in parser.parse_args().sizes.split(",")]
-    clf = Classifier.load()
-    scanners: dict[str, Callable[[str], object]] = {
-        "patterns": scan_input, "classifier": clf.scan,
-        "spotlight": lambda t: spotlight(t, "x")}
+    parser.add_argument("--sizes", default="256,1024")
+    parser.add_argument("--scanners", default="")
+    parser.add_argument("--shapes", default="")
+    args = parser.parse_args()
+    sizes = [int(s) * 1024 for s in args.sizes.split(",")]
+    chosen = scanners()
+    if args.scanners:
+        chosen = {k: v for k, v in chosen.items() if k in args.scanners.split(",")}
+    shapes = {k: v for k, v in SHAPES.items()
+              if not args.shapes or any(s in k for s in args.shapes.split(","))}
     print(f"{'shape':18} {'scanner':11} " + " ".join(f"{s // 1024:>7} KB" for s in sizes))
-    for shape, make in SHAPES.items():
-        for name, fn in scanners.items():
+    for shape, make in shapes.items():
+        for name, fn in chosen.items():
             cells = [f"{seconds(fn, make(n)) * 1000:8.0f}ms" for n in sizes]
             print(f"{shape:18} {name:11} " + " ".join(cells), flush=True)
 

@@ -262,7 +262,8 @@ async def test_a_rest_abort_ends_a_telegram_run_and_the_chat_is_told(
             assert listed["session"] == "telegram:42"
             async with http.get(f"{base}/runs/{listed['id']}") as r:
                 assert (await r.json())["status"] == "running"
-            async with http.post(f"{base}/runs/{listed['id']}/abort") as r:
+            token = {"X-Thinkloop-Token": app.state.token_file.read_text()}  # --no-auth's
+            async with http.post(f"{base}/runs/{listed['id']}/abort", headers=token) as r:
                 assert r.status == 202, await r.text()
             await api.wait_for(lambda: any("cancelled" in t for t in api.texts(42)), 20)
             async with http.get(f"{base}/runs/{listed['id']}") as r:
@@ -308,7 +309,8 @@ async def test_missions_are_kept_in_the_store_and_edited_through_the_gateway(
 
     try:
         await until(lambda: server.started, 20)
-        async with aiohttp.ClientSession() as http:
+        token = {"X-Thinkloop-Token": app.state.token_file.read_text()}  # --no-auth's
+        async with aiohttp.ClientSession(headers=token) as http:
             chess = {"instructions": "You are the chess club's bot.", "tools": ["calculator"]}
             async with http.put(f"{base}/42", json=chess) as r:
                 assert r.status == 200, await r.text()

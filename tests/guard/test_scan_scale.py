@@ -1,85 +1,130 @@
-"""Scans grow linearly with the text and run off the event loop (issue 30: one 96 KB
-single-line file froze the process for 44 s, and through the gateway one user's file read
-stalled another user's requests for 43 s)."""
+"""Scans are linear and run off the event loop (one 96 KB single-line file once froze the
+process for 44 s, and through the gateway one user's file read stalled another user's
+requests for 43 s).
+
+No timings here (benchmarks/scan_scale.py prints them): the patterns' work is counted in
+characters handed to the regex engine, and where each scan runs is recorded by thread.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
 
 from thinkloop.agent import Agent, AgentOptions
 from thinkloop.guard import GuardSettings, ReviewSettings
-from thinkloop.guard.classifier import Classifier
+from thinkloop.guard.patterns import DEFAULT_PATTERNS, InjectionPattern
 from thinkloop.guard.scan import scan_input
+from thinkloop.judgement import Judgement
+from thinkloop.judgement.sensitive import Vault
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.tools.base import tool
 
 # Single lines of the shapes that made a scan quadratic: one long word, a long number, a
-# repeated markdown-image opener, word-like runs, and plain prose.
+# repeated markdown-image opener, word-like runs, plain prose, and the words the patterns
+# look for, over and over.
 LINES: dict[str, Callable[[int], str]] = {
     "word": lambda n: "y" * n,
     "number": lambda n: "1" * n,
     "image-openers": lambda n: "![" * (n // 2),
     "percent": lambda n: "%41" * (n // 3),
+    "ai": lambda n: "ai " * (n // 3),
     "prose": lambda n: "the quick brown fox jumps over it " * (n // 33),
+    "keywords": lambda n: "ignore the previous instructions you are now " * (n // 46),
 }
 
 
-def _seconds(fn: Callable[[str], object], text: str) -> float:
-    best = float("inf")
-    for _ in range(2):
-        start = time.perf_counter()
-        fn(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+class Counting:
+    """A compiled pattern that counts the characters each search is given, and where."""
+
+    def __init__(self, regex: re.Pattern[str], log: list[tuple[int, str]]) -> None:
+        self.regex, self.log = regex, log
+        self.pattern, self.flags = regex.pattern, regex.flags
+
+    def finditer(self, text: str, pos: int = 0, endpos: int = sys.maxsize
+                 ) -> Iterator[re.Match[str]]:
+        self.log.append((min(endpos, len(text)) - pos, threading.current_thread().name))
+        return self.regex.finditer(text, pos, endpos)
+
+
+def counted(log: list[tuple[int, str]]) -> tuple[InjectionPattern, ...]:
+    return tuple(replace(p, regex=Counting(p.regex, log)) for p in DEFAULT_PATTERNS)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("shape", LINES)
-def test_a_scan_grows_linearly_with_one_long_line(shape: str) -> None:
-    """8 times the text takes about 8 times as long (quadratic: 64 times)."""
-    make = LINES[shape]
-    small, big = make(16 * 1024), make(128 * 1024)
-    for fn in (scan_input, Classifier.load().scan):
-        ratio = _seconds(fn, big) / max(_seconds(fn, small), 1e-4)
-        assert ratio < 30, f"{fn}: {ratio:.0f}x for 8x the text"
+def test_each_pattern_reads_a_long_line_a_bounded_number_of_times(shape: str) -> None:
+    """The regexes together are handed at most a few times the text per pattern and view,
+    whatever its size: linear (before, a window's backtracking made some shapes quadratic)."""
+    for size in (64 * 1024, 256 * 1024):
+        text = LINES[shape](size)
+        log: list[tuple[int, str]] = []
+        plain = scan_input(text)
+        assert scan_input(text, counted(log)) == plain  # the counting changes nothing
+        read = sum(n for n, _ in log)
+        views = 6  # text, leet, collapsed, typo and one decoded view at most, here
+        assert read <= 2 * views * len(DEFAULT_PATTERNS) * len(text), (shape, read)
+
+
+def test_a_pattern_does_not_read_a_text_without_its_words() -> None:
+    log: list[tuple[int, str]] = []
+    scan_input("y" * 300_000, counted(log))
+    # The patterns with no literal word they need (null bytes, an opener that may be "@")
+    # read it; every other pattern is skipped.
+    assert sum(n for n, _ in log) <= 3 * 300_000
 
 
 @tool(trusted_output=False)
 def read_big() -> str:
     """Reads a large one-line file (outside content: scanned)."""
-    return "ai " * 350_000  # a megabyte: cut to the tool output cap, then scanned
+    return "key sk-proj-" + "a1b2" * 8 + " ai" * 350_000  # a secret, and a megabyte
 
 
-async def test_a_big_scan_never_stalls_the_other_coroutines() -> None:
-    gaps: list[float] = []
-    done = asyncio.Event()
+async def test_big_outputs_are_scanned_and_searched_for_secrets_in_worker_threads(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every scan of a long text runs in a worker thread, never on the event loop's: the
+    input guard's patterns and classifier, and the secrets vault."""
+    log: list[tuple[int, str]] = []
+    hid: list[str] = []
+    hide = Vault.hide
 
-    async def ticker() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+    def recording(self: Vault, text: str) -> str:
+        if len(text) > 100_000:
+            hid.append(threading.current_thread().name)
+        return hide(self, text)
 
-    answer = "The file holds the word 'ai' repeated about 350,000 times on one line: ai ai ai."
+    monkeypatch.setattr(Vault, "hide", recording)
+    answer = "The file holds the word 'ai' repeated about 350,000 times on one line."
     model = ScriptedModel([reply("", call("read_big")), answer])
-    # The default guards (the input guard scans the output), less the answer's review.
+    # The default guards (the input guard scans the output), less the answer's review, and
+    # its patterns counted.
     guard = replace(GuardSettings(), review=ReviewSettings(enabled=False))
+    guard = replace(guard, input=replace(guard.input, patterns=counted(log),
+                                         classify_external=True))
     # No observation cap: the whole output is scanned (the cap would page it first).
+    options = AgentOptions(observation_max_tokens=0,
+                           judgement=Judgement(assess=None, select=None, learn=None))
     agent = Agent(model, tools=[read_big], store="memory", max_steps=4, guard=guard,
-                  options=AgentOptions(observation_max_tokens=0))
-    Classifier.load()  # loaded once per process (a server has it from its first request)
-    tick = asyncio.create_task(ticker())
-    start = time.perf_counter()
+                  options=options)
     result = await agent.run("read the big file and tell me what it holds")
-    took = time.perf_counter() - start
-    done.set()
-    await tick
     assert result.status == "completed", result.error
-    assert took > 0.2  # the scan was real work ...
-    assert max(gaps) < 0.1, f"the event loop stalled for {max(gaps):.3f}s"  # ... off the loop
+    loop = threading.current_thread().name
+    big = [where for n, where in log if n > 10_000]  # windows of the long output
+    assert big and loop not in big, big  # the output's scan ran, in a worker
+    assert hid and loop not in hid, hid
+    assert "[SECRET_1]" in result.steps[0].results[0].content
+
+
+def test_a_vault_does_not_reread_the_text_for_each_key_header() -> None:
+    """Key headers with no footer after them are not each read to the end of the text."""
+    text = "-----BEGIN RSA PRIVATE KEY-----" * 20_000
+    vault = Vault()
+    assert vault.hide(text) == text and vault.by_value == {}
+    block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
+    assert vault.hide(f"x {block} y " + "-----BEGIN EC PRIVATE KEY-----" * 1000) \
+        .startswith("x [SECRET_1] y ")

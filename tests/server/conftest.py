@@ -77,6 +77,7 @@ class Gateway:
         self._sock = sock
         config = config.model_copy(update={"port": self.port})
         app = create_app(config, store=self.store)
+        self.token_file: Path | None = app.state.token_file
         import uvicorn
 
         # The limits `thinkloop serve` runs with (thinkloop.server.connections).
@@ -134,7 +135,10 @@ class Stack:
         return self.gateway.url
 
     def client(self, key: str | None) -> httpx.Client:
+        """A program's client: with ``key``, or on a --no-auth gateway with its token."""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        if key is None and self.gateway.token_file is not None:
+            headers["X-Thinkloop-Token"] = self.gateway.token_file.read_text().strip()
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 

@@ -248,3 +248,45 @@ def test_an_oversized_head_is_refused(keyed: Stack) -> None:
     got = raw(keyed, head(keyed, 2, "X-Filler: " + "a" * 40_000), b"{}")
     assert got.startswith(b"HTTP/1.1 431 "), got[:200]
     assert b"gateway.max_header_bytes" in got
+
+
+async def test_no_auth_changes_need_the_process_token_from_any_client(
+    local: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only browsers: a program (or a page's request a browser forwards without its
+    headers) that changes state must show the token only the person's own programs can read."""
+    local.model.clear()
+    assert local.gateway.token_file is not None
+    token = local.gateway.token_file.read_text()
+    assert local.gateway.token_file.stat().st_mode & 0o777 == 0o600
+    async with httpx.AsyncClient(base_url=local.url, timeout=30) as program:
+        assert (await program.get("/v1/agents")).status_code == 200  # reading needs none
+        for headers in ({}, {"X-Thinkloop-Token": "forged"}, {"Authorization": "Bearer x"}):
+            r = await program.post("/v1/runs", json=RUN, headers=headers)
+            assert r.status_code == 403, r.text
+            assert "X-Thinkloop-Token" in r.json()["error"]["message"]
+        assert (await program.post("/v1/runs/x/abort")).status_code == 403
+        with pytest.raises(InvalidStatus):
+            async with connect(ws_url(local)):
+                raise AssertionError("the socket opened")
+        assert local.model.requests == []
+        # With the token, as a header or as the openai client's key, the program may.
+        r = await program.post("/v1/runs", json=RUN | {"task": "hello"},
+                               headers={"X-Thinkloop-Token": token})
+        assert r.status_code == 202, r.text
+        r = await program.post("/v1/runs", json=RUN | {"task": "hello"},
+                               headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 202, r.text
+    async with connect(ws_url(local), additional_headers={"X-Thinkloop-Token": token}) as ws:
+        await ws.send(json.dumps({"type": "subscribe", "run_id": "nope"}))
+        assert (await recv(ws))["status"] == 404
+    # The terminal UI reads the token from THINKLOOP_HOME by itself.
+    from thinkloop.tui.remote import GatewayBackend
+
+    monkeypatch.setenv("THINKLOOP_HOME", str(local.gateway.token_file.parent.parent))
+    backend = GatewayBackend(local.url, None)
+    try:
+        run_id = await backend.start("helper", "hello again", None)
+        assert run_id
+    finally:
+        await backend.aclose()

@@ -52,8 +52,15 @@ def test_serve_no_auth_default_agent_page_and_openai_client(tmp_path: Path) -> N
             assert page.status_code == 200 and "<title>thinkloop</title>" in page.text
             agents = httpx.get(base + "/v1/agents").json()["agents"]
             assert [a["name"] for a in agents] == ["default"]
-            oai = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0,
-                                timeout=120)
+            # A program that changes state shows the process's token: from the file only the
+            # person can read (as Authorization, the openai client's api_key), else 403.
+            token_file = tmp_path / "gateway" / f"{port}.token"
+            assert token_file.stat().st_mode & 0o777 == 0o600
+            refused = httpx.post(base + "/v1/runs", json={"task": "hi"})
+            assert refused.status_code == 403, refused.text
+            assert "X-Thinkloop-Token" in refused.json()["error"]["message"]
+            oai = openai.OpenAI(base_url=base + "/v1", api_key=token_file.read_text(),
+                                max_retries=0, timeout=120)
             reply = oai.chat.completions.create(
                 model="default", messages=[{"role": "user", "content": "What is 12*7?"}])
             assert reply.choices[0].message.content == "12*7 = 84"
@@ -71,3 +78,4 @@ def test_serve_no_auth_default_agent_page_and_openai_client(tmp_path: Path) -> N
                 raise
         assert proc.returncode == 0, err
         assert "Traceback" not in err
+        assert not token_file.exists()  # gone with the process that made it

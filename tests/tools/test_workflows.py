@@ -218,3 +218,36 @@ async def test_agent_finds_and_runs_a_workflow(
                     "  args: city: city name"
     assert unwrap(ran) == "exit code: 0\nforecast for Oslo"
     assert (registry_path.parent / ".embeddings-cache.json").exists()
+
+
+async def test_workflows_and_commands_share_the_sandbox_caps(
+    tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    """run_workflow starts a sandbox as shell does: one run's workflows and commands together
+    stay under the per-run cap (they once ran uncapped: 150 calls, 150 sandboxes)."""
+    from tests.sandbox.test_bwrap import _overlap
+
+    from thinkloop.sandbox import SANDBOXES_PER_RUN
+
+    folder = tmp_path / "wf"
+    folder.mkdir()
+    (folder / "workflows.yaml").write_text(textwrap.dedent("""
+        workflows:
+          - name: stamp
+            description: Write start and end stamps
+            args: [i]
+            run: date +%s%N > s_w$I; sleep 0.4; date +%s%N > e_w$I
+    """))
+    settings = ToolSettings(workspace=tmp_path / "ws", workflows=folder / "workflows.yaml")
+    tools = builtin_tools(settings, browser=False, sub_agents=False, embedder=embedder)
+    stamp = "date +%s%N > s_c{0}; sleep 0.4; date +%s%N > e_c{0}"
+    calls = [ToolCall(f"w{i}", "run_workflow", {"name": "stamp", "args": {"i": str(i)}})
+             for i in range(8)]
+    calls += [ToolCall(f"c{i}", "shell", {"command": stamp.format(i)}) for i in range(8)]
+    model = ScriptedModel([reply("", *calls), "Ran them all."])
+    result = await Agent(model, tools=tools, guard=approving(), store="memory",
+                         max_steps=4).run("run them", user_id="eve")
+    assert result.status == "completed", result.error
+    root = tmp_path / "ws" / "eve"
+    assert len(list(root.glob("e_*"))) == 16
+    assert 1 < _overlap(root) <= SANDBOXES_PER_RUN

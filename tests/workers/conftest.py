@@ -184,9 +184,21 @@ class Fleet:
     def live_workers(self) -> list[subprocess.Popen[bytes]]:
         return [w for w in self.workers if w.poll() is None]
 
+    def token(self, url: str) -> dict[str, str]:
+        """The header a program sends to a --no-auth gateway: the token from its file."""
+        file = self.root / "home" / "gateway" / f"{httpx.URL(url).port}.token"
+        return {"X-Thinkloop-Token": file.read_text()} if file.exists() else {}
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return httpx.post(url, **kwargs, headers={**self.token(url),
+                                                  **kwargs.pop("headers", {})})
+
+    def delete(self, url: str, **kwargs: Any) -> httpx.Response:
+        return httpx.delete(url, **kwargs, headers=self.token(url))
+
     def start(self, base: str, agent: str, task: str = "go", **extra: Any) -> str:
-        r = httpx.post(base + "/v1/runs", json={"task": task, "agent": agent, **extra},
-                       timeout=10)
+        r = self.post(base + "/v1/runs", json={"task": task, "agent": agent, **extra},
+                      timeout=10)
         assert r.status_code == 202, r.text
         return str(r.json()["id"])
 

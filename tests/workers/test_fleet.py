@@ -71,7 +71,7 @@ def test_abort_through_the_other_gateway_stops_the_run_within_two_seconds(fleet:
     with httpx.Client(base_url=fleet.g1, timeout=30) as c1:
         read_events(c1, run_id, stop_after=3)  # it is running on a worker
     asked = time.monotonic()
-    r = httpx.post(f"{fleet.g2}/v1/runs/{run_id}/abort", timeout=10)
+    r = fleet.post(f"{fleet.g2}/v1/runs/{run_id}/abort", timeout=10)
     assert r.status_code == 202 and r.json()["status"] == "cancelling"
     while (view := fleet.status(fleet.g2, run_id))["finished_at"] is None:
         assert time.monotonic() - asked < 2.0, "the run was not stopped within 2 s"
@@ -80,7 +80,7 @@ def test_abort_through_the_other_gateway_stops_the_run_within_two_seconds(fleet:
     with httpx.Client(base_url=fleet.g2, timeout=30) as c2:
         events, end = read_events(c2, run_id)
     assert end["status"] == "cancelled" and events[-1]["type"] == "run.cancelled"
-    again = httpx.post(f"{fleet.g1}/v1/runs/{run_id}/abort", timeout=10)
+    again = fleet.post(f"{fleet.g1}/v1/runs/{run_id}/abort", timeout=10)
     assert again.status_code == 409
 
 
@@ -91,15 +91,15 @@ def test_a_question_and_an_approval_are_answered_through_either_gateway(fleet: F
         Reply(body=completion("It is 42.")))
     run_id = fleet.start(fleet.g1, "asker", "pick a number and multiply it")
     question = waiting_for(fleet.g2, run_id, "question")
-    wrong = httpx.post(f"{fleet.g2}/v1/runs/{run_id}/input",
+    wrong = fleet.post(f"{fleet.g2}/v1/runs/{run_id}/input",
                        json={"id": question["id"], "approved": True}, timeout=10)
     assert wrong.status_code == 400  # a question is answered with 'answer'
-    r = httpx.post(f"{fleet.g2}/v1/runs/{run_id}/input",
+    r = fleet.post(f"{fleet.g2}/v1/runs/{run_id}/input",
                    json={"id": question["id"], "answer": "six"}, timeout=10)
     assert r.status_code == 200 and r.json()["kind"] == "question"
     approval = waiting_for(fleet.g1, run_id, "approval")
     assert approval == {"id": "c1", "kind": "approval"}
-    r = httpx.post(f"{fleet.g1}/v1/runs/{run_id}/input",
+    r = fleet.post(f"{fleet.g1}/v1/runs/{run_id}/input",
                    json={"id": "c1", "approved": True}, timeout=10)
     assert r.status_code == 200 and r.json()["kind"] == "approval"
     (view,) = fleet.wait_done(fleet.g2, [run_id])
@@ -124,7 +124,7 @@ def test_an_approval_answered_twice_at_once_through_two_gateways_is_taken_once(
 
     def answer(given: tuple[str, bool]) -> int:
         base, approved = given
-        return httpx.post(f"{base}/v1/runs/{run_id}/input",
+        return fleet.post(f"{base}/v1/runs/{run_id}/input",
                           json={"id": "c2", "approved": approved}, timeout=10).status_code
 
     with ThreadPoolExecutor(len(answers)) as pool:
@@ -157,7 +157,7 @@ def test_chat_completions_run_on_the_workers_streamed_or_not(fleet: Fleet) -> No
         {"role": "user", "content": "earlier turn"},
         {"role": "assistant", "content": "earlier answer"},
         {"role": "user", "content": "go"}]}
-    r = httpx.post(f"{fleet.g2}/v1/chat/completions", json=body, timeout=60)
+    r = fleet.post(f"{fleet.g2}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["choices"][0]["message"]["content"] == "done after 2 steps"
@@ -167,6 +167,7 @@ def test_chat_completions_run_on_the_workers_streamed_or_not(fleet: Fleet) -> No
     assert view["worker"] in ("w1", "w2")  # it ran on a worker, not in the gateway
     chunks = []
     with httpx.stream("POST", f"{fleet.g1}/v1/chat/completions", timeout=60,
+                      headers=fleet.token(fleet.g1),
                       json={**body, "stream": True,
                             "stream_options": {"include_usage": True}}) as s:
         for line in s.iter_lines():
@@ -190,10 +191,10 @@ def test_per_user_limits_hold_across_two_gateways(fleet: Fleet) -> None:
     fleet.hold(0)
     try:
         ids = [fleet.start(g3, "steps"), fleet.start(g4, "steps")]
-        refused = httpx.post(g3 + "/v1/runs", json={"task": "x", "agent": "steps"}, timeout=10)
+        refused = fleet.post(g3 + "/v1/runs", json={"task": "x", "agent": "steps"}, timeout=10)
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         assert "2 runs in progress" in refused.json()["error"]["message"]
-        assert httpx.post(g4 + "/v1/runs", json={"task": "x", "agent": "steps"},
+        assert fleet.post(g4 + "/v1/runs", json={"task": "x", "agent": "steps"},
                           timeout=10).status_code == 429
     finally:
         fleet.model.resume()
@@ -296,19 +297,25 @@ def test_a_session_abort_and_thinkloop_runs_abort_reach_the_workers(fleet: Fleet
     other = fleet.start(fleet.g2, "slow", "t2")
     _running(fleet, on_session)
     _running(fleet, other)
-    seen = httpx.get(f"{fleet.g2}/v1/sessions/to-stop", timeout=10).json()
-    assert seen["runs"] == [{"id": on_session, "status": "running", "agent": "slow"}]
-    r = httpx.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
-    assert r.status_code == 202 and r.json()["aborted"] == [on_session]
-    out = fleet.cli("runs", "abort", other)
-    assert f"abort requested for run {other}" in out
-    views = fleet.wait_done(fleet.g1, [on_session, other], timeout=20)
+    # Both wait at the model until aborted: a short run could end before the CLI starts.
+    fleet.hold(2)
+    try:
+        seen = httpx.get(f"{fleet.g2}/v1/sessions/to-stop", timeout=10).json()
+        assert seen["runs"] == [{"id": on_session, "status": "running", "agent": "slow"}]
+        r = fleet.post(f"{fleet.g2}/v1/sessions/to-stop/abort", timeout=10)
+        assert r.status_code == 202 and r.json()["aborted"] == [on_session]
+        out = fleet.cli("runs", "abort", other)
+        assert f"abort requested for run {other}" in out
+        views = fleet.wait_done(fleet.g1, [on_session, other], timeout=20)
+    finally:
+        fleet.model.resume()
     assert [v["status"] for v in views] == ["cancelled", "cancelled"]
 
 
 async def test_a_run_started_over_the_websocket_runs_on_a_worker(fleet: Fleet) -> None:
     frames: list[dict[str, object]] = []
-    async with connect(fleet.g2.replace("http://", "ws://") + "/v1/ws") as ws:
+    async with connect(fleet.g2.replace("http://", "ws://") + "/v1/ws",
+                       additional_headers=fleet.token(fleet.g2)) as ws:
         await ws.send(json.dumps({"type": "run", "agent": "steps", "task": "over a socket"}))
         while not frames or frames[-1]["type"] != "run.end":
             frames.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
@@ -345,7 +352,7 @@ def test_a_schedule_fires_once_per_due_time_with_two_workers(fleet: Fleet) -> No
 
 
 def test_schedules_through_the_api_of_any_gateway(fleet: Fleet) -> None:
-    r = httpx.post(fleet.g2 + "/v1/schedules", timeout=10,
+    r = fleet.post(fleet.g2 + "/v1/schedules", timeout=10,
                    json={"cron": "0 9 * * 1-5", "task": "standup notes", "agent": "one"})
     assert r.status_code == 201, r.text
     made = r.json()
@@ -353,12 +360,12 @@ def test_schedules_through_the_api_of_any_gateway(fleet: Fleet) -> None:
     assert made["next_at"] > time.time()
     listed = httpx.get(fleet.g1 + "/v1/schedules", timeout=10).json()["schedules"]
     assert made in listed
-    bad = httpx.post(fleet.g1 + "/v1/schedules", timeout=10,
+    bad = fleet.post(fleet.g1 + "/v1/schedules", timeout=10,
                      json={"cron": "every monday", "task": "x", "agent": "one"})
     assert bad.status_code in (400, 422) and "cron" in bad.text
-    unknown = httpx.post(fleet.g1 + "/v1/schedules", timeout=10,
+    unknown = fleet.post(fleet.g1 + "/v1/schedules", timeout=10,
                          json={"cron": "0 9 * * *", "task": "x", "agent": "nobody"})
     assert unknown.status_code == 404
-    gone = httpx.delete(f"{fleet.g1}/v1/schedules/{made['id']}", timeout=10)
+    gone = fleet.delete(f"{fleet.g1}/v1/schedules/{made['id']}", timeout=10)
     assert gone.status_code == 200 and gone.json() == {"id": made["id"], "deleted": True}
-    assert httpx.delete(f"{fleet.g2}/v1/schedules/{made['id']}", timeout=10).status_code == 404
+    assert fleet.delete(f"{fleet.g2}/v1/schedules/{made['id']}", timeout=10).status_code == 404

@@ -224,6 +224,15 @@ class ChatHub:
                     log.warning("typing indicator in %s: %s", run.home.key, exc)
             await asyncio.sleep(run.settings.typing_every_s)
 
+    async def send_to(self, target: str, text: str) -> None:
+        """Send ``text`` to ``target`` (``platform:chat``) for a run executing elsewhere (a
+        scheduled run on a worker, whose schedule named the target); a platform not served
+        here is a ChannelError."""
+        where = Address.parse(target, target.split(":", 1)[0])
+        if where.platform not in self.channels:
+            raise ChannelError(f"no channel {where.platform!r} here")
+        await self._send(where, text)
+
     async def _say(self, where: Address, text: str) -> None:
         """Send ``text`` (split at the platform's limit); failures are logged, not raised."""
         try:

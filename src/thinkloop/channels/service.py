@@ -4,6 +4,7 @@ registry as the REST API when the gateway serves them (``thinkloop serve --chann
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -177,9 +178,17 @@ def gateway_service(platforms: Sequence[str], agents_file: Path | None = None,
             if failures is not None:
                 failures.append(exc)
             raise
+        # With workers: what their scheduled runs deliver to people on these channels.
+        fleet = gateway.fleet
+        outbox = (asyncio.get_running_loop().create_task(
+            fleet.deliveries(list(service.channels), service.hub.send_to))
+            if fleet is not None else None)
         try:
             yield
         finally:
+            if outbox is not None:
+                outbox.cancel()
+                await asyncio.gather(outbox, return_exceptions=True)
             await service.stop()
 
     return serve

@@ -62,6 +62,29 @@ def _json(rec: RunRecord) -> dict[str, Any]:
     return {f.name: getattr(rec, f.name) for f in fields(rec)}
 
 
+async def _listed(store: Any, session: str | None, status: str | None,
+                  limit: int) -> tuple[list[tuple[RunRecord, dict[str, Any]]], bool]:
+    """The recorded runs and, with a queue configured, what the fleet has of those still in
+    progress now (status queued/running/waiting, priority, worker)."""
+    recs = await store.list_runs(session, status, limit)
+    from thinkloop.core.settings import load_settings
+
+    settings = load_settings()
+    if not settings.queue_url:
+        return [(r, {}) for r in recs], False
+    from redis.asyncio import Redis
+
+    from thinkloop.workers.bus import Bus
+
+    redis = Redis.from_url(settings.queue_url)
+    try:
+        now = await Bus(redis, settings.worker.prefix).now(
+            [r.id for r in recs if r.ended_at is None])
+    finally:
+        await redis.aclose()
+    return [(r, now.get(r.id, {})) for r in recs], True
+
+
 @runs_app.callback()
 def list_runs(
     ctx: typer.Context,
@@ -72,16 +95,22 @@ def list_runs(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """Recorded runs, newest first."""
+    """Recorded runs, newest first (with workers: queued, running or waiting on them now,
+    their priority and worker)."""
     if ctx.invoked_subcommand is not None:
         return
+    listed, fleet = with_store(db, lambda s: _listed(s, session, status, limit))
+    columns = ("run", "status", "agent", "model", "session", "steps", "tokens in/out",
+               "cost $", "started", "took")
     print_rows(
-        with_store(db, lambda s: s.list_runs(session, status, limit)), as_json, _json,
-        ("run", "status", "agent", "model", "session", "steps", "tokens in/out", "cost $",
-         "started", "took"),
-        lambda r: (r.id, r.status, escape(r.agent), escape(r.model), escape(r.session_id or "-"),
-                   str(r.steps), f"{r.input_tokens}/{r.output_tokens}", f"{r.cost_usd:.4f}",
-                   when(r.started_at, seconds=True), _took(r)))
+        listed, as_json, lambda x: {**_json(x[0]), **x[1]},
+        columns + (("priority", "worker") if fleet else ()),
+        lambda x: (x[0].id, x[1].get("status", x[0].status), escape(x[0].agent),
+                   escape(x[0].model), escape(x[0].session_id or "-"), str(x[0].steps),
+                   f"{x[0].input_tokens}/{x[0].output_tokens}", f"{x[0].cost_usd:.4f}",
+                   when(x[0].started_at, seconds=True), _took(x[0]))
+        + ((str(x[1].get("priority", "-")), escape(x[1].get("worker") or "-"))
+           if fleet else ()))
 
 
 @runs_app.command("show")

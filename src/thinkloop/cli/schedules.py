@@ -46,9 +46,15 @@ def add(
     agent: Annotated[str, typer.Option(help="The agent that runs it.")] = "default",
     user: Annotated[str, typer.Option(help="Whose run it is.")] = "local",
     session: Annotated[str | None, typer.Option(help="The user's session it runs on.")] = None,
+    priority: Annotated[int, typer.Option(
+        min=-100, max=100, help="Queued runs of a higher priority start first.")] = 0,
+    deliver_to: Annotated[list[str] | None, typer.Option(
+        "--deliver-to", help="platform:chat its answer goes to, the only place it may "
+                             "message (repeatable; the workers serve the channel).")] = None,
 ) -> None:
     """Add a schedule; prints its id and when it is next due."""
-    s = _with(lambda db: db.add(cron, agent, task, user, session))
+    s = _with(lambda db: db.add(cron, agent, task, user, session, priority,
+                                tuple(deliver_to or ())))
     sys.stdout.write(f"{s.id} next due {s.next_at:.0f}\n")
 
 
@@ -59,10 +65,13 @@ def list_schedules(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
         if as_json:
             sys.stdout.write(json.dumps({"id": s.id, "cron": s.cron, "agent": s.agent,
                                          "task": s.task, "user": s.user, "session": s.session,
-                                         "next_at": s.next_at, "fired": s.fired}) + "\n")
+                                         "next_at": s.next_at, "fired": s.fired,
+                                         "priority": s.priority,
+                                         "deliver_to": list(s.deliver_to)}) + "\n")
         else:
+            to = f"  to {','.join(s.deliver_to)}" if s.deliver_to else ""
             sys.stdout.write(f"{s.id}  {s.cron}  {s.agent}  next {s.next_at:.0f}  "
-                             f"fired {s.fired}  {s.task}\n")
+                             f"fired {s.fired}  priority {s.priority}{to}  {s.task}\n")
 
 
 @schedules_app.command("remove")

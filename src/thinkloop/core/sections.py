@@ -35,6 +35,7 @@ __all__ = [
     "ToolSettings",
     "WorkerSettings",
     "default_home",
+    "gateway_token_file",
     "llama_cache_under",
     "workspace_under",
 ]
@@ -67,6 +68,12 @@ Origin = Literal["default", "thinkloop.toml", "environment", "argument"]
 
 def default_home() -> Path:
     return Path.home() / ".thinkloop"
+
+
+def gateway_token_file(home: Path, port: int) -> Path:
+    """Where a ``--no-auth`` gateway on ``port`` keeps its per-process token (mode 0600): the
+    person's own programs read it there; a web page cannot."""
+    return Path(home).expanduser() / "gateway" / f"{port}.token"
 
 
 def workspace_under(home: Path) -> Path:

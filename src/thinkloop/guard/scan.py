@@ -22,6 +22,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from thinkloop.guard import prefilter
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -52,11 +53,11 @@ _HOMOGLYPHS = str.maketrans({
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 # One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
 _SPLIT = re.compile(r"(?<![^\W_])[^\W_]([ .\-_*·|/])(?:[^\W_]\1){1,}[^\W_](?![^\W_])")
-# Runs of letters, digits, @ and $ (the leet view changes only those holding a letter). Not
-# "[a-z0-9@$]*[a-z][a-z0-9@$]*": on a run of digits that backtracks from every position, and a
-# 20 KB number took 4 s.
-_WORDISH = re.compile(r"[a-z0-9@$]+")
-_LETTER = re.compile(r"[a-z]")
+_LEET_TABLE = str.maketrans(_LEET)
+_MIXED = re.compile(r"[a-z][0-9@$]|[0-9@$][a-z]")
+# A whole run of letters, digits, @ and $ that mixes them. It starts only where a run does
+# (the lookbehind), so the backtracking to find the mix stays within one run: linear.
+_MIXED_RUN = re.compile(r"(?<![a-z0-9@$])[a-z0-9@$]*?(?:[a-z][0-9@$]|[0-9@$][a-z])[a-z0-9@$]*")
 _ROT_HINT = re.compile(r"\brot\s*-?\s*13|caesar|cipher|decode|decrypt|unscramble")
 _REV_HINT = re.compile(r"backwards?|revers|right[\s-]+to[\s-]+left|mirror")
 _B64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
@@ -90,8 +91,12 @@ def _canonical(text: str, base: int = 0) -> _View:
 
 def _leet(view: _View) -> _View | None:
     # Only inside runs that hold a letter, so plain numbers ("2024", "$5") stay as they are.
-    text = _WORDISH.sub(lambda m: "".join(_LEET.get(c, c) for c in m.group())
-                        if _LETTER.search(m.group()) else m.group(), view.text)
+    # Such a run holds a letter next to a digit, @ or $: without one anywhere (one C search)
+    # there is no leet view, and only the runs that have one are translated. (A Python call
+    # per word took seconds on a 1 MB text.)
+    if _MIXED.search(view.text) is None:
+        return None
+    text = _MIXED_RUN.sub(lambda m: m.group().translate(_LEET_TABLE), view.text)
     return _View("leet", text, view.origin) if text != view.text else None
 
 
@@ -230,15 +235,23 @@ _WINDOW = 16_384
 _OVERLAP = 1_024
 
 
+@functools.lru_cache(maxsize=256)
+def _factors(regex: re.Pattern[str]) -> frozenset[str] | None:
+    return prefilter.factors(regex)
+
+
 def _matches(regex: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    if len(text) <= _WINDOW + _OVERLAP:
-        yield from regex.finditer(text)
-        return
-    for start in range(0, len(text), _WINDOW):
-        end = min(len(text), start + _WINDOW + _OVERLAP)
-        for m in regex.finditer(text, start, end):
-            if m.start() < start + _WINDOW:
-                yield m
+    # Only around the words the pattern cannot match without (guard/prefilter.py); a match
+    # is at most _OVERLAP long on either side of its word, as across windows below.
+    for lo, hi in prefilter.spans(text, _factors(regex), _OVERLAP):
+        if hi - lo <= _WINDOW + _OVERLAP:
+            yield from regex.finditer(text, lo, hi)
+            continue
+        for start in range(lo, hi, _WINDOW):
+            end = min(hi, start + _WINDOW + _OVERLAP)
+            for m in regex.finditer(text, start, end):
+                if m.start() < start + _WINDOW:
+                    yield m
 
 
 def scan_input(

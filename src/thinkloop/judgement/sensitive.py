@@ -14,10 +14,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextvars
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar, Literal
@@ -35,6 +37,7 @@ from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.spotlight import is_spotlit
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
+OFF_LOOP_CHARS = 4000  # results this long are searched for secrets in a worker thread
 RANK: dict[Level, int] = {"PUBLIC": 0, "NORMAL": 1, "SENSITIVE": 2, "SECRET": 3}
 
 SECRET_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -50,8 +53,31 @@ SECRET_VALUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("bearer token", r"(?<=Bearer )[A-Za-z0-9._\-]{16,}"),
         ("password", r"(?i)(?<=password[=:] )\S{4,}|(?<=password=)\S{4,}|(?<=passwd=)\S{4,}"),
     ))
+_KEY_FOOTER = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+# What each secret pattern cannot match without (the password's in any case).
+_NEEDS = {p.pattern: needs for (_, p), needs in zip(SECRET_VALUES, (
+    "PRIVATE KEY-----", "k-", "AKIA", "gh", "xox", "AIza", "eyJ", "Bearer ", "passw"),
+    strict=True)}
+
+
+def secret_matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)``, bounded for the private key's lazy body: a key block ends
+    with its footer, so no match starts after the last one (each header after it read to the
+    end of the text: quadratic in the number of headers)."""
+    needs = _NEEDS.get(pattern.pattern)
+    if needs is not None and needs not in (text.lower() if needs == "passw" else text):
+        return iter(())  # the pattern cannot match without it: a C search instead of a scan
+    if pattern is SECRET_VALUES[0][1]:
+        end = max((m.end() for m in _KEY_FOOTER.finditer(text)), default=0)
+        return pattern.finditer(text, 0, end) if end else iter(())
+    return pattern.finditer(text)
+
+
 SENSITIVE_VALUES = (
-    re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b"),  # e-mail address
+    # An e-mail address. It starts only where a run of address characters does (and holds a
+    # word character before the @): "\b[\w.+-]+@" was tried at every word of a long run
+    # ("a.a.a...", 64 KB: minutes).
+    re.compile(r"(?<![\w.+-])[.+-]*\w[\w.+-]*@[\w-]+\.[\w.-]+\b"),
     re.compile(r"\+?\d[\d ()-]{8,}\d"),  # phone number
 )
 
@@ -116,8 +142,9 @@ def classify_call(call: ToolCall, rules: Sequence[Rule] = DEFAULT_RULES) -> Clas
             raise_to(rule.level, rule.label or f"rule {rule.tool}")
     text = " ".join(str(v) for v in call.arguments.values())
     for label, pattern in SECRET_VALUES:
-        if pattern.search(text) or "[SECRET_" in text:
-            raise_to("SECRET", label if pattern.search(text) else "vaulted secret")
+        found = next(secret_matches(pattern, text), None) is not None
+        if found or "[SECRET_" in text:
+            raise_to("SECRET", label if found else "vaulted secret")
             break
     if any(p.search(text) for p in SENSITIVE_VALUES):
         raise_to("SENSITIVE", "personal data")
@@ -129,16 +156,22 @@ class Vault:
 
     def __init__(self, by_value: dict[str, str] | None = None) -> None:
         self.by_value: dict[str, str] = dict(by_value or {})
+        # Long results are hidden in worker threads, two calls' at once: one numbering.
+        self._lock = threading.Lock()
 
     def hide(self, text: str) -> str:
+        with self._lock:
+            return self._hide(text)
+
+    def _hide(self, text: str) -> str:
         for _, pattern in SECRET_VALUES:
-            for value in {m.group(0) for m in pattern.finditer(text)}:
+            for value in {m.group(0) for m in secret_matches(pattern, text)}:
                 if value not in self.by_value:
                     self.by_value[value] = f"[SECRET_{len(self.by_value) + 1}]"
         for value, mark in sorted(self.by_value.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(value, mark)
             for form in encodings(value):  # the same secret, encoded: hidden all the same
-                text = re.sub(re.escape(form), mark, text, flags=re.IGNORECASE) \
+                text = _replace_any_case(text, form, mark) \
                     if form.isalnum() and _HEX.fullmatch(form) else text.replace(form, mark)
         return text
 
@@ -160,6 +193,22 @@ class Vault:
 
 
 _HEX = re.compile(r"[0-9a-f]+", re.IGNORECASE)
+
+
+def _replace_any_case(text: str, form: str, mark: str) -> str:
+    """``form`` (hex digits) replaced in any case. By searching the lower-cased text, not by
+    compiling the form into a regex (a long secret's hex form took seconds to compile)."""
+    lower, needle = text.lower(), form.lower()
+    if len(lower) != len(text):  # a character whose lower case is longer: the slow way
+        return re.sub(re.escape(form), mark, text, flags=re.IGNORECASE)
+    parts: list[str] = []
+    last = 0
+    at = lower.find(needle)
+    while at >= 0:
+        parts += [text[last:at], mark]
+        last = at + len(needle)
+        at = lower.find(needle, last)
+    return "".join(parts) + text[last:] if parts else text
 
 
 def encodings(secret: str) -> list[str]:
@@ -360,12 +409,14 @@ class SensitivityGuard:
                        "user's request did not name"
         return None
 
-    def hide_result(self, ctx: ToolHookContext) -> None:
+    async def hide_result(self, ctx: ToolHookContext) -> None:
         result = ctx.result
         if result is None or not self.settings.redact:
             return
         vault = self.vault(ctx.run_id)
-        hidden = vault.hide(result.content)
+        # A long result is CPU work: off the event loop, so the other runs go on meanwhile.
+        hidden = (vault.hide(result.content) if len(result.content) < OFF_LOOP_CHARS
+                  else await asyncio.to_thread(vault.hide, result.content))
         # The run's steps (and so its JSON) keep the placeholder arguments, not the values.
         call = replace(result.call, arguments=_hidden_args(vault, dict(result.call.arguments)))
         if hidden != result.content or call != result.call:

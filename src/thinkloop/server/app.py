@@ -22,10 +22,10 @@ from thinkloop.core.errors import (
     RunLimitError,
     UnknownAgentError,
 )
-from thinkloop.core.settings import Settings, load_settings
+from thinkloop.core.settings import Settings, gateway_token_file, load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
-from thinkloop.server.doors import Doors, cookie_name
+from thinkloop.server.doors import Doors, cookie_name, publish_token, withdraw_token
 from thinkloop.server.gateway import FleetFactory, Gateway
 
 PAGE = Path(__file__).with_name("static") / "index.html"
@@ -64,6 +64,9 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     settings = settings or load_settings()  # read once, when the app is made
     cfg = config or GatewayConfig.from_settings(settings)
 
+    token = secrets.token_urlsafe(32)  # this process's (--no-auth): see server/doors.py
+    token_file = gateway_token_file(settings.home, cfg.port) if cfg.no_auth else None
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
@@ -75,6 +78,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
             db = store
         gateway = Gateway(cfg, db, settings, tools, fleet)
         app.state.gateway = gateway
+        if token_file is not None:
+            publish_token(token_file, token)
         try:
             async with AsyncExitStack() as stack:
                 for service in services:
@@ -84,10 +89,12 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
             await gateway.aclose()
             if owned:
                 await db.aclose()
+            if token_file is not None:
+                withdraw_token(token_file, token)
 
     app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
                   redoc_url=None)
-    token = secrets.token_urlsafe(32)  # the page's, for this process (--no-auth)
+    app.state.token_file = token_file
     app.add_middleware(Doors, config=cfg, token=token)
     app.include_router(rest_router)
     app.include_router(stream_router)

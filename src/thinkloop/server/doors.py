@@ -8,10 +8,15 @@ In order, for every HTTP request and WebSocket handshake (an ASGI middleware):
 2. **Origin** (sent by browsers): a WebSocket handshake and every state-changing request
    (POST, PUT, PATCH, DELETE) from a browser must come from the gateway's own page or an
    ``allowed_origins`` entry.
-3. **The page's token** (``--no-auth`` only): ``GET /`` sets a cookie holding a token made
-   for this process; every other request a browser makes (one with ``Origin`` or
-   ``Sec-Fetch-Site``) must carry it. Programs (curl, the openai client) send neither header
-   and pass, as before: on loopback they are the person's own.
+3. **The process's token** (``--no-auth`` only): a token made for this process, which
+   ``GET /`` sets as a cookie and which sits in a 0600 file under ``THINKLOOP_HOME``
+   (``gateway/PORT.token``) for the person's own programs. Every state-changing request and
+   WebSocket handshake must carry it (the cookie, ``X-Thinkloop-Token`` or
+   ``Authorization: Bearer``), and so must every other request a browser makes (one with
+   ``Origin`` or ``Sec-Fetch-Site``): a page from another site has neither the cookie nor the
+   file, and any other program on the machine that can read the file is the person's own.
+   Programs' reads (``GET``) pass without it. A chat platform's webhook is exempt: the
+   platform cannot send the token; the channel checks its signature instead.
 4. **An API key** (with auth) for everything under ``/v1``, the WebSocket included: checked
    here, so a request without a valid key is refused without its body being read.
 5. **Sizes**: a head over ``max_header_bytes`` is refused (431; h11 refuses one still
@@ -23,8 +28,11 @@ In order, for every HTTP request and WebSocket handshake (an ASGI middleware):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,6 +51,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/", "/healthz"})  # what a browser may GET without the page's token
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 PRINCIPAL = "thinkloop.principal"  # where the caller found here waits for the routes
+TOKEN_HEADER = "x-thinkloop-token"  # how a program sends a --no-auth gateway's token
 
 
 class Refused(Exception):
@@ -112,13 +121,16 @@ class Doors:
         if origin is not None and changes and not self._same_origin(scope, origin, host):
             raise Refused(403, f"requests from {origin!r} are not allowed (add the origin to "
                                "gateway.allowed_origins)", "permission_error")
-        if self.config.no_auth and _from_browser(headers) and not _open(scope):
-            given = _cookie(headers.get("cookie", ""), cookie_name(scope))
+        if self.config.no_auth and not _open(scope) and not _is_hook(scope["path"]) \
+                and (changes or _from_browser(headers)):
+            given = _cookie(headers.get("cookie", ""), cookie_name(scope)) \
+                or headers.get(TOKEN_HEADER) or _bearer(headers.get("authorization", ""))
             # Bytes: compare_digest refuses a str with non-ASCII characters (a 500).
             if given is None or not secrets.compare_digest(given.encode("latin-1"),
                                                            self.token.encode()):
                 raise Refused(403, "open the gateway's page (/) first: a browser needs its "
-                                   "token", "permission_error")
+                                   "token (a program sends X-Thinkloop-Token with the token in "
+                                   "THINKLOOP_HOME/gateway/PORT.token)", "permission_error")
 
     def _same_origin(self, scope: Scope, origin: str, host: str) -> bool:
         origin = origin.rstrip("/").lower()
@@ -188,9 +200,35 @@ async def refuse(scope: Scope, receive: Receive, send: Send, no: Refused) -> Non
 def _needs_key(path: str) -> bool:
     """The API wants a key, but for a chat platform's webhook: the platform cannot send one,
     and the channel checks the platform's own signature or secret token on it instead."""
-    if path.startswith(CHANNEL_HOOKS) and path.endswith("/webhook"):
+    if _is_hook(path):
         return False
     return path == "/v1" or path.startswith("/v1/")
+
+
+def _is_hook(path: str) -> bool:
+    return path.startswith(CHANNEL_HOOKS) and path.endswith("/webhook")
+
+
+def _bearer(header: str) -> str | None:
+    scheme, _, value = header.partition(" ")
+    return value.strip() or None if scheme.lower() == "bearer" else None
+
+
+def publish_token(path: Path, token: str) -> None:
+    """Write the process's token where the person's programs find it: readable by them alone
+    (created 0600 in a 0700 folder, never through a link someone planted)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(token)
+
+
+def withdraw_token(path: Path, token: str) -> None:
+    """Remove the token file, unless another gateway on the same port has replaced it."""
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="ascii").strip() == token:
+            path.unlink()
 
 
 def _has_body(headers: dict[str, str]) -> bool:

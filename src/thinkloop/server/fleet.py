@@ -6,7 +6,7 @@ A gateway without a fleet runs everything in its own process, as it always has.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from thinkloop.server.inputs import Answer
@@ -51,7 +51,9 @@ class Fleet(Protocol):
     """Workers that execute a gateway's runs, and the state they share with every gateway."""
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
-                     stream: bool, remember: bool = True) -> Followed: ...
+                     stream: bool, remember: bool = True, priority: int = 0) -> Followed:
+        """Queue a run; among queued runs a higher ``priority`` starts first."""
+        ...
 
     async def get(self, run_id: str, user: str) -> Followed | None: ...
 
@@ -82,9 +84,17 @@ class Fleet(Protocol):
         ...
 
     async def add_schedule(self, user: str, cron: str, agent: str, task: str,
-                           session: str | None) -> dict[str, Any]: ...
+                           session: str | None, priority: int = 0,
+                           deliver_to: tuple[str, ...] = ()) -> dict[str, Any]: ...
 
     async def remove_schedule(self, user: str, schedule_id: str) -> bool: ...
+
+    async def deliveries(self, platforms: Sequence[str],
+                         send: Callable[[str, str], Awaitable[None]]) -> None:
+        """Send what scheduled runs on workers deliver to people on ``platforms`` (the chat
+        channels this gateway serves): ``await send(target, text)`` for each message, each
+        by one gateway; runs until cancelled."""
+        ...
 
     async def health(self) -> dict[str, Any]: ...
 

@@ -71,9 +71,10 @@ class Gateway:
 
     async def submit(self, who: Principal, agent_name: str, task: str,
                      session: str | None = None, stream: bool = True,
-                     remember: bool = True) -> Followed:
+                     remember: bool = True, priority: int = 0) -> Followed:
         """Start ``task`` on ``agent_name`` for ``who``, on a worker when the gateway has a
-        fleet (the run waits in the queue, ``queued``), else here; returns at once.
+        fleet (the run waits in the queue, ``queued``, behind runs of a higher ``priority``),
+        else here (at once: there is no queue to order); returns at once.
         With ``remember`` False the run has no user: it neither reads nor writes memory.
         A session handed off to another agent (the ``handoff`` tool) is answered by it."""
         if session is not None:
@@ -85,7 +86,8 @@ class Gateway:
         _check_session(session)
         if await self.router.definitions.get(agent_name) is None:
             raise UnknownAgentError(f"no agent named {agent_name!r}")
-        return await self.fleet.submit(who.user, agent_name, task, session, stream, remember)
+        return await self.fleet.submit(who.user, agent_name, task, session, stream, remember,
+                                       priority)
 
     async def start_run(self, who: Principal, agent_name: str, task: str,
                         session: str | None = None, stream: bool = True,

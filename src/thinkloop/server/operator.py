@@ -51,8 +51,10 @@ async def _remote(gw: Gateway, run: Followed, stored: dict[str, Any] | None,
         "id": run.id, "agent": run.agent, "session": run.session, "task": "", "steps": 0,
         "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
         "started_at": run.created_at, "ended_at": None}
-    row.update(status=run.status, worker=view.get("worker"),
-               waiting=len(await gw.waiting_for(run)))
+    waiting = len(await gw.waiting_for(run))
+    # A running run waiting for an answer (an approval, a question) shows as such.
+    row.update(status="waiting" if waiting and run.status == "running" else run.status,
+               worker=view.get("worker"), waiting=waiting, priority=view.get("priority", 0))
     return row
 
 

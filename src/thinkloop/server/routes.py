@@ -30,6 +30,8 @@ class RunRequest(BaseModel):
     session: str | None = Field(None, min_length=1, max_length=128)
     # Stream the model's text as ``chunk`` events (off: one event per model reply).
     stream: bool = True
+    # With workers: queued runs of a higher priority start first (one process: no queue).
+    priority: int = Field(0, ge=-100, le=100)
 
 
 class InputRequest(BaseModel):
@@ -53,9 +55,10 @@ class InputRequest(BaseModel):
 
 @router.post("/runs", status_code=202)
 async def start_run(body: RunRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    run = await gw.submit(who, body.agent, body.task, body.session, body.stream)
+    run = await gw.submit(who, body.agent, body.task, body.session, body.stream,
+                          priority=body.priority)
     return {"id": run.id, "status": run.status, "agent": run.agent, "session": run.session,
-            "events": f"/v1/runs/{run.id}/events"}
+            "priority": body.priority, "events": f"/v1/runs/{run.id}/events"}
 
 
 @router.get("/runs/{run_id}")
@@ -104,6 +107,9 @@ class ScheduleRequest(BaseModel):
     task: str = Field(min_length=1, max_length=200_000)
     agent: str = Field(DEFAULT_AGENT, min_length=1, max_length=64)
     session: str | None = Field(None, min_length=1, max_length=128)
+    priority: int = Field(0, ge=-100, le=100)
+    # ``platform:chat``: where its runs deliver their answer, the only places they message.
+    deliver_to: list[str] = Field(default_factory=list, max_length=20)
 
 
 @router.get("/schedules")
@@ -115,8 +121,9 @@ async def list_schedules(who: Caller, gw: GW) -> dict[str, Any]:
 async def add_schedule(body: ScheduleRequest, who: Caller, gw: GW) -> dict[str, Any]:
     if await gw.router.definitions.get(body.agent) is None:
         raise NotFoundError(f"no agent named {body.agent!r}")
-    return await gw.fleet_of("schedules").add_schedule(who.user, body.cron, body.agent,
-                                                       body.task, body.session)
+    return await gw.fleet_of("schedules").add_schedule(
+        who.user, body.cron, body.agent, body.task, body.session, body.priority,
+        tuple(body.deliver_to))
 
 
 @router.delete("/schedules/{schedule_id}")

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 from httpx_sse import SSEError, aconnect_sse
 
+from thinkloop.core.settings import gateway_token_file, load_settings
 from thinkloop.errors import GatewayError, GatewayUnreachableError
 from thinkloop.events import Event, from_dict
 from thinkloop.tui.backend import (
@@ -29,15 +32,39 @@ from thinkloop.tui.backend import (
 )
 
 RETRY_S = 0.5  # between attempts to reach a gateway that went away
+TOKEN_HEADER = "X-Thinkloop-Token"
+
+
+def local_token_file(url: str, home: Path | None = None) -> Path | None:
+    """Where a ``--no-auth`` gateway at ``url`` (on this machine) keeps its token, if it does."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return gateway_token_file(home or load_settings().home, port)
 
 
 class GatewayBackend:
-    def __init__(self, url: str, key: str | None, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, key: str | None, *, timeout_s: float = 10.0,
+                 home: Path | None = None) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # Without a key: a --no-auth gateway's token, read from its file under THINKLOOP_HOME
+        # before every request (the gateway makes a new one each time it starts).
+        self.token_file = None if key else local_token_file(self.url, home)
         self.client = httpx.AsyncClient(base_url=self.url, headers=headers,
-                                        timeout=httpx.Timeout(timeout_s))
+                                        timeout=httpx.Timeout(timeout_s),
+                                        event_hooks={"request": [self._add_token]})
         self._online = True
+
+    async def _add_token(self, request: httpx.Request) -> None:
+        if self.token_file is None:
+            return
+        try:
+            token = self.token_file.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return  # a gateway with keys, or one not running: nothing to send
+        request.headers[TOKEN_HEADER] = token
 
     @property
     def label(self) -> str:

@@ -12,12 +12,15 @@ Everything a gateway and a worker say to each other goes through here, under one
 * ``{p}:ctl``          pub/sub: aborts and answers for whichever worker holds the run
 * ``{p}:wait:{id}``    what a run waits on (input id -> approval | question)
 * ``{p}:stat``         counters (resumes, lease expiries, hand-backs)
+* ``{p}:out:{platform}``  messages scheduled runs deliver to people, a stream that the
+                      gateways serving that chat platform read as one consumer group
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +28,33 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from thinkloop.workers.tail import Tail
+
 # Take a slot for a run: refused (0) over the user's or the fleet's limit.
 _RESERVE = """
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
 if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+# Take a slot and write the run's row in one round trip (the submit path): KEYS active,
+# active:user, run:id; ARGV run id, per-user limit, fleet limit, row TTL, then field pairs.
+_CREATE = """
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+return 1
+"""
+# arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
+# queued once per id. KEYS job key, result key, queue; ARGV job, TTL ms, score, id.
+_ENQUEUE = """
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
 return 1
 """
 # Move a run from one status to another only if it is in one of the expected ones.
@@ -76,6 +100,8 @@ class RunRow:
     deaths: int = 0
     handbacks: int = 0
     remember: bool = True  # False: the run has no user (no memory read or written)
+    priority: int = 0  # higher first among queued runs
+    deliver_to: tuple[str, ...] = ()  # a scheduled run's delivery targets (platform:chat)
 
     @classmethod
     def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
@@ -86,7 +112,16 @@ class RunRow:
                    float(g["finished_at"]) if g.get("finished_at") else None,
                    orjson.loads(g["view"]) if g.get("view") else None,
                    int(g.get("deaths", 0)), int(g.get("handbacks", 0)),
-                   g.get("remember", "1") == "1")
+                   g.get("remember", "1") == "1", int(g.get("priority", 0)),
+                   tuple(t for t in g.get("deliver_to", "").split("\n") if t))
+
+    def fields(self) -> dict[str, str]:
+        """The hash a new run starts with."""
+        return {"user": self.user, "agent": self.agent, "session": self.session or "",
+                "status": self.status, "created_at": repr(self.created_at), "task": self.task,
+                "stream": "1" if self.stream else "0",
+                "remember": "1" if self.remember else "0", "priority": str(self.priority),
+                "deliver_to": "\n".join(self.deliver_to)}
 
     @property
     def done(self) -> bool:
@@ -101,9 +136,12 @@ class Bus:
         self.redis: Any = redis
         self.p = prefix
         self.keep_s = int(max(60, keep_s))
+        self.tail: Tail | None = None  # a gateway's one reader of the streams it follows
         self._reserve = redis.register_script(_RESERVE)
         self._move = redis.register_script(_MOVE)
         self._answer = redis.register_script(_ANSWER)
+        self._create = redis.register_script(_CREATE)
+        self._enqueue = redis.register_script(_ENQUEUE)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -119,15 +157,23 @@ class Bus:
 
     # --- runs ------------------------------------------------------------------------------
 
-    async def create(self, row: RunRow) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(self.key("run", row.id), mapping={
-                "user": row.user, "agent": row.agent, "session": row.session or "",
-                "status": row.status, "created_at": repr(row.created_at), "task": row.task,
-                "stream": "1" if row.stream else "0",
-                "remember": "1" if row.remember else "0"})
-            pipe.expire(self.key("run", row.id), self.keep_s * 24)
-            await pipe.execute()
+    async def create(self, row: RunRow, per_user: int = 1 << 30, total: int = 1 << 30) -> int:
+        """Take a slot for ``row`` and write it, at once: 1 done; -1 over the user's limit,
+        -2 over the fleet's (nothing written)."""
+        args: list[str | int] = [row.id, per_user, total, self.keep_s * 24]
+        for k, v in row.fields().items():
+            args += [k, v]
+        return int(await self._create(
+            keys=[self.key("active"), self.key("active", row.user), self.key("run", row.id)],
+            args=args))
+
+    async def enqueue(self, job_id: str, job: bytes, score: int, ttl_ms: int) -> bool:
+        """arq's job ``job_id`` due at ``score`` (ms); False if it is queued already."""
+        from arq.constants import job_key_prefix, result_key_prefix
+
+        return bool(await self._enqueue(
+            keys=[job_key_prefix + job_id, result_key_prefix + job_id, self.queue],
+            args=[job, ttl_ms, score, job_id]))
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))
@@ -141,6 +187,25 @@ class Bus:
             args += [k, v]
         old = await self._move(keys=[self.key("run", run_id)], args=args)
         return old.decode() if isinstance(old, bytes) else None
+
+    async def now(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What Redis has now of the runs still in it: status (``waiting`` while a running
+        run waits for an answer), priority, worker; one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.hmget(self.key("run", run_id), "status", "priority", "worker")
+                pipe.hlen(self.key("wait", run_id))
+            got = await pipe.execute()
+        out: dict[str, dict[str, Any]] = {}
+        for run_id, (status, priority, worker), waits in zip(
+                run_ids, got[::2], got[1::2], strict=True):
+            if status is None:
+                continue
+            st = status.decode()
+            out[run_id] = {"status": "waiting" if st == "running" and waits else st,
+                           "priority": int(priority or 0),
+                           "worker": worker.decode() if worker else None}
+        return out
 
     async def bump(self, run_id: str, field: str) -> int:
         return int(await self.redis.hincrby(self.key("run", run_id), field, 1))
@@ -212,28 +277,44 @@ class Bus:
             return False
         return True
 
-    async def append_many(self, run_id: str, first: int, items: list[bytes]) -> None:
+    async def append_batches(self, batches: Mapping[str, tuple[int, list[bytes]]]) -> None:
+        """Events of many runs (run -> first number, events) in one round trip; a number
+        taken already (a second writer) is refused by Redis and skipped."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            for i, data in enumerate(items):
-                pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
+            for run_id, (first, items) in batches.items():
+                for i, data in enumerate(items):
+                    pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
             await pipe.execute(raise_on_error=False)
 
     async def follow(self, run_id: str, after: int = 0,
                      block_ms: int = 1000) -> AsyncIterator[tuple[int, bytes | None, str]]:
         """``(seq, event JSON, "")`` for each event above ``after``, then ``(seq, None,
-        status)`` for the end; waits for more while the run goes on."""
-        key, last = self.key("ev", run_id), f"0-{max(0, after)}"
+        status)`` for the end; waits for more while the run goes on (through the process's
+        one :class:`~thinkloop.workers.tail.Tail` when it has one)."""
+        key = self.key("ev", run_id)
+        async with contextlib.aclosing(self._entries(key, after, block_ms)) as entries:
+            async for eid, fields in entries:
+                seq = int(eid.split(b"-")[1])
+                if b"e" in fields:
+                    yield seq, fields[b"e"], ""
+                else:
+                    yield seq, None, fields.get(END.encode(), b"").decode()
+                    return
+
+    async def _entries(self, key: str, after: int,
+                       block_ms: int) -> AsyncGenerator[tuple[bytes, dict[bytes, bytes]]]:
+        if self.tail is not None:
+            async with contextlib.aclosing(self.tail.follow(key, after)) as entries:
+                async for entry in entries:
+                    yield entry
+            return
+        last = f"0-{max(0, after)}"
         while True:
             got = await self.redis.xread({key: last}, count=500, block=block_ms)
             for _, entries in got or ():
                 for eid, fields in entries:
                     last = eid.decode()
-                    seq = int(last.split("-")[1])
-                    if b"e" in fields:
-                        yield seq, fields[b"e"], ""
-                    else:
-                        yield seq, None, fields.get(END.encode(), b"").decode()
-                        return
+                    yield eid, fields
 
     async def count(self, run_id: str) -> int:
         """How many events the run has (its end entry not counted)."""
@@ -267,6 +348,37 @@ class Bus:
     async def waits(self, run_id: str) -> dict[str, str]:
         h = await self.redis.hgetall(self.key("wait", run_id))
         return {k.decode(): v.decode() for k, v in h.items()}
+
+    # --- deliveries: what scheduled runs send to people, through the gateways' channels ----
+
+    async def deliver(self, run_id: str, target: str, text: str) -> None:
+        """Queue ``text`` for ``target`` (``platform:chat``); a gateway serving the platform
+        sends it."""
+        platform = target.split(":", 1)[0]
+        await self.redis.xadd(self.key("out", platform), {"run": run_id, "to": target,
+                                                          "text": text},
+                              maxlen=10_000, approximate=True)
+
+    async def deliveries(self, platform: str, consumer: str,
+                         block_ms: int = 1000) -> AsyncIterator[tuple[bytes, str, str, str]]:
+        """``(entry id, run, target, text)`` for the messages queued for ``platform``, each
+        to one consumer of the group (acknowledge it with :meth:`delivered`)."""
+        key, group = self.key("out", platform), "gateways"
+        try:
+            await self.redis.xgroup_create(key, group, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        while True:
+            got = await self.redis.xreadgroup(group, consumer, {key: ">"}, count=50,
+                                              block=block_ms)
+            for _, entries in got or ():
+                for eid, f in entries:
+                    yield (eid, f.get(b"run", b"").decode(), f.get(b"to", b"").decode(),
+                           f.get(b"text", b"").decode())
+
+    async def delivered(self, platform: str, entry_id: bytes) -> None:
+        await self.redis.xack(self.key("out", platform), "gateways", entry_id)
 
     # --- counters --------------------------------------------------------------------------
 

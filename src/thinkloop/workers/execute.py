@@ -16,7 +16,7 @@ import logging
 import uuid
 from typing import Any
 
-from thinkloop.api import ApprovalRequest, Decision, RunHandle, RunResult
+from thinkloop.api import ApprovalRequest, Decision, RunHandle, RunResult, is_silent
 from thinkloop.channels import Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
@@ -27,44 +27,76 @@ from thinkloop.workers.bus import Bus
 log = logging.getLogger("thinkloop.workers")
 
 
-class Pump:
-    """One run's events, numbered on from what its stream holds, written in batches."""
+class Outbox:
+    """Every run's new events on one worker, written to their streams in one pipeline per
+    turn of the loop (one round trip for all the runs that had events, not one each)."""
 
-    def __init__(self, bus: Bus, run_id: str, seq: int) -> None:
-        self.bus, self.run_id = bus, run_id
-        self.seq = self.written = seq
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._pending: dict[str, tuple[int, list[bytes]]] = {}  # run -> first seq, events
+        self._wake = asyncio.Event()
+        self._next: asyncio.Future[None] | None = None  # the write that takes _pending
+        self._inflight: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, run_id: str, seq: int, data: bytes) -> None:
+        _, items = self._pending.setdefault(run_id, (seq, []))
+        items.append(data)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._write())
+
+    def _upcoming(self) -> asyncio.Future[None]:
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        return self._next
+
+    async def flush(self) -> None:
+        """Wait until every event added so far is written."""
+        if self._pending:
+            await asyncio.shield(self._upcoming())
+        elif self._inflight is not None:
+            await asyncio.shield(self._inflight)
+
+    async def _write(self) -> None:
+        while self._pending:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, {}
+            done, self._next = self._upcoming(), None
+            self._inflight = done
+            try:
+                await self.bus.append_batches(batch)
+            except Exception:
+                log.exception("events of %d runs could not be written", len(batch))
+            finally:
+                self._inflight = None
+                done.set_result(None)
+
+    async def aclose(self) -> None:
+        await self.flush()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class Pump:
+    """One run's events, numbered on from what its stream holds, written by the outbox."""
+
+    def __init__(self, outbox: Outbox, run_id: str, seq: int) -> None:
+        self.outbox, self.run_id = outbox, run_id
+        self.seq = seq
         self.handle: RunHandle | None = None
         self.dropping = False  # handed back: its cancellation is not the run's end
-        self._items: list[bytes] = []
-        self._wake = asyncio.Event()
-        self._closed = False
-        self._task = asyncio.get_running_loop().create_task(self._write())
 
     def publish(self, event: Event) -> None:
         if self.dropping:
             return
         self.seq += 1
-        self._items.append(event_json(self.seq, event))
-        self._wake.set()
-
-    async def _write(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            items, self._items = self._items, []
-            if items:
-                try:
-                    await self.bus.append_many(self.run_id, self.written + 1, items)
-                except Exception:
-                    log.exception("run %s: events could not be written", self.run_id)
-                self.written += len(items)
-            if self._closed and not self._items:
-                return
+        self.outbox.add(self.run_id, self.seq, event_json(self.seq, event))
 
     async def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        await self._task
+        await self.outbox.flush()
 
 
 class FleetHub(InputHub):
@@ -74,6 +106,20 @@ class FleetHub(InputHub):
     def __init__(self, bus: Bus, pumps: dict[str, Pump]) -> None:
         super().__init__(self._publish)
         self.bus, self.pumps = bus, pumps
+        # Scheduled runs' delivery targets (``platform:chat``): the only places they message.
+        self.targets: dict[str, tuple[str, ...]] = {}
+
+    async def send(self, message: Outgoing) -> None:
+        """``send_message``: a scheduled run's message goes to a person only where its
+        schedule says (through a gateway serving that channel); any other run's stays in
+        its events, as on the gateway."""
+        targets = self.targets.get(message.run_id or "")
+        if targets and message.run_id is not None:
+            to = delivery_target(message.recipient, targets)
+            await super().send(message)
+            await self.bus.deliver(message.run_id, to, message.text)
+            return
+        await super().send(message)
 
     def _publish(self, run_id: str, event: Event) -> bool:
         pump = self.pumps.get(run_id)
@@ -105,6 +151,29 @@ class FleetHub(InputHub):
         finally:
             await asyncio.shield(self.bus.waiting(run_id, qid, None))
         return answer.text or ""
+
+
+def delivery_target(recipient: str | None, targets: tuple[str, ...]) -> str:
+    """Where a scheduled run's message goes: ``recipient`` (``platform:chat``, or a chat on
+    the first target's platform) if its schedule names it, else a ChannelError; none: the
+    first target."""
+    if not recipient:
+        return targets[0]
+    to = recipient if ":" in recipient else f"{targets[0].split(':', 1)[0]}:{recipient}"
+    if to not in targets:
+        raise ChannelError("send refused: a scheduled run delivers only where its schedule "
+                           f"says ({', '.join(targets)})")
+    return to
+
+
+def answer_text(result: RunResult) -> str | None:
+    """What a scheduled run delivers when it ends (None: it chose to say nothing)."""
+    text = result.text.strip()
+    if result.silent or is_silent(text) or text in ("NO_REPLY", "NO_SEND"):
+        return None
+    if not result.ok:
+        return f"(The run ended {result.status}: {result.error or 'no answer'}.)"
+    return text
 
 
 def result_view(result: RunResult, session: str | None) -> dict[str, Any]:

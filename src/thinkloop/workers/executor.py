@@ -22,7 +22,7 @@ from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import FleetHub, Pump, result_view
+from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -46,6 +46,7 @@ class Executor:
         self.pumps: dict[str, Pump] = {}
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
+        self.outbox = Outbox(bus)
         self.router = router(self.hub)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -67,6 +68,7 @@ class Executor:
     async def aclose(self) -> None:
         """Close the agents (their post-turn jobs first)."""
         await self.router.aclose()
+        await self.outbox.aclose()
 
     async def _beat(self) -> None:
         while True:
@@ -165,8 +167,10 @@ class Executor:
             await self._end(row, "cancelled", "aborted before it started")
             return
         agent = await self.router.get(row.agent)
-        pump = Pump(self.bus, row.id, await self.bus.last_seq(row.id))
+        pump = Pump(self.outbox, row.id, await self.bus.last_seq(row.id))
         self.pumps[row.id] = pump
+        if row.deliver_to:
+            self.hub.targets[row.id] = row.deliver_to
         try:
             handle = await self._start(agent, row, resumed)
             if handle is None:
@@ -177,6 +181,7 @@ class Executor:
         finally:
             self.jobs.pop(row.id, None)
             self.pumps.pop(row.id, None)
+            self.hub.targets.pop(row.id, None)
             await pump.close()
 
     async def _start(self, agent: Agent, row: RunRow, resumed: bool) -> RunHandle | None:
@@ -220,6 +225,10 @@ class Executor:
             return
         await pump.close()
         await self.bus.finish(job.row, result.status, result_view(result, job.row.session))
+        text = answer_text(result)
+        for target in job.row.deliver_to:  # a scheduled run's answer, where it says
+            if text is not None:
+                await self.bus.deliver(job.row.id, target, text)
 
     async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
         """SIGTERM: stop the run without ending it; the next worker resumes it."""

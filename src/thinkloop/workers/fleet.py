@@ -8,12 +8,18 @@ reads them with the same numbers.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import socket
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from arq.connections import ArqRedis
+from arq.jobs import serialize_job
 
 from thinkloop.api import RunRecord
 from thinkloop.core.errors import RunLimitError
@@ -25,6 +31,9 @@ from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
+from thinkloop.workers.tail import Tail
+
+log = logging.getLogger("thinkloop.workers")
 
 
 @dataclass(eq=False)
@@ -82,20 +91,40 @@ class RemoteRun:
         view: dict[str, Any] = {"id": r.id, "agent": r.agent, "session": r.session,
                                 "status": r.status, "created_at": r.created_at,
                                 "finished_at": r.finished_at, "events": self.events,
-                                "worker": r.worker}
+                                "worker": r.worker, "priority": r.priority}
         if r.view:
             view.update(r.view)
         return view
 
 
-async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow) -> None:
-    """Queue ``row``'s run: its row in Redis, a ``queued`` record in the store (``thinkloop
-    runs`` shows it), and the arq job (its id is the run's: queued once)."""
-    await bus.create(row)
-    key = session_key(row.user, row.session) if row.session else None
-    await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at, key,
-                                   row.user, row.task))
-    await pool.enqueue_job(JOB, row.id, _job_id=row.id, _queue_name=bus.queue)
+# arq takes due jobs in the order of their score, the time they are due: a run is queued as
+# due in the past, a day earlier per step of priority (ahead of every run of the step below
+# queued in the last day), never in the future (a run of priority -100 is due now).
+PRIORITY_STEP_MS = 86_400_000
+MAX_PRIORITY = 100
+JOB_TTL_MS = 86_400_000  # as arq's own default: a job nobody took in a day is dropped
+
+
+async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow,
+                    limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
+    """Queue ``row``'s run: its slot and row in Redis (refused over ``limits``, per user and
+    in all: -1 or -2), a ``queued`` record in the store (``thinkloop runs`` shows it), and
+    the arq job (its id is the run's, so it is queued once), due earlier by its priority."""
+    taken = await bus.create(row, *limits)
+    if taken != 1:
+        return taken
+    try:
+        key = session_key(row.user, row.session) if row.session else None
+        await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at,
+                                       key, row.user, row.task))
+        now_ms = int(time.time() * 1000)
+        job = serialize_job(JOB, (row.id,), {}, None, now_ms, serializer=pool.job_serializer)
+        due = now_ms - (row.priority + MAX_PRIORITY) * PRIORITY_STEP_MS
+        await bus.enqueue(row.id, job, due, JOB_TTL_MS)
+    except BaseException:
+        await bus.release(row.id, row.user)
+        raise
+    return 1
 
 
 class RedisFleet:
@@ -106,25 +135,21 @@ class RedisFleet:
         self.pool = pool
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
+        self.bus.tail = Tail(pool)
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
 
     async def submit(self, user: str, agent: str, task: str, session: str | None,
-                     stream: bool, remember: bool = True) -> RemoteRun:
-        run_id = uuid.uuid4().hex
-        taken = await self.bus.reserve(run_id, user, self.per_user, self.total)
+                     stream: bool, remember: bool = True, priority: int = 0) -> RemoteRun:
+        row = RunRow(uuid.uuid4().hex, user, agent, session, "queued", time.time(), task,
+                     stream, remember=remember, priority=priority)
+        taken = await queue_run(self.pool, self.bus, self.store, row,
+                                (self.per_user, self.total))
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
-        row = RunRow(run_id, user, agent, session, "queued", time.time(), task, stream,
-                     remember=remember)
-        try:
-            await queue_run(self.pool, self.bus, self.store, row)
-        except BaseException:
-            await self.bus.release(run_id, user)
-            raise
         return RemoteRun(self.bus, row)
 
     async def get(self, run_id: str, user: str) -> RemoteRun | None:
@@ -179,13 +204,36 @@ class RedisFleet:
         return [schedule_view(s) for s in await self.plans.list() if s.user == user]
 
     async def add_schedule(self, user: str, cron: str, agent: str, task: str,
-                           session: str | None) -> dict[str, Any]:
-        return schedule_view(await self.plans.add(cron, agent, task, user, session))
+                           session: str | None, priority: int = 0,
+                           deliver_to: tuple[str, ...] = ()) -> dict[str, Any]:
+        return schedule_view(await self.plans.add(cron, agent, task, user, session, priority,
+                                                  deliver_to))
 
     async def remove_schedule(self, user: str, schedule_id: str) -> bool:
         if not any(s.id == schedule_id for s in await self.plans.list() if s.user == user):
             return False
         return await self.plans.remove(schedule_id)
+
+    async def deliveries(self, platforms: Sequence[str],
+                         send: Callable[[str, str], Awaitable[None]]) -> None:
+        consumer = f"{socket.gethostname()}-{os.getpid()}"
+        await asyncio.gather(*(self._deliver(p, consumer, send) for p in platforms))
+
+    async def _deliver(self, platform: str, consumer: str,
+                       send: Callable[[str, str], Awaitable[None]]) -> None:
+        while True:
+            try:
+                async for eid, run_id, target, text in self.bus.deliveries(platform, consumer):
+                    try:
+                        await send(target, text)
+                    except Exception:  # one undeliverable message must not stop the rest
+                        log.exception("run %s: could not deliver to %s", run_id, target)
+                    await self.bus.delivered(platform, eid)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reading the %s deliveries failed; reading again", platform)
+                await asyncio.sleep(1)
 
     async def health(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -213,12 +261,15 @@ class RedisFleet:
         return out
 
     async def aclose(self) -> None:
+        if self.bus.tail is not None:
+            await self.bus.tail.aclose()
         await self.pool.aclose()
 
 
 def schedule_view(s: Schedule) -> dict[str, Any]:
     return {"id": s.id, "cron": s.cron, "agent": s.agent, "task": s.task,
-            "session": s.session, "next_at": s.next_at, "fired": s.fired}
+            "session": s.session, "next_at": s.next_at, "fired": s.fired,
+            "priority": s.priority, "deliver_to": list(s.deliver_to)}
 
 
 def fleet_factory(settings: Settings) -> FleetFactory:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -29,7 +30,10 @@ log = logging.getLogger("thinkloop.workers")
 TABLE = """CREATE TABLE IF NOT EXISTS thinkloop_schedules (
     id TEXT PRIMARY KEY, cron TEXT NOT NULL, agent TEXT NOT NULL, task TEXT NOT NULL,
     user_id TEXT NOT NULL, session TEXT, next_at DOUBLE PRECISION NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL, fired INTEGER NOT NULL DEFAULT 0)"""
+    created_at DOUBLE PRECISION NOT NULL, fired INTEGER NOT NULL DEFAULT 0);
+ALTER TABLE thinkloop_schedules ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE thinkloop_schedules ADD COLUMN IF NOT EXISTS deliver_to TEXT NOT NULL DEFAULT ''"""
+TARGET = re.compile(r"[a-z][a-z0-9_-]{0,31}:[^\s:][^\s]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,16 @@ class Schedule:
     session: str | None
     next_at: float
     fired: int = 0
+    priority: int = 0
+    # Where its runs deliver their answer, and the only places they may message
+    # (``platform:chat``, served by the workers' channels); empty: nowhere.
+    deliver_to: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, r: Any) -> Schedule:
         return cls(r["id"], r["cron"], r["agent"], r["task"], r["user_id"], r["session"],
-                   float(r["next_at"]), int(r["fired"]))
+                   float(r["next_at"]), int(r["fired"]), int(r["priority"]),
+                   tuple(t for t in r["deliver_to"].split("\n") if t))
 
     def run_id(self) -> str:
         """The id of the run due at ``next_at``: the same for whoever fires it."""
@@ -80,13 +89,21 @@ class Schedules:
             await conn.close()
 
     async def add(self, cron: str, agent: str, task: str, user: str,
-                  session: str | None = None) -> Schedule:
+                  session: str | None = None, priority: int = 0,
+                  deliver_to: tuple[str, ...] = ()) -> Schedule:
         now = time.time()
+        for t in deliver_to:
+            if not TARGET.fullmatch(t):
+                raise ConfigError(f"bad delivery target {t!r}: platform:chat, e.g. "
+                                  "telegram:12345")
         s = Schedule(uuid.uuid4().hex[:12], cron, agent, task, user, session,
-                     next_due(cron, now))
+                     next_due(cron, now), 0, priority, tuple(deliver_to))
         async with self._conn() as c:
-            await c.execute("INSERT INTO thinkloop_schedules VALUES ($1,$2,$3,$4,$5,$6,$7,$8,0)",
-                            s.id, cron, agent, task, user, session, s.next_at, now)
+            await c.execute(
+                "INSERT INTO thinkloop_schedules (id, cron, agent, task, user_id, session, "
+                "next_at, created_at, fired, priority, deliver_to) "
+                "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,0,$9,$10)", s.id, cron, agent, task, user,
+                session, s.next_at, now, priority, "\n".join(deliver_to))
         return s
 
     async def list(self) -> list[Schedule]:

@@ -94,10 +94,9 @@ def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule
 
     async def queue(s: Schedule) -> None:
         row = RunRow(s.run_id(), s.user, s.agent, s.session, "queued", time.time(), s.task,
-                     False)
+                     False, priority=s.priority, deliver_to=s.deliver_to)
         if await bus.get(row.id) is not None:
             return
-        await bus.reserve(row.id, s.user, 1 << 30, 1 << 30)
         await queue_run(pool, bus, store, row)
 
     return queue

@@ -17,7 +17,7 @@ from typing import Any
 from thinkloop.core.channel import Channel, ConsoleChannel
 from thinkloop.core.settings import load_settings
 from thinkloop.core.tool import Tool
-from thinkloop.sandbox import Sandbox
+from thinkloop.sandbox import CommandSlots, Sandbox
 from thinkloop.tools.builtin.browser import BrowserSession, browser_tools
 from thinkloop.tools.builtin.files import file_tools
 from thinkloop.tools.builtin.messaging import SendPolicy, messaging_tools
@@ -31,7 +31,8 @@ __all__ = ["ToolSettings", "Toolbox", "builtin_tools"]
 
 
 def _workflow_tools(
-    settings: ToolSettings, workspace: Workspace, embedder: Any, sandbox: Sandbox
+    settings: ToolSettings, workspace: Workspace, embedder: Any, sandbox: Sandbox,
+    slots: CommandSlots,
 ) -> list[Tool]:
     """search_tools (carrying the prompt guidance for workflows and skills) and run_workflow."""
     from thinkloop.tools.builtin.embeddings import MiniLMEmbedder
@@ -50,7 +51,7 @@ def _workflow_tools(
     cache = None
     if settings.workflows is not None:
         registry = load_registry(settings.workflows)
-        tools.append(run_workflow_tool(registry, workspace, settings, sandbox))
+        tools.append(run_workflow_tool(registry, workspace, settings, sandbox, slots))
         entries += [Entry("workflow", w.name, w.search_text(), w) for w in registry.workflows]
         cache = settings.workflows.parent / ".embeddings-cache.json"
     if settings.skills is not None:
@@ -85,13 +86,16 @@ class Toolbox:
         # Checked once, here: a sandbox that cannot run is a configuration error, never a
         # silent fallback to running commands unconfined.
         self.sandbox = make_sandbox(self.settings)
+        # One set of caps for every tool that starts a sandbox (shell, run_workflow).
+        self.slots = CommandSlots()
         self.browser_session = BrowserSession(
             self.settings.chromium_path, allow_private=self.settings.fetch_allow_private)
         self.tools = self._build()
 
     def _build(self) -> list[Tool]:
         s, ws = self.settings, self.workspace
-        tools = [*file_tools(ws, s), shell_tool(ws, s, self.sandbox), web_fetch_tool(s)]
+        tools = [*file_tools(ws, s), shell_tool(ws, s, self.sandbox, self.slots),
+                 web_fetch_tool(s)]
         backend = backend_from_settings(s)
         if backend is not None:
             tools.append(web_search_tool(backend, s.fetch_timeout_s))
@@ -103,7 +107,7 @@ class Toolbox:
         tools += messaging_tools(list(self.channels) or [ConsoleChannel()],
                                  policy=self.send_policy, ask_timeout_s=s.ask_timeout_s)
         if s.workflows is not None or s.skills is not None:
-            tools += _workflow_tools(s, ws, self.embedder, self.sandbox)
+            tools += _workflow_tools(s, ws, self.embedder, self.sandbox, self.slots)
         from thinkloop.tools.builtin.calculator import calculator
 
         tools.append(calculator)

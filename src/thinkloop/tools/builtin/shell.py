@@ -17,14 +17,15 @@ from thinkloop.tools.workspace import Workspace
 
 
 def shell_tool(
-    workspace: Workspace, settings: ToolSettings, sandbox: Sandbox | None = None
+    workspace: Workspace, settings: ToolSettings, sandbox: Sandbox | None = None,
+    slots: CommandSlots | None = None,
 ) -> Tool:
     box = sandbox if sandbox is not None else make_sandbox(settings)
     # In the sandbox, `python` is the one thinkloop runs on, with what is installed beside it
     # ("run the tests" finds pytest); unconfined, the host's PATH already has it.
     hide = [Path(workspace.base).expanduser().resolve(), default_home().parent.resolve()]
     python = (interpreter(hide) if settings.sandbox_python and box.name != "none" else None)
-    slots = CommandSlots()
+    held = slots if slots is not None else CommandSlots()
 
     async def shell(ctx: ToolContext, command: str, timeout_s: float | None = None) -> str:
         """Run a shell command (/bin/sh) with the workspace as working directory.
@@ -45,7 +46,7 @@ def shell_tool(
         env = command_env(settings.sandbox_env, box, PWD=str(root), HOME=str(root))
         if python is not None:
             env["PATH"] = python.bin + os.pathsep + env["PATH"]
-        async with slots.hold(ctx.run_id):
+        async with held.hold(ctx.run_id):
             return await run_confined("shell", command, cwd=root, timeout_s=limit,
                                       cap=settings.output_cap_bytes, env=env, sandbox=box,
                                       read_only=python.dirs if python is not None else ())

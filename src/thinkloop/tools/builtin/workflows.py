@@ -33,7 +33,7 @@ from thinkloop.context.sections import render_skills
 from thinkloop.core.errors import ConfigError, ToolArgumentsError
 from thinkloop.core.tool import Tool, ToolContext, make_tool
 from thinkloop.core.types import Skill
-from thinkloop.sandbox import Sandbox
+from thinkloop.sandbox import CommandSlots, Sandbox
 from thinkloop.tools.builtin.process import command_env, run_confined
 from thinkloop.tools.builtin.settings import ToolSettings, make_sandbox
 from thinkloop.tools.workspace import Workspace
@@ -158,9 +158,12 @@ def workflow_env(workflow: Workflow, args: dict[str, str]) -> dict[str, str]:
 
 def run_workflow_tool(
     registry: Registry, workspace: Workspace, settings: ToolSettings,
-    sandbox: Sandbox | None = None,
+    sandbox: Sandbox | None = None, slots: CommandSlots | None = None,
 ) -> Tool:
+    """``slots``: the caps on sandboxes at once, shared with ``shell`` (a Toolbox passes one
+    to both, so a run's workflows and commands count against the same cap)."""
     box = sandbox if sandbox is not None else make_sandbox(settings)
+    held = slots if slots is not None else CommandSlots()
 
     async def run_workflow(ctx: ToolContext, name: str, args: dict[str, str] | None = None) -> str:
         """Run a workflow found with search_tools; arguments become upper-case env variables.
@@ -178,9 +181,10 @@ def run_workflow_tool(
         env["PATH"] = folder + os.pathsep + env["PATH"]
         limit = min(workflow.timeout_s or settings.workflow_timeout_s,
                     settings.shell_max_timeout_s)
-        return await run_confined(f"workflow {name!r}", workflow.run, cwd=root, timeout_s=limit,
-                                  cap=settings.output_cap_bytes, env=env, sandbox=box,
-                                  read_only=[Path(folder)])
+        async with held.hold(ctx.run_id):
+            return await run_confined(f"workflow {name!r}", workflow.run, cwd=root,
+                                      timeout_s=limit, cap=settings.output_cap_bytes, env=env,
+                                      sandbox=box, read_only=[Path(folder)])
 
     return make_tool(run_workflow, idempotent=False, needs_approval=True, trusted_output=False,
                      timeout_s=settings.shell_max_timeout_s + 5)
