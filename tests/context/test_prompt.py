@@ -143,7 +143,7 @@ def test_sections_in_the_fixed_order_with_all_inputs(tmp_path: Path) -> None:
     assert names == [s.name for s in DEFAULT_SECTIONS]
     minimal = [r.name for r in agent.prompt.render(
         prompt_context(agent, "minimal", user_id="u-42"))]
-    assert minimal == ["identity", "tooling", "tool_guidance", "output_format", "safety",
+    assert minimal == ["identity", "tooling", "output_format", "safety",
                        "workspace", "sandbox",
                        "current_time", "extra_context", "project_context", "runtime"]
 

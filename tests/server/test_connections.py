@@ -176,11 +176,14 @@ def test_slowloris_neither_exhausts_files_nor_stops_healthz(
 def test_a_client_holding_every_place_leaves_room_for_healthz(tmp_path: Path) -> None:
     with serving(tmp_path, per_client_connections="16") as (base, _):
         port = int(base.rsplit(":", 1)[1])
+        # The process's token (a --no-auth gateway refuses a change without it, at once).
+        token = (tmp_path / "gateway" / f"{port}.token").read_text().encode()
         busy = []
         try:
             for _ in range(16):  # bodies that keep coming: requests being served
                 s = socket.create_connection(("127.0.0.1", port), timeout=5)
                 s.sendall(b"POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"X-Thinkloop-Token: " + token + b"\r\n"
                           b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
                 busy.append(s)
             time.sleep(0.3)

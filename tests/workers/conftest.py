@@ -190,8 +190,8 @@ class Fleet:
         return {"X-Thinkloop-Token": file.read_text()} if file.exists() else {}
 
     def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return httpx.post(url, **kwargs, headers={**self.token(url),
-                                                  **kwargs.pop("headers", {})})
+        headers = {**self.token(url), **kwargs.pop("headers", {})}
+        return httpx.post(url, **kwargs, headers=headers)
 
     def delete(self, url: str, **kwargs: Any) -> httpx.Response:
         return httpx.delete(url, **kwargs, headers=self.token(url))

@@ -89,7 +89,7 @@ def test_a_scheduled_run_on_a_worker_delivers_only_where_its_schedule_says(
         Reply(body=completion(tool_calls=[("send_message", {
             "text": "halfway there", "recipient": "room-1"})])),
         Reply(body=completion("All done: 3 tickets closed.")))
-    r = httpx.post(f.g1 + "/v1/schedules", timeout=10, json={
+    r = f.post(f.g1 + "/v1/schedules", timeout=10, json={
         "cron": "* * * * * */2", "task": "close tickets", "agent": "notifier",
         "deliver_to": ["webhook:room-1"], "priority": 3})
     assert r.status_code == 201, r.text
@@ -100,7 +100,7 @@ def test_a_scheduled_run_on_a_worker_delivers_only_where_its_schedule_says(
                   .json()["schedules"]):
         assert time.monotonic() < deadline, f.logs()
         time.sleep(0.1)
-    httpx.delete(f"{f.g1}/v1/schedules/{made['id']}", timeout=10)
+    f.delete(f"{f.g1}/v1/schedules/{made['id']}", timeout=10)
     while "All done: 3 tickets closed." not in _texts(posts, "room-1"):
         assert time.monotonic() < deadline, f"{posts}\n{f.logs()}"
         time.sleep(0.1)
@@ -116,6 +116,6 @@ def test_a_scheduled_run_on_a_worker_delivers_only_where_its_schedule_says(
 
 
 def test_a_delivery_target_is_platform_and_chat(chat_fleet: Fleet) -> None:
-    r = httpx.post(chat_fleet.g1 + "/v1/schedules", timeout=10, json={
+    r = chat_fleet.post(chat_fleet.g1 + "/v1/schedules", timeout=10, json={
         "cron": "0 9 * * *", "task": "x", "agent": "notifier", "deliver_to": ["room 1"]})
     assert r.status_code == 400 and "delivery target" in r.text

@@ -62,7 +62,7 @@ def test_a_high_priority_run_submitted_after_twenty_low_ones_starts_before_them(
 
 
 def test_a_priority_out_of_range_is_one_clear_error(one_at_a_time: Fleet) -> None:
-    r = httpx.post(one_at_a_time.g1 + "/v1/runs", timeout=10,
+    r = one_at_a_time.post(one_at_a_time.g1 + "/v1/runs", timeout=10,
                    json={"task": "x", "agent": "one", "priority": 1000})
     assert r.status_code == 422 and "priority" in r.text
 

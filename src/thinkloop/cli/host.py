@@ -7,17 +7,19 @@ backoff, and the person is told when the host gives up.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from thinkloop.cli.render import fail
+
+if TYPE_CHECKING:  # asyncio loads with the command, not with `thinkloop --help`
+    import asyncio
 
 ENGINE_HELP = ("auto|bwrap|docker|podman|none: auto is docker or podman when --image is given "
                "and one is installed, else bubblewrap; none runs the process unconfined.")
@@ -50,11 +52,15 @@ def host(
         raise fail("--retries and --backoff must be at least 0, --timeout more than 0")
     folder = data or load_settings().home / "host"
     confinement = Confinement(engine, folder, image, network)  # type: ignore[arg-type]
+    import asyncio
+
     raise typer.Exit(asyncio.run(_host(confinement, retries, backoff, timeout, notify_url)))
 
 
 async def _host(confinement: Any, retries: int, backoff: float, attempt_s: float,
                 notify_url: str | None) -> int:
+    import asyncio
+
     import orjson
     from pydantic import ValidationError
 

@@ -290,7 +290,7 @@ DEFAULT_SECTIONS: tuple[Section, ...] = (
     Section("identity", identity),
     Section("first_run", first_run, FULL),
     Section("tooling", tooling),
-    Section("tool_guidance", tool_guidance),
+    Section("tool_guidance", tool_guidance, FULL),  # a small model reads only the list
     Section("output_format", output_format),
     Section("safety", safety),
     Section("skills", skills, FULL),
