@@ -20,7 +20,7 @@ import orjson
 import typer
 
 from thinkloop.cli.render import EXIT_CODES, console, escape, fail
-from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
+from thinkloop.cli.sessions import SESSION_SCAN, DbOption, print_rows, when, with_store
 from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
@@ -54,6 +54,21 @@ async def _record(store: DurableStore, run_id: str) -> RunRecord:
     raise ThinkloopError(f"no run {run_id!r} in this store")
 
 
+async def _session_runs(
+    store: DurableStore, session: str | None, status: str | None, limit: int,
+) -> list[RunRecord]:
+    """The runs of ``session`` (a whole id or a unique prefix of a stored session's id; the
+    whole id of a deleted session still lists its runs)."""
+    if session is not None and await store.session_info(session) is None:
+        matches = [i.id for i in await store.list_sessions(SESSION_SCAN)
+                   if i.id.startswith(session)]
+        if len(matches) > 1:
+            raise ThinkloopError(f"{session!r} is the start of {len(matches)} sessions' ids "
+                                 f"({', '.join(map(repr, matches[:5]))}): give more of it")
+        session = matches[0] if matches else session
+    return await store.list_runs(session, status, limit)
+
+
 def _took(rec: RunRecord) -> str:
     end = rec.ended_at if rec.ended_at is not None else time.time()
     return f"{end - rec.started_at:.1f}s" + ("" if rec.ended_at is not None else "+")
@@ -66,7 +81,8 @@ def _json(rec: RunRecord) -> dict[str, Any]:
 @runs_app.callback()
 def list_runs(
     ctx: typer.Context,
-    session: Annotated[str | None, typer.Option(help="Only this session's runs.")] = None,
+    session: Annotated[str | None, typer.Option(
+        help="Only this session's runs (its id or a unique prefix).")] = None,
     status: Annotated[str | None, typer.Option(
         help="Only runs with this status (running, completed, failed, cancelled, ...).")] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,
@@ -77,7 +93,7 @@ def list_runs(
     if ctx.invoked_subcommand is not None:
         return
     print_rows(
-        with_store(db, lambda s: s.list_runs(session, status, limit)), as_json, _json,
+        with_store(db, lambda s: _session_runs(s, session, status, limit)), as_json, _json,
         ("run", "status", "agent", "model", "session", "steps", "tokens in/out", "cost $",
          "started", "took"),
         lambda r: (r.id, r.status, escape(r.agent), escape(r.model), escape(r.session_id or "-"),
