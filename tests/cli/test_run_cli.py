@@ -374,3 +374,16 @@ def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: P
     assert second.returncode == 0 and second.stdout.strip(), second.stderr
     assert out == "first\n", out
     assert "waiting for session 'shared': another run is using it" in second.stderr
+
+
+def test_a_truncated_task_says_how_much_was_cut_and_why(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("A long text.")))
+    task = "Summarise this. " + "word " * 40_000  # 200,015 characters once stripped
+    proc = thinkloop("run", "-", "--model", "openai:fake", env=_env(server), stdin=task)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert ("note: the task is 200,015 characters: only its first 32,768 go on to the model "
+            "(167,247 cut by the input guard's max_message_chars limit)") in said, said
+    sent = server.requests[0]["messages"][-1]["content"]
+    assert "was 200015 characters long and was truncated to the first 32768" in sent
