@@ -41,8 +41,8 @@ _DIR = re.compile(r"\b([\w.-]+)/?\s+(?:folder|directory|dir)\b|"
                   re.IGNORECASE)
 # Words before "directory" that name the workspace itself (or nothing), not a directory.
 _NOT_DIRS = frozenset({"the", "this", "that", "a", "my", "your", "our", "current", "working",
-                       "workspace", "root", "home", "same", "whole", "entire", "its", "each", "list",
-                       "show", "open", "read", "print", "see", "in", "of", "new"})
+                       "workspace", "root", "home", "same", "whole", "entire", "its", "each",
+                       "list", "show", "open", "read", "print", "see", "in", "of", "new"})
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir"})
 ROOT_TOOLS = frozenset({"list_dir"})
 
