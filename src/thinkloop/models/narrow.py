@@ -7,8 +7,8 @@ grammar offers those values only; where it names none, the argument stays free. 
 here knows a task or its answer: the rules read any text the same way.
 
 - ``path`` of the file tools: one of the file names the task (or a tool result since it)
-  names; a directory listing takes the workspace root, ``.``, or a directory the task names
-  ("the src folder", "docs/").
+  names; a directory listing or a search takes the workspace root, ``.``, a directory the
+  task names ("the src folder", "docs/") or a named file.
 - ``expression`` of the calculator, until it has been called in this turn: one of the
   arithmetic expressions written out in the task (``12*7``, ``sqrt(81)``); a task that says
   it in words ("15% of 240") names none, and the model writes the expression.
@@ -43,8 +43,9 @@ _DIR = re.compile(r"\b([\w.-]+)/?\s+(?:folder|directory|dir)\b|"
 _NOT_DIRS = frozenset({"the", "this", "that", "a", "my", "your", "our", "current", "working",
                        "workspace", "root", "home", "same", "whole", "entire", "its", "each",
                        "list", "show", "open", "read", "print", "see", "in", "of", "new"})
-FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir"})
-ROOT_TOOLS = frozenset({"list_dir"})
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "grep"})
+# Tools whose path may be a directory: the workspace root is always one of its values.
+ROOT_TOOLS = frozenset({"list_dir", "grep"})
 
 
 def narrow(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
