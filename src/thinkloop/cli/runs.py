@@ -20,7 +20,7 @@ import orjson
 import typer
 
 from thinkloop.cli.render import EXIT_CODES, console, escape, fail
-from thinkloop.cli.sessions import SESSION_SCAN, DbOption, print_rows, when, with_store
+from thinkloop.cli.sessions import DbOption, print_rows, session_id_of, when, with_store
 from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
@@ -60,12 +60,7 @@ async def _session_runs(
     """The runs of ``session`` (a whole id or a unique prefix of a stored session's id; the
     whole id of a deleted session still lists its runs)."""
     if session is not None and await store.session_info(session) is None:
-        matches = [i.id for i in await store.list_sessions(SESSION_SCAN)
-                   if i.id.startswith(session)]
-        if len(matches) > 1:
-            raise ThinkloopError(f"{session!r} is the start of {len(matches)} sessions' ids "
-                                 f"({', '.join(map(repr, matches[:5]))}): give more of it")
-        session = matches[0] if matches else session
+        session = await session_id_of(store, session)
     return await store.list_runs(session, status, limit)
 
 

@@ -21,7 +21,7 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
     from thinkloop.core.types import Message
-    from thinkloop.store.base import SessionInfo
+    from thinkloop.store.base import SessionAdmin, SessionInfo
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.sqlite import SQLiteStore
 
@@ -91,7 +91,7 @@ def print_rows(
 SESSION_SCAN = 100_000
 
 
-async def session_named(store: SQLiteStore | PostgresStore, given: str) -> SessionInfo:
+async def session_named(store: SessionAdmin, given: str) -> SessionInfo:
     """The session ``given`` names: its whole id, or a prefix no other session shares (as
     run ids take one)."""
     info = await store.session_info(given)
@@ -105,6 +105,17 @@ async def session_named(store: SQLiteStore | PostgresStore, given: str) -> Sessi
         raise ThinkloopError(f"{given!r} is the start of {len(matches)} sessions' ids ({ids}"
                              f"{', ...' if len(matches) > 5 else ''}): give more of it")
     raise ThinkloopError(f"no session named {given!r}")
+
+
+async def session_id_of(store: SessionAdmin, given: str) -> str:
+    """``given`` as a session id: a unique prefix of a stored session's id becomes that id;
+    an id no stored session starts with stays as it is (the caller says what is missing)."""
+    try:
+        return (await session_named(store, given)).id
+    except ThinkloopError as exc:
+        if str(exc).startswith("no session named"):
+            return given
+        raise
 
 
 def when(ts: float, *, seconds: bool = False) -> str:
