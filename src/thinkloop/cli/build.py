@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from thinkloop.agent import Agent
 from thinkloop.build import AgentSpec
-from thinkloop.core.channel import ConsoleChannel
+from thinkloop.core.channel import Channel, ConsoleChannel
 from thinkloop.core.model import Model
 from thinkloop.core.settings import Settings, quiet_model_loaders
 from thinkloop.core.tool import Tool
@@ -26,11 +26,13 @@ def build_agent(
     extra_tools: Sequence[Tool] = (),
     store: Store | None = None,
     memory: bool = True,
+    channels: Sequence[Channel] | None = None,
 ) -> Agent:
     """The agent ``thinkloop run`` runs (``model`` replaces the resolved one, for previews).
 
     With a durable ``store`` the agent also gets the memory layers and the memory tools
-    (unless ``memory=False``: the store then only records the runs).
+    (unless ``memory=False``: the store then only records the runs). ``channels``: where
+    ``send_message`` and ``ask_human`` reach the person (default: the terminal, on stderr).
     """
     from thinkloop import build
 
@@ -40,7 +42,7 @@ def build_agent(
     spec = opts if memory else opts.model_copy(update={"memory": False})
     # The agent talks to the person on stderr: stdout carries the run's output (--json).
     return build.build_agent(spec, settings, approver=cli_approver(opts.approve),
-                             channels=[ConsoleChannel(out=sys.stderr)],
+                             channels=channels or [ConsoleChannel(out=sys.stderr)],
                              extra_tools=extra_tools, store=store, model=model)
 
 

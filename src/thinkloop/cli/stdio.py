@@ -8,12 +8,17 @@ prints) can never be mistaken for one::
     {"status": "success", "result": "...", "session_id": "s1", "run_id": "...", ...}
     ---THINKLOOP_OUTPUT_END---
 
+The seed's own payload (``prompt``, ``sessionId``, ``secrets`` with ``OPENROUTER_API_KEY``...)
+is answered between its ``NANOCLAW`` markers, with ``newSessionId`` (:mod:`.stdio_payload`).
 The text a model writes alongside its tool calls is streamed as blocks with ``"status":
-"running"``; the last block is the result. A run that fails (or times out, or is cancelled), a
-payload that is not valid, or a model that cannot be reached writes ``"status": "error"`` and
-the process exits 1, which a host takes as "retry later". Secrets in the payload become
-environment variables for the model provider and the tools, and their values are cut out of
-everything written to stdout and stderr.
+"running"``, and so are ``send_message``/``send_voice`` (``"type": "message"``/``"voice"``) and
+``ask_human``'s question (``"type": "question"``), whose answer is the host's next JSON line on
+stdin (or file in the IPC folder, :mod:`.stdio_channel`). The last block is the result. A run
+that fails (or times out, or is cancelled), a payload that is not valid, or a model that cannot
+be reached writes ``"status": "error"`` and the process exits 1, which a host takes as "retry
+later" (unless the block says ``"retry": false``). Secrets in the payload become environment
+variables for the model provider and (but for the provider's own) the tools, and their values
+are cut out of everything written to stdout and stderr.
 """
 
 from __future__ import annotations
@@ -21,56 +26,98 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from thinkloop.cli.build import AgentOptions, build_agent
+from thinkloop.cli.stdio_channel import (
+    HostChannel,
+    Inbox,
+    Ipc,
+    Output,
+    Redactor,
+    send_voice_tool,
+)
+from thinkloop.cli.stdio_payload import (
+    Request,
+    StdioPayload,
+    markers_for,
+    parse,
+    read_payload,
+)
 from thinkloop.core.errors import ThinkloopError
 from thinkloop.core.events import StepCompleted
-from thinkloop.core.settings import Settings, export_environment, load_settings
+from thinkloop.core.settings import (
+    PROVIDER_ENV,
+    Settings,
+    export_environment,
+    load_settings,
+)
 from thinkloop.loop.handle import RunHandle
 from thinkloop.loop.result import RunResult
 from thinkloop.store.open import open_store
 from thinkloop.text import validation_summary
+from thinkloop.workers.blocks import THINKLOOP
 
-OUTPUT_START = "---THINKLOOP_OUTPUT_START---"
-OUTPUT_END = "---THINKLOOP_OUTPUT_END---"
+OUTPUT_START = THINKLOOP.start
+OUTPUT_END = THINKLOOP.end
 # Outcomes a host should treat as failures (and may retry); the others carry an answer.
 _ERROR_STATUSES = frozenset({"failed", "timeout", "cancelled"})
+# The provider's own variables reach the model client, never the model's commands.
+_PROVIDER_VARS = frozenset(PROVIDER_ENV.values())
+
+__all__ = ["OUTPUT_END", "OUTPUT_START", "Output", "Redactor", "StdioPayload", "main_stdio",
+           "run_stdio"]
 
 
-class StdioPayload(BaseModel):
-    """What the host writes on stdin."""
+def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> int:
+    """Read the payload, run it (and the follow-ups), write the blocks; the exit code."""
+    raw = read_payload(inp)
+    data: Any = None
+    try:
+        data = orjson.loads(raw or b"null")
+        req = parse(data)
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        Output(out, Redactor({}), markers_for(data)).block(
+            {"status": "error", "result": None, "retry": False,
+             "error": f"invalid payload: {_brief(exc)}"})
+        return 1
+    extra = {"newSessionId": req.session} if req.seed else None
+    output = Output(out, Redactor(req.secrets), req.markers, extra, seed=req.seed)
+    # The secrets are environment variables for the providers and the tools' commands; this
+    # process is the container's, so they live exactly as long as the run.
+    export_environment({**req.secrets, **req.env})
+    settings = _settings(req)
+    opts = defaults.model_copy(update={
+        "model": req.model or defaults.model, "tools": req.tools or defaults.tools,
+        "max_steps": req.max_steps or defaults.max_steps, "approve": req.approve,
+        **({"instructions": _persona(req.name)} if req.name else {})})
+    saved, sys.stderr = sys.stderr, RedactingStream(err, output.redact)
+    try:
+        return asyncio.run(_serve(req, opts, output, settings, inp))
+    except (ThinkloopError, OSError) as exc:
+        output.block({"status": "error", "result": None, "session_id": req.session,
+                      "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    finally:
+        sys.stderr = saved
 
-    model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(min_length=1)
-    session: str | None = Field(None, min_length=1, max_length=200)
-    user: str | None = Field(None, min_length=1, max_length=200)
-    model: str | None = None
-    tools: str | None = None
-    max_steps: int | None = Field(None, ge=1)
-    # No terminal here: a tool that needs approval is denied unless the host says "auto".
-    approve: Literal["auto", "deny"] = "deny"
-    # The session's messages are always kept; memory layers and post-turn jobs (summaries,
-    # episodes) only when asked: a container exits right after its answer.
-    memory: bool = False
-    secrets: dict[str, str] = Field(default_factory=dict)
+def _settings(req: Request) -> Settings:
+    settings = load_settings()
+    # The sandbox passes only allow-listed variables to commands: the payload's secrets are
+    # meant for the tools, so they join the list (but the model provider's key and endpoint).
+    names = [k for k in req.secrets if k not in _PROVIDER_VARS]
+    tools = settings.tools.model_copy(
+        update={"sandbox_env": (*settings.tools.sandbox_env, *names)})
+    return settings.model_copy(update={"tools": tools})
 
 
-class Redactor:
-    """Cuts secret values out of text before it leaves the process."""
-
-    def __init__(self, secrets: dict[str, str]) -> None:
-        # Longest first, so a secret that contains another is cut whole.
-        self.values = sorted((v for v in secrets.values() if len(v) >= 4), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for value in self.values:
-            text = text.replace(value, "[redacted]")
-        return text
+def _persona(name: str) -> str:
+    return (f"You are {name}, a personal AI assistant. Use the tools when they help; "
+            "send_message tells the person something while you keep working.")
 
 
 class RedactingStream:
@@ -90,52 +137,47 @@ class RedactingStream:
         return getattr(self.inner, name)
 
 
-class Output:
-    """Writes marker blocks to ``out``; each block is one JSON object on one line."""
+async def _serve(req: Request, opts: AgentOptions, output: Output, settings: Settings,
+                 inp: TextIO) -> int:
+    """The payload's turn, then each follow-up message as the next turn; 1 on a failure."""
+    async with contextlib.AsyncExitStack() as stack:
+        store = open_store(settings=settings) if req.session or req.user else None
+        if store is not None:
+            stack.push_async_callback(store.aclose)
+        inbox = Inbox(output)
+        for task in inbox.start(inp, req.ipc_dir):
+            stack.callback(task.cancel)
+        channel = HostChannel(output, inbox, Ipc(req.ipc_dir, req.chat) if req.ipc_dir else None)
+        toolless = isinstance(opts.tools, str) and opts.tools.strip() in ("", "none")
+        voice = [] if toolless else [send_voice_tool(channel)]
+        agent = build_agent(opts, settings, store=store, memory=req.memory, channels=[channel],
+                            extra_tools=voice)
+        stack.push_async_callback(agent.aclose)
+        text: str | None = req.task
+        while text is not None:
+            result = await _turn(agent, text, req, output)
+            failed = result.status in _ERROR_STATUSES
+            output.block(_final(result, failed))
+            if failed:
+                return 1
+            item = inbox.pending()
+            if item is None and req.idle_timeout_s > 0:
+                item = await inbox.next(req.idle_timeout_s)
+            text = item.body if item is not None else None
+        return 0
+    raise AssertionError("unreachable")
 
-    def __init__(self, out: TextIO, redact: Redactor) -> None:
-        self.out = out
-        self.redact = redact
 
-    def block(self, data: dict[str, Any]) -> None:
-        text = self.redact(orjson.dumps(data, default=str).decode())
-        self.out.write(f"{OUTPUT_START}\n{text}\n{OUTPUT_END}\n")
-        self.out.flush()
+async def _turn(agent: Any, task: str, req: Request, output: Output) -> RunResult:
+    handle = agent.start(task, session=req.session, user_id=req.user, stream_model=False)
+    await _stream_progress(handle, req.session, output)
+    result: RunResult = await handle.result()
+    await handle.wait_background()  # post-turn memory jobs finish before the store closes
+    return result
 
 
-def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> int:
-    """Read the payload, run it, write the blocks; the exit code (0 or 1)."""
-    raw = inp.read()
-    try:
-        payload = StdioPayload.model_validate(orjson.loads(raw or b"null"))
-    except (orjson.JSONDecodeError, ValidationError) as exc:
-        Output(out, Redactor({})).block(
-            {"status": "error", "result": None, "error": f"invalid payload: {_brief(exc)}"})
-        return 1
-    output = Output(out, Redactor(payload.secrets))
-    # The secrets are environment variables for the providers and the tools' commands; this
-    # process is the container's, so they live exactly as long as the run.
-    export_environment(payload.secrets)
-    settings = load_settings()
-    # The sandbox passes only allow-listed variables to commands: the payload's secrets are
-    # meant for the tools, so they join the list.
-    tools = settings.tools.model_copy(
-        update={"sandbox_env": (*settings.tools.sandbox_env, *payload.secrets)})
-    settings = settings.model_copy(update={"tools": tools})
-    opts = defaults.model_copy(update={
-        "model": payload.model or defaults.model, "tools": payload.tools or defaults.tools,
-        "max_steps": payload.max_steps or defaults.max_steps, "approve": payload.approve})
-    saved, sys.stderr = sys.stderr, RedactingStream(err, output.redact)
-    try:
-        result = asyncio.run(_run(payload, opts, output, settings))
-    except (ThinkloopError, OSError) as exc:
-        output.block({"status": "error", "result": None, "session_id": payload.session,
-                      "error": f"{type(exc).__name__}: {exc}"})
-        return 1
-    finally:
-        sys.stderr = saved
-    failed = result.status in _ERROR_STATUSES
-    output.block({
+def _final(result: RunResult, failed: bool) -> dict[str, Any]:
+    return {
         "status": "error" if failed else "success",
         "result": None if failed else result.text,
         "session_id": result.session_id,
@@ -145,26 +187,7 @@ def run_stdio(inp: TextIO, out: TextIO, err: TextIO, defaults: AgentOptions) -> 
         "usage": {"requests": result.usage.requests,
                   "input_tokens": result.usage.input_tokens,
                   "output_tokens": result.usage.output_tokens},
-    })
-    return 1 if failed else 0
-
-
-async def _run(payload: StdioPayload, opts: AgentOptions, output: Output,
-               settings: Settings) -> RunResult:
-    async with contextlib.AsyncExitStack() as stack:
-        needs_store = payload.session or payload.user
-        store = open_store(settings=settings) if needs_store else None
-        if store is not None:
-            stack.push_async_callback(store.aclose)
-        agent = build_agent(opts, settings, store=store, memory=payload.memory)
-        stack.push_async_callback(agent.aclose)
-        handle = agent.start(payload.task, session=payload.session, user_id=payload.user,
-                             stream_model=False)
-        await _stream_progress(handle, payload.session, output)
-        result = await handle.result()
-        await handle.wait_background()  # post-turn memory jobs finish before the store closes
-        return result
-    raise AssertionError("unreachable")
+    }
 
 
 async def _stream_progress(handle: RunHandle, session: str | None, output: Output) -> None:

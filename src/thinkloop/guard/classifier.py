@@ -1,10 +1,12 @@
-"""A trained linear prompt-injection classifier that runs on numpy alone.
+"""A trained linear prompt-injection classifier in plain Python (no numpy at run time).
 
 TF-IDF over word 1-2-grams and character 3-5-grams (within word boundaries), each L2
 normalised, and logistic regression: the scikit-learn pipeline that
 ``benchmarks/data/train_injection_classifier.py`` fits on public labelled corpora, stored as
-plain arrays in ``guard/data/classifier.npz`` (a few MB) and scored here exactly as
-scikit-learn would. Long texts are scored in overlapping windows of words, so an injection
+plain arrays in ``guard/data/classifier.zip`` (terms as text, weights as little-endian
+floats; 0.4 MB) and scored here exactly as scikit-learn would. Loading it imports nothing
+heavy (numpy alone costs ~100 ms of the first run's CPU), so a default agent's first run
+stays close to a lean one's. Long texts are scored in overlapping windows of words, so an injection
 buried in a long document is not diluted by it; each window over the threshold is a finding
 that names the score and the n-grams that pushed it up.
 """
@@ -13,8 +15,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import re
+import sys
+import zipfile
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,13 +62,12 @@ def _char_ngrams(text: str) -> list[str]:
 class _Part:
     """One TF-IDF vectoriser (sublinear tf, L2 norm) and its slice of the coefficients."""
 
-    def __init__(self, terms: Sequence[str], idf: Any, coef: Any) -> None:
-        import numpy as np  # ~100 ms: loaded with the first classifier, not with thinkloop
-
+    def __init__(self, terms: Sequence[str], idf: Sequence[float],
+                 coef: Sequence[float]) -> None:
         self.terms = list(terms)
         self.index = {t: i for i, t in enumerate(self.terms)}
-        self.idf = np.asarray(idf, dtype=np.float64)
-        self.coef = np.asarray(coef, dtype=np.float64)
+        self.idf = idf if isinstance(idf, array) else array("d", idf)
+        self.coef = coef if isinstance(coef, array) else array("f", coef)
 
     def contributions(self, grams: list[str]) -> dict[int, float]:
         counts = Counter(self.index[g] for g in grams if g in self.index)
@@ -129,31 +134,45 @@ class Classifier:
         return found
 
     def save(self, path: Path) -> None:
-        import numpy as np
-
-        np.savez_compressed(
-            path, word_terms=np.asarray(self.word.terms), word_idf=self.word.idf,
-            word_coef=self.word.coef.astype(np.float32), char_terms=np.asarray(self.char.terms),
-            char_idf=self.char.idf, char_coef=self.char.coef.astype(np.float32),
-            intercept=np.asarray([self.intercept]), threshold=np.asarray([self.threshold]))
+        """Write the classifier as ``load`` reads it: a zip of terms and raw weights."""
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, part in (("word", self.word), ("char", self.char)):
+                z.writestr(f"{name}_terms.txt", "\n".join(part.terms))
+                z.writestr(f"{name}_idf.f64", _le(array("d", part.idf)).tobytes())
+                z.writestr(f"{name}_coef.f32", _le(array("f", part.coef)).tobytes())
+            z.writestr("meta.json", json.dumps({"intercept": self.intercept,
+                                                "threshold": self.threshold}))
 
     @staticmethod
     def load(path: Path | None = None) -> Classifier:
-        """The classifier at ``path``, or the one shipped with thinkloop."""
+        """The classifier at ``path`` (written by ``save``), or the one shipped with thinkloop."""
         if path is None:
             return _shipped()
-        import numpy as np
+        with zipfile.ZipFile(path) as z:
+            def part(name: str) -> tuple[list[str], array[float], array[float]]:
+                terms = z.read(f"{name}_terms.txt").decode().split("\n")
+                idf = _le(array("d", z.read(f"{name}_idf.f64")))
+                coef = _le(array("f", z.read(f"{name}_coef.f32")))
+                if not len(terms) == len(idf) == len(coef):
+                    raise ValueError(f"{path}: {name} terms and weights differ in length")
+                return terms, idf, coef
 
-        with np.load(path, allow_pickle=False) as d:
-            return Classifier(d["word_terms"].tolist(), d["word_idf"], d["word_coef"],
-                              d["char_terms"].tolist(), d["char_idf"], d["char_coef"],
-                              float(d["intercept"][0]), float(d["threshold"][0]))
+            meta = json.loads(z.read("meta.json"))
+            return Classifier(*part("word"), *part("char"), float(meta["intercept"]),
+                              float(meta["threshold"]))
+
+
+def _le(a: array[float]) -> array[float]:
+    """Little-endian on disk whatever the machine (the weights are stored that way)."""
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a
 
 
 @functools.lru_cache(maxsize=1)
 def _shipped() -> Classifier:
     # Loading takes tens of milliseconds; every agent shares the one read-only copy.
-    ref = resources.files("thinkloop.guard").joinpath("data/classifier.npz")
+    ref = resources.files("thinkloop.guard").joinpath("data/classifier.zip")
     with resources.as_file(ref) as path:
         return Classifier.load(path)
 

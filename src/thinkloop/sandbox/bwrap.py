@@ -140,6 +140,22 @@ async def _pids_cgroup(limit: int) -> AsyncIterator[Path | None]:
         await _remove_cgroup(group)
 
 
+def system_mounts() -> list[str]:
+    """bwrap arguments for what any program needs: the system read-only, a short list of
+    ``/etc`` files, its own ``/proc``, a minimal ``/dev`` and a private ``/tmp``."""
+    args: list[str] = []
+    for d in _SYSTEM_DIRS:
+        args += ["--ro-bind", d, d]
+    for d in _LINKS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for name in _ETC:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
 @dataclass(frozen=True)
 class BwrapSandbox:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -160,17 +176,7 @@ class BwrapSandbox:
 
     def _mounts(self, cwd: Path, read_only: Sequence[Path], repos: Sequence[Path] = ()
                 ) -> list[str]:
-        args: list[str] = []
-        for d in _SYSTEM_DIRS:
-            args += ["--ro-bind", d, d]
-        for d in _LINKS:
-            if os.path.islink(d):
-                args += ["--symlink", os.readlink(d), d]
-            elif os.path.isdir(d):
-                args += ["--ro-bind", d, d]
-        for name in _ETC:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args = system_mounts()
         for p in read_only:
             args += ["--ro-bind", str(p), str(p)]
         args += ["--bind", str(cwd), str(cwd)]

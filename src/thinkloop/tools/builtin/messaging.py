@@ -70,7 +70,10 @@ def messaging_tools(
         answer = await default.ask(_outgoing(ctx, question), ask_timeout_s)
         return f"The user answered: {answer}"
 
-    send = make_tool(send_message, idempotent=False, needs_approval=True)
+    # A channel that reaches only the person who asked (a container's host) says nothing
+    # the answer could not; any other may reach people the run should not write to.
+    private = all(getattr(c, "reaches_requester_only", False) for c in channels)
+    send = make_tool(send_message, idempotent=False, needs_approval=not private)
     send = replace(send, description=f"{send.description}\n\nChannels: {', '.join(by_name)}.")
     return [
         send,
