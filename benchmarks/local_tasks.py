@@ -9,7 +9,7 @@ for the task that a small model gets); the model is ``local`` (SmolLM2-135M-Inst
 ``--model`` says otherwise. A task counts when the run ends ``completed`` AND its check holds
 (the answer names the expected value, or the file holds it).
 
-    python benchmarks/local_tasks.py [--model local] [--only 3] [--verbose]
+    python benchmarks/local_tasks.py [--model local] [--only 3] [--shard 1/2] [--verbose]
 """
 
 from __future__ import annotations
@@ -158,10 +158,14 @@ async def main() -> None:
     parser.add_argument("--model", default="local")
     parser.add_argument("--only", type=int, default=0, help="run the first N tasks")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--shard", default="1/1",
+                        help="K/N: run every Nth task from the Kth (processes side by side)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="thinkloop-tasks-"))
     os.environ["THINKLOOP_HOME"] = str(home)
     tasks = TASKS[: args.only] if args.only else TASKS
+    k, n = (int(x) for x in args.shard.split("/"))
+    tasks = tasks[k - 1::n]
     outcomes = [await run_task(t, args.model, home, args.verbose) for t in tasks]
     print(f"{'task':<66} {'tools':>5} {'status':<15} {'ok':<3} {'s':>6}  answer")
     for o in outcomes:

@@ -419,6 +419,13 @@ class Agent:
         scope = functools.partial(self.sessions.recovered, recovery)
         return self._launch(cfg, state, scope, events, zeroed(rec), recovering=True)
 
+    async def finish_owed_jobs(self, limit: int = 20) -> int:
+        """Run the post-turn jobs (memory, summaries, lessons) that a stopped process left
+        owed in this agent's store, oldest first; how many turns' jobs ran. ``thinkloop run``
+        calls it after each answer."""
+        return await self.sessions.finish_owed(
+            lambda session, user: self._config(session, False, user), limit)
+
     def hand_back(self, run_id: str) -> bool:
         """Stop a run here without recording its end, so that another process resumes it from
         its last checkpoint (a worker that is shutting down); ``False`` if it is not running

@@ -16,23 +16,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+
+import orjson
 
 from thinkloop.checkpoints import Recovery
 from thinkloop.context.inputs import RunContext, user_message
 from thinkloop.core.errors import PendingApprovalError
-from thinkloop.core.types import UNSAVED, Message, PendingApproval
+from thinkloop.core.types import ENDED_SAVED, UNSAVED, Message, PendingApproval
 from thinkloop.hooks import OutputContext, Resumption, RunConfig, RunState
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.resume import rebuild_steps
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
-from thinkloop.store.base import ApprovalStore, RunRecord, Store, StoreError
+from thinkloop.store.base import (
+    ApprovalStore,
+    JobBacklog,
+    OwedJobs,
+    RunRecord,
+    Store,
+    StoreError,
+)
 from thinkloop.store.locks import LocalLocks, session_lock
+from thinkloop.store.serialize import message_from_dict, message_to_dict
 from thinkloop.tracing import Tracing
 
 log = logging.getLogger("thinkloop")
+
+# How long the process that owes a turn's post-turn jobs holds them before another process
+# may take them (it died without releasing them): well over what the jobs take.
+JOBS_HOLD_S = 600.0
 
 class Sessions:
     """The sessions of one agent's store, and the runs and post-turn jobs in flight on it.
@@ -66,7 +81,8 @@ class Sessions:
         if self.runbook is not None:
             scope, log_event = self.runbook.track(cfg, state, scope, base, spans, recovering)
             listeners = [*listeners, log_event]
-        handle = RunHandle(cfg, state, listeners, scope, buffer_events=events, after=post_turn)
+        handle = RunHandle(cfg, state, listeners, self._owing(scope), buffer_events=events,
+                           after=self._post_turn)
         self.registry.add(handle)
         return self.track(handle)
 
@@ -179,6 +195,59 @@ class Sessions:
             raise StoreError(f"{type(self.store).__name__} cannot keep paused runs (no save_turn)")
         await self.store.save_turn(session, state.new_messages, pending)
 
+    # --- post-turn jobs owed ----------------------------------------------------------------
+
+    def _owing(self, scope: Scope) -> Scope:
+        """``scope``, then (the turn saved, the answer not out yet) its post-turn jobs
+        recorded as owed, so that a process stopped before they ran leaves them to the next."""
+        backlog = self.store if isinstance(self.store, JobBacklog) else None
+        if backlog is None:
+            return scope
+
+        @asynccontextmanager
+        async def owing(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+            async with scope(cfg, state):
+                yield
+            if _owes(cfg, state):
+                await backlog.owe_jobs(OwedJobs(state.run_id, cfg.session_id, cfg.user_id,
+                                                _turn_json(state), time.time()), JOBS_HOLD_S)
+
+        return owing
+
+    async def _post_turn(self, cfg: RunConfig, state: RunState) -> None:
+        await post_turn(cfg, state)  # a Ctrl-C (cancelled) leaves them owed
+        if isinstance(self.store, JobBacklog) and _owes(cfg, state):
+            await self.store.drop_jobs(state.run_id)
+
+    async def release_jobs(self, run_id: str) -> None:
+        """Leave a run's owed post-turn jobs to the next run (this process stops now)."""
+        if isinstance(self.store, JobBacklog):
+            await self.store.release_jobs(run_id)
+
+    async def finish_owed(self, config: Callable[[str | None, str | None], RunConfig],
+                          limit: int = 20) -> int:
+        """Run the post-turn jobs that stopped processes left owed (up to ``limit`` turns,
+        oldest first); ``config(session, user)`` is the run configuration they run under.
+        How many turns' jobs ran."""
+        if not isinstance(self.store, JobBacklog):
+            return 0
+        done = 0
+        for owed in await self.store.take_owed_jobs(limit, JOBS_HOLD_S):
+            cfg = config(owed.session_id, owed.user_id)
+            try:
+                state = _state_of(owed)
+            except (ValueError, KeyError, TypeError):
+                log.warning("owed post-turn jobs of run %s are unreadable: dropped", owed.run_id)
+                await self.store.drop_jobs(owed.run_id)
+                continue
+            try:
+                await self._post_turn(cfg, state)
+            except asyncio.CancelledError:  # stopped again: still owed, to the next run
+                await asyncio.shield(self.store.release_jobs(owed.run_id))
+                raise
+            done += 1
+        return done
+
     # --- runs in flight and their post-turn jobs ------------------------------------------
 
     def track(self, handle: RunHandle) -> RunHandle:
@@ -221,6 +290,30 @@ async def post_turn(cfg: RunConfig, state: RunState) -> None:
         except Exception:
             log.exception("post_output hook failed for run %s", state.run_id)
             return
+
+
+def _owes(cfg: RunConfig, state: RunState) -> bool:
+    """Does the turn have post-turn jobs that keep anything (an owner, a saved turn)?"""
+    return ("post_output" in cfg.hooks and state.status in ENDED_SAVED
+            and (cfg.session_id is not None or cfg.user_id is not None))
+
+
+def _turn_json(state: RunState) -> str:
+    return orjson.dumps({
+        "task": state.task, "text": state.text, "status": state.status, "silent": state.silent,
+        "messages": [message_to_dict(m) for m in state.new_messages],
+    }).decode()
+
+
+def _state_of(owed: OwedJobs) -> RunState:
+    """The finished run as its post-turn jobs see it, from its owed record."""
+    data = orjson.loads(owed.turn)
+    messages = [message_from_dict(m) for m in data["messages"]]
+    state = RunState(owed.run_id, str(data["task"]), messages, None,
+                     status=data["status"], text=str(data["text"]), output=data["text"],
+                     silent=bool(data["silent"]))
+    state.steps = rebuild_steps(messages)
+    return state
 
 
 def describe(pending: list[PendingApproval]) -> str:

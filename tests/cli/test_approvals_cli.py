@@ -73,12 +73,16 @@ def test_list_then_approve_continues_the_run(
     row = json.loads(listed.output)
     assert (row["call_id"], row["tool"], row["arguments"], row["session"]) == (
         call_id, "calculator", {"expression": "12*7"}, "s1")
+    # A unique prefix of the session's id names it, as it does for runs.
+    by_prefix = runner.invoke(approvals_app, ["list", "--session", "s", "--db", str(db),
+                                              "--json"])
+    assert json.loads(by_prefix.output) == row
 
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     server.clear()
     server.enqueue(Reply(body=completion("12*7 = 84")))
     done = runner.invoke(approvals_app, [
-        "decide", "--session", "s1", "--approve", "--db", str(db), "--model", "openai:fake",
+        "decide", "--session", "s", "--approve", "--db", str(db), "--model", "openai:fake",
         "--tools", "calculator", "--json"])
     assert done.exit_code == 0, done.output
     # The memory layers may print a progress bar on stderr (mixed in here): find the JSON.

@@ -374,3 +374,73 @@ def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: P
     assert second.returncode == 0 and second.stdout.strip(), second.stderr
     assert out == "first\n", out
     assert "waiting for session 'shared': another run is using it" in second.stderr
+
+
+def test_a_truncated_task_says_how_much_was_cut_and_why(server: OpenAIServer) -> None:
+    server.clear()
+    server.enqueue(Reply(body=completion("A long text.")))
+    task = "Summarise this. " + "word " * 40_000  # 200,015 characters once stripped
+    proc = thinkloop("run", "-", "--model", "openai:fake", env=_env(server), stdin=task)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert ("note: the task is 200,015 characters: only its first 32,768 go on to the model "
+            "(167,247 cut by the input guard's max_message_chars limit)") in said, said
+    sent = server.requests[0]["messages"][-1]["content"]
+    assert "was 200015 characters long and was truncated to the first 32768" in sent
+
+
+def test_memory_jobs_skipped_by_ctrl_c_run_on_the_next_run(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import sqlite3
+    import sys
+    import time
+
+    def rows(sql: str) -> list[tuple[object, ...]]:
+        with sqlite3.connect(tmp_path / "thinkloop.db") as db:
+            return db.execute(sql).fetchall()
+
+    server.clear()
+    # The answer, then the memory jobs' model calls hang (the session summary): Ctrl-C.
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    env = {**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert proc.stdout.readline() == "Nice to meet you, Ada.\n"
+        deadline = time.monotonic() + 60
+        while "saving memory" not in proc.stderr.readline():
+            assert time.monotonic() < deadline
+        # Owed before the answer was printed, and still owed after Ctrl-C.
+        ((first_run,),) = rows("SELECT run_id FROM owed_jobs")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 130
+    assert rows("SELECT run_id FROM owed_jobs") == [(first_run,)]
+    assert rows("SELECT content FROM memories WHERE kind = 'episode'") == []
+
+    server.clear()  # the model answers at once now
+    server.enqueue(Reply(body=completion("Hello again.")))
+    again = thinkloop("run", "Hello?", "--model", "openai:fake", "--session", "first-hour",
+                      env={**_env(server), "THINKLOOP_HOME": str(tmp_path)})
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "Hello again.\n"
+    # The first run's jobs ran (its episode is kept) and nothing is owed any more.
+    episodes = [str(r[0]) for r in rows("SELECT content FROM memories WHERE kind = 'episode'")]
+    assert any("User: My name is Ada.\nAssistant: Nice to meet you, Ada." in e
+               for e in episodes), episodes
+    assert any("User: Hello?" in e for e in episodes), episodes
+    assert rows("SELECT run_id FROM owed_jobs") == []

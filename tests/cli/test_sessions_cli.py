@@ -92,3 +92,43 @@ def test_deleting_a_missing_session_errors_before_asking(tmp_path: Path) -> None
     assert "no session named 'chat-9'" in result.output and "Delete session" not in result.output
     listed = runner.invoke(sessions_app, ["list", "--db", db, "--json"])
     assert len(listed.output.splitlines()) == 2
+
+
+def test_a_unique_prefix_names_a_session_and_a_shared_one_says_so(tmp_path: Path) -> None:
+    from thinkloop.cli.app import app
+    from thinkloop.store.base import RunRecord
+
+    db = str(tmp_path / "t.db")
+    _seed(db)  # chat-1 and chat-2
+
+    async def more() -> None:
+        store = open_store(db)
+        try:
+            await store.append("notes-2026", [Message.user("keep this")])
+            await store.save_run(RunRecord("r-one", "a", "m", "p", "completed", 1.0,
+                                           session_id="chat-1"))
+            await store.save_run(RunRecord("r-two", "a", "m", "p", "completed", 2.0,
+                                           session_id="notes-2026"))
+        finally:
+            await store.aclose()
+
+    asyncio.run(more())
+    shown = runner.invoke(sessions_app, ["show", "no", "--db", db, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert [orjson.loads(x) for x in shown.output.splitlines()] == [
+        {"role": "user", "content": "keep this"}]
+    both = runner.invoke(sessions_app, ["show", "chat", "--db", db])
+    assert both.exit_code == 1
+    assert "'chat' is the start of 2 sessions' ids" in both.output
+    listed = runner.invoke(app, ["runs", "--session", "notes", "--db", db, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [orjson.loads(x)["id"] for x in listed.output.splitlines()] == ["r-two"]
+    ambiguous = runner.invoke(app, ["runs", "--session", "ch", "--db", db])
+    assert ambiguous.exit_code == 2 and "is the start of 2 sessions' ids" in ambiguous.output
+    deleted = runner.invoke(sessions_app, ["delete", "not", "--db", db, "--yes"])
+    assert deleted.exit_code == 0 and "deleted notes-2026" in deleted.output
+    # A deleted session's whole id still lists its runs; its prefix names nothing now.
+    gone = runner.invoke(app, ["runs", "--session", "notes-2026", "--db", db, "--json"])
+    assert [orjson.loads(x)["id"] for x in gone.output.splitlines()] == ["r-two"]
+    missing = runner.invoke(sessions_app, ["delete", "no", "--db", db, "--yes"])
+    assert missing.exit_code == 1 and "no session named 'no'" in missing.output

@@ -89,3 +89,14 @@ def test_the_runtime_is_chosen_by_setting(smollm2_path: Path, tmp_path: Path) ->
     assert type(build_local(str(smollm2_path), source)) is LocalModel
     with pytest.raises(ConfigError, match="THINKLOOP_LOCAL_RUNTIME: Input should be 'auto'"):
         runtime_class({"THINKLOOP_LOCAL_RUNTIME": "gpu"})
+
+
+async def test_the_grammar_holds_what_the_task_spells_out(
+    smollm2_path: Path, tmp_path: Path,
+) -> None:
+    """Without the narrowed grammar SmolLM2 sent "17+25*3" for this task (92, not 126)."""
+    agent = Agent(WheelModel(smollm2_path, n_ctx=2048), tools=[calculator], max_steps=3)
+    result = await agent.run("What is (17+25)*3?")
+    calls = [c for s in result.steps for c in s.tool_calls]
+    assert calls and (calls[0].name, calls[0].arguments) == (
+        "calculator", {"expression": "(17+25)*3"})

@@ -308,3 +308,21 @@ async def test_save_turn_with_no_new_messages_still_keeps_the_session(store: Bac
     info = await store.session_info("s1")
     assert info is not None and info.messages == 0
     assert await store.pending_approvals("s1") == [_pending("c1")]
+
+
+async def test_owed_post_turn_jobs_are_held_released_taken_once_and_dropped(
+    store: Backend,
+) -> None:
+    import time
+
+    from thinkloop.store.base import OwedJobs
+
+    owed = OwedJobs("run-1", "s1", None, '{"task": "hi"}', time.time())
+    await store.owe_jobs(owed, 600.0)  # its own process runs them: no one else takes them
+    assert await store.take_owed_jobs(10, 600.0) == []
+    await store.release_jobs("run-1")  # that process stopped first
+    assert await store.take_owed_jobs(10, 600.0) == [owed]
+    assert await store.take_owed_jobs(10, 600.0) == []  # held by the one that took them
+    await store.drop_jobs("run-1")
+    await store.release_jobs("run-1")
+    assert await store.take_owed_jobs(10, 600.0) == []

@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -239,7 +239,7 @@ async def _run(
             from thinkloop.cli.printers import print_answer
 
             print_answer(result, console(soft_wrap=True))  # the answer first, the jobs after
-        await _post_turn_jobs(handle, None if quiet else console(stderr=True))
+        await _post_turn_jobs(agent, handle, None if quiet else console(stderr=True))
         return result
     raise AssertionError("unreachable")  # for type checkers: the with-block always returns
 
@@ -261,25 +261,30 @@ async def _say_waiting(began: asyncio.Event, progress: Console | None,
                        highlight=False)
 
 
-async def _post_turn_jobs(handle: RunHandle, progress: Console | None) -> None:
-    """Wait for the turn's memory jobs (before the store closes), saying so; Ctrl-C stops
-    them at once: the answer was already printed and the session turn saved."""
+async def _post_turn_jobs(agent: Agent, handle: RunHandle, progress: Console | None) -> None:
+    """Wait for the turn's memory jobs (before the store closes), then those earlier runs
+    left owed, saying so; Ctrl-C stops them at once and leaves them owed to the next run:
+    the answer was already printed and the session turn saved."""
     import asyncio
 
-    if handle.background.done():
-        return
-    if progress is not None:
+    if progress is not None and not handle.background.done():
         progress.print("[dim]saving memory… (Ctrl-C skips it; the answer is saved)[/]",
                        highlight=False)
+    tasks: list[asyncio.Task[Any]] = [handle.background]
     try:
         await handle.wait_background()
+        tasks.append(asyncio.create_task(agent.finish_owed_jobs()))
+        await asyncio.shield(tasks[-1])
     except asyncio.CancelledError:
         # post_turn retries once when cancelled (a loop shutting down); Ctrl-C means stop.
-        for _ in range(3):
-            handle.background.cancel()
-            done, _pending = await asyncio.wait({handle.background}, timeout=0.3)
-            if done:
-                break
+        for task in tasks:
+            for _ in range(3):
+                task.cancel()
+                done, _pending = await asyncio.wait({task}, timeout=0.3)
+                if done:
+                    break
+        # Skipped jobs stay owed; released, the next run takes them (not after an hour).
+        await asyncio.wait_for(agent.sessions.release_jobs(handle.state.run_id), 1.0)
         raise
 
 

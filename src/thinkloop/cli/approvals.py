@@ -18,22 +18,27 @@ import orjson
 import typer
 
 from thinkloop.cli.render import console, escape, fail
-from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
+from thinkloop.cli.sessions import DbOption, print_rows, session_id_of, when, with_store
 from thinkloop.core.errors import ThinkloopError
 
 if TYPE_CHECKING:
-    from thinkloop.api import RunResult
+    from thinkloop.api import PostgresStore, RunResult, SQLiteStore
+    from thinkloop.core.types import PendingApproval
 
 approvals_app = typer.Typer(help="List and decide tool calls that paused runs wait on.",
                             no_args_is_help=True, rich_markup_mode=None)
-SessionOption = Annotated[str, typer.Option("--session", help="The paused session.")]
+SessionOption = Annotated[str, typer.Option(
+    "--session", help="The paused session (its id or a unique prefix).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @approvals_app.command("list")
 def list_pending(session: SessionOption, db: DbOption = None, as_json: JsonOption = False) -> None:
     """The calls the session's paused run waits on."""
-    pending = with_store(db, lambda s: s.pending_approvals(session))
+    async def waiting(store: SQLiteStore | PostgresStore) -> list[PendingApproval]:
+        return await store.pending_approvals(await session_id_of(store, session))
+
+    pending = with_store(db, waiting)
     if not pending and not as_json:
         console().print(f"nothing waits for approval in session {escape(session)}")
         return
@@ -92,6 +97,7 @@ async def _decide(
         stack.push_async_callback(agent.aclose)
         if not quiet:
             agent.subscribe(EventPrinter(console()))
+        session = await session_id_of(store, session)
         handle = await agent.start_resume(session, Decision(approve, reason),
                                           stream_model=not quiet)
         result = await handle.result()

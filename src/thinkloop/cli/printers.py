@@ -16,6 +16,7 @@ from thinkloop.api import unwrap
 from thinkloop.core.events import (
     Chunk,
     Event,
+    GuardTruncated,
     HookErrored,
     LlmRequest,
     LlmResponse,
@@ -68,6 +69,13 @@ class EventPrinter:
                 shown = unwrap(content)
                 outside = " [dim](outside content)[/]" if shown != content else ""
                 self.console.print(f"  [{style}]->[/]{outside} {escape(_short(shown))}")
+            case GuardTruncated(original_chars=n, kept_chars=kept):
+                # The person is told what the model was not shown, and why (the model is
+                # told too, in a note after the kept part).
+                self.console.print(
+                    f"[yellow]note:[/] the task is {n:,} characters: only its first "
+                    f"{kept:,} go on to the model ({n - kept:,} cut by the input guard's "
+                    "max_message_chars limit)", highlight=False)
             case HookErrored(hook=hook, error=error):
                 self.console.print(f"[yellow]hook {hook} failed:[/] {escape(error)}")
             case RunCompleted():

@@ -20,7 +20,7 @@ import orjson
 import typer
 
 from thinkloop.cli.render import EXIT_CODES, console, escape, fail
-from thinkloop.cli.sessions import DbOption, print_rows, when, with_store
+from thinkloop.cli.sessions import DbOption, print_rows, session_id_of, when, with_store
 from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
@@ -53,6 +53,16 @@ async def _record(store: DurableStore, run_id: str) -> RunRecord:
     raise ThinkloopError(f"no run {run_id!r} in this store")
 
 
+async def _session_runs(
+    store: DurableStore, session: str | None, status: str | None, limit: int,
+) -> list[RunRecord]:
+    """The runs of ``session`` (a whole id or a unique prefix of a stored session's id; the
+    whole id of a deleted session still lists its runs)."""
+    if session is not None and await store.session_info(session) is None:
+        session = await session_id_of(store, session)
+    return await store.list_runs(session, status, limit)
+
+
 def _took(rec: RunRecord) -> str:
     end = rec.ended_at if rec.ended_at is not None else time.time()
     return f"{end - rec.started_at:.1f}s" + ("" if rec.ended_at is not None else "+")
@@ -66,7 +76,7 @@ async def _listed(store: Any, session: str | None, status: str | None,
                   limit: int) -> tuple[list[tuple[RunRecord, dict[str, Any]]], bool]:
     """The recorded runs and, with a queue configured, what the fleet has of those still in
     progress now (status queued/running/waiting, priority, worker)."""
-    recs = await store.list_runs(session, status, limit)
+    recs = await _session_runs(store, session, status, limit)
     from thinkloop.core.settings import load_settings
 
     settings = load_settings()
@@ -88,7 +98,8 @@ async def _listed(store: Any, session: str | None, status: str | None,
 @runs_app.callback()
 def list_runs(
     ctx: typer.Context,
-    session: Annotated[str | None, typer.Option(help="Only this session's runs.")] = None,
+    session: Annotated[str | None, typer.Option(
+        help="Only this session's runs (its id or a unique prefix).")] = None,
     status: Annotated[str | None, typer.Option(
         help="Only runs with this status (running, completed, failed, cancelled, ...).")] = None,
     limit: Annotated[int, typer.Option(help="Show at most this many.")] = 50,

