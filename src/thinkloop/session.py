@@ -40,7 +40,7 @@ from thinkloop.store.base import (
     StoreError,
 )
 from thinkloop.store.locks import LocalLocks, session_lock
-from thinkloop.store.serialize import message_from_dict, message_to_dict
+from thinkloop.store.serialize import message_from_dict, message_to_dict, to_json
 from thinkloop.tracing import Tracing
 
 log = logging.getLogger("thinkloop")
@@ -217,7 +217,12 @@ class Sessions:
     async def _post_turn(self, cfg: RunConfig, state: RunState) -> None:
         await post_turn(cfg, state)  # a Ctrl-C (cancelled) leaves them owed
         if isinstance(self.store, JobBacklog) and _owes(cfg, state):
-            await self.store.drop_jobs(state.run_id)
+            try:
+                await self.store.drop_jobs(state.run_id)
+            except StoreError as exc:
+                # The store went away first (a script exiting without aclose): the jobs
+                # stay owed and, being repeatable, run again on the next start.
+                log.debug("owed jobs of run %s not dropped: %s", state.run_id, exc)
 
     async def release_jobs(self, run_id: str) -> None:
         """Leave a run's owed post-turn jobs to the next run (this process stops now)."""
@@ -299,10 +304,10 @@ def _owes(cfg: RunConfig, state: RunState) -> bool:
 
 
 def _turn_json(state: RunState) -> str:
-    return orjson.dumps({
+    return to_json({
         "task": state.task, "text": state.text, "status": state.status, "silent": state.silent,
         "messages": [message_to_dict(m) for m in state.new_messages],
-    }).decode()
+    })
 
 
 def _state_of(owed: OwedJobs) -> RunState:

@@ -134,8 +134,14 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
 
 
 def to_json(value: Any) -> str:
-    """JSON text for an event payload or span attributes; what JSON cannot hold becomes str."""
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    """JSON text for an event payload or span attributes; what JSON cannot hold becomes str,
+    and text that is not valid UTF-8 (lone surrogates) is repaired, never an error."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError as exc:  # orjson.JSONEncodeError
+        if "surrogates" not in str(exc):
+            raise
+    return orjson.dumps(_valid(value), default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def event_to_dict(e: Event) -> dict[str, Any]:
