@@ -234,6 +234,40 @@ def test_a_killed_run_is_retried_and_then_succeeds(server: OpenAIServer, tmp_pat
     assert not any(b.get("type") == "notification" for b in host.blocks)
 
 
+def test_a_retried_run_is_given_the_follow_ups_its_killed_attempt_had(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The person answered the first attempt's question, then its process died: the retry
+    asks again and gets the same answer, once, without the person writing it again."""
+    ask = Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})]))
+    server.clear()
+    server.enqueue(ask, Reply(body=completion("too late"), delay_s=8),
+                   ask, Reply(body=completion("Booked in Lisbon.")))
+    with Host(tmp_path, seed_payload(server.base_url, "Book a table."), "--backoff", "0.2",
+              keep_open=True) as host:
+        first = host.next_block()
+        question = host.next_block()
+        assert question["type"] == "question"
+        host.send({"type": "answer", "id": question["id"], "text": "Lisbon"})
+        while len(server.requests) < 2:  # the answer reached the run and its model
+            time.sleep(0.05)
+        os.kill(first["pid"], signal.SIGKILL)
+        assert host.next_block()["type"] == "retry"
+        assert host.next_block()["type"] == "attempt"
+        again = host.next_block()
+        assert again["type"] == "question" and again["id"] != question["id"]
+        final = host.next_block()  # nobody answered this time: the replayed answer did
+        assert host.rest() == 0
+    assert final["status"] == "success" and final["result"] == "Booked in Lisbon."
+    assert len(server.requests) == 4
+    retried = server.requests[3]["messages"]
+    answers = [m["content"] for m in retried if m["role"] == "tool"]
+    assert len(answers) == 1 and "Lisbon" in answers[0]
+    # Given once: it answered the question and did not come back as a turn of its own.
+    assert not any(m["role"] == "user" and "Lisbon" in str(m["content"]) for m in retried)
+    assert [b.get("type") for b in host.blocks].count("question") == 2
+
+
 class Hook(BaseHTTPRequestHandler):
     received: ClassVar[list[dict[str, Any]]] = []
 

@@ -6,7 +6,9 @@ child writes to ``on_block`` as it comes. A run whose process exits non-zero (a 
 crash, a kill, a timeout) is started again after an exponential backoff, as the seed's host
 does: 5 s, 10 s, 20 s... After ``retries`` retries the host gives up and tells the person (a
 ``notification`` block and ``notify``). A block saying ``"retry": false`` (a payload that can
-never work) is not retried.
+never work) is not retried. The follow-ups a failed attempt was given are given again to the
+retry, after its payload and in their order, once each (an answer without its question's id:
+the retry asks its own question again).
 """
 
 from __future__ import annotations
@@ -94,8 +96,9 @@ class HostRunner:
                   ) -> HostResult:
         """Run ``payload`` until it succeeds or the retries are spent."""
         attempts: list[Attempt] = []
+        given: list[dict[str, Any]] = []  # the follow-ups the attempts were given, in order
         while True:
-            attempt = await self._attempt(payload, len(attempts) + 1, follow_ups)
+            attempt = await self._attempt(payload, len(attempts) + 1, follow_ups, given)
             attempts.append(attempt)
             if attempt.ok:
                 return HostResult("success", tuple(attempts))
@@ -127,7 +130,7 @@ class HostRunner:
                                  "error": f"the notification could not be sent: {exc}"})
 
     async def _attempt(self, payload: dict[str, Any], number: int,
-                       follow_ups: FollowUps | None) -> Attempt:
+                       follow_ups: FollowUps | None, given: list[dict[str, Any]]) -> Attempt:
         argv, env = self.confinement.command(group_of(payload))
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -136,7 +139,9 @@ class HostRunner:
                              "attempt": number, "pid": proc.pid})
         assert proc.stdin is not None
         proc.stdin.write(orjson.dumps(payload) + b"\n")
-        forward = asyncio.create_task(self._forward(proc, follow_ups))
+        for item in given:  # what the failed attempts were told, told again
+            proc.stdin.write(orjson.dumps(_replayed(item)) + b"\n")
+        forward = asyncio.create_task(self._forward(proc, follow_ups, given))
         tail: list[str] = []
         last: dict[str, Any] | None = None
         code: int | None = None
@@ -175,8 +180,9 @@ class HostRunner:
                 self.on_stderr(line)
 
     async def _forward(self, proc: asyncio.subprocess.Process,
-                       follow_ups: FollowUps | None) -> None:
-        """The person's follow-ups to the child's stdin; closed when their input ends."""
+                       follow_ups: FollowUps | None, given: list[dict[str, Any]]) -> None:
+        """The person's follow-ups to the child's stdin (each kept in ``given``, for a retry);
+        closed when their input ends."""
         assert proc.stdin is not None
         with contextlib.suppress(ConnectionError, BrokenPipeError):
             await proc.stdin.drain()
@@ -185,9 +191,18 @@ class HostRunner:
                 if item is None:
                     self._input_done = True
                     break
+                given.append(item)  # before the write: a dead child's missed line is replayed
                 proc.stdin.write(orjson.dumps(item) + b"\n")
                 await proc.stdin.drain()
             proc.stdin.close()
+
+
+def _replayed(item: dict[str, Any]) -> dict[str, Any]:
+    """A follow-up as a retry gets it: an answer loses its question's id (the retry asks its
+    question anew, under a new id, and this answers it)."""
+    if item.get("type") == "answer":
+        return {k: v for k, v in item.items() if k != "id"}
+    return item
 
 
 def _why(code: int | None, last: dict[str, Any] | None, stderr: str) -> str:
