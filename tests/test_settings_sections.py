@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from thinkloop.agent import Agent, AgentOptions
 from thinkloop.core.settings import (
     GatewaySettings,
+    HostSettings,
     ProviderSettings,
     Settings,
     ToolSettings,
@@ -30,7 +31,8 @@ from thinkloop.models.scripted import ScriptedModel
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 SECTIONS: dict[str, type] = {"tools": ToolSettings, "models": ProviderSettings,
-                             "gateway": GatewaySettings, "worker": WorkerSettings}
+                             "gateway": GatewaySettings, "worker": WorkerSettings,
+                             "host": HostSettings}
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,9 @@ gateway that serves that chat channel; a message anywhere else is refused and se
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -119,3 +122,37 @@ def test_a_delivery_target_is_platform_and_chat(chat_fleet: Fleet) -> None:
     r = chat_fleet.post(chat_fleet.g1 + "/v1/schedules", timeout=10, json={
         "cron": "0 9 * * *", "task": "x", "agent": "notifier", "deliver_to": ["room 1"]})
     assert r.status_code == 400 and "delivery target" in r.text
+
+
+def test_the_hosts_give_up_notice_reaches_a_chat_through_the_gateway_serving_it(
+        chat_fleet: Fleet, receiver: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """``thinkloop host --notify webhook:{chat}`` on the fleet's queue: the notice goes the way
+    a scheduled run's answer does, to the gateway that serves the channel, which sends it."""
+    posts = receiver[1]
+    # No model answers at this address: both attempts fail, and the host gives up.
+    payload = {"prompt": "Weather?", "groupFolder": "family", "chatJid": "room-7",
+               "secrets": {"OPENROUTER_API_KEY": "sk-or-unused-key-123",
+                           "OPENROUTER_BASE_URL": "http://127.0.0.1:9/v1"}}
+    proc = subprocess.run(
+        [sys.executable, "-m", "thinkloop", "host", "--engine", "none", "--retries", "1",
+         "--backoff", "0.1", "--data", str(tmp_path / "host-data"),
+         "--notify", "webhook:{chat}"],
+        input=json.dumps(payload), env=chat_fleet.env, capture_output=True, text=True,
+        timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    note = json.loads(proc.stdout.strip().splitlines()[-2])
+    assert note["type"] == "notification" and "failed 2 time(s)" in note["error"]
+    deadline = time.monotonic() + 60
+    while not _texts(posts, "room-7"):
+        assert time.monotonic() < deadline, f"{posts}\n{chat_fleet.logs()}"
+        time.sleep(0.1)
+    assert _texts(posts, "room-7") == [note["error"]]
+    assert all(p["signed"] for p in posts)
+
+
+def test_a_chat_notice_without_the_queue_is_one_clear_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THINKLOOP_")}
+    env["THINKLOOP_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "thinkloop", "host", "--notify", "telegram:42"],
+                          input="{}", env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "needs the run queue" in proc.stderr

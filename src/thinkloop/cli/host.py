@@ -26,7 +26,7 @@ ENGINE_HELP = ("auto|bwrap|docker|podman|none: auto is docker or podman when --i
 
 
 def host(
-    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "auto",
+    engine: Annotated[str | None, typer.Option(help=ENGINE_HELP, show_default="auto")] = None,
     image: Annotated[str | None, typer.Option(
         help="docker/podman image with thinkloop installed (deploy/Dockerfile).")] = None,
     network: Annotated[str | None, typer.Option(
@@ -34,31 +34,43 @@ def host(
     data: Annotated[Path | None, typer.Option(
         help="Folder of the groups' data, one folder each (default: THINKLOOP_HOME/host).",
         show_default=False)] = None,
-    retries: Annotated[int, typer.Option(help="Retries of a failed run.")] = 5,
-    backoff: Annotated[float, typer.Option(
-        help="Seconds before the first retry; each next one waits twice as long.")] = 5.0,
-    timeout: Annotated[float, typer.Option(help="Seconds one attempt may take.")] = 1800.0,
+    retries: Annotated[int | None, typer.Option(help="Retries of a failed run.",
+                                                show_default="5")] = None,
+    backoff: Annotated[float | None, typer.Option(
+        help="Seconds before the first retry; each next one waits twice as long.",
+        show_default="5")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds one attempt may take.",
+                                                  show_default="1800")] = None,
     notify_url: Annotated[str | None, typer.Option(
         help="Also POST the give-up notification to this webhook.")] = None,
+    notify: Annotated[list[str] | None, typer.Option(
+        help="Send the give-up notification to this chat too (platform:chat, e.g. "
+             "telegram:42; 'chat' is the payload's chatJid), through a gateway serving that "
+             "channel on the run queue (queue_url). Repeatable.", show_default=False)] = None,
 ) -> None:
     """Run the container-mode payload on stdin in a confined process, retrying on failure.
-    Follow-up lines on stdin reach the run; its blocks are written on stdout."""
+    Follow-up lines on stdin reach the run; its blocks are written on stdout. Every option
+    is also a setting ([host] in thinkloop.toml, THINKLOOP_HOST_*)."""
+    from thinkloop.core.errors import ConfigError
     from thinkloop.core.settings import load_settings
-    from thinkloop.workers.confine import ENGINES, Confinement
+    from thinkloop.workers.confine import Confinement
 
-    if engine not in ENGINES:
-        raise fail(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if retries < 0 or backoff < 0 or not timeout > 0:
-        raise fail("--retries and --backoff must be at least 0, --timeout more than 0")
-    folder = data or load_settings().home / "host"
-    confinement = Confinement(engine, folder, image, network)  # type: ignore[arg-type]
+    try:
+        settings = load_settings({
+            "host.engine": engine, "host.image": image, "host.network": network,
+            "host.data": data, "host.retries": retries, "host.backoff_s": backoff,
+            "host.timeout_s": timeout, "host.notify_url": notify_url,
+            "host.notify": tuple(notify) if notify else None})
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    h = settings.host
+    confinement = Confinement(h.engine, h.data or settings.home / "host", h.image, h.network)
     import asyncio
 
-    raise typer.Exit(asyncio.run(_host(confinement, retries, backoff, timeout, notify_url)))
+    raise typer.Exit(asyncio.run(_host(confinement, settings, _notifier(settings))))
 
 
-async def _host(confinement: Any, retries: int, backoff: float, attempt_s: float,
-                notify_url: str | None) -> int:
+async def _host(confinement: Any, settings: Any, notify: Any) -> int:
     import asyncio
 
     import orjson
@@ -91,8 +103,9 @@ async def _host(confinement: Any, retries: int, backoff: float, attempt_s: float
 
     follow_ups: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     _read_follow_ups(asyncio.get_running_loop(), follow_ups, out)
-    runner = HostRunner(confinement, emit, RetryPolicy(retries, backoff),
-                        _webhook(notify_url) if notify_url else None, attempt_s,
+    h = settings.host
+    runner = HostRunner(confinement, emit, RetryPolicy(h.retries, h.backoff_s),
+                        notify, h.timeout_s,
                         on_stderr=lambda line: _echo(out.redact(line)))
     result = await runner.run(payload, follow_ups)
     return 0 if result.status == "success" else 1
@@ -130,13 +143,45 @@ def _read_follow_ups(loop: asyncio.AbstractEventLoop,
     threading.Thread(target=read, daemon=True, name="host-follow-ups").start()
 
 
-def _webhook(url: str) -> Any:
+def _notifier(settings: Any) -> Any:
+    """Where the give-up notice goes besides the last block: the webhook, and the chats
+    (``telegram:42``), queued on the fleet's bus exactly as a scheduled run's ``deliver_to``
+    answer is, for a gateway serving the channel to send."""
+    h = settings.host
+    if not h.notify_url and not h.notify:
+        return None
+    if h.notify and not settings.queue_url:
+        raise fail("--notify needs the run queue (queue_url): a gateway serving the channel "
+                   "sends it (thinkloop serve --channel PLATFORM with the same queue)")
     from thinkloop.core.channel import Outgoing, WebhookChannel
 
-    channel = WebhookChannel(url, name="notify")
+    hook = WebhookChannel(h.notify_url, name="notify") if h.notify_url else None
 
     async def notify(text: str, where: dict[str, Any]) -> None:
-        await channel.send(Outgoing(text, where.get("chat"), None, where.get("group"),
-                                    where.get("session"), {"attempts": where.get("attempts")}))
+        if hook is not None:
+            await hook.send(Outgoing(text, where.get("chat"), None, where.get("group"),
+                                     where.get("session"), {"attempts": where.get("attempts")}))
+        targets = [t.replace("{chat}", str(where.get("chat") or "")) for t in h.notify]
+        if targets:
+            await _deliver(settings, f"host-{where.get('session') or uuid.uuid4().hex}",
+                           targets, text)
 
     return notify
+
+
+async def _deliver(settings: Any, run_id: str, targets: list[str], text: str) -> None:
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+    from thinkloop.core.errors import ChannelError
+    from thinkloop.workers.bus import Bus
+
+    redis = Redis.from_url(settings.queue_url)
+    try:
+        bus = Bus(redis, settings.worker.prefix)
+        for target in targets:
+            await bus.deliver(run_id, target, text)
+    except RedisError as exc:
+        raise ChannelError(f"the run queue refused the notice: {exc}") from None
+    finally:
+        await redis.aclose()

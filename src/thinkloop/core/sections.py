@@ -1,5 +1,5 @@
 """The sections of the one ``Settings`` (``[tools]``, ``[models]``, ``[gateway]``,
-``[worker]``) and the defaults every module imports rather than repeat a number. Read by
+``[worker]``, ``[host]``) and the defaults every module imports rather than repeat a number. Read by
 :mod:`thinkloop.core.settings`, which also re-exports all of this."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = [
     "TOOL_TIMEOUT_S",
     "GatewayDoors",
     "GatewaySettings",
+    "HostSettings",
     "Origin",
     "ProviderSettings",
     "ToolSettings",
@@ -247,6 +248,30 @@ class WorkerSettings(BaseModel):
     poll_s: float = Field(0.1, gt=0, description="how often an idle worker looks for runs")
     prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                         description="Redis key prefix: fleets sharing one Redis stay apart")
+
+
+class HostSettings(BaseModel):
+    """``thinkloop host``'s settings (``[host]``, ``THINKLOOP_HOST_*``); its flags override
+    them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Literal["auto", "bwrap", "docker", "podman", "none"] = Field(
+        "auto", description="what confines each run: auto is docker or podman when an image "
+        "is set and one is installed, else bubblewrap; none runs it unconfined")
+    image: str | None = Field(None, description="docker/podman image with thinkloop installed")
+    network: str | None = Field(None, description="docker/podman network of the container")
+    data: Path | None = Field(None, description="folder of the groups' data, one folder each "
+                              "(unset: <home>/host)")
+    retries: int = Field(5, ge=0, description="retries of a failed run")
+    backoff_s: float = Field(5.0, ge=0, description="seconds before the first retry; each "
+                             "next one waits twice as long (at most 300)")
+    timeout_s: float = Field(1800.0, gt=0, description="seconds one attempt may take")
+    notify_url: str | None = Field(None, description="webhook the give-up notice is POSTed to")
+    notify: tuple[str, ...] = Field(
+        (), description="chats the give-up notice goes to (platform:chat, e.g. telegram:42; "
+        "'chat' is the payload's own chat), sent by a gateway serving that channel through "
+        "the run queue (queue_url)")
 
 
 # Environment names of the provider settings: the providers' standard variables.

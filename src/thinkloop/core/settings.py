@@ -41,6 +41,7 @@ from thinkloop.core.sections import (
     TOML_FILE,
     TOOL_TIMEOUT_S,
     GatewaySettings,
+    HostSettings,
     Origin,
     ProviderSettings,
     ToolSettings,
@@ -53,7 +54,7 @@ from thinkloop.core.sections import (
 # Top-level settings whose variable is not THINKLOOP_<NAME>, in order of preference.
 OTHER_ENV: dict[str, tuple[str, ...]] = {"otlp_endpoint": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                                "OTEL_EXPORTER_OTLP_ENDPOINT")}
-GROUPS = ("tools", "models", "gateway", "worker")
+GROUPS = ("tools", "models", "gateway", "worker", "host")
 # Chat channels (thinkloop.channels validates each platform's section): [channels.telegram] in
 # thinkloop.toml, THINKLOOP_CHANNELS_TELEGRAM_<KEY>, and the platforms' own token variables.
 CHANNELS = "channels"
@@ -108,6 +109,7 @@ class Settings(BaseSettings):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    host: HostSettings = Field(default_factory=HostSettings)
     channels: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="chat channels by platform ([channels.telegram])")
     _origins: dict[str, Origin] = PrivateAttr(default_factory=dict)
@@ -224,7 +226,8 @@ def env_names() -> dict[str, tuple[str, ...]]:
     out.update({f"models.{n}": (v,) for n, v in PROVIDER_ENV.items()})
     for group, fields in (("tools", ToolSettings.model_fields),
                           ("gateway", GatewaySettings.model_fields),
-                          ("worker", WorkerSettings.model_fields)):
+                          ("worker", WorkerSettings.model_fields),
+                          ("host", HostSettings.model_fields)):
         out.update({f"{group}.{n}": (f"THINKLOOP_{group.upper()}_{n.upper()}",) for n in fields})
     return out
 
