@@ -102,6 +102,8 @@ class RunRow:
     remember: bool = True  # False: the run has no user (no memory read or written)
     priority: int = 0  # higher first among queued runs
     deliver_to: tuple[str, ...] = ()  # a scheduled run's delivery targets (platform:chat)
+    # Its sub-agent runs (the worker's ChildRuns view), as the worker last wrote them.
+    children: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, run_id: str, h: Mapping[bytes, bytes]) -> RunRow:
@@ -113,7 +115,8 @@ class RunRow:
                    orjson.loads(g["view"]) if g.get("view") else None,
                    int(g.get("deaths", 0)), int(g.get("handbacks", 0)),
                    g.get("remember", "1") == "1", int(g.get("priority", 0)),
-                   tuple(t for t in g.get("deliver_to", "").split("\n") if t))
+                   tuple(t for t in g.get("deliver_to", "").split("\n") if t),
+                   tuple(orjson.loads(g["children"])) if g.get("children") else ())
 
     def fields(self) -> dict[str, str]:
         """The hash a new run starts with."""
@@ -209,6 +212,10 @@ class Bus:
 
     async def bump(self, run_id: str, field: str) -> int:
         return int(await self.redis.hincrby(self.key("run", run_id), field, 1))
+
+    async def children(self, run_id: str, view: bytes) -> None:
+        """The run's sub-agents as its worker sees them (a JSON list), for every gateway."""
+        await self.redis.hset(self.key("run", run_id), "children", view)
 
     async def finish(self, row: RunRow, status: str, view: Mapping[str, Any]) -> None:
         """The run's end: its row, the stream's ``end`` entry, its slot freed."""

@@ -25,6 +25,7 @@ from thinkloop.workers.connect import FleetStore
 from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
+CHILDREN_POLL_S = 0.25  # how often a run's sub-agents are copied to its row while it runs
 
 
 @dataclass
@@ -216,19 +217,38 @@ class Executor:
         # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
         # must not reach the handle's iterator, which would cancel the run as ended.
         forwarding = asyncio.get_running_loop().create_task(forward())
+        watching = asyncio.get_running_loop().create_task(self._watch_children(job))
         try:
             result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:
             await self._hand_back(job, forwarding)
             raise
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
         if pump.dropping:  # the lease was lost: another worker has the run
             return
         await pump.close()
-        await self.bus.finish(job.row, result.status, result_view(result, job.row.session))
+        view = {**result_view(result, job.row.session), "children": _children(handle)}
+        await self.bus.finish(job.row, result.status, view)
         text = answer_text(result)
         for target in job.row.deliver_to:  # a scheduled run's answer, where it says
             if text is not None:
                 await self.bus.deliver(job.row.id, target, text)
+
+    async def _watch_children(self, job: Job) -> None:
+        """The run's sub-agents into its row as they start and end, so ``GET /v1/runs/{id}``
+        on any gateway lists them as an in-process run's does."""
+        last = b"[]"
+        while True:
+            await asyncio.sleep(CHILDREN_POLL_S)
+            now = orjson.dumps(_children(job.handle), default=str)
+            if now != last:
+                try:
+                    await self.bus.children(job.row.id, now)
+                    last = now
+                except Exception:  # Redis away: the next look tries again
+                    log.warning("run %s: its sub-agents could not be written", job.row.id)
 
     async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
         """SIGTERM: stop the run without ending it; the next worker resumes it."""
@@ -251,3 +271,8 @@ class Executor:
             base.id, base.agent, base.model, base.provider, status, base.started_at,
             base.session_id, base.user_id, base.task, base.steps, base.input_tokens,
             base.output_tokens, base.cost_usd, reason, base.parent_id, now))
+
+
+def _children(handle: RunHandle) -> list[dict[str, Any]]:
+    children = handle.state.children
+    return children.view() if children is not None else []

@@ -91,7 +91,8 @@ class RemoteRun:
         view: dict[str, Any] = {"id": r.id, "agent": r.agent, "session": r.session,
                                 "status": r.status, "created_at": r.created_at,
                                 "finished_at": r.finished_at, "events": self.events,
-                                "worker": r.worker, "priority": r.priority}
+                                "worker": r.worker, "priority": r.priority,
+                                "children": list(r.children)}
         if r.view:
             view.update(r.view)
         return view
