@@ -6,115 +6,37 @@ loopback OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import pytest
+from tests.cli.conftest import END, OURS, START, Piped, clean_env, read_blocks
+from tests.cli.conftest import seed_payload as seed_input
 
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 SECRET = "sk-or-container-5d8e1f"
-START, END = "---NANOCLAW_OUTPUT_START---", "---NANOCLAW_OUTPUT_END---"
-OURS = ("---THINKLOOP_OUTPUT_START---", "---THINKLOOP_OUTPUT_END---")
 CMD = [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run", "--stdio"]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as srv:
-        yield srv
-
-
 def env(tmp_path: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
-    return {**base, "THINKLOOP_HOME": str(tmp_path / "home"),
-            "THINKLOOP_TOOLS_WORKSPACE": str(tmp_path / "ws")}
+    return clean_env(THINKLOOP_HOME=str(tmp_path / "home"),
+                     THINKLOOP_TOOLS_WORKSPACE=str(tmp_path / "ws"))
 
 
 def seed_payload(server: OpenAIServer, prompt: str, **more: Any) -> dict[str, Any]:
-    return {"group": "family", "groupFolder": "family", "chatJid": "123@g.us", "isMain": True,
-            "assistantName": "Andy", "prompt": prompt,
-            "secrets": {"OPENROUTER_API_KEY": SECRET, "MODEL_NAME": "fake-model",
-                        "OPENROUTER_BASE_URL": server.base_url}, **more}
+    return seed_input(server.base_url, prompt, SECRET, **more)
 
 
 def blocks(lines: list[str], markers: tuple[str, str] = (START, END)) -> list[dict[str, Any]]:
-    """What a seed host reads: the JSON between each pair of markers, line by line."""
-    out: list[dict[str, Any]] = []
-    buf: list[str] | None = None
-    for line in lines:
-        if line == markers[0]:
-            buf = []
-        elif line == markers[1]:
-            assert buf is not None
-            out.append(json.loads("\n".join(buf)))
-            buf = None
-        elif buf is not None:
-            buf.append(line)
-    assert buf is None, "unterminated block"
-    return out
+    return read_blocks(lines, markers)
 
 
-class Child:
+def stdio_child(payload: dict[str, Any], environ: dict[str, str],
+          markers: tuple[str, str] = (START, END)) -> Piped:
     """``thinkloop run --stdio`` with stdin kept open, read block by block."""
-
-    def __init__(self, payload: dict[str, Any], environ: dict[str, str],
-                 markers: tuple[str, str] = (START, END)) -> None:
-        self.proc = subprocess.Popen(CMD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=environ)
-        self.markers = markers
-        self.lines: list[str] = []
-        self.stderr: list[str] = []
-        assert self.proc.stdin is not None and self.proc.stderr is not None
-        self.drain = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
-        self.drain.start()
-        self.send(payload)
-
-    def __enter__(self) -> Child:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=60)
-        self.drain.join(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-    def _drain(self, stream: IO[str]) -> None:
-        self.stderr.extend(stream)
-
-    def send(self, doc: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(doc) + "\n")
-        self.proc.stdin.flush()
-
-    def next_block(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        buf: list[str] = []
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, f"stdout ended; stderr: {''.join(self.stderr)}"
-            self.lines.append(line.rstrip("\n"))
-            if line.rstrip("\n") == self.markers[0]:
-                buf = []
-            elif line.rstrip("\n") == self.markers[1]:
-                return dict(json.loads("\n".join(buf)))
-            else:
-                buf.append(line.rstrip("\n"))
-
-    def finish(self) -> int:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        self.lines += self.proc.stdout.read().splitlines()
-        return self.proc.wait(timeout=60)
+    return Piped(CMD, payload, environ, markers)
 
 
 def test_the_seeds_payload_in_and_its_markers_out(server: OpenAIServer, tmp_path: Path) -> None:
@@ -172,7 +94,8 @@ def test_ask_human_is_answered_by_a_follow_up_line_mid_run(
         Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})])),
         Reply(body=completion("Booked a table in Lisbon.")),
     )
-    with Child(seed_payload(server, "Book me a table for tonight."), env(tmp_path)) as child:
+    with stdio_child(seed_payload(server, "Book me a table for tonight."),
+                     env(tmp_path)) as child:
         question = child.next_block()
         assert question["type"] == "question" and question["result"] == "Which city?"
         assert child.proc.poll() is None  # the run is waiting for the person, mid-run
@@ -198,7 +121,7 @@ def test_a_follow_up_message_is_the_next_turn_and_voice_is_a_block(
     payload = {"task": "Greet me by voice.", "session": "chat-9", "model": "openai:fake",
                "idle_timeout_s": 30,
                "secrets": {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": server.base_url}}
-    with Child(payload, env(tmp_path), markers=OURS) as child:
+    with stdio_child(payload, env(tmp_path), markers=OURS) as child:
         voice = child.next_block()
         assert voice["type"] == "voice" and voice["result"] == "Good morning!"
         assert child.next_block()["result"] == "Said good morning."
@@ -217,7 +140,8 @@ def test_ask_human_through_the_ipc_folder(server: OpenAIServer, tmp_path: Path) 
         Reply(body=completion(tool_calls=[("ask_human", {"question": "Red or white?"})])),
         Reply(body=completion("Ordered red.")),
     )
-    with Child(seed_payload(server, "Order wine.", ipcDir=str(ipc)), env(tmp_path)) as child:
+    with stdio_child(seed_payload(server, "Order wine.", ipcDir=str(ipc)),
+                     env(tmp_path)) as child:
         assert child.next_block()["type"] == "question"
         # The seed's host watcher finds the question as a file in messages/ ...
         (msg,) = sorted((ipc / "messages").glob("*.json"))

@@ -8,111 +8,39 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 import pytest
+from tests.cli.conftest import END, OURS, START, Piped, clean_env
+from tests.cli.conftest import seed_payload as seed_input
 
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 SECRET = "sk-or-hostside-9c2b7e41"
 HOST_ONLY = "host-only-credential-31f0"
-START, END = "---NANOCLAW_OUTPUT_START---", "---NANOCLAW_OUTPUT_END---"
-OURS = ("---THINKLOOP_OUTPUT_START---", "---THINKLOOP_OUTPUT_END---")
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
                                 reason="bubblewrap is not installed")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as srv:
-        yield srv
-
-
 def seed_payload(base_url: str, prompt: str = "Weather today?") -> dict[str, Any]:
-    return {"groupFolder": "family", "chatJid": "123@g.us", "assistantName": "Andy",
-            "prompt": prompt, "secrets": {"OPENROUTER_API_KEY": SECRET,
-                                          "MODEL_NAME": "fake-model",
-                                          "OPENROUTER_BASE_URL": base_url}}
+    return seed_input(base_url, prompt, SECRET)
 
 
-class Host:
+def hosted(tmp: Path, payload: dict[str, Any], *args: str,
+           markers: tuple[str, str] = (START, END), path: str | None = None,
+           keep_open: bool = False) -> Piped:
     """``thinkloop host`` with its stdout read block by block."""
-
-    def __init__(self, tmp: Path, payload: dict[str, Any], *args: str,
-                 markers: tuple[str, str] = (START, END), path: str | None = None,
-                 keep_open: bool = False) -> None:
-        environ = {k: v for k, v in os.environ.items()
-                   if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
-        environ.update({"THINKLOOP_HOME": str(tmp / "home"), "HOST_TOKEN": HOST_ONLY})
-        if path is not None:
-            environ["PATH"] = path
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "thinkloop", "host", "--data", str(tmp / "data"), *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=environ)
-        self.markers = markers
-        self.blocks: list[dict[str, Any]] = []
-        self.stderr: list[str] = []
-        assert self.proc.stdin is not None and self.proc.stderr is not None
-        self.drain = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
-        self.drain.start()
-        self.send(payload)
-        if not keep_open:
-            self.proc.stdin.close()
-
-    def send(self, doc: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(doc) + "\n")
-        self.proc.stdin.flush()
-
-    def _drain(self, stream: IO[str]) -> None:
-        self.stderr.extend(stream)
-
-    def next_block(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        buf: list[str] = []
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, f"host stdout ended; stderr: {''.join(self.stderr)}"
-            line = line.rstrip("\n")
-            if line == self.markers[0]:
-                buf = []
-            elif line == self.markers[1]:
-                self.blocks.append(json.loads("\n".join(buf)))
-                return self.blocks[-1]
-            else:
-                buf.append(line)
-
-    def rest(self) -> int:
-        assert self.proc.stdout is not None and self.proc.stdin is not None
-        if not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        while True:
-            try:
-                self.next_block()
-            except AssertionError:
-                break
-        return self.proc.wait(timeout=60)
-
-    def __enter__(self) -> Host:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=60)
-        self.drain.join(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+    environ = clean_env(THINKLOOP_HOME=str(tmp / "home"), HOST_TOKEN=HOST_ONLY)
+    if path is not None:
+        environ["PATH"] = path
+    return Piped([sys.executable, "-m", "thinkloop", "host", "--data", str(tmp / "data"),
+                  *args], payload, environ, markers, keep_open)
 
 
 def descendants(pid: int) -> list[int]:
@@ -138,7 +66,7 @@ def test_a_run_in_bubblewrap_gets_its_secrets_only_through_the_payload(
 ) -> None:
     server.clear()
     server.enqueue(Reply(body=completion("Sunny all day."), delay_s=3))
-    with Host(tmp_path, seed_payload(server.base_url)) as host:
+    with hosted(tmp_path, seed_payload(server.base_url)) as host:
         attempt = host.next_block()
         assert attempt["type"] == "attempt" and attempt["attempt"] == 1
         while not server.requests:  # the child is waiting for its model: look at it now
@@ -155,7 +83,7 @@ def test_a_run_in_bubblewrap_gets_its_secrets_only_through_the_payload(
         python = children[-1]
         assert os.readlink(f"/proc/{python}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
         final = host.next_block()
-        assert host.rest() == 0
+        assert host.finish() == 0
     assert final["status"] == "success" and final["result"] == "Sunny all day."
     assert final["newSessionId"]
     assert server.headers[0]["authorization"] == f"Bearer {SECRET}"
@@ -182,8 +110,8 @@ def test_the_confined_run_cannot_see_the_hosts_files(
     payload = {"task": "Look around.", "user": "ana", "model": "openai:fake", "tools": "shell",
                "approve": "auto",
                "secrets": {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": server.base_url}}
-    with Host(tmp_path, payload, markers=OURS) as host:
-        assert host.rest() == 0
+    with hosted(tmp_path, payload, markers=OURS) as host:
+        assert host.finish() == 0
     (out,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     # (a command's output reaches the model marked as outside content; the words stay whole)
     for word in ("thinkloop", "hidden", "clean", "proc-clean"):
@@ -200,13 +128,13 @@ def test_the_persons_answer_reaches_the_confined_run_mid_run(
         Reply(body=completion(tool_calls=[("ask_human", {"question": "Which city?"})])),
         Reply(body=completion("Booked in Lisbon.")),
     )
-    with Host(tmp_path, seed_payload(server.base_url, "Book a table."), keep_open=True) as host:
+    with hosted(tmp_path, seed_payload(server.base_url, "Book a table."), keep_open=True) as host:
         assert host.next_block()["type"] == "attempt"
         question = host.next_block()
         assert question["type"] == "question" and question["result"] == "Which city?"
         host.send({"type": "answer", "id": question["id"], "text": "Lisbon"})
         final = host.next_block()
-        assert host.rest() == 0
+        assert host.finish() == 0
     assert final["result"] == "Booked in Lisbon."
     (answer,) = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert "Lisbon" in answer
@@ -216,7 +144,7 @@ def test_a_killed_run_is_retried_and_then_succeeds(server: OpenAIServer, tmp_pat
     server.clear()
     server.enqueue(Reply(body=completion("too late"), delay_s=8),
                    Reply(body=completion("Answered on the second try.")))
-    with Host(tmp_path, seed_payload(server.base_url), "--backoff", "0.2") as host:
+    with hosted(tmp_path, seed_payload(server.base_url), "--backoff", "0.2") as host:
         first = host.next_block()
         while not server.requests:
             time.sleep(0.05)
@@ -227,7 +155,7 @@ def test_a_killed_run_is_retried_and_then_succeeds(server: OpenAIServer, tmp_pat
         second = host.next_block()
         assert second["type"] == "attempt" and second["attempt"] == 2
         final = host.next_block()
-        assert host.rest() == 0
+        assert host.finish() == 0
     assert final["status"] == "success" and final["result"] == "Answered on the second try."
     # Both attempts were the same conversation: the host gave the session its id up front.
     assert final["newSessionId"] == retry["newSessionId"]
@@ -243,7 +171,7 @@ def test_a_retried_run_is_given_the_follow_ups_its_killed_attempt_had(
     server.clear()
     server.enqueue(ask, Reply(body=completion("too late"), delay_s=8),
                    ask, Reply(body=completion("Booked in Lisbon.")))
-    with Host(tmp_path, seed_payload(server.base_url, "Book a table."), "--backoff", "0.2",
+    with hosted(tmp_path, seed_payload(server.base_url, "Book a table."), "--backoff", "0.2",
               keep_open=True) as host:
         first = host.next_block()
         question = host.next_block()
@@ -257,7 +185,7 @@ def test_a_retried_run_is_given_the_follow_ups_its_killed_attempt_had(
         again = host.next_block()
         assert again["type"] == "question" and again["id"] != question["id"]
         final = host.next_block()  # nobody answered this time: the replayed answer did
-        assert host.rest() == 0
+        assert host.finish() == 0
     assert final["status"] == "success" and final["result"] == "Booked in Lisbon."
     assert len(server.requests) == 4
     retried = server.requests[3]["messages"]
@@ -288,9 +216,9 @@ def test_the_host_gives_up_after_its_retries_and_notifies(tmp_path: Path) -> Non
     url = f"http://127.0.0.1:{hook.server_address[1]}/notify"
     try:
         # No model answers at this address: every attempt fails and exits 1.
-        with Host(tmp_path, seed_payload("http://127.0.0.1:9/v1"), "--retries", "2",
+        with hosted(tmp_path, seed_payload("http://127.0.0.1:9/v1"), "--retries", "2",
                   "--backoff", "0.1", "--notify-url", url) as host:
-            code = host.rest()
+            code = host.finish()
     finally:
         hook.shutdown()
         hook.server_close()
@@ -308,8 +236,8 @@ def test_the_host_gives_up_after_its_retries_and_notifies(tmp_path: Path) -> Non
 
 
 def test_a_bad_payload_is_not_retried(tmp_path: Path) -> None:
-    with Host(tmp_path, {"prompt": ""}, "--retries", "3", "--backoff", "0.1") as host:
-        assert host.rest() == 1
+    with hosted(tmp_path, {"prompt": ""}, "--retries", "3", "--backoff", "0.1") as host:
+        assert host.finish() == 1
     (only,) = host.blocks
     assert only["status"] == "error" and only["retry"] is False
     assert "prompt: String should have at least 1 character" in only["error"]
@@ -336,9 +264,9 @@ def test_a_container_engine_gets_no_secret_in_its_arguments(
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     server.clear()
     server.enqueue(Reply(body=completion("From the container.")))
-    with Host(tmp_path, seed_payload(server.base_url), "--image", "thinkloop:test",
+    with hosted(tmp_path, seed_payload(server.base_url), "--image", "thinkloop:test",
               path=f"{bin_dir}:{os.environ['PATH']}") as host:
-        assert host.rest() == 0
+        assert host.finish() == 0
     assert host.blocks[-1]["result"] == "From the container."
     call = json.loads(record.read_text())
     argv = call["argv"]

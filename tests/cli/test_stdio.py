@@ -4,14 +4,13 @@ marker blocks on stdout, against the loopback OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.conftest import clean_env, read_blocks
 
 from thinkloop.cli.stdio import OUTPUT_END, OUTPUT_START
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
@@ -20,37 +19,17 @@ SECRET = "sk-container-7f3a9c1e5b"
 LABEL = "blue-harbor-42"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as srv:
-        yield srv
-
-
 def host(payload: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
     stdin = payload if isinstance(payload, str) else json.dumps(payload)
     return subprocess.run(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run", "--stdio"],
-        capture_output=True, text=True, timeout=60, env={**base, **(env or {})}, input=stdin,
+        capture_output=True, text=True, timeout=60, env=clean_env(**(env or {})), input=stdin,
     )
 
 
 def blocks(stdout: str) -> list[dict[str, Any]]:
     """What a host reads: the JSON between each pair of markers, line by line."""
-    out: list[dict[str, Any]] = []
-    buf: list[str] | None = None
-    for line in stdout.splitlines():
-        if line == OUTPUT_START:
-            buf = []
-        elif line == OUTPUT_END:
-            assert buf is not None, stdout
-            out.append(json.loads("\n".join(buf)))
-            buf = None
-        elif buf is not None:
-            buf.append(line)
-    assert buf is None, "unterminated block"
-    return out
+    return read_blocks(stdout.splitlines(), (OUTPUT_START, OUTPUT_END))
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
