@@ -196,6 +196,37 @@ def test_a_retried_run_is_given_the_follow_ups_its_killed_attempt_had(
     assert [b.get("type") for b in host.blocks].count("question") == 2
 
 
+def test_an_answer_read_from_the_ipc_folder_reaches_the_retry_too(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The answer came as a file in the IPC folder's input/, then the process died: the
+    retry reads it again, once, and the folder is empty when the run has succeeded."""
+    ipc = tmp_path / "data" / "family" / "ipc"  # in the group's folder: the run sees it
+    ask = Reply(body=completion(tool_calls=[("ask_human", {"question": "Red or white?"})]))
+    server.clear()
+    server.enqueue(ask, Reply(body=completion("too late"), delay_s=8),
+                   ask, Reply(body=completion("Ordered red.")))
+    payload = {**seed_payload(server.base_url, "Order wine."), "ipcDir": str(ipc)}
+    with hosted(tmp_path, payload, "--backoff", "0.2", keep_open=True) as host:
+        first = host.next_block()
+        assert host.next_block()["type"] == "question"
+        (ipc / "input").mkdir(parents=True, exist_ok=True)
+        (ipc / "input" / "tmp").write_text(json.dumps({"type": "message", "text": "red"}))
+        (ipc / "input" / "tmp").rename(ipc / "input" / "0001.json")
+        while len(server.requests) < 2:  # the answer reached the run and its model
+            time.sleep(0.05)
+        os.kill(first["pid"], signal.SIGKILL)
+        assert host.next_block()["type"] == "retry"
+        assert host.next_block()["type"] == "attempt"
+        assert host.next_block()["type"] == "question"
+        final = host.next_block()
+        assert host.finish() == 0
+    assert final["result"] == "Ordered red."
+    answers = [m["content"] for m in server.requests[3]["messages"] if m["role"] == "tool"]
+    assert len(answers) == 1 and "red" in answers[0]
+    assert not list((ipc / "input").iterdir())
+
+
 class Hook(BaseHTTPRequestHandler):
     received: ClassVar[list[dict[str, Any]]] = []
 

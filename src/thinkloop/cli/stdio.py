@@ -161,6 +161,7 @@ async def _serve(req: Request, opts: AgentOptions, output: Output, settings: Set
             if item is None and req.idle_timeout_s > 0:
                 item = await inbox.next(req.idle_timeout_s)
             text = item.body if item is not None else None
+        inbox.done()
         return 0
     raise AssertionError("unreachable")
 

@@ -30,6 +30,9 @@ from thinkloop.workers import blocks
 from thinkloop.workers.blocks import Markers
 
 IPC_POLL_S = 0.5  # the seed's host polls its IPC folders twice a second
+# Where an input file goes once read: kept until the run succeeds, so that a retry of a run
+# that died is given it again (as the host gives its stdin lines again).
+TAKEN = ".taken"
 MAX_VOICE_CHARS = 2000
 
 
@@ -87,9 +90,14 @@ class Inbox:
     output: Output
     queue: asyncio.Queue[FollowUp] = field(default_factory=asyncio.Queue)
     closed: bool = False
+    ipc: Path | None = None
 
     def start(self, inp: TextIO, ipc: Path | None) -> list[asyncio.Task[None]]:
         loop = asyncio.get_running_loop()
+        self.ipc = ipc
+        if ipc is not None:  # what an attempt that died had read, first and in order
+            for item in self._taken(ipc / "input" / TAKEN):
+                self.queue.put_nowait(item)
         put = functools.partial(_call_soon, loop, self.queue.put_nowait)
         threading.Thread(target=self._read_lines, args=(inp, put), daemon=True,
                          name="stdio-follow-ups").start()
@@ -127,11 +135,33 @@ class Inbox:
                     out.append(FollowUp(type="close"))
                 elif path.suffix == ".json":
                     raw = path.read_bytes()
-                    path.unlink(missing_ok=True)
+                    (folder / TAKEN).mkdir(exist_ok=True)
+                    os.replace(path, folder / TAKEN / path.name)
                     item = self._parse(raw)
                     if item is not None:
                         out.append(item)
         return out
+
+    def _taken(self, folder: Path) -> list[FollowUp]:
+        """The input files an earlier attempt read (an answer without its old question's id:
+        this attempt asks its question anew)."""
+        out: list[FollowUp] = []
+        with contextlib.suppress(FileNotFoundError):
+            for path in sorted(folder.glob("*.json")):
+                item = self._parse(path.read_bytes())
+                if item is not None:
+                    out.append(item.model_copy(update={"id": None}) if item.type == "answer"
+                               else item)
+        return out
+
+    def done(self) -> None:
+        """The run succeeded: what it read is not given again."""
+        if self.ipc is not None:
+            taken = self.ipc / "input" / TAKEN
+            with contextlib.suppress(FileNotFoundError):
+                for path in taken.iterdir():
+                    path.unlink(missing_ok=True)
+                taken.rmdir()
 
     async def next(self, timeout_s: float | None) -> FollowUp | None:
         """The next follow-up, or None when none came in time or the host closed."""
