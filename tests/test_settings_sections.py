@@ -138,3 +138,19 @@ def test_a_key_from_the_toml_goes_on_the_wire_and_nowhere_else(
     assert server.headers[0]["authorization"] == "Bearer sk-toml-wire-0123456789"
     assert settings.models.get("OPENAI_API_KEY") == "sk-toml-wire-0123456789"
     assert "sk-toml-wire" not in repr(settings.models)
+
+
+def test_the_hosts_settings_from_the_docs_toml_and_environment(tmp_path: Path) -> None:
+    """docs/container.md's ``[host]`` example, as written, is what ``thinkloop config`` shows;
+    a variable overrides it."""
+    doc = (Path(__file__).parents[1] / "docs" / "container.md").read_text()
+    toml = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert toml.startswith("[host]")
+    (tmp_path / "thinkloop.toml").write_text(toml)
+    out = _config(tmp_path, {"THINKLOOP_HOME": str(tmp_path / "home"),
+                             "THINKLOOP_HOST_RETRIES": "2"})
+    shown = {k: (v["value"], v["source"]) for k, v in out.items() if k.startswith("host.")}
+    assert shown["host.engine"] == ("podman", "thinkloop.toml")
+    assert shown["host.notify"] == (["telegram:{chat}"], "thinkloop.toml")
+    assert shown["host.retries"] == (2, "environment")
+    assert shown["host.timeout_s"] == (1800.0, "default")
