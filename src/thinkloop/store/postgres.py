@@ -25,6 +25,7 @@ from asyncpg.pool import PoolConnectionProxy
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, store_errors
 from thinkloop.store.gateway import GatewayTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.locks import session_key
 from thinkloop.store.pglocks import AdvisoryLocks
 from thinkloop.store.sql import POSTGRES, migrate, render
@@ -54,7 +55,8 @@ class _Tx:
 
 
 @store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
-class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables):
+class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables,
+                   ManagedTables):
     dialect = POSTGRES
 
     def __init__(

@@ -21,6 +21,7 @@ from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
@@ -123,7 +124,8 @@ async def _rollback(db: aiosqlite.Connection) -> None:
 
 
 @store_errors((sqlite3.Error, OSError), "SQLite store")
-class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables):
+class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables,
+                   ManagedTables):
     """Sessions, memories and profiles in one SQLite file (``":memory:"`` for a scratch one)."""
 
     dialect = SQLITE
