@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
+from thinkloop.context.bootstrap import StoredFiles
 from thinkloop.context.focus import is_small
 from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
@@ -315,7 +316,15 @@ class Agent:
             spawn=spawn_child,
             agent_id=self.name,
             parent_run_id=parent_run_id,
+            reprompt=functools.partial(self._reprompt, mode, user_id, session, untrusted_input),
         )
+
+    def _reprompt(self, mode: PromptMode, user_id: str | None, session: str | None,
+                  untrusted_input: bool, files: Mapping[str, str], first_run: bool) -> str:
+        """The run's system prompt with the user's own bootstrap files (RunConfig.reprompt)."""
+        return self.prompt.build(prompt_context(
+            self, mode, user_id=user_id, session_id=session, untrusted_input=untrusted_input,
+            seed=False, stored=StoredFiles(files, first_run)))
 
     def start(
         self,

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         Store,
     )
     from thinkloop.store.gateway import GatewayStore
+    from thinkloop.store.sqlmanaged import UserFiles
     from thinkloop.store.open import open_store
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.serialize import event_to_dict, message_to_dict
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "Decision": "thinkloop.guard.approval",
     "DurableStore": "thinkloop.store.base",
     "GatewayStore": "thinkloop.store.gateway",
+    "UserFiles": "thinkloop.store.sqlmanaged",
     "PostgresStore": "thinkloop.store.postgres",
     "ProfileBackend": "thinkloop.store.base",
     "RunHandle": "thinkloop.loop.handle",
@@ -137,6 +139,7 @@ __all__ = [
     "SessionInfo",
     "SpanRecord",
     "Store",
+    "UserFiles",
     "Workspace",
     "approver_for",
     "context_from_cli",

@@ -30,6 +30,7 @@ from thinkloop.core.spec import (
     own_tools,
 )
 from thinkloop.core.tool import Tool
+from thinkloop.store.sqlmanaged import UserFiles
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
@@ -94,7 +95,9 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     model_spec = settings.model_spec()
     tools = default_tools(spec.tool_names(), settings=settings.tools,
                           worker_model=model_spec, channels=list(p.channels))
-    builder = prompt_builder(settings, spec)
+    # Managed mode: an open agent's per-user files live in the store (context/userfiles.py).
+    users = p.store if spec.type == "open" and isinstance(p.store, UserFiles) else None
+    builder = prompt_builder(settings, spec, users_in_store=users is not None)
     return Agent(
         p.model or _models(spec, model_spec),
         tools=[*tools, *own_tools(spec), *_team_tools(spec, p), *p.extra_tools],
@@ -105,6 +108,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         store=p.store,
         memory=_memory(p.store, spec) if spec.memory else False,
         plugins=spec.plugins,
+        hooks=_user_files(users, builder),
         options=AgentOptions(
             timeout_s=settings.timeout_s,
             tool_timeout_s=settings.tool_timeout_s,
@@ -128,17 +132,30 @@ def _models(spec: AgentSpec, model_spec: str) -> Model | str | list[str | Model]
 build_child = spawn_child
 
 
-def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptBuilder:
+def prompt_builder(settings: Settings, spec: AgentSpec | None = None, *,
+                   users_in_store: bool = False) -> PromptBuilder:
     """The prompt of the agents shells run: bootstrap files under ``THINKLOOP_HOME``, the
-    spec's own (the store's, in managed mode) over them; an open agent's per user."""
+    spec's own (the store's, in managed mode) over them; an open agent's per user (in the
+    store with ``users_in_store``, else on disk)."""
     from thinkloop.context.bootstrap import Bootstrap
     from thinkloop.context.prompt import PromptBuilder, PromptOptions
     from thinkloop.context.sections import Delegate
 
     spec = spec or AgentSpec()
-    boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open")
+    boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open",
+                     users_in_store=users_in_store)
     team = tuple(Delegate(m.name, m.description) for m in spec.team_members())
     return PromptBuilder(options=PromptOptions(bootstrap=boot, team=team))
+
+
+def _user_files(store: UserFiles | None, builder: PromptBuilder) -> list[Any]:
+    """The hook that reads (and seeds) an open agent's per-user files in the store."""
+    boot = builder.options.bootstrap
+    if store is None or boot is None:
+        return []
+    from thinkloop.context.userfiles import StoredUserFiles
+
+    return StoredUserFiles(store, boot).hooks()
 
 
 def bootstrap_file(settings: Settings, name: str, spec: AgentSpec, file: str) -> tuple[str, str]:

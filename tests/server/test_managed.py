@@ -179,33 +179,83 @@ def test_bootstrap_files_are_edited_through_the_gateway_and_the_next_run_reads_t
     assert "Quote the invoice number" in prompt
 
 
-def test_an_open_agent_keeps_every_bootstrap_file_per_user(
+def stored_user_files(stack: Stack, agent: str, user: str) -> dict[str, str]:
+    """What the gateway's store keeps for one user, read by a connection of its own."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from thinkloop.store.sqlite import SQLiteStore
+
+    async def read() -> dict[str, str]:
+        store = SQLiteStore(stack.gateway.store_path)
+        try:
+            return await store.user_files(agent, user)
+        finally:
+            await store.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(read())).result()
+
+
+def test_an_open_agent_keeps_every_bootstrap_file_per_user_in_the_store(
         managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
     _, second, home = servers
     second.clear()
     ana, bob, carol = (managed.gateway.key(u) for u in ("ana", "bob", "carol"))
     admin = managed.gateway.key("root", "admin")
+    with managed.client(ana) as c:
+        before = c.get("/v1/agents/open-pal/me/files/SOUL.md").json()
+        assert before["source"] == "agent:template" and before["user"] == "ana"
     run(managed, ana, "open-pal", "hi")
-    mine = home / "agents" / "open-pal" / "users" / "ana"
-    assert sorted(p.name for p in mine.iterdir()) == ["IDENTITY.md", "SOUL.md", "USER.md"]
-    # Ana's agent is hers alone: her copy changes, nobody else's does.
-    (mine / "SOUL.md").write_text("Call this user Captain.")
+    assert "This is your first conversation with this user" in system_prompt(second)
+    # Managed mode: the user's copies are in the store, per agent and user, not on disk.
+    assert not (home / "agents" / "open-pal" / "users").exists()
+    assert sorted(stored_user_files(managed, "open-pal", "ana")) == [
+        "IDENTITY.md", "SOUL.md", "USER.md"]
+    with managed.client(ana) as c:
+        listed = {f["name"]: f["source"] for f in c.get("/v1/agents/open-pal/me/files")
+                  .json()["files"]}
+        assert listed["SOUL.md"] == "user" and listed["AGENTS.md"] == "agent:none"
+        # Ana's agent is hers alone: she edits her copy, nobody else's changes.
+        r = c.put("/v1/agents/open-pal/me/files/SOUL.md",
+                  json={"content": "Call this user Captain."})
+        assert r.status_code == 200 and r.json()["source"] == "user", r.text
+        assert c.put("/v1/agents/open-pal/me/files/MISSION.md",
+                     json={"content": "x"}).status_code == 404
+        assert c.get("/v1/agents/billing/me/files").status_code == 404  # predefined
     run(managed, ana, "open-pal", "hi again")
-    assert "Call this user Captain." in system_prompt(second)
+    prompt = system_prompt(second)
+    assert "Call this user Captain." in prompt and "first conversation" not in prompt
+    with managed.client(bob) as c:
+        theirs = c.get("/v1/agents/open-pal/me/files/SOUL.md").json()
+        assert "Captain" not in theirs["content"] and theirs["user"] == "bob"
     run(managed, bob, "open-pal", "hi")
     prompt = system_prompt(second)
     assert "Captain" not in prompt and "Be genuinely helpful" in prompt
+    with managed.client(bob) as c:
+        assert c.put("/v1/agents/open-pal/me/files/USER.md",
+                     json={"content": "Bob flies to Lisbon on Fridays."}).status_code == 200
+    run(managed, bob, "open-pal", "where do I fly?")
+    assert "Bob flies to Lisbon" in system_prompt(second)
     # The agent's own file (edited in the store) seeds users who come later.
     with managed.client(admin) as c:
         assert c.put("/v1/agents/open-pal/files/SOUL.md",
                      json={"content": "Speak in haiku."}).status_code == 200
     run(managed, carol, "open-pal", "hi")
     assert "Speak in haiku." in system_prompt(second)
-    assert (home / "agents" / "open-pal" / "users" / "carol" / "SOUL.md").read_text() == (
-        "Speak in haiku.")
+    assert stored_user_files(managed, "open-pal", "carol")["SOUL.md"] == "Speak in haiku."
     run(managed, ana, "open-pal", "and me?")
-    assert "Captain" in system_prompt(second) and "haiku" not in system_prompt(second)
-    # A predefined agent keeps only USER.md per user.
+    prompt = system_prompt(second)
+    assert "Captain" in prompt and "haiku" not in prompt and "Lisbon" not in prompt
+    assert "Lisbon" not in stored_user_files(managed, "open-pal", "ana")["USER.md"]
+    # Dropping her copy seeds it again from the agent's on her next run.
+    with managed.client(ana) as c:
+        r = c.delete("/v1/agents/open-pal/me/files/SOUL.md")
+        assert r.status_code == 200 and r.json()["source"] == "agent:store"
+        assert c.delete("/v1/agents/open-pal/me/files/SOUL.md").status_code == 404
+    run(managed, ana, "open-pal", "again")
+    assert "Speak in haiku." in system_prompt(second)
+    # A predefined agent keeps only USER.md per user, on disk.
     run(managed, ana, "billing", "hi")
     assert [p.name for p in (home / "agents" / "billing" / "users" / "ana").iterdir()] == [
         "USER.md"]

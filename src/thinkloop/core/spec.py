@@ -31,6 +31,8 @@ APPROVE_MODES = ("ask", "auto", "deny", "pause")
 # through the gateway), over the files on disk; context/bootstrap.py reads them.
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md", "MISSION.md")
 BOOTSTRAP_FILE_MAX = 64_000
+# An "open" agent keeps these per user, seeded from the agent's own on first contact.
+USER_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md")
 
 
 
