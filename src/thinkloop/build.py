@@ -94,7 +94,8 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     settings = settings.with_arguments(spec.settings_args())
     model_spec = settings.model_spec()
     tools = default_tools(spec.tool_names(), settings=settings.tools,
-                          worker_model=model_spec, channels=list(p.channels))
+                          worker_model=model_spec, channels=list(p.channels),
+                          team=spec.team_members())
     # Managed mode: an open agent's per-user files live in the store (context/userfiles.py).
     users = p.store if spec.type == "open" and isinstance(p.store, UserFiles) else None
     builder = prompt_builder(settings, spec, users_in_store=users is not None)

@@ -34,6 +34,25 @@ agents:
     model: compat:fake
     tools: none
     memory: false
+  lead:
+    description: Plans the work and delegates parts of it
+    model: compat:fake
+    tools: [spawn_agent]
+    approve: auto
+    memory: false
+    max_steps: 6
+    team: [researcher]
+  researcher:
+    description: Looks things up in the ledger
+    instructions: You are the ledger researcher. Quote the ledger line you used.
+    model: compat:fake
+    tools: none
+    memory: false
+  outsider:
+    description: Not on anyone's team
+    model: compat:fake
+    tools: none
+    memory: false
   open-pal:
     type: open
     model: compat:fake
@@ -304,3 +323,42 @@ def test_a_team_naming_an_unknown_agent_is_one_clear_error(
         r = c.post("/v1/runs", json={"agent": "lonely", "task": "hi"})
         assert r.status_code == 400
         assert "'ghost', which is not another agent" in r.json()["error"]["message"]
+
+
+def test_spawn_agent_delegates_to_a_teammate_and_refuses_an_agent_outside_the_team(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    _, second, _ = servers
+    second.clear()
+    second.enqueue(
+        Reply(body=completion(tool_calls=[("spawn_agent", {"tasks": ["Find invoice 42"],
+                                                           "agent": "outsider"})])),
+        Reply(body=completion(tool_calls=[("spawn_agent", {"tasks": ["Find invoice 42"],
+                                                           "agent": "researcher"})])),
+        Reply(body=completion("Ledger line 7: invoice 42 paid.")),  # the researcher
+        Reply(body=completion("Invoice 42 was paid (ledger line 7).")),
+    )
+    view, events = run(managed, managed.gateway.key("ana"), "lead", "Was invoice 42 paid?")
+    assert view["text"] == "Invoice 42 was paid (ledger line 7)."
+    lead_prompt = str(second.requests[0]["messages"][0]["content"])
+    assert "- researcher: Looks things up in the ledger" in lead_prompt
+    assert "call spawn_agent with agent set to their name" in lead_prompt
+    spawn = next(t for t in second.requests[0]["tools"]
+                 if t["function"]["name"] == "spawn_agent")
+    assert "researcher: Looks things up in the ledger" in spawn["function"]["description"]
+    # Outside the team: refused, with what the model can do instead; nothing was started.
+    refused = next(str(m["content"]) for m in second.requests[1]["messages"]
+                   if m["role"] == "tool").replace("^", " ")  # datamarked: outside content
+    assert "'outsider' is not on your team" in refused
+    assert "Your team: researcher" in refused
+    # On the team: the teammate runs as a sub-agent with its own definition.
+    child = second.requests[2]["messages"]
+    assert "You are the ledger researcher." in str(child[0]["content"])
+    assert child[-1]["content"] == "Find invoice 42"
+    assert "tools" not in second.requests[2]  # its definition: tools none
+    moved = [e["payload"] for e in events if e["type"] == "handoff"]
+    assert [(m["direction"], m["agent"]) for m in moved] == [("to_child", "researcher"),
+                                                             ("to_parent", "researcher")]
+    results = [str(m["content"]).replace("^", " ") for m in second.requests[3]["messages"]
+               if m["role"] == "tool"]
+    assert "researcher (completed)" in results[-1] and "Ledger line 7" in results[-1]
+    assert [c["agent"] for c in view["children"]] == ["researcher"]

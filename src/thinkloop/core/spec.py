@@ -44,6 +44,9 @@ class TeamMember(BaseModel):
 
     name: str = Field(min_length=1, max_length=64)
     description: str = Field("", max_length=500)
+    # The teammate's own definition (the gateway fills it in): what it runs as when this
+    # agent delegates to it with ``spawn_agent`` (None: a worker with its description).
+    spec: AgentSpec | None = None
 
 
 ToolChoice = str | Sequence[str | InstanceOf[Tool] | Callable[..., Any]]
@@ -135,6 +138,9 @@ class AgentSpec(BaseModel):
                 "protocol": self.protocol, "judgement": self.judgement,
                 "model_pool": self.model_pool, "tools.workspace": self.workspace,
                 "tools.workspace_per_user": False if own else None}
+
+
+TeamMember.model_rebuild()
 
 
 class ChildOutcome(Protocol):
