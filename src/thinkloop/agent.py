@@ -228,7 +228,8 @@ class Agent:
         """Judgement's early hooks, the guards (on by default, as the seeds have them; None:
         off), memory or the plain history pipeline, judgement's others, plugin hooks (entry
         point group ``thinkloop.hooks``), the agent's ``own``, then run records and tracing."""
-        guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps)
+        guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps,
+                                                              store=self.store)
         context = self.memory.hooks() if self.memory else [pipeline_hook(self.history_turns)]
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
