@@ -100,7 +100,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     users = p.store if spec.type == "open" and isinstance(p.store, UserFiles) else None
     builder = prompt_builder(settings, spec, users_in_store=users is not None)
     return Agent(
-        p.model or _models(spec, model_spec),
+        p.model or _models(spec, model_spec, settings.fallbacks),
         tools=[*tools, *own_tools(spec), *_team_tools(spec, p), *p.extra_tools],
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
@@ -123,10 +123,12 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     )
 
 
-def _models(spec: AgentSpec, model_spec: str) -> Model | str | list[str | Model]:
-    """The spec's model, then its fallbacks in order (one list: ``FallbackModel``)."""
+def _models(spec: AgentSpec, model_spec: str,
+            fallbacks: Sequence[str]) -> Model | str | list[str | Model]:
+    """The spec's model, then the fallbacks in order (one list: ``FallbackModel``): the
+    spec's own, else the setting's (``--fallback``, THINKLOOP_FALLBACKS)."""
     primary = spec.model if isinstance(spec.model, Model) else model_spec
-    return [primary, *spec.fallbacks] if spec.fallbacks else primary
+    return [primary, *fallbacks] if fallbacks else primary
 
 
 # A sub-agent: the agent builds its children (``Agent`` runs give ``spawn`` to lower parts).

@@ -362,3 +362,34 @@ def test_spawn_agent_delegates_to_a_teammate_and_refuses_an_agent_outside_the_te
                if m["role"] == "tool"]
     assert "researcher (completed)" in results[-1] and "Ledger line 7" in results[-1]
     assert [c["agent"] for c in view["children"]] == ["researcher"]
+
+
+def test_the_fallbacks_setting_serves_agents_without_their_own(
+        servers: tuple[OpenAIServer, OpenAIServer, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``thinkloop serve --fallback`` / THINKLOOP_FALLBACKS: read when the gateway starts."""
+    first, second, _ = servers
+    monkeypatch.setenv("THINKLOOP_FALLBACKS", "compat:fake")
+    (tmp_path / "agents.yaml").write_text(
+        "agents:\n  plain:\n    model: openai:fake\n    tools: none\n    memory: false\n"
+        "  own:\n    model: openai:fake\n    fallbacks: [openai:spare]\n    tools: none\n"
+        "    memory: false\n")
+    cfg = GatewayConfig(agents_file=tmp_path / "agents.yaml", approval_timeout_s=20)
+    with Gateway(cfg, tmp_path / "gateway.db") as gw:
+        stack = Stack(gw, second)
+        first.clear()
+        second.clear()
+        first.enqueue(*[Reply(status=500, body={"error": {"message": "down"}})] * 3)
+        second.enqueue(Reply(body=completion("Answered by the setting's fallback.")))
+        view, events = run(stack, gw.key("ana"), "plain", "Say hello")
+        assert view["text"] == "Answered by the setting's fallback."
+        assert [e["payload"]["model"] for e in events if e["type"] == "model.fallback"] == [
+            "compat:fake"]
+        # An agent's own fallbacks win over the setting.
+        first.clear()
+        second.clear()
+        first.enqueue(*[Reply(status=500, body={"error": {"message": "down"}})] * 3,
+                      Reply(body=completion("Answered by its own spare.")))
+        view, _ = run(stack, gw.key("ana"), "own", "Say hello")
+        assert view["text"] == "Answered by its own spare."
+        assert second.requests == [] and first.requests[-1]["model"] == "spare"

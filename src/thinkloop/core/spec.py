@@ -133,6 +133,7 @@ class AgentSpec(BaseModel):
         """The fields that are settings, by setting name (None: not given)."""
         own = self.workspace is not None
         return {"model": self.model if isinstance(self.model, str) else None,
+                "fallbacks": list(self.fallbacks) or None,
                 "max_steps": self.max_steps, "timeout_s": self.timeout_s,
                 "tool_timeout_s": self.tool_timeout_s,
                 "protocol": self.protocol, "judgement": self.judgement,
