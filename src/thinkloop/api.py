@@ -52,11 +52,11 @@ if TYPE_CHECKING:
         Store,
     )
     from thinkloop.store.gateway import GatewayStore
-    from thinkloop.store.sqlmanaged import UserFiles
     from thinkloop.store.open import open_store
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.serialize import event_to_dict, message_to_dict
     from thinkloop.store.sqlite import SQLiteStore
+    from thinkloop.store.sqlmanaged import UserFiles
     from thinkloop.text import validation_summary
     from thinkloop.tools.builtin.web import context_from_cli
     from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec

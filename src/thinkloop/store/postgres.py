@@ -25,11 +25,11 @@ from asyncpg.pool import PoolConnectionProxy
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, store_errors
 from thinkloop.store.gateway import GatewayTables
-from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.locks import session_key
 from thinkloop.store.pglocks import AdvisoryLocks
 from thinkloop.store.sql import POSTGRES, migrate, render
 from thinkloop.store.sqljobs import JobTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables

@@ -21,10 +21,10 @@ from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
-from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables
