@@ -92,8 +92,8 @@ def run(
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
     fallback: Annotated[list[str] | None, typer.Option(
-        "--fallback", help="A model tried when the model fails (repeatable, in order; "
-        "default: THINKLOOP_FALLBACKS).", show_default=False)] = None,
+        "--fallback", metavar="MODEL", help="A model tried when the model fails (repeatable, "
+        "in order; default: THINKLOOP_FALLBACKS).", show_default=False)] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     history_turns: Annotated[int | None, typer.Option(
         help="Each request keeps the session's last N user turns (default: all that fit).",

@@ -41,8 +41,9 @@ def serve(
         help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
     ] = None,
     fallback: Annotated[list[str] | None, typer.Option(
-        "--fallback", help="A model tried when an agent's model fails (repeatable, in order), "
-        "for agents without fallbacks of their own (default: THINKLOOP_FALLBACKS).",
+        "--fallback", metavar="MODEL", help="A model tried when an agent's model fails "
+        "(repeatable, in order), for agents without fallbacks of their own (default: "
+        "THINKLOOP_FALLBACKS).",
         show_default=False)] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
