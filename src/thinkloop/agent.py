@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from thinkloop.checkpoints import load_recovery, zeroed
+from thinkloop.context.bootstrap import StoredFiles
 from thinkloop.context.focus import is_small
 from thinkloop.context.inputs import ContextArg, parse_context
 from thinkloop.context.pipeline import run_pipeline, settings_for
@@ -227,7 +228,8 @@ class Agent:
         """Judgement's early hooks, the guards (on by default, as the seeds have them; None:
         off), memory or the plain history pipeline, judgement's others, plugin hooks (entry
         point group ``thinkloop.hooks``), the agent's ``own``, then run records and tracing."""
-        guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps)
+        guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps,
+                                                              store=self.store)
         context = self.memory.hooks() if self.memory else [pipeline_hook(self.history_turns)]
         if is_small(self.model):  # a small model sees only the tools that match the task
             context.append(focus_hook())
@@ -315,7 +317,15 @@ class Agent:
             spawn=spawn_child,
             agent_id=self.name,
             parent_run_id=parent_run_id,
+            reprompt=functools.partial(self._reprompt, mode, user_id, session, untrusted_input),
         )
+
+    def _reprompt(self, mode: PromptMode, user_id: str | None, session: str | None,
+                  untrusted_input: bool, files: Mapping[str, str], first_run: bool) -> str:
+        """The run's system prompt with the user's own bootstrap files (RunConfig.reprompt)."""
+        return self.prompt.build(prompt_context(
+            self, mode, user_id=user_id, session_id=session, untrusted_input=untrusted_input,
+            seed=False, stored=StoredFiles(files, first_run)))
 
     def start(
         self,

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from thinkloop.store.postgres import PostgresStore
     from thinkloop.store.serialize import event_to_dict, message_to_dict
     from thinkloop.store.sqlite import SQLiteStore
+    from thinkloop.store.sqlmanaged import UserFiles
     from thinkloop.text import validation_summary
     from thinkloop.tools.builtin.web import context_from_cli
     from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "Decision": "thinkloop.guard.approval",
     "DurableStore": "thinkloop.store.base",
     "GatewayStore": "thinkloop.store.gateway",
+    "UserFiles": "thinkloop.store.sqlmanaged",
     "PostgresStore": "thinkloop.store.postgres",
     "ProfileBackend": "thinkloop.store.base",
     "RunHandle": "thinkloop.loop.handle",
@@ -138,6 +140,7 @@ __all__ = [
     "SessionInfo",
     "SpanRecord",
     "Store",
+    "UserFiles",
     "Workspace",
     "approver_for",
     "context_from_cli",

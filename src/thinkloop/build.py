@@ -30,6 +30,7 @@ from thinkloop.core.spec import (
     own_tools,
 )
 from thinkloop.core.tool import Tool
+from thinkloop.store.sqlmanaged import UserFiles
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
@@ -93,10 +94,13 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     settings = settings.with_arguments(spec.settings_args())
     model_spec = settings.model_spec()
     tools = default_tools(spec.tool_names(), settings=settings.tools,
-                          worker_model=model_spec, channels=list(p.channels))
-    builder = prompt_builder(settings, spec)
+                          worker_model=model_spec, channels=list(p.channels),
+                          team=spec.team_members())
+    # Managed mode: an open agent's per-user files live in the store (context/userfiles.py).
+    users = p.store if spec.type == "open" and isinstance(p.store, UserFiles) else None
+    builder = prompt_builder(settings, spec, users_in_store=users is not None)
     return Agent(
-        p.model or _models(spec, model_spec),
+        p.model or _models(spec, model_spec, settings.fallbacks),
         tools=[*tools, *own_tools(spec), *_team_tools(spec, p), *p.extra_tools],
         instructions=spec.instructions or DEFAULT_INSTRUCTIONS,
         name=spec.name or "thinkloop",
@@ -105,6 +109,7 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
         store=p.store,
         memory=_memory(p.store, spec) if spec.memory else False,
         plugins=spec.plugins,
+        hooks=_user_files(users, builder),
         options=AgentOptions(
             timeout_s=settings.timeout_s,
             tool_timeout_s=settings.tool_timeout_s,
@@ -118,27 +123,42 @@ def assemble(spec: AgentSpec, settings: Settings, p: Plugs) -> Agent:
     )
 
 
-def _models(spec: AgentSpec, model_spec: str) -> Model | str | list[str | Model]:
-    """The spec's model, then its fallbacks in order (one list: ``FallbackModel``)."""
+def _models(spec: AgentSpec, model_spec: str,
+            fallbacks: Sequence[str]) -> Model | str | list[str | Model]:
+    """The spec's model, then the fallbacks in order (one list: ``FallbackModel``): the
+    spec's own, else the setting's (``--fallback``, THINKLOOP_FALLBACKS)."""
     primary = spec.model if isinstance(spec.model, Model) else model_spec
-    return [primary, *spec.fallbacks] if spec.fallbacks else primary
+    return [primary, *fallbacks] if fallbacks else primary
 
 
 # A sub-agent: the agent builds its children (``Agent`` runs give ``spawn`` to lower parts).
 build_child = spawn_child
 
 
-def prompt_builder(settings: Settings, spec: AgentSpec | None = None) -> PromptBuilder:
+def prompt_builder(settings: Settings, spec: AgentSpec | None = None, *,
+                   users_in_store: bool = False) -> PromptBuilder:
     """The prompt of the agents shells run: bootstrap files under ``THINKLOOP_HOME``, the
-    spec's own (the store's, in managed mode) over them; an open agent's per user."""
+    spec's own (the store's, in managed mode) over them; an open agent's per user (in the
+    store with ``users_in_store``, else on disk)."""
     from thinkloop.context.bootstrap import Bootstrap
     from thinkloop.context.prompt import PromptBuilder, PromptOptions
     from thinkloop.context.sections import Delegate
 
     spec = spec or AgentSpec()
-    boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open")
+    boot = Bootstrap(settings.home, files=dict(spec.files), open=spec.type == "open",
+                     users_in_store=users_in_store)
     team = tuple(Delegate(m.name, m.description) for m in spec.team_members())
     return PromptBuilder(options=PromptOptions(bootstrap=boot, team=team))
+
+
+def _user_files(store: UserFiles | None, builder: PromptBuilder) -> list[Any]:
+    """The hook that reads (and seeds) an open agent's per-user files in the store."""
+    boot = builder.options.bootstrap
+    if store is None or boot is None:
+        return []
+    from thinkloop.context.userfiles import StoredUserFiles
+
+    return StoredUserFiles(store, boot).hooks()
 
 
 def bootstrap_file(settings: Settings, name: str, spec: AgentSpec, file: str) -> tuple[str, str]:

@@ -4,11 +4,18 @@ default on against the loopback OpenAI server."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+import pytest_asyncio
 from tests.acceptance.conftest import calls, say
+from tests.store.conftest import PG_DSN, _require_pg, drop_schema, new_schema
 
 from thinkloop import Agent
+from thinkloop.store import open_store
+from thinkloop.store.sqlmanaged import ToolFollows
 from thinkloop.testing.openai_server import OpenAIServer
 
 
@@ -85,3 +92,51 @@ async def test_the_quartermaster_hints_the_tool_that_usually_comes_next(
              and e.payload["kind"] == "quartermaster"]
     assert hints == [{"kind": "quartermaster", "after": "lookup", "next": "fetch",
                       "confidence": 1.0}]
+
+
+@pytest_asyncio.fixture(loop_scope="function", params=["sqlite", "postgres"])
+async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "shared.db")
+        return
+    await _require_pg()
+    schema = new_schema()
+    yield f"{PG_DSN}?schema={schema}"
+    await drop_schema(schema)
+
+
+async def test_the_quartermaster_remembers_across_a_restart_in_the_store(
+        llm: OpenAIServer, durable_url: str) -> None:
+    first = Agent(tools=[lookup, fetch], max_steps=10, store=durable_url, name="clerk")
+    for i in range(3):
+        llm.enqueue(calls(("lookup", {"key": f"a{i}"})), calls(("fetch", {"key": f"a{i}"})),
+                    say(f"done {i}"))
+        handle = first.start(f"Find record a{i}.")
+        await handle.result()
+        await handle.wait_background()
+    await first.aclose()
+    # What it learned is in the store, per agent: another agent learned nothing.
+    store = open_store(durable_url)
+    try:
+        assert isinstance(store, ToolFollows)
+        assert await store.tool_follows("clerk", "lookup") == {"fetch": 3}
+        assert await store.tool_follows("other", "lookup") == {}
+    finally:
+        await store.aclose()
+    # A new process (a new agent on its own connection) hints from the first one's runs.
+    llm.clear()
+    again = Agent(tools=[lookup, fetch], max_steps=10, store=durable_url, name="clerk")
+    stranger = Agent(tools=[lookup, fetch], max_steps=10, store=durable_url, name="other")
+    try:
+        llm.enqueue(calls(("lookup", {"key": "b"})), say("found b"))
+        assert (await again.run("Find record b.")).text == "found b"
+        assert last_user_lines(llm.requests[1]) == [
+            "[Quartermaster] After lookup, runs of this agent called fetch next in 100% of 3 "
+            "runs. Consider fetch if it fits this task."]
+        llm.clear()
+        llm.enqueue(calls(("lookup", {"key": "c"})), say("found c"))
+        assert (await stranger.run("Find record c.")).text == "found c"
+        assert last_user_lines(llm.requests[1]) == []
+    finally:
+        await again.aclose()
+        await stranger.aclose()

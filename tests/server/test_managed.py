@@ -34,6 +34,25 @@ agents:
     model: compat:fake
     tools: none
     memory: false
+  lead:
+    description: Plans the work and delegates parts of it
+    model: compat:fake
+    tools: [spawn_agent]
+    approve: auto
+    memory: false
+    max_steps: 6
+    team: [researcher]
+  researcher:
+    description: Looks things up in the ledger
+    instructions: You are the ledger researcher. Quote the ledger line you used.
+    model: compat:fake
+    tools: none
+    memory: false
+  outsider:
+    description: Not on anyone's team
+    model: compat:fake
+    tools: none
+    memory: false
   open-pal:
     type: open
     model: compat:fake
@@ -179,33 +198,83 @@ def test_bootstrap_files_are_edited_through_the_gateway_and_the_next_run_reads_t
     assert "Quote the invoice number" in prompt
 
 
-def test_an_open_agent_keeps_every_bootstrap_file_per_user(
+def stored_user_files(stack: Stack, agent: str, user: str) -> dict[str, str]:
+    """What the gateway's store keeps for one user, read by a connection of its own."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from thinkloop.store.sqlite import SQLiteStore
+
+    async def read() -> dict[str, str]:
+        store = SQLiteStore(stack.gateway.store_path)
+        try:
+            return await store.user_files(agent, user)
+        finally:
+            await store.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(read())).result()
+
+
+def test_an_open_agent_keeps_every_bootstrap_file_per_user_in_the_store(
         managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
     _, second, home = servers
     second.clear()
     ana, bob, carol = (managed.gateway.key(u) for u in ("ana", "bob", "carol"))
     admin = managed.gateway.key("root", "admin")
+    with managed.client(ana) as c:
+        before = c.get("/v1/agents/open-pal/me/files/SOUL.md").json()
+        assert before["source"] == "agent:template" and before["user"] == "ana"
     run(managed, ana, "open-pal", "hi")
-    mine = home / "agents" / "open-pal" / "users" / "ana"
-    assert sorted(p.name for p in mine.iterdir()) == ["IDENTITY.md", "SOUL.md", "USER.md"]
-    # Ana's agent is hers alone: her copy changes, nobody else's does.
-    (mine / "SOUL.md").write_text("Call this user Captain.")
+    assert "This is your first conversation with this user" in system_prompt(second)
+    # Managed mode: the user's copies are in the store, per agent and user, not on disk.
+    assert not (home / "agents" / "open-pal" / "users").exists()
+    assert sorted(stored_user_files(managed, "open-pal", "ana")) == [
+        "IDENTITY.md", "SOUL.md", "USER.md"]
+    with managed.client(ana) as c:
+        listed = {f["name"]: f["source"] for f in c.get("/v1/agents/open-pal/me/files")
+                  .json()["files"]}
+        assert listed["SOUL.md"] == "user" and listed["AGENTS.md"] == "agent:none"
+        # Ana's agent is hers alone: she edits her copy, nobody else's changes.
+        r = c.put("/v1/agents/open-pal/me/files/SOUL.md",
+                  json={"content": "Call this user Captain."})
+        assert r.status_code == 200 and r.json()["source"] == "user", r.text
+        assert c.put("/v1/agents/open-pal/me/files/MISSION.md",
+                     json={"content": "x"}).status_code == 404
+        assert c.get("/v1/agents/billing/me/files").status_code == 404  # predefined
     run(managed, ana, "open-pal", "hi again")
-    assert "Call this user Captain." in system_prompt(second)
+    prompt = system_prompt(second)
+    assert "Call this user Captain." in prompt and "first conversation" not in prompt
+    with managed.client(bob) as c:
+        theirs = c.get("/v1/agents/open-pal/me/files/SOUL.md").json()
+        assert "Captain" not in theirs["content"] and theirs["user"] == "bob"
     run(managed, bob, "open-pal", "hi")
     prompt = system_prompt(second)
     assert "Captain" not in prompt and "Be genuinely helpful" in prompt
+    with managed.client(bob) as c:
+        assert c.put("/v1/agents/open-pal/me/files/USER.md",
+                     json={"content": "Bob flies to Lisbon on Fridays."}).status_code == 200
+    run(managed, bob, "open-pal", "where do I fly?")
+    assert "Bob flies to Lisbon" in system_prompt(second)
     # The agent's own file (edited in the store) seeds users who come later.
     with managed.client(admin) as c:
         assert c.put("/v1/agents/open-pal/files/SOUL.md",
                      json={"content": "Speak in haiku."}).status_code == 200
     run(managed, carol, "open-pal", "hi")
     assert "Speak in haiku." in system_prompt(second)
-    assert (home / "agents" / "open-pal" / "users" / "carol" / "SOUL.md").read_text() == (
-        "Speak in haiku.")
+    assert stored_user_files(managed, "open-pal", "carol")["SOUL.md"] == "Speak in haiku."
     run(managed, ana, "open-pal", "and me?")
-    assert "Captain" in system_prompt(second) and "haiku" not in system_prompt(second)
-    # A predefined agent keeps only USER.md per user.
+    prompt = system_prompt(second)
+    assert "Captain" in prompt and "haiku" not in prompt and "Lisbon" not in prompt
+    assert "Lisbon" not in stored_user_files(managed, "open-pal", "ana")["USER.md"]
+    # Dropping her copy seeds it again from the agent's on her next run.
+    with managed.client(ana) as c:
+        r = c.delete("/v1/agents/open-pal/me/files/SOUL.md")
+        assert r.status_code == 200 and r.json()["source"] == "agent:store"
+        assert c.delete("/v1/agents/open-pal/me/files/SOUL.md").status_code == 404
+    run(managed, ana, "open-pal", "again")
+    assert "Speak in haiku." in system_prompt(second)
+    # A predefined agent keeps only USER.md per user, on disk.
     run(managed, ana, "billing", "hi")
     assert [p.name for p in (home / "agents" / "billing" / "users" / "ana").iterdir()] == [
         "USER.md"]
@@ -254,3 +323,73 @@ def test_a_team_naming_an_unknown_agent_is_one_clear_error(
         r = c.post("/v1/runs", json={"agent": "lonely", "task": "hi"})
         assert r.status_code == 400
         assert "'ghost', which is not another agent" in r.json()["error"]["message"]
+
+
+def test_spawn_agent_delegates_to_a_teammate_and_refuses_an_agent_outside_the_team(
+        managed: Stack, servers: tuple[OpenAIServer, OpenAIServer, Path]) -> None:
+    _, second, _ = servers
+    second.clear()
+    second.enqueue(
+        Reply(body=completion(tool_calls=[("spawn_agent", {"tasks": ["Find invoice 42"],
+                                                           "agent": "outsider"})])),
+        Reply(body=completion(tool_calls=[("spawn_agent", {"tasks": ["Find invoice 42"],
+                                                           "agent": "researcher"})])),
+        Reply(body=completion("Ledger line 7: invoice 42 paid.")),  # the researcher
+        Reply(body=completion("Invoice 42 was paid (ledger line 7).")),
+    )
+    view, events = run(managed, managed.gateway.key("ana"), "lead", "Was invoice 42 paid?")
+    assert view["text"] == "Invoice 42 was paid (ledger line 7)."
+    lead_prompt = str(second.requests[0]["messages"][0]["content"])
+    assert "- researcher: Looks things up in the ledger" in lead_prompt
+    assert "call spawn_agent with agent set to their name" in lead_prompt
+    spawn = next(t for t in second.requests[0]["tools"]
+                 if t["function"]["name"] == "spawn_agent")
+    assert "researcher: Looks things up in the ledger" in spawn["function"]["description"]
+    # Outside the team: refused, with what the model can do instead; nothing was started.
+    refused = next(str(m["content"]) for m in second.requests[1]["messages"]
+                   if m["role"] == "tool").replace("^", " ")  # datamarked: outside content
+    assert "'outsider' is not on your team" in refused
+    assert "Your team: researcher" in refused
+    # On the team: the teammate runs as a sub-agent with its own definition.
+    child = second.requests[2]["messages"]
+    assert "You are the ledger researcher." in str(child[0]["content"])
+    assert child[-1]["content"] == "Find invoice 42"
+    assert "tools" not in second.requests[2]  # its definition: tools none
+    moved = [e["payload"] for e in events if e["type"] == "handoff"]
+    assert [(m["direction"], m["agent"]) for m in moved] == [("to_child", "researcher"),
+                                                             ("to_parent", "researcher")]
+    results = [str(m["content"]).replace("^", " ") for m in second.requests[3]["messages"]
+               if m["role"] == "tool"]
+    assert "researcher (completed)" in results[-1] and "Ledger line 7" in results[-1]
+    assert [c["agent"] for c in view["children"]] == ["researcher"]
+
+
+def test_the_fallbacks_setting_serves_agents_without_their_own(
+        servers: tuple[OpenAIServer, OpenAIServer, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``thinkloop serve --fallback`` / THINKLOOP_FALLBACKS: read when the gateway starts."""
+    first, second, _ = servers
+    monkeypatch.setenv("THINKLOOP_FALLBACKS", "compat:fake")
+    (tmp_path / "agents.yaml").write_text(
+        "agents:\n  plain:\n    model: openai:fake\n    tools: none\n    memory: false\n"
+        "  own:\n    model: openai:fake\n    fallbacks: [openai:spare]\n    tools: none\n"
+        "    memory: false\n")
+    cfg = GatewayConfig(agents_file=tmp_path / "agents.yaml", approval_timeout_s=20)
+    with Gateway(cfg, tmp_path / "gateway.db") as gw:
+        stack = Stack(gw, second)
+        first.clear()
+        second.clear()
+        first.enqueue(*[Reply(status=500, body={"error": {"message": "down"}})] * 3)
+        second.enqueue(Reply(body=completion("Answered by the setting's fallback.")))
+        view, events = run(stack, gw.key("ana"), "plain", "Say hello")
+        assert view["text"] == "Answered by the setting's fallback."
+        assert [e["payload"]["model"] for e in events if e["type"] == "model.fallback"] == [
+            "compat:fake"]
+        # An agent's own fallbacks win over the setting.
+        first.clear()
+        second.clear()
+        first.enqueue(*[Reply(status=500, body={"error": {"message": "down"}})] * 3,
+                      Reply(body=completion("Answered by its own spare.")))
+        view, _ = run(stack, gw.key("ana"), "own", "Say hello")
+        assert view["text"] == "Answered by its own spare."
+        assert second.requests == [] and first.requests[-1]["model"] == "spare"

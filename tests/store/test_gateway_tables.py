@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from thinkloop.store import PostgresStore, SQLiteStore
 from thinkloop.store.gateway import GatewayStore
+from thinkloop.store.sqlmanaged import ToolFollows, UserFiles
 
 Backend = SQLiteStore | PostgresStore
 
@@ -66,3 +67,38 @@ async def test_a_session_handoff_is_kept_and_replaced(store: Backend) -> None:
     again = await store.handoff("ana:chat")
     assert again is not None and (again.agent, again.from_agent) == ("front", "billing")
     assert await store.handoff("bob:chat") is None
+
+
+async def test_user_files_are_kept_per_agent_and_per_user(store: Backend) -> None:
+    assert isinstance(store, UserFiles)
+    assert await store.user_files("pal", "ana") == {}
+    first = await store.seed_user_files("pal", "ana", {"SOUL.md": "Be kind.", "USER.md": "-"})
+    assert sorted(first) == ["SOUL.md", "USER.md"]
+    # Seeding again writes only what is missing, never over an edit.
+    await store.put_user_file("pal", "ana", "SOUL.md", "Call me Captain. ✓")
+    again = await store.seed_user_files("pal", "ana", {"SOUL.md": "Be kind.", "TOOLS.md": "t"})
+    assert again == ["TOOLS.md"]
+    assert await store.user_files("pal", "ana") == {
+        "SOUL.md": "Call me Captain. ✓", "TOOLS.md": "t", "USER.md": "-"}
+    # Another user, or the same user of another agent, sees none of it.
+    assert await store.user_files("pal", "bob") == {}
+    assert await store.user_files("other", "ana") == {}
+    await store.seed_user_files("pal", "bob", {"SOUL.md": "Be kind."})
+    assert await store.user_files("pal", "bob") == {"SOUL.md": "Be kind."}
+    assert await store.delete_user_file("pal", "bob", "USER.md") is False
+    assert await store.delete_user_file("pal", "ana", "USER.md") is True
+    assert "USER.md" not in await store.user_files("pal", "ana")
+    assert await store.user_files("pal", "bob") == {"SOUL.md": "Be kind."}
+
+
+async def test_tool_follows_count_runs_per_agent(store: Backend) -> None:
+    assert isinstance(store, ToolFollows)
+    assert await store.tool_follows("pal", "web_search") == {}
+    await store.add_tool_follows("pal", [("web_search", "web_fetch"), ("web_fetch", "write")])
+    await store.add_tool_follows("pal", [("web_search", "web_fetch")])
+    await store.add_tool_follows("pal", [("web_search", "calculator")])
+    await store.add_tool_follows("other", [("web_search", "shell")])
+    await store.add_tool_follows("pal", [])
+    assert await store.tool_follows("pal", "web_search") == {"web_fetch": 2, "calculator": 1}
+    assert await store.tool_follows("other", "web_search") == {"shell": 1}
+    assert await store.tool_follows("pal", "write") == {}

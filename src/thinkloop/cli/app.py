@@ -91,6 +91,9 @@ def run(
         help="What the agent should do; '-' (or no argument with piped input) reads stdin.",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="provider:name")] = None,
+    fallback: Annotated[list[str] | None, typer.Option(
+        "--fallback", metavar="MODEL", help="A model tried when the model fails (repeatable, "
+        "in order; default: THINKLOOP_FALLBACKS).", show_default=False)] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit (default: by task).")] = None,
     history_turns: Annotated[int | None, typer.Option(
         help="Each request keeps the session's last N user turns (default: all that fit).",
@@ -143,7 +146,8 @@ def run(
     if history_turns is not None and history_turns < 1:
         raise fail(f"--history-turns must be at least 1, got {history_turns}")
     settings = None if stdio else _settings().with_arguments({"history_turns": history_turns})
-    opts = AgentOptions(model=model, tools=tools, max_steps=max_steps, timeout_s=timeout,
+    opts = AgentOptions(model=model, fallbacks=fallback or [], tools=tools,
+                        max_steps=max_steps, timeout_s=timeout,
                         protocol=protocol, approve=approve, judgement=judgement,
                         model_pool=model_pool, isolation=isolation,
                         workspace=_workspace(workspace, settings))

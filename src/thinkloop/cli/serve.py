@@ -40,6 +40,11 @@ def serve(
     channel: Annotated[list[str] | None, typer.Option(
         help="Also serve this chat channel (repeatable): telegram, slack, discord, email, webhook.")
     ] = None,
+    fallback: Annotated[list[str] | None, typer.Option(
+        "--fallback", metavar="MODEL", help="A model tried when an agent's model fails "
+        "(repeatable, in order), for agents without fallbacks of their own (default: "
+        "THINKLOOP_FALLBACKS).",
+        show_default=False)] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, WebSocket, an OpenAI-compatible API and a web page.
     Every option is also a setting ([gateway] in thinkloop.toml, THINKLOOP_GATEWAY_*)."""
@@ -57,7 +62,8 @@ def serve(
         raise ConfigError(f"agents file not found: {agents}")
     settings = load_settings({"gateway.host": host, "gateway.port": port,
                               "gateway.per_user_runs": per_user_runs,
-                              "gateway.max_runs": max_runs, "queue_url": queue})
+                              "gateway.max_runs": max_runs, "queue_url": queue,
+                              "fallbacks": fallback or None})
     config = GatewayConfig.from_settings(settings, no_auth=no_auth, agents_file=agents)
     check_store(config.store_url, settings)
     fleet = None

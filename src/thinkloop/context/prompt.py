@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import TypeAdapter
 
-from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap, BootstrapFiles
+from thinkloop.context.bootstrap import FIRST_RUN, Bootstrap, BootstrapFiles, StoredFiles
 from thinkloop.context.sections import (
     BOTH,
     DEFAULT_SECTIONS,
@@ -181,6 +181,7 @@ def prompt_context(
     untrusted_input: bool = False,
     now: datetime | None = None,
     seed: bool = True,
+    stored: StoredFiles | None = None,
 ) -> PromptContext:
     """Gather what the sections read for one run of ``agent``.
 
@@ -191,7 +192,8 @@ def prompt_context(
     # Only the tools this user may use: a denied tool is neither described nor offered.
     visible = agent.visible_tools(user_id)
     specs = tuple(t.spec for n, t in visible.items() if n != READ_MORE)
-    files = (opts.bootstrap.load(agent.name, user_id, seed=seed) if opts.bootstrap
+    files = (opts.bootstrap.load(agent.name, user_id, seed=seed, stored=stored)
+             if opts.bootstrap
              else BootstrapFiles())
     schema = ""
     if agent.output_type is not None and agent.output_type is not str:

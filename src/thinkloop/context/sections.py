@@ -260,6 +260,7 @@ def delegation(ctx: PromptContext) -> str | None:
 
 
 HANDOFF_TOOL = "handoff"
+SPAWN_TOOL = "spawn_agent"
 
 
 def team(ctx: PromptContext) -> str | None:
@@ -273,6 +274,10 @@ def team(ctx: PromptContext) -> str | None:
                      "with that teammate and the reason, then tell the person in one sentence "
                      "who takes over: their next message is answered by that teammate, who "
                      "sees this conversation.")
+    if _has_tool(ctx, SPAWN_TOOL):
+        lines.append(f"To have a teammate do part of the task while you keep the "
+                     f"conversation, call {SPAWN_TOOL} with agent set to their name; only "
+                     "these teammates (or a general-purpose worker) take delegated work.")
     return "\n".join(lines)
 
 

@@ -69,6 +69,9 @@ class RunConfig:
     # The agent running it, and (a sub-agent's run) the run that started it.
     agent_id: str = ""
     parent_run_id: str | None = None
+    # The system prompt again with one user's own bootstrap files (an open agent's, read from
+    # the store in managed mode: context/userfiles.py) and whether this is their first run.
+    reprompt: Callable[[Mapping[str, str], bool], str] | None = None
 
     @functools.cached_property
     def specs(self) -> tuple[ToolSpec, ...]:

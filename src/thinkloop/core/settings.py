@@ -24,6 +24,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -78,6 +79,9 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=default_home,
                        description="thinkloop.db, agents/NAME/ bootstrap files, cache/")
     model: str | None = Field(None, description="default model string, e.g. openai:gpt-4o-mini")
+    fallbacks: list[str] = Field(
+        default_factory=list, max_length=8, description="models tried in order when the model "
+        "fails after its own retries (comma separated); an agent's own fallbacks win")
     max_steps: int | None = Field(None, description="step limit; unset lets the step budget decide")
     timeout_s: float = RUN_TIMEOUT_S
     history_turns: int | None = Field(
@@ -121,6 +125,14 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+    @field_validator("fallbacks", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """``THINKLOOP_FALLBACKS=openai:gpt-4o-mini,anthropic:claude-haiku-4-5`` is a list."""
+        if isinstance(value, str):
+            return [m.strip() for m in value.split(",") if m.strip()]
+        return value
 
     @model_validator(mode="before")
     @classmethod

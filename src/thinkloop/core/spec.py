@@ -31,6 +31,8 @@ APPROVE_MODES = ("ask", "auto", "deny", "pause")
 # through the gateway), over the files on disk; context/bootstrap.py reads them.
 BOOTSTRAP_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md", "MISSION.md")
 BOOTSTRAP_FILE_MAX = 64_000
+# An "open" agent keeps these per user, seeded from the agent's own on first contact.
+USER_FILES = ("IDENTITY.md", "SOUL.md", "AGENTS.md", "TOOLS.md", "USER.md")
 
 
 
@@ -42,6 +44,9 @@ class TeamMember(BaseModel):
 
     name: str = Field(min_length=1, max_length=64)
     description: str = Field("", max_length=500)
+    # The teammate's own definition (the gateway fills it in): what it runs as when this
+    # agent delegates to it with ``spawn_agent`` (None: a worker with its description).
+    spec: AgentSpec | None = None
 
 
 ToolChoice = str | Sequence[str | InstanceOf[Tool] | Callable[..., Any]]
@@ -128,11 +133,15 @@ class AgentSpec(BaseModel):
         """The fields that are settings, by setting name (None: not given)."""
         own = self.workspace is not None
         return {"model": self.model if isinstance(self.model, str) else None,
+                "fallbacks": list(self.fallbacks) or None,
                 "max_steps": self.max_steps, "timeout_s": self.timeout_s,
                 "tool_timeout_s": self.tool_timeout_s,
                 "protocol": self.protocol, "judgement": self.judgement,
                 "model_pool": self.model_pool, "tools.workspace": self.workspace,
                 "tools.workspace_per_user": False if own else None}
+
+
+TeamMember.model_rebuild()
 
 
 class ChildOutcome(Protocol):

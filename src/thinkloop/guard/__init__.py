@@ -50,16 +50,20 @@ from thinkloop.guard.semantic import SemanticDetector
 from thinkloop.guard.settings import GuardSettings
 from thinkloop.guard.usage import UsageGuard, UsageLimits
 from thinkloop.hooks import Hook
+from thinkloop.store.sqlmanaged import ToolFollows
 
 
 def default_guards(
-    settings: GuardSettings | None = None, *, fixed_steps: bool = False
+    settings: GuardSettings | None = None, *, fixed_steps: bool = False,
+    store: object = None,
 ) -> list[Guard]:
     """The guards ``settings`` turn on, in the order their hooks must run.
 
     ``fixed_steps``: the agent was given ``max_steps`` explicitly, so the step budget does not
-    classify the task (time-capsule mode still applies to admins).
+    classify the task (time-capsule mode still applies to admins). ``store``: the agent's;
+    when durable, the quartermaster keeps what it learns there.
     """
+    follows = store if isinstance(store, ToolFollows) else None
     s = settings or GuardSettings()
     # One approval gate for both: a person who approves a gated call is not asked twice.
     approvals = ApprovalGate(s.approval)
@@ -73,7 +77,7 @@ def default_guards(
         (s.plan.enabled, lambda: PreTaskPlan(s.plan)),
         (s.limits.any, lambda: UsageGuard(s.limits)),
         # The follow-up first: urgency and transparency, when they speak, are the last words.
-        (s.nudges.escalate_from > 0 or s.nudges.hints, lambda: RoundFollowUps(s.nudges)),
+        (s.nudges.escalate_from > 0 or s.nudges.hints, lambda: RoundFollowUps(s.nudges, follows)),
         (s.nudges.urgency or s.nudges.channel_tools != (), lambda: Nudges(s.nudges, s.steps)),
         # Before the gate: a duplicate or a loop is answered without asking a human.
         (s.loops.dedup or s.loops.detect_loops, lambda: LoopGuard(s.loops)),
@@ -88,10 +92,12 @@ def default_guards(
 
 
 def default_hooks(
-    settings: GuardSettings | None = None, *, fixed_steps: bool = False
+    settings: GuardSettings | None = None, *, fixed_steps: bool = False,
+    store: object = None,
 ) -> list[Hook]:
     """The hooks of :func:`default_guards`, guard by guard."""
-    return [h for g in default_guards(settings, fixed_steps=fixed_steps) for h in g.hooks()]
+    return [h for g in default_guards(settings, fixed_steps=fixed_steps, store=store)
+            for h in g.hooks()]
 
 
 __all__ = [

@@ -11,6 +11,9 @@ The quartermaster learns from this agent's finished runs which tool follows whic
 last round ended with tool T and one tool N followed T in at least ``hint_min_runs`` (3)
 runs and in ``hint_confidence`` (60%) of the runs where anything followed T, the request
 carries a hint naming N. Both are words for one request, never history (``nudge`` events).
+With a durable store (``ToolFollows``: SQLite, PostgreSQL) the counts live there, per agent,
+so they survive a restart and every process serving the agent learns from all its runs;
+without one they are this process's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
 from thinkloop.guard.nudges import NudgeSettings
 from thinkloop.hooks import Hook, OutputContext, ReasonContext
+from thinkloop.store.sqlmanaged import ToolFollows
 
 FOLLOW_UPS = (
     "[Round {n}] Check the tool results above against the task. Call another tool only if "
@@ -37,9 +41,11 @@ MAX_TOOLS = 500  # tools the table follows (a bound, whatever the tools' names)
 
 
 class RoundFollowUps:
-    def __init__(self, settings: NudgeSettings | None = None) -> None:
+    def __init__(self, settings: NudgeSettings | None = None,
+                 store: ToolFollows | None = None) -> None:
         self.settings = settings or NudgeSettings()
-        # previous tool -> next tool -> runs in which next followed previous
+        self.store = store
+        # previous tool -> next tool -> runs in which next followed previous (no store)
         self.follows: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
     def hooks(self) -> list[Hook]:
@@ -55,9 +61,10 @@ class RoundFollowUps:
             return 3
         return 2 if 2 * rounds >= limit else 1
 
-    def hint(self, last: str) -> tuple[str, int, int] | None:
+    async def hint(self, last: str, agent: str = "") -> tuple[str, int, int] | None:
         """(next tool, runs it followed ``last``, runs anything did) when confident."""
-        after = self.follows.get(last)
+        after = (Counter(await self.store.tool_follows(agent, last)) if self.store is not None
+                 else self.follows.get(last))
         if not after:
             return None
         runs = sum(after.values())
@@ -67,7 +74,7 @@ class RoundFollowUps:
             return nxt, count, runs
         return None
 
-    def follow_up(self, ctx: ReasonContext) -> None:
+    async def follow_up(self, ctx: ReasonContext) -> None:
         steps = ctx.state.steps
         if not ctx.tools or not steps or not steps[-1].tool_calls:
             return  # not a re-prompt after tool results (or the tool-less final call)
@@ -81,7 +88,7 @@ class RoundFollowUps:
             extra.append(Message.notice(FOLLOW_UPS[level - 1].format(n=rounds)))
             ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
         last = steps[-1].tool_calls[-1].name
-        found = self.hint(last) if self.settings.hints else None
+        found = await self.hint(last, ctx.cfg.agent_id) if self.settings.hints else None
         offered = {t.name for t in ctx.tools}
         if found is not None and found[0] in offered:
             nxt, count, runs = found
@@ -93,11 +100,15 @@ class RoundFollowUps:
             # A new list: the history in state.messages stays exactly as it was.
             ctx.messages = [*ctx.messages, *extra]
 
-    def learn(self, ctx: OutputContext) -> None:
+    async def learn(self, ctx: OutputContext) -> None:
         """Count, once per finished run, each pair of tools called one after the other."""
         if ctx.status not in (None, "completed"):
             return
         names = [c.name for s in ctx.state.steps for c in s.tool_calls]
-        for prev, nxt in set(pairwise(names)):
+        pairs = sorted(set(pairwise(names)))
+        if self.store is not None:
+            await self.store.add_tool_follows(ctx.cfg.agent_id, pairs)
+            return
+        for prev, nxt in pairs:
             if prev in self.follows or len(self.follows) < MAX_TOOLS:
                 self.follows[prev][nxt] += 1

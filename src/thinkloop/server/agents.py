@@ -87,8 +87,10 @@ def _with_team(name: str, spec: AgentSpec, every: dict[str, AgentSpec]) -> Agent
         if other is None or m.name == name:
             raise ConfigError(f"agent {name!r}: its team names {m.name!r}, which is not "
                               f"another agent; agents: {', '.join(sorted(every))}")
-        members.append(m if m.description else TeamMember(name=m.name,
-                                                          description=other.description))
+        # Its definition comes along: spawn_agent runs it as a sub-agent (a teammate's own
+        # team is not followed: delegation goes one level down the team at a time).
+        members.append(TeamMember(name=m.name, description=m.description or other.description,
+                                  spec=m.spec or other.model_copy(update={"team": []})))
     return spec.model_copy(update={"team": members})
 
 

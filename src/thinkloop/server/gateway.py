@@ -15,7 +15,15 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from thinkloop.api import GatewayStore, RunHandle, RunRegistry, RunResult, SessionAdmin, Store
+from thinkloop.api import (
+    GatewayStore,
+    RunHandle,
+    RunRegistry,
+    RunResult,
+    SessionAdmin,
+    Store,
+    UserFiles,
+)
 from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, UnknownAgentError
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
@@ -32,7 +40,7 @@ log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-class Backend(Store, SessionAdmin, GatewayStore, Protocol):
+class Backend(Store, SessionAdmin, GatewayStore, UserFiles, Protocol):
     """What the gateway needs of its store (the SQLite and PostgreSQL stores have it all)."""
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from thinkloop.core.errors import NotFoundError
-from thinkloop.core.spec import BOOTSTRAP_FILE_MAX, BOOTSTRAP_FILES
+from thinkloop.core.spec import BOOTSTRAP_FILE_MAX, BOOTSTRAP_FILES, USER_FILES
 from thinkloop.server.agents import DEFAULT_AGENT, file_view, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
@@ -202,3 +202,60 @@ async def delete_agent_file(name: str, file: str, _: Admin, gw: GW) -> dict[str,
         raise NotFoundError(f"agent {name!r} keeps no {file} in the store")
     gw.router.invalidate(name)
     return file_view(gw.settings, name, await _spec(gw, name), file)
+
+
+# --- an open agent's files of the caller (managed mode: kept in the store per user) ---------
+
+
+async def _open_spec(gw: Gateway, name: str, file: str | None = None) -> Any:
+    spec = await _spec(gw, name)
+    if spec.type != "open":
+        raise NotFoundError(f"agent {name!r} is predefined: its bootstrap files are the "
+                            f"agent's own (/v1/agents/{name}/files); only an open agent keeps "
+                            "them per user")
+    if file is not None and file not in USER_FILES:
+        raise NotFoundError(f"no per-user file {file!r}; one of {', '.join(USER_FILES)}")
+    return spec
+
+
+async def _my_file(gw: Gateway, name: str, spec: Any, user: str, file: str) -> dict[str, Any]:
+    mine = await gw.store.user_files(name, user)
+    if file in mine:
+        return {"agent": name, "user": user, "name": file, "content": mine[file],
+                "source": "user"}
+    # Not seeded yet: what the user's first run will copy from the agent.
+    view = file_view(gw.settings, name, spec, file)
+    return {**view, "user": user, "source": f"agent:{view['source']}"}
+
+
+@router.get("/agents/{name}/me/files")
+async def list_my_files(name: str, who: Caller, gw: GW) -> dict[str, Any]:
+    """The caller's own copy of an open agent's files (never another user's)."""
+    spec = await _open_spec(gw, name)
+    views = [await _my_file(gw, name, spec, who.user, f) for f in USER_FILES]
+    return {"agent": name, "user": who.user,
+            "files": [{"name": v["name"], "source": v["source"], "chars": len(v["content"])}
+                      for v in views]}
+
+
+@router.get("/agents/{name}/me/files/{file}")
+async def get_my_file(name: str, file: str, who: Caller, gw: GW) -> dict[str, Any]:
+    return await _my_file(gw, name, await _open_spec(gw, name, file), who.user, file)
+
+
+@router.put("/agents/{name}/me/files/{file}")
+async def put_my_file(name: str, file: str, body: FileBody, who: Caller,
+                      gw: GW) -> dict[str, Any]:
+    """Edit the caller's own copy: their next run reads it; nobody else's changes."""
+    spec = await _open_spec(gw, name, file)
+    await gw.store.put_user_file(name, who.user, file, body.content)
+    return await _my_file(gw, name, spec, who.user, file)
+
+
+@router.delete("/agents/{name}/me/files/{file}")
+async def delete_my_file(name: str, file: str, who: Caller, gw: GW) -> dict[str, Any]:
+    """Drop the caller's copy: their next run seeds it again from the agent's."""
+    spec = await _open_spec(gw, name, file)
+    if not await gw.store.delete_user_file(name, who.user, file):
+        raise NotFoundError(f"you keep no {file} of agent {name!r}")
+    return await _my_file(gw, name, spec, who.user, file)

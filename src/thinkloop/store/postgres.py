@@ -29,6 +29,7 @@ from thinkloop.store.locks import session_key
 from thinkloop.store.pglocks import AdvisoryLocks
 from thinkloop.store.sql import POSTGRES, migrate, render
 from thinkloop.store.sqljobs import JobTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables
@@ -54,7 +55,8 @@ class _Tx:
 
 
 @store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
-class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables):
+class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables,
+                   ManagedTables):
     dialect = POSTGRES
 
     def __init__(

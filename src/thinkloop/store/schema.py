@@ -139,6 +139,19 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "turn TEXT NOT NULL, created_at {real} NOT NULL, held_until {real} NOT NULL)",
         ),
     ),
+    (
+        9,
+        (
+            # Managed mode, per user: an open agent's bootstrap files for each of its users
+            # (seeded from the agent's own on first contact), and the quartermaster's counts
+            # of which tool followed which in an agent's finished runs (store/sqlmanaged.py).
+            "CREATE TABLE agent_user_files (agent TEXT NOT NULL, user_id TEXT NOT NULL, "
+            "name TEXT NOT NULL, content TEXT NOT NULL, updated_at {real} NOT NULL, "
+            "PRIMARY KEY (agent, user_id, name))",
+            "CREATE TABLE tool_follows (agent TEXT NOT NULL, prev TEXT NOT NULL, "
+            "next TEXT NOT NULL, runs INTEGER NOT NULL, PRIMARY KEY (agent, prev, next))",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

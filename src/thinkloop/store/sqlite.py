@@ -24,6 +24,7 @@ from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
+from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import RunTables
 from thinkloop.store.sqlsessions import SessionTables
@@ -123,7 +124,8 @@ async def _rollback(db: aiosqlite.Connection) -> None:
 
 
 @store_errors((sqlite3.Error, OSError), "SQLite store")
-class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables):
+class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables,
+                   ManagedTables):
     """Sessions, memories and profiles in one SQLite file (``":memory:"`` for a scratch one)."""
 
     dialect = SQLITE

@@ -76,6 +76,9 @@ class SubAgents:
     on_event: Callable[[Event], Any] | None = None
     # How children start (None: the calling run's ``spawn``; thinkloop.subagents gives one).
     spawn: Spawn | None = None
+    # The agent's TEAM, when it has one: an agent asked for by name outside it (and not one
+    # of ``specs``) is refused with the names it may use.
+    team: Sequence[str] | None = None
     _usage: defaultdict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
 
     def __post_init__(self) -> None:
@@ -128,6 +131,11 @@ class SubAgents:
         spec = self.by_name.get(agent or _name(self.specs[0]))
         if spec is None:
             known = ", ".join(self.by_name)
+            if self.team is not None:
+                raise ToolArgumentsError(
+                    f"{agent!r} is not on your team, so you cannot delegate to it. Your team: "
+                    f"{', '.join(self.team)}; or 'worker' for a general-purpose sub-agent. "
+                    "Call spawn_agent again with one of these, or do the task yourself.")
             raise ToolArgumentsError(f"unknown sub-agent {agent!r}; available: {known}")
         depth = _DEPTH.get() + 1
         if depth > self.max_depth:

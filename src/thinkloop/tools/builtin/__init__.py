@@ -80,6 +80,9 @@ class Toolbox:
     sub_agents: bool = True
     worker_model: Any = None
     max_workers: int = 4
+    # The agent's TEAM (``TeamMember``s): spawn_agent delegates to these too, and refuses any
+    # other agent by name (the generic "worker" stays available).
+    team: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         self.workspace = Workspace.of(self.settings)
@@ -119,10 +122,13 @@ class Toolbox:
         from thinkloop.tools.subagents import AgentSpec, SubAgents
 
         private = {"send_message", "ask_human"}
+        shared = [t for t in tools if t.name not in private]
         worker = AgentSpec("worker", "a general-purpose worker with the same tools as you",
-                           tools=[t for t in tools if t.name not in private])
-        self.sub_agent_runner = SubAgents([worker], model=self.worker_model,
-                                          max_concurrency=self.max_workers)
+                           tools=shared)
+        members = [_teammate(m, shared) for m in self.team]
+        self.sub_agent_runner = SubAgents(
+            [worker, *members], model=self.worker_model, max_concurrency=self.max_workers,
+            team=tuple(m.name or "" for m in members) if members else None)
         return self.sub_agent_runner.tool()
 
     async def aclose(self) -> None:
@@ -133,6 +139,20 @@ class Toolbox:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _teammate(member: Any, shared: list[Tool]) -> Any:
+    """A teammate as a sub-agent: its own model, instructions and limits, with the tools of
+    its definition that the worker has (all of them by default)."""
+    from thinkloop.tools.subagents import AgentSpec
+
+    own = member.spec or AgentSpec()
+    names = own.tool_names().strip()
+    picked = (shared if names == "default" else [] if names in ("", "none") else
+              [t for t in shared if t.name in {n.strip() for n in names.split(",")}])
+    return AgentSpec(member.name, member.description or own.description, model=own.model,
+                     instructions=own.instructions, tools=picked, max_steps=own.max_steps,
+                     timeout_s=own.timeout_s)
 
 
 def builtin_tools(settings: ToolSettings | None = None, **options: Any) -> list[Tool]:
