@@ -206,7 +206,7 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
     ``data`` is ``text`` encoded as UTF-8, when the caller has it (it is reused across
     patterns)."""
     end = len(text) if endpos is None else min(endpos, len(text))
-    engine = _compiled(regex.pattern, regex.flags)
+    engine = _compiled(regex.pattern, regex.flags) if available() else None
     if engine is None:
         yield from regex.finditer(text, pos, end)
         return
