@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from thinkloop.agent import Agent, AgentOptions
-from thinkloop.guard import GuardSettings, ReviewSettings
-from thinkloop.guard import linear, scan
+from thinkloop.guard import GuardSettings, ReviewSettings, linear, scan
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, InjectionPattern
 from thinkloop.guard.scan import scan_input

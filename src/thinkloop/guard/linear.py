@@ -90,7 +90,7 @@ def _seq(items: list[tuple[Any, Any]], flags: int) -> str:
     return "".join(_node(op, av, flags) for op, av in items)
 
 
-def _node(op: Any, av: Any, flags: int) -> str:  # noqa: PLR0911 - one case per opcode
+def _node(op: Any, av: Any, flags: int) -> str:
     if op is C.LITERAL:
         return _char(av)
     if op is C.NOT_LITERAL:
