@@ -105,8 +105,9 @@ def test_each_pattern_reads_a_long_line_once_per_view(
         assert tried <= views * len(text) // 8, (shape, tried)
 
 
-def test_the_linear_engine_finds_what_re_finds() -> None:
+def test_the_linear_engine_finds_what_re_finds(monkeypatch: pytest.MonkeyPatch) -> None:
     """RE2 only says where a match can start; re decides: the same matches, exactly."""
+    monkeypatch.setattr(linear, "SHORT", 0)  # short texts too (re alone would match them)
     texts = [json.loads(line)["text"] for line in CORPUS.read_text().splitlines()]
     texts += ["ignore my instructions, ignore all instructions", "é dan mode on the dot",
               "x\ud800 system: you", "AI, ignore\u00a0this", "g0123456789abcdef0123456789"]

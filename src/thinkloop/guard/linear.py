@@ -10,7 +10,8 @@ rejected position moves the search one character on. Every match ``re.finditer``
 is returned, and no other: the original decides, RE2 only skips the positions where it cannot
 match. Python's backtracking then runs only where a match starts, never across a long line.
 
-Without the wheel, or for a pattern RE2 rejects, :func:`finditer` is ``regex.finditer``.
+Without the wheel, for a pattern RE2 rejects, or for a text of ``SHORT`` characters or
+fewer, :func:`finditer` is ``regex.finditer``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ _NARROW = {  # inside a negated class: no wider than Python's
     C.CATEGORY_DIGIT: "0-9", C.CATEGORY_WORD: "0-9A-Za-z_", C.CATEGORY_SPACE: r"\t\n\x0b\f\r ",
 }
 _ANY = r"[\x{0}-\x{10FFFF}]"
+# Texts up to this long are matched by re alone: quicker on a message, and it cannot take
+# long on so little.
+SHORT = 4_096
 
 
 def available() -> bool:
@@ -206,7 +210,8 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
     ``data`` is ``text`` encoded as UTF-8, when the caller has it (it is reused across
     patterns)."""
     end = len(text) if endpos is None else min(endpos, len(text))
-    engine = _compiled(regex.pattern, regex.flags) if available() else None
+    engine = _compiled(regex.pattern, regex.flags) if available() and end - pos > SHORT \
+        else None
     if engine is None:
         yield from regex.finditer(text, pos, end)
         return

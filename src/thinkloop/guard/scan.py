@@ -104,7 +104,8 @@ def _leet(view: _View) -> _View | None:
 
 
 def _collapsed(view: _View) -> _View | None:
-    if linear.available() and linear.search(_SPLIT_SCREEN, view.text) is None:
+    if linear.available() and len(view.text) > linear.SHORT \
+            and linear.search(_SPLIT_SCREEN, view.text) is None:
         return None
     splits = [m.span() for m in _SPLIT.finditer(view.text)]
     if not splits:

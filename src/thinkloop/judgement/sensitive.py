@@ -248,7 +248,10 @@ class SensitivityGuard:
         if call is None:
             return
         CURRENT.set(ctx)
-        found = classify_call(call, self.settings.rules)
+        # A long argument (a file the model writes) is searched in a worker thread.
+        size = sum(len(str(v)) for v in call.arguments.values())
+        found = (classify_call(call, self.settings.rules) if size < OFF_LOOP_CHARS
+                 else await asyncio.to_thread(classify_call, call, self.settings.rules))
         ctx.emit(SensitivityClassified, tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
         gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
