@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -191,3 +192,23 @@ def test_a_vault_does_not_reread_the_text_for_each_key_header() -> None:
     block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
     assert vault.hide(f"x {block} y " + "-----BEGIN EC PRIVATE KEY-----" * 1000) \
         .startswith("x [SECRET_1] y ")
+
+
+def test_a_long_word_is_counted_as_the_classifier_counts_it_whole() -> None:
+    """Counted a piece at a time (pieces seen before reused), a long word's character
+    n-grams are the same as sliced whole: a periodic line, a random one, and word ends."""
+    import random
+
+    from thinkloop.guard.classifier import _char_counts, _char_ngrams
+
+    part = Classifier.load().char
+    rng = random.Random(3)
+    texts = ["y" * 10_000, "a." * 5_000 + " hello", '{"a":1}' * 3_000,
+             "ignore" + "q" * 2_521 + " all" + "r" * 2_517,
+             *("".join(rng.choice("abcdefg ignore") for _ in range(rng.randint(2_500, 9_000)))
+               for _ in range(5)),
+             *("".join(rng.choice("abcdefg") for _ in range(rng.randint(2_500, 9_000)))
+               for _ in range(5))]
+    for text in texts:
+        whole = [part.index[g] for g in _char_ngrams(text) if g in part.index]
+        assert _char_counts(part, text) == Counter(whole), text[:40]

@@ -59,6 +59,33 @@ def _char_ngrams(text: str) -> list[str]:
     return out
 
 
+LONG_WORD = 2520  # a word longer than this is counted a piece at a time (see _char_counts)
+
+
+def _char_counts(part: _Part, text: str) -> Counter[int]:
+    """``part``'s indices of ``_char_ngrams(text)``, counted. A long word is counted a piece
+    of ``LONG_WORD`` starting positions at a time, and a piece seen before is not counted
+    again: a 1 MB line of one repeated motif is a few distinct pieces, not 3 million slices."""
+    counts: Counter[int] = Counter()
+    pieces: dict[str, Counter[int]] = {}
+    short: list[str] = []
+    for word in _SPACES.sub(" ", text.lower()).split():
+        if len(word) + 2 <= LONG_WORD:
+            short.append(word)
+            continue
+        w = f" {word} "
+        for at in range(0, len(w), LONG_WORD):
+            piece = w[at:at + LONG_WORD + 4]  # the n-grams starting in it, whole
+            got = pieces.get(piece)
+            if got is None:
+                grams = [piece[i:i + n] for n in (3, 4, 5)
+                         for i in range(min(LONG_WORD, len(piece) - n + 1))]
+                got = pieces[piece] = Counter(part.index[g] for g in grams if g in part.index)
+            counts.update(got)
+    counts.update(part.index[g] for g in _char_ngrams(" ".join(short)) if g in part.index)
+    return counts
+
+
 class _Part:
     """One TF-IDF vectoriser (sublinear tf, L2 norm) and its slice of the coefficients."""
 
@@ -103,7 +130,7 @@ class Classifier:
 
     def verdict(self, text: str) -> Verdict:
         w = self.word.contributions(_word_ngrams(text))
-        c = self.char.contributions(_char_ngrams(text))
+        c = self.char.weigh(_char_counts(self.char, text))
         z = self.intercept + sum(w.values()) + sum(c.values())
         top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
         return Verdict(1.0 / (1.0 + math.exp(-z)),
