@@ -118,7 +118,7 @@ async def test_a_secret_goes_only_to_the_host_the_user_named(
 
 
 def forms_of(secret: str) -> list[str]:
-    from thinkloop.judgement.sensitive import encodings
+    from thinkloop.judgement.secrets import encodings
 
     return [secret, *encodings(secret)]
 

@@ -59,6 +59,33 @@ def _char_ngrams(text: str) -> list[str]:
     return out
 
 
+LONG_WORD = 2520  # a word longer than this is counted a piece at a time (see _char_counts)
+
+
+def _char_counts(part: _Part, text: str) -> Counter[int]:
+    """``part``'s indices of ``_char_ngrams(text)``, counted. A long word is counted a piece
+    of ``LONG_WORD`` starting positions at a time, and a piece seen before is not counted
+    again: a 1 MB line of one repeated motif is a few distinct pieces, not 3 million slices."""
+    counts: Counter[int] = Counter()
+    pieces: dict[str, Counter[int]] = {}
+    short: list[str] = []
+    for word in _SPACES.sub(" ", text.lower()).split():
+        if len(word) + 2 <= LONG_WORD:
+            short.append(word)
+            continue
+        w = f" {word} "
+        for at in range(0, len(w), LONG_WORD):
+            piece = w[at:at + LONG_WORD + 4]  # the n-grams starting in it, whole
+            got = pieces.get(piece)
+            if got is None:
+                grams = [piece[i:i + n] for n in (3, 4, 5)
+                         for i in range(min(LONG_WORD, len(piece) - n + 1))]
+                got = pieces[piece] = Counter(part.index[g] for g in grams if g in part.index)
+            counts.update(got)
+    counts.update(part.index[g] for g in _char_ngrams(" ".join(short)) if g in part.index)
+    return counts
+
+
 class _Part:
     """One TF-IDF vectoriser (sublinear tf, L2 norm) and its slice of the coefficients."""
 
@@ -70,7 +97,9 @@ class _Part:
         self.coef = coef if isinstance(coef, array) else array("f", coef)
 
     def contributions(self, grams: list[str]) -> dict[int, float]:
-        counts = Counter(self.index[g] for g in grams if g in self.index)
+        return self.weigh(Counter(self.index[g] for g in grams if g in self.index))
+
+    def weigh(self, counts: Counter[int]) -> dict[int, float]:
         if not counts:
             return {}
         weights = {i: (1.0 + math.log(c)) * self.idf[i] for i, c in counts.items()}
@@ -101,7 +130,7 @@ class Classifier:
 
     def verdict(self, text: str) -> Verdict:
         w = self.word.contributions(_word_ngrams(text))
-        c = self.char.contributions(_char_ngrams(text))
+        c = self.char.weigh(_char_counts(self.char, text))
         z = self.intercept + sum(w.values()) + sum(c.values())
         top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
         return Verdict(1.0 / (1.0 + math.exp(-z)),
@@ -117,8 +146,14 @@ class Classifier:
         # A window of a long document is judged more strictly than a whole message: license
         # texts and manuals say "you must" and "your system" in every window.
         bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
-        for span in spans:
-            v = self.verdict(text[span[0]:span[1]])
+        score = _Windows(self, text) if len(spans) > 1 else None
+        verdicts: dict[tuple[int, ...], Verdict] = {}
+        for i, span in enumerate(spans):
+            if score is not None and score(i) < bar:
+                continue
+            key = score.key(i) if score is not None else ()
+            v = verdicts.get(key) or verdicts.setdefault(
+                key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
                 continue
             severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
@@ -178,10 +213,53 @@ def _shipped() -> Classifier:
 
 
 def _windows(text: str) -> list[tuple[int, int]]:
-    starts = [m.start() for m in re.finditer(r"\S+", text)]
-    ends = [m.end() for m in re.finditer(r"\S+", text)]
-    if len(starts) <= WHOLE:
-        return [(0, len(text))] if starts else []
+    words = [m.span() for m in _WORDS.finditer(text)]
+    if len(words) <= WHOLE:
+        return [(0, len(text))] if words else []
     step = WINDOW // 2
-    return [(starts[i], ends[min(i + WINDOW, len(ends)) - 1])
-            for i in range(0, len(starts) - step, step)]
+    return [(words[i][0], words[min(i + WINDOW, len(words)) - 1][1])
+            for i in range(0, len(words) - step, step)]
+
+
+_WORDS = re.compile(r"\S+")
+
+
+class _Windows:
+    """The score of each window of a long text, as ``verdict`` gives it, with the work of a
+    word done once per distinct word (its character n-grams and tokens) and of a window once
+    per distinct window: a 1 MB text took seconds when every window was scored from its text.
+    """
+
+    def __init__(self, clf: Classifier, text: str) -> None:
+        self.clf = clf
+        words = text.lower().split()  # the windows' \S+ words, as _char_ngrams splits them
+        ids: dict[str, int] = {}
+        self.ids = [ids.setdefault(w, len(ids)) for w in words]
+        self.chars = [_indices(clf.char, _char_ngrams(w)) for w in ids]
+        self.tokens = [_TOKEN.findall(w) for w in ids]
+        self.seen: dict[tuple[int, ...], float] = {}
+
+    def key(self, i: int) -> tuple[int, ...]:
+        """The distinct words of window ``i``: windows with the same key score the same."""
+        step = WINDOW // 2
+        return tuple(self.ids[i * step:i * step + WINDOW])
+
+    def __call__(self, i: int) -> float:
+        key = self.key(i)
+        score = self.seen.get(key)
+        if score is None:
+            score = self.seen[key] = self._score(key)
+        return score
+
+    def _score(self, key: tuple[int, ...]) -> float:
+        clf = self.clf
+        tokens = list(itertools.chain.from_iterable(self.tokens[k] for k in key))
+        grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
+        chars = Counter(itertools.chain.from_iterable(self.chars[k] for k in key))
+        z = (clf.intercept + sum(clf.word.contributions(grams).values())
+             + sum(clf.char.weigh(chars).values()))
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+def _indices(part: _Part, grams: list[str]) -> list[int]:
+    return [i for i in map(part.index.get, grams) if i is not None]

@@ -16,13 +16,13 @@ import base64
 import binascii
 import codecs
 import functools
+import itertools
 import re
 import unicodedata
-import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from thinkloop.guard import prefilter
+from thinkloop.guard import linear, prefilter
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -53,6 +53,9 @@ _HOMOGLYPHS = str.maketrans({
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 # One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
 _SPLIT = re.compile(r"(?<![^\W_])[^\W_]([ .\-_*·|/])(?:[^\W_]\1){1,}[^\W_](?![^\W_])")
+# The same without its lookarounds and with the separator spelt out: what RE2 can screen for.
+_SPLIT_SCREEN = re.compile("|".join(rf"[^\W_]{re.escape(sep)}(?:[^\W_]{re.escape(sep)})+[^\W_]"
+                                    for sep in " .-_*·|/"))
 _LEET_TABLE = str.maketrans(_LEET)
 _MIXED = re.compile(r"[a-z][0-9@$]|[0-9@$][a-z]")
 # A whole run of letters, digits, @ and $ that mixes them. It starts only where a run does
@@ -71,13 +74,13 @@ _PCT = re.compile(r"(?<!\S)\S*%[0-9a-fA-F]{2}\S*(?:\s+\S*%[0-9a-fA-F]{2}\S*)*")
 class _View:
     name: str
     text: str
-    origin: tuple[int, ...]  # origin[i] = index in the original text of text[i]
+    origin: Sequence[int]  # origin[i] = index in the original text of text[i]
     whole: tuple[int, int] | None = None  # decoded views: every match spans the encoded run
 
 
 def _canonical(text: str, base: int = 0) -> _View:
     if text.isascii():  # the common case: nothing to fold but case
-        return _View("text", text.lower(), tuple(range(base, base + len(text))))
+        return _View("text", text.lower(), range(base, base + len(text)))
     chars: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(text):
@@ -94,21 +97,24 @@ def _leet(view: _View) -> _View | None:
     # Such a run holds a letter next to a digit, @ or $: without one anywhere (one C search)
     # there is no leet view, and only the runs that have one are translated. (A Python call
     # per word took seconds on a 1 MB text.)
-    if _MIXED.search(view.text) is None:
+    if linear.search(_MIXED, view.text) is None:
         return None
     text = _MIXED_RUN.sub(lambda m: m.group().translate(_LEET_TABLE), view.text)
     return _View("leet", text, view.origin) if text != view.text else None
 
 
 def _collapsed(view: _View) -> _View | None:
-    keep = [True] * len(view.text)
-    for m in _SPLIT.finditer(view.text):
-        for i in range(m.start() + 1, m.end(), 2):
-            keep[i] = False
-    if all(keep):
+    if linear.available() and len(view.text) > linear.SHORT \
+            and linear.search(_SPLIT_SCREEN, view.text) is None:
         return None
-    text = "".join(c for c, k in zip(view.text, keep, strict=True) if k)
-    origin = tuple(o for o, k in zip(view.origin, keep, strict=True) if k)
+    splits = [m.span() for m in _SPLIT.finditer(view.text)]
+    if not splits:
+        return None
+    keep = [True] * len(view.text)
+    for start, end in splits:
+        keep[start + 1:end:2] = [False] * len(range(start + 1, end, 2))
+    text = "".join(itertools.compress(view.text, keep))
+    origin = tuple(itertools.compress(view.origin, keep))
     return _View("collapsed", text, origin)
 
 
@@ -160,6 +166,9 @@ def _inflects(word: str, key: str) -> bool:
 
 
 def _typos(view: _View) -> _View | None:
+    # Most texts hold no typo of a key word: their distinct words (one C pass) say so.
+    if not any(_keyword(w) for w in set(_LETTERS.findall(view.text))):
+        return None
     chars: list[str] = []
     origin: list[int] = []
     last = 0
@@ -182,7 +191,8 @@ def _typos(view: _View) -> _View | None:
 
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(view name, decoded text, span of the encoded run) for runs that decode to text."""
-    for m in _B64.finditer(text):
+    utf8 = linear.encode(text) if linear.available() else None
+    for m in linear.finditer(_B64, text, data=utf8):
         raw = m.group()
         try:
             data = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
@@ -191,8 +201,21 @@ def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
         yield "base64", data.decode("utf-8", "replace"), m.span()
     for m in _HEX.finditer(text):
         yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()
-    for m in _PCT.finditer(text):
-        yield "percent", urllib.parse.unquote(m.group()), m.span()
+    for m in linear.finditer(_PCT, text, data=utf8):
+        yield "percent", _unquote(m.group()), m.span()
+
+
+_ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
+
+
+def _unquote(run: str) -> str:
+    """``urllib.parse.unquote``, with its per-escape Python loop done by C maps instead (a
+    1 MB run of escapes took 0.3 s)."""
+    parts = _ESCAPE.split(run)
+    out: list[bytes] = [b""] * len(parts)
+    out[0::2] = map(str.encode, parts[0::2])
+    out[1::2] = map(bytes.fromhex, parts[1::2])
+    return b"".join(out).decode("utf-8", "replace")
 
 
 def _printable(text: str) -> bool:
@@ -200,7 +223,12 @@ def _printable(text: str) -> bool:
     # base64 is binary, not text (and canonicalising its view cost seconds).
     if not text or text.count("\ufffd") > 0.1 * len(text):
         return False
-    return sum(c.isprintable() or c.isspace() for c in text) >= 0.9 * len(text)
+    if text.isprintable():
+        return True
+    # Count by distinct character (a set and str.count are C loops; a loop per character
+    # took 0.15 s on 1 MB).
+    odd = [c for c in set(text) if not (c.isprintable() or c.isspace())]
+    return sum(map(text.count, odd)) <= 0.1 * len(text)
 
 
 def _views(text: str) -> Iterator[_View]:
@@ -211,9 +239,10 @@ def _views(text: str) -> Iterator[_View]:
             yield derived
     # A model only follows rot13 or reversed text when told to decode it, so those views run
     # only when the text says so (they would double the cost of every scan otherwise).
-    if _ROT_HINT.search(canon.text):
+    data = linear.encode(canon.text) if linear.available() else None
+    if linear.search(_ROT_HINT, canon.text, data):
         yield _View("rot13", codecs.encode(canon.text, "rot13"), canon.origin)
-    if _REV_HINT.search(canon.text):
+    if linear.search(_REV_HINT, canon.text, data):
         yield _View("reversed", canon.text[::-1], canon.origin[::-1])
     for name, decoded, (start, end) in _decoded_blobs(text):
         if _printable(decoded):
@@ -225,12 +254,14 @@ def _span(view: _View, start: int, end: int) -> tuple[int, int]:
     if view.whole is not None:
         return view.whole
     picked = view.origin[start:end] or (view.origin[min(start, len(view.origin) - 1)],)
-    return (min(picked), max(picked) + 1)
+    # Every view's map runs one way (the reversed view's backwards): its ends are its bounds.
+    first, last = picked[0], picked[-1]
+    return (min(first, last), max(first, last) + 1)
 
 
-# Long views are matched a window at a time (each window's matches that start in it, with an
-# overlap for their length): one regex call never holds the interpreter for long, so a scan in
-# a worker thread lets the event loop run between windows.
+# Without RE2 (guard/linear.py), long views are matched a window at a time (each window's
+# matches that start in it, with an overlap for their length): one regex call never holds the
+# interpreter for long, so a scan in a worker thread lets the event loop run between windows.
 _WINDOW = 16_384
 _OVERLAP = 1_024
 
@@ -240,7 +271,12 @@ def _factors(regex: re.Pattern[str]) -> frozenset[str] | None:
     return prefilter.factors(regex)
 
 
-def _matches(regex: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+def _matches(regex: re.Pattern[str], text: str, data: bytes | None = None
+             ) -> Iterator[re.Match[str]]:
+    if linear.available():
+        # RE2 finds where a match can start, re confirms there: linear in the text.
+        yield from linear.finditer(regex, text, data=data)
+        return
     # Only around the words the pattern cannot match without (guard/prefilter.py); a match
     # is at most _OVERLAP long on either side of its word, as across windows below.
     for lo, hi in prefilter.spans(text, _factors(regex), _OVERLAP):
@@ -265,8 +301,9 @@ def scan_input(
     found: dict[tuple[str, tuple[int, int]], Finding] = {}
     pats = tuple(patterns)
     for view in _views(text):
+        data = linear.encode(view.text) if linear.available() else None
         for p in pats:
-            for m in _matches(p.regex, view.text):
+            for m in _matches(p.regex, view.text, data):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))

@@ -22,7 +22,8 @@ In order, for every HTTP request and WebSocket handshake (an ASGI middleware):
 5. **Sizes**: a head over ``max_header_bytes`` is refused (431; h11 refuses one still
    arriving, 400). A body declared over ``max_body_bytes`` is refused at once (413), one
    that grows past it is cut off (413), one that takes over ``body_timeout_s`` ends with
-   408. The application gets the body whole.
+   408. The application gets the body whole. A refused request's body up to 64 KB is read
+   and dropped first (within 2 s), so the client gets the refusal rather than a reset.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ OPEN_PATHS = frozenset({"/", "/healthz"})  # what a browser may GET without the 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 PRINCIPAL = "thinkloop.principal"  # where the caller found here waits for the routes
 TOKEN_HEADER = "x-thinkloop-token"  # how a program sends a --no-auth gateway's token
+DRAIN_BYTES = 64 * 1024  # a refused body up to this size is read first (see drain)
+DRAIN_S = 2.0  # for at most this long
 
 
 class Refused(Exception):
@@ -91,14 +94,18 @@ class Doors:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        unread = scope["type"] == "http" and _has_body(headers)
         try:
             self.measure(scope)
             self.knock(scope, headers)
             if not self.config.no_auth and _needs_key(scope["path"]):
                 scope[PRINCIPAL] = await self.key(scope, headers)
-            if scope["type"] == "http" and _has_body(headers):
+            if unread:
+                unread = False  # read now, whole or cut off: nothing to drain after
                 receive = await self.body(headers, receive)
         except Refused as no:
+            if unread:
+                await drain(headers, receive, min(DRAIN_S, self.config.body_timeout_s))
             await refuse(scope, receive, send, no)
             return
         await self.app(scope, receive, send)
@@ -172,6 +179,24 @@ class Doors:
                                "(gateway.body_timeout_s)") from None
 
 
+async def drain(headers: dict[str, str], receive: Receive, timeout_s: float) -> None:
+    """Read and drop a small body refused before it was read, so the refusal is not lost to a
+    reset (a socket closed with unread bytes resets, and the client may see that instead of
+    the answer). A body declared over ``DRAIN_BYTES`` is left unread: refused at once."""
+    declared = headers.get("content-length", "")
+    if not (declared.isdigit() and int(declared) <= DRAIN_BYTES) \
+            and "transfer-encoding" not in headers:
+        return
+    size = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while size <= DRAIN_BYTES:
+                message = await receive()
+                size += len(message.get("body", b""))
+                if message["type"] != "http.request" or not message.get("more_body"):
+                    return
+
+
 def _replay(body: bytes, receive: Receive, first: Message | None = None) -> Receive:
     pending: list[Message] = [first or {"type": "http.request", "body": body,
                                         "more_body": False}]
@@ -183,7 +208,8 @@ def _replay(body: bytes, receive: Receive, first: Message | None = None) -> Rece
 
 
 async def refuse(scope: Scope, receive: Receive, send: Send, no: Refused) -> None:
-    """The error in the gateway's one shape; the connection closes (an unread body is left)."""
+    """The error in the gateway's one shape; the connection closes (a large unread body is
+    left unread)."""
     body = orjson.dumps({"error": {"message": no.message, "type": no.kind, "code": no.status}})
     headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
                (b"content-length", str(len(body)).encode()), *no.headers]

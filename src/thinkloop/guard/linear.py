@@ -1,0 +1,238 @@
+"""Linear-time matching of Python regexes: RE2 finds where a match can start, ``re`` confirms.
+
+RE2 (``google-re2``, extra ``guard``) runs in time linear in the text but has no lookaround,
+back-references or Unicode ``\\b``. :func:`relaxed` translates a compiled Python pattern into
+an RE2 pattern that matches *at least* wherever the original does (assertions dropped, ``\\w``
+and ``\\s`` widened to their Unicode meaning, a back-reference read as "anything").
+:func:`finditer` then walks the text as ``re.finditer`` does: RE2 finds the leftmost position
+where the relaxed pattern matches, the original is tried there alone (``regex.match``), and a
+rejected position moves the search one character on. Every match ``re.finditer`` would return
+is returned, and no other: the original decides, RE2 only skips the positions where it cannot
+match. Python's backtracking then runs only where a match starts, never across a long line.
+
+Without the wheel, for a pattern RE2 rejects, or for a text of ``SHORT`` characters or
+fewer, :func:`finditer` is ``regex.finditer``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+P: Any = importlib.import_module("re._parser")
+C: Any = importlib.import_module("re._constants")
+
+try:
+    re2: Any = importlib.import_module("re2")
+except ImportError:  # pragma: no cover - the wheel is in the default install
+    re2 = None
+
+_WIDE = {  # the Unicode classes, as wide as Python's or wider
+    C.CATEGORY_DIGIT: r"\pN", C.CATEGORY_WORD: r"\pL\pN\pM_",
+    C.CATEGORY_SPACE: r"\t\n\x0b\f\r \x1c-\x1f\x85\pZ",
+}
+_NARROW = {  # inside a negated class: no wider than Python's
+    C.CATEGORY_DIGIT: "0-9", C.CATEGORY_WORD: "0-9A-Za-z_", C.CATEGORY_SPACE: r"\t\n\x0b\f\r ",
+}
+_ANY = r"[\x{0}-\x{10FFFF}]"
+# Texts up to this long are matched by re alone: quicker on a message, and it cannot take
+# long on so little.
+SHORT = 4_096
+
+
+def available() -> bool:
+    return re2 is not None
+
+
+def search(regex: re.Pattern[str], text: str, data: bytes | None = None) -> re.Match[str] | None:
+    """``regex.search(text)``, through RE2 where it is there (see :func:`finditer`)."""
+    return next(finditer(regex, text, data=data), None)
+
+
+def _char(c: int) -> str:
+    return chr(c) if chr(c).isalnum() and c < 128 else f"\\x{{{c:x}}}"
+
+
+def _category(cat: Any, negated: bool) -> str | None:
+    base = next((k for k in _WIDE if str(k) == str(cat)), None)
+    if base is None:
+        return None  # a negated category: no class of RE2's fits it exactly
+    return (_NARROW if negated else _WIDE)[base]
+
+
+def _class(items: list[tuple[Any, Any]]) -> str:
+    negated = bool(items) and items[0][0] is C.NEGATE
+    for op, av in items:
+        if negated and op is C.CATEGORY and "NOT_" in str(av):
+            # [^\W_]: none of what is not a word character, so within the word characters.
+            return f"[{_category(str(av).replace('NOT_', ''), False)}]"
+        if not negated and len(items) == 1 and op is C.CATEGORY and "NOT_" in str(av):
+            # \S: not even the ASCII spaces (which Python's \S also refuses), so wider.
+            base = next(k for k in _NARROW if str(k) == str(av).replace("NOT_", ""))
+            return f"[^{_NARROW[base]}]"
+    parts: list[str] = []
+    for op, av in items[1:] if negated else items:
+        if op is C.LITERAL:
+            parts.append(_char(av))
+        elif op is C.RANGE:
+            parts.append(f"{_char(av[0])}-{_char(av[1])}")
+        elif op is C.CATEGORY and (part := _category(av, negated)) is not None:
+            parts.append(part)
+        elif negated:
+            continue  # excluding less matches more: still a superset
+        else:
+            return _ANY
+    if not parts:
+        return _ANY if negated else "[^\\x{0}-\\x{10FFFF}]"
+    return f"[{'^' if negated else ''}{''.join(parts)}]"
+
+
+def _seq(items: list[tuple[Any, Any]], flags: int) -> str:
+    return "".join(_node(op, av, flags) for op, av in items)
+
+
+def _node(op: Any, av: Any, flags: int) -> str:
+    if op is C.LITERAL:
+        return _char(av)
+    if op is C.NOT_LITERAL:
+        return f"[^{_char(av)}]"
+    if op is C.ANY:
+        return _ANY if flags & re.DOTALL else r"[^\n]"
+    if op is C.IN:
+        return _class(list(av))
+    if op is C.CATEGORY:
+        return _class([(op, av)])
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        low, high, sub = av
+        bound = "" if high is C.MAXREPEAT else str(high)
+        # Lazy whatever the original: only where a match starts counts, and a lazy repeat
+        # lets RE2 stop at the first end it finds instead of reading on for the longest.
+        return f"(?:{_seq(list(sub), flags)}){{{low},{bound}}}?"
+    if op is C.SUBPATTERN:
+        _, add, _, sub = av
+        return f"(?:{_seq(list(sub), flags | add)})"
+    if op is C.ATOMIC_GROUP:
+        return f"(?:{_seq(list(av), flags)})"
+    if op is C.BRANCH:
+        return "(?:" + "|".join(_seq(list(b), flags) for b in av[1]) + ")"
+    if op is C.AT and av is C.AT_BEGINNING and flags & re.MULTILINE:
+        return "(?m:^)"  # kept: starts only after a newline, as in re
+    if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+        return ""  # dropped: matches more, and re checks it
+    if op in (C.GROUPREF, C.GROUPREF_EXISTS):
+        return f"{_ANY}*?"
+    raise ValueError(f"no RE2 form for {op}")
+
+
+def relaxed(regex: re.Pattern[str]) -> str:
+    """An RE2 pattern matching wherever ``regex`` matches (at the same start), or more."""
+    tree = P.parse(regex.pattern, regex.flags)
+    flags = regex.flags | tree.state.flags
+    prefix = "(?i)" if flags & re.IGNORECASE else ""
+    return prefix + _seq(list(tree), flags)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str, flags: int) -> Any:
+    if re2 is None:
+        return None
+    try:
+        source = relaxed(re.compile(pattern, flags))
+        options = re2.Options()
+        options.max_mem = 64 << 20
+        return re2.compile(source.encode(), options)
+    except (ValueError, re2.error, re.error):
+        return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode(text: str) -> bytes:
+    """``text`` as UTF-8 for RE2; a lone surrogate becomes U+FFFD (one character still)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
+class _Offsets:
+    """Byte offsets of a UTF-8 text to character offsets and back, moving forward only."""
+
+    def __init__(self, text: str, data: bytes) -> None:
+        self.text = text if len(text) == len(data) else data.decode("utf-8")
+        self.data = data
+        self.ascii = len(text) == len(data)
+        self.char = self.byte = 0
+
+    def to_char(self, byte: int) -> int:
+        if self.ascii:
+            return byte
+        if byte < self.byte:
+            self.char = self.byte = 0
+        self.char += len(self.data[self.byte:byte].decode("utf-8"))
+        self.byte = byte
+        return self.char
+
+    def to_byte(self, char: int) -> int:
+        if self.ascii:
+            return char
+        if char < self.char:
+            self.char = self.byte = 0
+        self.byte += len(self.text[self.char:char].encode("utf-8"))
+        self.char = char
+        return self.byte
+
+
+def _searcher(engine: Any) -> Any:
+    """``search(data, at, end)``: the byte offset where the leftmost match starts, or -1."""
+    raw = getattr(engine, "_regexp", None)
+    if raw is not None and hasattr(raw, "Match"):  # the wheel's C object: no Match built
+        anchor = re2._Anchor.UNANCHORED
+
+        def fast(data: bytes, at: int, end: int) -> int:
+            return int(raw.Match(anchor, data, at, end)[0][0])
+        return fast
+
+    def public(data: bytes, at: int, end: int) -> int:
+        hit = engine.search(data, at, end)
+        return -1 if hit is None else int(hit.start())
+    return public
+
+
+def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None,
+             data: bytes | None = None) -> Iterator[re.Match[str]]:
+    """``regex.finditer(text, pos, endpos)``, in time linear in the text where RE2 is there.
+
+    ``data`` is ``text`` encoded as UTF-8, when the caller has it (it is reused across
+    patterns)."""
+    end = len(text) if endpos is None else min(endpos, len(text))
+    engine = _compiled(regex.pattern, regex.flags) if available() and end - pos > SHORT \
+        else None
+    if engine is None:
+        yield from regex.finditer(text, pos, end)
+        return
+    if data is None:
+        data = encode(text)
+    offsets = _Offsets(text, data)
+    byte_end = offsets.to_byte(end) if end < len(text) else len(data)
+    offsets = _Offsets(text, data)
+    at = offsets.to_byte(pos)
+    search = _searcher(engine)
+    while at <= byte_end:
+        hit = search(data, at, byte_end)
+        if hit < 0:
+            return
+        start = offsets.to_char(hit)
+        m = regex.match(text, start, end)
+        if m is None:
+            at = offsets.to_byte(start + 1) if start < end else byte_end + 1
+            continue
+        yield m
+        nxt = m.end() if m.end() > start else start + 1
+        if nxt > end:
+            return
+        at = offsets.to_byte(nxt)
