@@ -70,11 +70,12 @@ def test_undecodable_and_huge_input_is_scored_not_raised() -> None:
     broken = b"ok \xff\xfe then \xc3".decode("utf-8", "surrogateescape") + " \udcff"
     assert model.scan(broken) == []
     filler = "The committee reviewed the budget and agreed on the timeline. "
-    huge = filler * 40 + ATTACKS[1] + " " + filler * 20_000  # ~1.3 MB
+    attack = (ATTACKS[1] + " ") * 3  # one sentence in 48 words of filler scores lower
+    huge = filler * 40 + attack + filler * 20_000  # ~1.3 MB
     found = model.scan(huge)
-    start = huge.index(ATTACKS[1])
+    start = huge.index(attack)
     assert found and all(f.span[1] <= MAX_CHARS for f in found)
-    assert any(f.span[0] <= start < f.span[1] for f in found)
+    assert any(f.span[0] < start + len(attack) and f.span[1] > start for f in found)
 
 
 def test_the_input_guard_reports_it_as_its_own_detector() -> None:

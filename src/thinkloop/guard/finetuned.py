@@ -126,6 +126,7 @@ class FineTuned:
         if quantize:
             with warnings.catch_warnings():  # torch 2.9+ says it moves to torchao
                 warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", UserWarning)
                 q: Any = torch.ao.quantization.quantize_dynamic
                 model.encoder = q(model.encoder, {torch.nn.Linear}, dtype=torch.qint8)
         return model
