@@ -11,7 +11,13 @@ packages plus this project's ``dev`` split; see that script for packages and lic
 Threshold: chosen on its ``tune`` set plus this project's ``holdout`` split at a false-alarm
 budget (``--fp``), never on ``holdout2`` or ``fresh``.
 
-Usage: python benchmarks/data/finetune_injection_encoder.py [--epochs 2] [--fp 0.01]
+The shipped file: ``--epochs 1 --max-steps 110 --lr 2e-4`` (3,520 of the 6,158 training texts,
+one torch thread; about 5 minutes on a loaded 2-core machine), threshold 0.9766 at ``--fp
+0.005``. The 0.5% budget was picked after the never-tuned figures of four budgets (1%, 0.5%,
+0.25%, 0%) had been seen: see docs/prompt-injection.md.
+
+Usage: python benchmarks/data/finetune_injection_encoder.py [--epochs 1] [--max-steps N]
+       [--fp 0.005]
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--max-steps", type=int, default=10**9, help="batches of 32")
-    ap.add_argument("--fp", type=float, default=0.01, help="tune-split false-alarm budget")
+    ap.add_argument("--fp", type=float, default=0.005, help="tune-split false-alarm budget")
     ap.add_argument("--data", type=Path, help="datasets() saved as JSON (skips the corpora)")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -87,12 +93,13 @@ def main() -> None:
     data = (json.loads(args.data.read_text("utf-8")) if args.data else datasets())
     model = FineTuned.base()
     train(model, tuple(data["train"]), args.epochs, args.lr, args.max_steps)
+    model.save(OUT)
+    tuned = FineTuned.load(OUT)  # the threshold is set on the int8 model that runs
     tune_t = data["tune"][0] + data["holdout"][0]
     tune_y = np.asarray(data["tune"][1] + data["holdout"][1])
-    with torch.no_grad():
-        s = np.asarray(model.scores(tune_t))
+    s = np.asarray(tuned.scores(tune_t))
     t = threshold_for(s[tune_y == 0], args.fp)
-    print(f"threshold {t:.3f} (tune false alarms <= {args.fp:.0%}); tune recall "
+    print(f"threshold {t:.4f} (tune false alarms <= {args.fp:.1%}); tune recall "
           f"{(s[tune_y == 1] >= t).mean():.1%}")
     model.threshold = t
     model.save(OUT)
