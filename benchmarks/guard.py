@@ -21,7 +21,13 @@ of benchmarks/data/train_injection_encoder.py, threshold chosen on ``holdout`` a
 validation splits), alone and on top of patterns+classifier, and its latency per message on
 one core (torch limited to one thread): median and 95th percentile over the corpus.
 
-Usage: python benchmarks/guard.py [--repeat 5] [--semantic] [--encoder]
+``--finetuned`` adds the fine-tuned MiniLM classifier (guard/finetuned.py, trained by
+benchmarks/data/finetune_injection_encoder.py, threshold chosen on ``holdout`` and public test
+rows), alone and on top of patterns+classifier, and its latency per message with torch on one
+thread (int8): CPU and wall time, median and 95th percentile. Pin it to one core with
+``taskset -c 0``.
+
+Usage: python benchmarks/guard.py [--repeat 5] [--semantic] [--encoder] [--finetuned]
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--semantic", action="store_true")
     ap.add_argument("--encoder", action="store_true")
+    ap.add_argument("--finetuned", action="store_true")
     args = ap.parse_args()
     rows = [json.loads(line) for path in (CORPUS, FRESH)
             for line in path.read_text("utf-8").splitlines()]
@@ -127,11 +134,16 @@ def main() -> None:
         encoder = _encoder(rows)
         detectors += [("encoder", encoder),
                       ("pat+clf+enc", lambda t: combined(t) or encoder(t))]
+    if args.finetuned:
+        tuned = _finetuned(rows)
+        detectors += [("finetuned", tuned),
+                      ("pat+clf+ft", lambda t: combined(t) or tuned(t))]
     for name, fn in detectors:
         for split, line in rates(rows, fn).items():
             print(f"{name:12s} {split:8s} {line}")
     columns = [("patterns", thinkloop), ("classifier", classifier), ("both", combined)]
-    columns += [(n, fn) for n, fn in detectors if n in ("encoder", "pat+clf+enc")]
+    columns += [(n, fn) for n, fn in detectors if n in ("encoder", "pat+clf+enc", "finetuned",
+                                                             "pat+clf+ft")]
     per_category(rows, columns)
     base_t, ours_t = timing(rows, baseline, args.repeat), timing(rows, thinkloop, args.repeat)
     clf_t = timing(rows, classifier, args.repeat)
@@ -180,6 +192,30 @@ def _encoder(rows: list[dict[str, str]]) -> Callable[[str], bool]:
     print(f"(encoder: model load {load:.1f} s; per message, one thread: "
           f"CPU median {_pct(cpu, 50):.1f} ms p95 {_pct(cpu, 95):.1f} ms; "
           f"wall median {_pct(wall, 50):.1f} ms p95 {_pct(wall, 95):.1f} ms)\n")
+    return lambda text: verdicts[text] if text in verdicts else bool(det.scan(text))
+
+
+def _finetuned(rows: list[dict[str, str]]) -> Callable[[str], bool]:
+    from thinkloop.guard.finetuned import shipped
+
+    start = time.perf_counter()
+    det = shipped()  # one torch thread
+    det.scan("warm up")
+    load = time.perf_counter() - start
+    verdicts: dict[str, bool] = {}
+    wall: list[float] = []
+    cpu: list[float] = []
+    for r in rows:
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        verdicts[r["text"]] = bool(det.scan(r["text"]))
+        cpu.append(time.thread_time() - start_cpu)
+        wall.append(time.perf_counter() - start)
+    big = "lorem ipsum dolor sit amet " * 1200
+    big_t = _once(lambda: det.scan(big))
+    print(f"(finetuned: model load {load:.1f} s; per message, one thread: "
+          f"CPU median {_pct(cpu, 50):.1f} ms p95 {_pct(cpu, 95):.1f} ms; "
+          f"wall median {_pct(wall, 50):.1f} ms p95 {_pct(wall, 95):.1f} ms; "
+          f"a 32K-char message {big_t * 1e3:.0f} ms)\n")
     return lambda text: verdicts[text] if text in verdicts else bool(det.scan(text))
 
 

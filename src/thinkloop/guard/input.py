@@ -26,12 +26,14 @@ from thinkloop.spotlight import Spotlight, spotlight
 
 if TYPE_CHECKING:
     from thinkloop.guard.encoder import EncoderDetector
+    from thinkloop.guard.finetuned import FineTunedDetector
     from thinkloop.guard.semantic import SemanticDetector
 
 log = logging.getLogger("thinkloop.guard")
 
 GuardMode = Literal["off", "log", "warn", "block"]
 ENCODER_DEFAULT: Literal["shipped"] | None = None
+FINETUNED_DEFAULT: Literal["shipped"] | None = None
 OFF_LOOP_CHARS = 4000  # texts this long are scanned in a worker thread
 TRUNCATION_NOTE = (
     "\n\n[Note: this message was {n} characters long and was truncated to the first {kept}. "
@@ -74,6 +76,10 @@ class InputGuardSettings:
     # which is scored without it unless ``encoder_wait`` (a cold start costs seconds).
     encoder: EncoderDetector | Literal["shipped"] | None = ENCODER_DEFAULT
     encoder_wait: bool = False
+    # The fine-tuned MiniLM classifier (guard/finetuned.py, extra ``recall``): loaded and
+    # scored like the encoder detector; "shipped" is skipped when the extra is not installed.
+    finetuned: FineTunedDetector | Literal["shipped"] | None = FINETUNED_DEFAULT
+    finetuned_wait: bool = False
 
 
 def _encoder(setting: EncoderDetector | Literal["shipped"] | None) -> EncoderDetector | None:
@@ -82,6 +88,27 @@ def _encoder(setting: EncoderDetector | Literal["shipped"] | None) -> EncoderDet
     from thinkloop.guard.encoder import available, shipped_detector
 
     return shipped_detector() if available() else None
+
+
+def _finetuned(setting: FineTunedDetector | Literal["shipped"] | None,
+               ) -> FineTunedDetector | None:
+    if setting != "shipped":
+        return setting
+    from thinkloop.guard.finetuned import available, shipped_detector
+
+    return shipped_detector() if available() else None
+
+
+async def _lazy(det: EncoderDetector | FineTunedDetector | None, text: str,
+                wait: bool) -> list[Finding]:
+    """A model detector's findings; until its model has loaded, none (it starts loading)
+    unless ``wait``."""
+    if det is None:
+        return []
+    if det.ready or wait:
+        return await asyncio.to_thread(det.scan, text, wait=wait)
+    det.warm()
+    return []
 
 
 def _payload(findings: Sequence[Finding]) -> list[dict[str, Any]]:
@@ -114,13 +141,10 @@ class InputGuard:
         if clf is not None and (not external or self.settings.classify_external):
             model = Classifier.load() if clf == "shipped" else clf
             findings += model.scan(text) if small else await asyncio.to_thread(model.scan, text)
-        det = _encoder(self.settings.encoder)
-        if det is not None and (not external or self.settings.classify_external):
-            wait = self.settings.encoder_wait
-            if det.ready or wait:
-                findings += await asyncio.to_thread(det.scan, text, wait=wait)
-            else:
-                det.warm()
+        if not external or self.settings.classify_external:
+            s = self.settings
+            findings += await _lazy(_encoder(s.encoder), text, s.encoder_wait)
+            findings += await _lazy(_finetuned(s.finetuned), text, s.finetuned_wait)
         if self.settings.semantic is not None:
             # Embedding is CPU work: keep it off the event loop.
             findings += await asyncio.to_thread(self.settings.semantic.scan, text)
