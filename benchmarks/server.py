@@ -89,7 +89,7 @@ def serve_gateway(port: int, runs: int) -> None:
     home = Path(tempfile.mkdtemp(prefix="tl-bench-"))
     agents = home / "agents.yaml"
     agents.write_text(AGENTS)
-    config = GatewayConfig(no_auth=True, agents_file=agents, per_user_runs=runs,
+    config = GatewayConfig(no_auth=True, port=port, agents_file=agents, per_user_runs=runs,
                            max_runs=runs, store_url=str(home / "gateway.db"))
     uvicorn.run(create_app(config, tools=[make_tool(echo)]), host="127.0.0.1", port=port,
                 log_level="warning", backlog=4096, timeout_keep_alive=60)
@@ -151,10 +151,12 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, lat: li
                 stats["reconnects"] = stats.get("reconnects", 0) + 1
 
 
-async def drive(base: str, runs: int, gateway_pid: int) -> dict[str, float]:
+async def drive(base: str, runs: int, gateway_pid: int, token: str) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
     timeout = aiohttp.ClientTimeout(total=600)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    headers = {"X-Thinkloop-Token": token}  # a --no-auth gateway's process token
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                     headers=headers) as session:
         body = {"agent": "bench", "task": "warm up", "stream": False}
         async with session.post(f"{base}/v1/runs", json=body) as r:
             warm = (await r.json())["id"]
@@ -230,7 +232,9 @@ def main() -> None:
     try:
         wait_up(f"http://127.0.0.1:{gw_port}/healthz", gateway)
         time.sleep(0.5)
-        gw = asyncio.run(drive(f"http://127.0.0.1:{gw_port}", args.runs, gateway.pid))
+        token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{gw_port}.token").read_text()
+        gw = asyncio.run(drive(f"http://127.0.0.1:{gw_port}", args.runs, gateway.pid,
+                               token.strip()))
         base = json.loads(subprocess.run([*me, "--role", "direct"], env=env, check=True,
                                          capture_output=True, text=True).stdout)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 
@@ -102,6 +103,14 @@ def test_reconnecting_with_last_event_id_misses_nothing(stack: Stack) -> None:
         assert whole == first + rest
         results = [e["payload"]["content"] for e in whole if e["type"] == "tool.result"]
         assert results == ["1024", "256"]
+        # A finished run's events are all ready at once: the wire still carries one
+        # standard frame per event (id, event, data), whatever the writes that carried them.
+        r = c.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": "3"})
+        frames = r.content.split(b"\r\n\r\n")
+        assert frames[:len(rest)] == [
+            b"id: %d\r\nevent: event\r\ndata: %s" % (e["id"], json.dumps(
+                e, separators=(",", ":"), ensure_ascii=False).encode()) for e in rest]
+        assert frames[len(rest)].startswith(b"event: end\r\ndata: ")
 
 
 def test_an_approval_is_answered_through_the_api(stack: Stack) -> None:

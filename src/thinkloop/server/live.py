@@ -74,12 +74,21 @@ class LiveRun:
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Events numbered above ``after``, as they come, until the run has finished."""
+        async for batch in self.follow_batches(after):
+            for item in batch:
+                yield item
+
+    async def follow_batches(self, after: int = 0
+                             ) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """Like :meth:`follow`, but every event already published at once, in one list
+        (a subscriber writes them in one send per loop turn)."""
         seq = max(0, after)
         while True:
             changed = self._changed
-            while seq < len(self.events):
-                seq += 1
-                yield seq, self.events[seq - 1]
+            if seq < len(self.events):
+                batch = list(enumerate(self.events[seq:], seq + 1))
+                seq += len(batch)
+                yield batch
             if self.done:
                 return
             await changed.wait()
