@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
@@ -117,6 +117,32 @@ async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
         raise
 
 
+def _in_one_tx(conn: sqlite3.Connection, stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+               ) -> None:
+    """On the database thread: every statement's rows in one write transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for sql, rows in stmts:
+            conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+async def _one_trip(db: aiosqlite.Connection,
+                    stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
+    """``stmts`` in one transaction and one trip to aiosqlite's thread (a trip is a thread
+    hand-off each way, the cost that dominates a small write): BEGIN, the rows and COMMIT
+    (or ROLLBACK) run there back to back, so no cancel can land between them."""
+    rendered = [(render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows]
+    if rendered:
+        # aiosqlite runs fn(*args) on its connection's thread (the same as its own calls).
+        on_thread = cast(Callable[..., Awaitable[None]], db._execute)
+        await settled(on_thread(_in_one_tx, db._conn, rendered))
+
+
 async def _rollback(db: aiosqlite.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):
         await db.execute("ROLLBACK")
@@ -212,6 +238,17 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         one trip to the database thread."""
         async with self._held() as db:
             await _Tx(db).executemany(sql, rows)
+
+    async def _write_all(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """All the rows in one transaction, in one trip to the database thread."""
+        async with self._held() as db:
+            await _one_trip(db, [(sql, rows)])
+
+    async def _write_many(self, stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+                          ) -> None:
+        """Several statements' rows in one transaction, in one trip."""
+        async with self._held() as db:
+            await _one_trip(db, stmts)
 
     async def connect(self) -> None:
         """Open (and migrate) the database now: a damaged or locked file fails here, before
