@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from thinkloop.core.events import Event
 from thinkloop.store.base import RunRecord, SpanRecord
@@ -19,8 +20,11 @@ from thinkloop.store.serialize import (
 )
 from thinkloop.store.sql import SQLBase, upsert
 
-_SAVE_RUN = upsert("runs", RUN_COLS, "id")
+SAVE_RUN = upsert("runs", RUN_COLS, "id")
 _SAVE_SPAN = upsert("spans", f"run_id, {SPAN_COLS}", "run_id, span_id")
+OLD_USAGE = "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
+SESSION_USAGE = ("UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
+                  "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} WHERE id = {4}")
 _ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
               "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
               "WHERE run_id = {0}")
@@ -29,21 +33,21 @@ _ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at
                    "WHERE run_id = {0}")
 
 
+def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
+    """The session's row update for ``run`` saved over its stored row ``old`` (if any): the
+    usage the run added since."""
+    before = tuple(old[0]) if old else (0, 0, 0.0)
+    return (run.model, run.input_tokens - before[0], run.output_tokens - before[1],
+            run.cost_usd - before[2], run.session_id)
+
+
 class RunTables(SQLBase):
     async def save_run(self, run: RunRecord) -> None:
         async with self._tx() as tx:
-            old = await tx.fetch(
-                "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
-                + self.dialect.for_update, run.id)
-            await tx.execute(_SAVE_RUN, *run_row(run))
+            old = await tx.fetch(OLD_USAGE + self.dialect.for_update, run.id)
+            await tx.execute(SAVE_RUN, *run_row(run))
             if run.session_id is not None:
-                before = tuple(old[0]) if old else (0, 0, 0.0)
-                await tx.execute(
-                    "UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
-                    "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} "
-                    "WHERE id = {4}",
-                    run.model, run.input_tokens - before[0], run.output_tokens - before[1],
-                    run.cost_usd - before[2], run.session_id)
+                await tx.execute(SESSION_USAGE, *session_usage(run, old))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
