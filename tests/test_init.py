@@ -44,6 +44,7 @@ def test_public_names_load_on_first_use() -> None:
     assert thinkloop.tool is tool
     assert all(getattr(thinkloop, name) is not None for name in thinkloop.__all__)
     assert set(thinkloop.__all__) <= set(dir(thinkloop))
+    assert sorted(thinkloop.__all__) == sorted(thinkloop._EXPORTS)  # one list, checked
 
 
 def test_a_run_loads_only_what_it_uses() -> None:

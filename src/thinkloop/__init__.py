@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from thinkloop._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent, AgentOptions
@@ -70,15 +71,5 @@ __all__ = [
     "tool",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'thinkloop' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+# `__all__` stays a literal list: it is what marks these names as re-exported for type checkers.
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -10,8 +10,9 @@ pay for the stores, guards and models a command does not reach.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from thinkloop._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from thinkloop.agent import Agent
@@ -162,15 +163,5 @@ __all__ = [
     "validation_summary",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'thinkloop.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+# `__all__` stays a literal list: it is what marks these names as re-exported for type checkers.
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,24 @@ async def _cleanup(schema: str, prefix: str) -> None:
             await redis.delete(*keys[i:i + 500])
     finally:
         await redis.aclose()
+
+
+@contextmanager
+def started_fleet(tmp_path: Path, env: dict[str, str],
+                  workers: tuple[str, ...] = ()) -> Iterator[Fleet]:
+    """One gateway (and the named workers) against a model server of its own, with ``env``
+    on top of the fleet's settings; stopped, schema and keys removed, on the way out."""
+    with OpenAIServer(record=False) as model:
+        f = Fleet(tmp_path, model)
+        f.env.update(env)
+        try:
+            f.gateway()
+            for name in workers:
+                f.worker(name)
+            f.wait_ready()
+            yield f
+        finally:
+            f.stop()
 
 
 @pytest.fixture(scope="module")

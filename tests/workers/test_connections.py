@@ -12,25 +12,15 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from tests.workers.conftest import PG_DSN, Fleet
-
-from thinkloop.testing.openai_server import OpenAIServer
+from tests.workers.conftest import PG_DSN, Fleet, started_fleet
 
 RUNS = 200
 
 
 @pytest.fixture
 def wide(tmp_path: Path) -> Iterator[Fleet]:
-    with OpenAIServer(record=False) as model:
-        f = Fleet(tmp_path, model)
-        f.env["THINKLOOP_WORKER_CONCURRENCY"] = str(RUNS)
-        try:
-            f.gateway()
-            f.worker("wide")
-            f.wait_ready()
-            yield f
-        finally:
-            f.stop()
+    with started_fleet(tmp_path, {"THINKLOOP_WORKER_CONCURRENCY": str(RUNS)}, ("wide",)) as f:
+        yield f
 
 
 async def _connections(schema: str) -> dict[str, int]:

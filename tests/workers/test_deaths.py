@@ -10,22 +10,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.workers.conftest import Fleet
+from tests.workers.conftest import Fleet, started_fleet
 
-from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
+from thinkloop.testing.openai_server import Reply, completion
 
 
 @pytest.fixture
 def small(tmp_path: Path) -> Iterator[Fleet]:
-    with OpenAIServer(record=False) as model:
-        f = Fleet(tmp_path, model)
-        f.env["THINKLOOP_WORKER_MAX_DEATHS"] = "2"
-        try:
-            f.gateway()
-            f.wait_ready()
-            yield f
-        finally:
-            f.stop()
+    with started_fleet(tmp_path, {"THINKLOOP_WORKER_MAX_DEATHS": "2"}, ()) as f:
+        yield f
 
 
 def test_a_run_whose_worker_died_max_deaths_times_ends_failed_with_the_reason(

@@ -11,23 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.workers.conftest import Fleet
-
-from thinkloop.testing.openai_server import OpenAIServer
+from tests.workers.conftest import Fleet, started_fleet
 
 
 @pytest.fixture
 def one_at_a_time(tmp_path: Path) -> Iterator[Fleet]:
-    with OpenAIServer(record=False) as model:
-        f = Fleet(tmp_path, model)
-        f.env["THINKLOOP_WORKER_CONCURRENCY"] = "1"
-        try:
-            f.gateway()
-            f.worker("solo")
-            f.wait_ready()
-            yield f
-        finally:
-            f.stop()
+    with started_fleet(tmp_path, {"THINKLOOP_WORKER_CONCURRENCY": "1"}, ("solo",)) as f:
+        yield f
 
 
 def test_a_high_priority_run_submitted_after_twenty_low_ones_starts_before_them(
