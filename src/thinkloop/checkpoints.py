@@ -67,33 +67,46 @@ class Checkpointer:
     calls_step: int = -1  # the step whose calls are saved
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def _add(self, kind: str, data: dict[str, Any]) -> None:
+    def _blob(self, data: dict[str, Any]) -> bytes:
         try:
-            blob = orjson.dumps(data, default=str)
+            return orjson.dumps(data, default=str)
         except TypeError as exc:
             raise StoreError(f"cannot checkpoint run {self.run_id}: {exc}") from None
-        await self.store.add_checkpoint(self.run_id, kind, blob)
+
+    async def _add(self, kind: str, data: dict[str, Any]) -> None:
+        await self.store.add_checkpoint(self.run_id, kind, self._blob(data))
 
     def saved(self, state: RunState) -> None:
         """A recovered run: what its checkpoints hold already."""
         self.messages, self.steps = len(state.new_messages), state.step
 
+    def step_row(self, state: RunState) -> bytes | None:
+        """The ``step`` row for what the run added since the last checkpoint (None: nothing);
+        :meth:`saved` once it is written. Hold :attr:`lock` from here to there."""
+        new = state.new_messages
+        if len(new) == self.messages and state.step == self.steps:
+            return None
+        data: dict[str, Any] = {
+            "messages": [message_to_dict(m) for m in new[self.messages:]],
+            "steps": [_step(s) for s in state.steps[self.steps:]],
+            "usage": _usage(state.usage), "max_steps": state.max_steps,
+            "retries": state.output_retries_used}
+        if self.messages == 0 and self.steps == 0:
+            data["system"] = state.messages[0].content if state.messages else ""
+            data["task"] = state.task
+        return self._blob(data)
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        return self._lock
+
     async def step(self, state: RunState) -> None:
         """Before a model call: what the run added since the last checkpoint."""
         async with self._lock:
-            new = state.new_messages
-            if len(new) == self.messages and state.step == self.steps:
-                return
-            data: dict[str, Any] = {
-                "messages": [message_to_dict(m) for m in new[self.messages:]],
-                "steps": [_step(s) for s in state.steps[self.steps:]],
-                "usage": _usage(state.usage), "max_steps": state.max_steps,
-                "retries": state.output_retries_used}
-            if self.messages == 0 and self.steps == 0:
-                data["system"] = state.messages[0].content if state.messages else ""
-                data["task"] = state.task
-            await self._add("step", data)
-            self.messages, self.steps = len(new), state.step
+            blob = self.step_row(state)
+            if blob is not None:
+                await self.store.add_checkpoint(self.run_id, "step", blob)
+                self.saved(state)
 
     async def calls(self, state: RunState) -> None:
         """Before the step's first tool runs: the reply that holds its calls."""

@@ -34,6 +34,7 @@ from thinkloop.store.base import (
     RunRecord,
     RunRecords,
     SpanRecord,
+    StepRecords,
     TraceStore,
     TryLocking,
 )
@@ -108,6 +109,26 @@ class RunRecorder:
             spans = self.spans(close=last) if self.spans is not None else []
             if spans and isinstance(self.store, TraceStore):
                 await self.store.add_spans(self.record.id, spans)
+
+    async def step(self, state: RunState, store: StepRecords) -> None:
+        """Before a model call: the step's checkpoint and the events and spans logged since
+        the last one, in one write (the checkpoint is written before the loop goes on, and
+        the log rides along instead of taking trips of its own)."""
+        ckpt = self.checkpoints
+        assert ckpt is not None
+        async with self._write_lock, ckpt.lock:
+            blob = ckpt.step_row(state)
+            events = self.buffer if isinstance(self.store, AuditLog) else []
+            spans = self.spans() if self.spans is not None else []
+            if not isinstance(self.store, TraceStore):
+                spans = []
+            self.buffer = [] if events else self.buffer
+            if blob is None and not events and not spans:
+                return
+            await store.add_step_records(self.record.id, ("step", blob) if blob else None,
+                                         events, spans)
+            if blob is not None:
+                ckpt.saved(state)
 
     def flush_soon(self, state: RunState) -> None:
         """Flush in the background: the loop goes on while the audit log is written."""
@@ -250,6 +271,9 @@ class RunBook:
     async def _step_done(self, ctx: ReasonContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
         if recorder is not None:
+            if recorder.checkpoints is not None and isinstance(self.store, StepRecords):
+                await _safely(recorder.step(ctx.state, self.store), ctx.state)
+                return
             if recorder.checkpoints is not None:
                 await _safely(recorder.checkpoints.step(ctx.state), ctx.state)
             recorder.flush_soon(ctx.state)

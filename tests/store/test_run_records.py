@@ -14,6 +14,7 @@ from thinkloop.store.base import (
     RunRecord,
     RunRecords,
     SpanRecord,
+    StepRecords,
     TraceStore,
 )
 from thinkloop.types import Message
@@ -75,6 +76,28 @@ async def test_spans_and_checkpoints_round_trip(run_store: AnyRunStore) -> None:
     await run_store.add_checkpoint("r1", "step", b'{"step": 1}')
     await run_store.add_checkpoint("r1", "result", b"\x00\xff")
     assert await run_store.checkpoints("r1") == [("step", b'{"step": 1}'), ("result", b"\x00\xff")]
+    assert await run_store.checkpoints("r2") == []
+
+
+async def test_a_steps_records_go_in_one_write_after_the_ones_before(
+    run_store: AnyRunStore,
+) -> None:
+    """A step's checkpoint, events and spans written together land after what each log held
+    already, in order; a write without a checkpoint adds none, and an empty one adds nothing."""
+    if not isinstance(run_store, StepRecords):
+        assert not isinstance(run_store, SQLiteStore | PostgresStore)
+        return
+    await run_store.add_checkpoint("r1", "calls", b"{}")
+    await run_store.add_events("r1", [RunStarted("r1", 0, "t", "m", ts=1.0)])
+    span = SpanRecord("a1", None, "t1", "chat gpt-x", 10.0, 11.0, "OK", {"k": 1})
+    called = ToolCalled("r1", 1, "c1", "add", {"a": 2}, ts=1.5)
+    await run_store.add_step_records("r1", ("step", b'{"step": 1}'), [called], [span])
+    done = replace(span, end=12.0)
+    await run_store.add_step_records("r1", None, [], [done])
+    await run_store.add_step_records("r1", None, [], [])
+    assert await run_store.checkpoints("r1") == [("calls", b"{}"), ("step", b'{"step": 1}')]
+    assert await run_store.run_events("r1") == [RunStarted("r1", 0, "t", "m", ts=1.0), called]
+    assert await run_store.spans("r1") == [done]
     assert await run_store.checkpoints("r2") == []
 
 

@@ -287,6 +287,15 @@ class CheckpointStore(Protocol):
 
 
 @runtime_checkable
+class StepRecords(Protocol):
+    """A step's checkpoint, events and spans written together (one transaction)."""
+
+    async def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
+                               events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
+        ...
+
+
+@runtime_checkable
 class CheckpointPruning(Protocol):
     async def prune_checkpoints(self, session_id: str, keep: int) -> None:
         """Drop the checkpoints of the session's finished runs but the ``keep`` latest."""

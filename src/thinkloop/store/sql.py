@@ -115,6 +115,14 @@ class SQLBase:
         async with self._tx() as tx:
             await tx.executemany(sql, rows)
 
+    async def _write_many(self, stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+                          ) -> None:
+        """Several statements, each once per row, all in one transaction."""
+        async with self._tx() as tx:
+            for sql, rows in stmts:
+                if rows:
+                    await tx.executemany(sql, rows)
+
     async def schema_versions(self) -> list[int]:
         rows = await self._fetch("SELECT version FROM schema_migrations ORDER BY version")
         return [int(r[0]) for r in rows]

@@ -11,22 +11,23 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
-from thinkloop.store.base import StoreError, one_line, store_errors
+from thinkloop.store.base import RunRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
+from thinkloop.store.serialize import run_row
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
 from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
-from thinkloop.store.sqlruns import RunTables
+from thinkloop.store.sqlruns import OLD_USAGE, SAVE_RUN, SESSION_USAGE, RunTables, session_usage
 from thinkloop.store.sqlsessions import SessionTables
 
 T = TypeVar("T")
@@ -116,6 +117,41 @@ async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
         if db.in_transaction:
             await settled(_rollback(db))
         raise
+
+
+def _in_one_tx(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
+    """On the database thread: ``work`` in one write transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], None]
+                     ) -> None:
+    """``work`` in one transaction and one trip to aiosqlite's thread (a trip is a thread
+    hand-off each way, the cost that dominates a small write): BEGIN, the statements and
+    COMMIT (or ROLLBACK) run there back to back, so no cancel can land between them."""
+    # aiosqlite runs fn(*args) on its connection's thread (the same as its own calls).
+    run = cast(Callable[..., Awaitable[None]], db._execute)
+    await settled(run(_in_one_tx, db._conn, work))
+
+
+async def _one_trip(db: aiosqlite.Connection,
+                    stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
+    """``stmts``' rows in one transaction and one trip (see :func:`_on_thread`)."""
+    rendered = [(render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows]
+
+    def work(conn: sqlite3.Connection) -> None:
+        for sql, rows in rendered:
+            conn.executemany(sql, rows)
+
+    if rendered:
+        await _on_thread(db, work)
 
 
 async def _rollback(db: aiosqlite.Connection) -> None:
@@ -214,6 +250,30 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         one trip to the database thread."""
         async with self._held() as db:
             await _Tx(db).executemany(sql, rows)
+
+    async def _write_all(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """All the rows in one transaction, in one trip to the database thread."""
+        async with self._held() as db:
+            await _one_trip(db, [(sql, rows)])
+
+    async def _write_many(self, stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
+                          ) -> None:
+        """Several statements' rows in one transaction, in one trip."""
+        async with self._held() as db:
+            await _one_trip(db, stmts)
+
+    async def save_run(self, run: RunRecord) -> None:
+        """The run's row and its session's usage, in one trip (see :func:`_on_thread`)."""
+        row = run_row(run)
+
+        def work(conn: sqlite3.Connection) -> None:
+            old = conn.execute(render(OLD_USAGE, SQLITE.mark), (run.id,)).fetchall()
+            conn.execute(render(SAVE_RUN, SQLITE.mark), row)
+            if run.session_id is not None:
+                conn.execute(render(SESSION_USAGE, SQLITE.mark), session_usage(run, old))
+
+        async with self._held() as db:
+            await _on_thread(db, work)
 
     async def connect(self) -> None:
         """Open (and migrate) the database now: a damaged or locked file fails here, before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from thinkloop.core.events import Event
 from thinkloop.store.base import RunRecord, SpanRecord
@@ -19,25 +20,34 @@ from thinkloop.store.serialize import (
 )
 from thinkloop.store.sql import SQLBase, upsert
 
-_SAVE_RUN = upsert("runs", RUN_COLS, "id")
+SAVE_RUN = upsert("runs", RUN_COLS, "id")
 _SAVE_SPAN = upsert("spans", f"run_id, {SPAN_COLS}", "run_id, span_id")
+OLD_USAGE = "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
+SESSION_USAGE = ("UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
+                  "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} WHERE id = {4}")
+_ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
+              "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
+              "WHERE run_id = {0}")
+_ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
+                   "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints "
+                   "WHERE run_id = {0}")
+
+
+def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
+    """The session's row update for ``run`` saved over its stored row ``old`` (if any): the
+    usage the run added since."""
+    before = tuple(old[0]) if old else (0, 0, 0.0)
+    return (run.model, run.input_tokens - before[0], run.output_tokens - before[1],
+            run.cost_usd - before[2], run.session_id)
 
 
 class RunTables(SQLBase):
     async def save_run(self, run: RunRecord) -> None:
         async with self._tx() as tx:
-            old = await tx.fetch(
-                "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
-                + self.dialect.for_update, run.id)
-            await tx.execute(_SAVE_RUN, *run_row(run))
+            old = await tx.fetch(OLD_USAGE + self.dialect.for_update, run.id)
+            await tx.execute(SAVE_RUN, *run_row(run))
             if run.session_id is not None:
-                before = tuple(old[0]) if old else (0, 0, 0.0)
-                await tx.execute(
-                    "UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
-                    "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} "
-                    "WHERE id = {4}",
-                    run.model, run.input_tokens - before[0], run.output_tokens - before[1],
-                    run.cost_usd - before[2], run.session_id)
+                await tx.execute(SESSION_USAGE, *session_usage(run, old))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
@@ -57,10 +67,7 @@ class RunTables(SQLBase):
 
     async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
         if events:
-            await self._write(
-                "INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
-                "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
-                "WHERE run_id = {0}", [(run_id, *event_row(e)) for e in events])
+            await self._write(_ADD_EVENT, [(run_id, *event_row(e)) for e in events])
 
     async def run_events(self, run_id: str) -> list[Event]:
         rows = await self._fetch(
@@ -82,10 +89,16 @@ class RunTables(SQLBase):
 
     async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
         # One statement, one round trip: this is on the run's path. A run has one writer.
-        await self._write(
-            "INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
-            "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints WHERE run_id = {0}",
-            [(run_id, kind, data, time.time())])
+        await self._write(_ADD_CHECKPOINT, [(run_id, kind, data, time.time())])
+
+    async def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
+                               events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
+        """A step's records in one transaction (one trip where the backend allows): its
+        checkpoint, then the events and finished spans logged since the last step."""
+        ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
+        await self._write_many([
+            (_ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *event_row(e)) for e in events]),
+            (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])])
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         rows = await self._fetch(
