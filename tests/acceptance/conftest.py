@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import pytest_asyncio
+from tests.store.conftest import PG_DSN, _require_pg, drop_schema, new_schema
 
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
@@ -62,3 +64,15 @@ def run_python(code: str, *, env: dict[str, str] | None = None,
 
 def loads(line: str) -> Any:
     return orjson.loads(line)
+
+
+@pytest_asyncio.fixture(loop_scope="function", params=["sqlite", "postgres"])
+async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A durable store shared by several agents or processes: SQLite, then PostgreSQL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "shared.db")
+        return
+    await _require_pg()
+    schema = new_schema()
+    yield f"{PG_DSN}?schema={schema}"
+    await drop_schema(schema)

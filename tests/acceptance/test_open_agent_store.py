@@ -4,30 +4,13 @@ approval pause included; files on disk stay the agent's default and no user's.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-import pytest_asyncio
 from tests.acceptance.conftest import calls, say
-from tests.store.conftest import PG_DSN, _require_pg, drop_schema, new_schema
 
 from thinkloop.build import AgentSpec, build_agent
 from thinkloop.core.settings import load_settings
 from thinkloop.store import open_store
 from thinkloop.store.sqlmanaged import UserFiles
 from thinkloop.testing.openai_server import OpenAIServer
-
-
-@pytest_asyncio.fixture(loop_scope="function", params=["sqlite", "postgres"])
-async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    await _require_pg()
-    schema = new_schema()
-    yield f"{PG_DSN}?schema={schema}"
-    await drop_schema(schema)
 
 
 def system(llm: OpenAIServer, i: int) -> str:

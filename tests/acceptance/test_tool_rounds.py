@@ -4,14 +4,9 @@ default on against the loopback OpenAI server."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-import pytest_asyncio
 from tests.acceptance.conftest import calls, say
-from tests.store.conftest import PG_DSN, _require_pg, drop_schema, new_schema
 
 from thinkloop import Agent
 from thinkloop.store import open_store
@@ -92,17 +87,6 @@ async def test_the_quartermaster_hints_the_tool_that_usually_comes_next(
              and e.payload["kind"] == "quartermaster"]
     assert hints == [{"kind": "quartermaster", "after": "lookup", "next": "fetch",
                       "confidence": 1.0}]
-
-
-@pytest_asyncio.fixture(loop_scope="function", params=["sqlite", "postgres"])
-async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    await _require_pg()
-    schema = new_schema()
-    yield f"{PG_DSN}?schema={schema}"
-    await drop_schema(schema)
 
 
 async def test_the_quartermaster_remembers_across_a_restart_in_the_store(
