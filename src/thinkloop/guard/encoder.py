@@ -16,7 +16,6 @@ the model is there (``wait=True`` makes it wait instead).
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +25,7 @@ from typing import Any
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
 from thinkloop.guard.semantic import windows
+from thinkloop.guard.warmup import BackgroundLoad
 from thinkloop.models.embedding import Embedder, MiniLMEmbedder, recall_extra_installed
 
 WHOLE = 48  # words: longer messages are scored in windows of this many (half overlapping)
@@ -92,10 +92,7 @@ class EncoderDetector:
         self.embedder: Embedder = embedder or MiniLMEmbedder()
         self._head = head
         self._threshold = threshold
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
-        self._started = False
-        self.error: BaseException | None = None
+        self._loader = BackgroundLoad(self._load, "thinkloop-encoder")
 
     @property
     def head(self) -> Head:
@@ -109,24 +106,19 @@ class EncoderDetector:
 
     def warm(self) -> None:
         """Load the model in a background thread (once); :meth:`scan` answers after that."""
-        with self._lock:
-            if self._started:
-                return
-            self._started = True
-        threading.Thread(target=self._load, name="thinkloop-encoder", daemon=True).start()
+        self._loader.start()
 
     def _load(self) -> None:
-        try:
-            self.embedder.embed(["warm up"])
-            _ = self.head
-        except BaseException as exc:  # reported through .error; the patterns still run
-            self.error = exc
-        finally:
-            self._ready.set()
+        self.embedder.embed(["warm up"])
+        _ = self.head
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._loader.error
 
     @property
     def ready(self) -> bool:
-        return self._ready.is_set() and self.error is None
+        return self._loader.ready
 
     def vectors(self, texts: Sequence[str], batch: int = 32) -> Any:
         import numpy as np
@@ -146,10 +138,7 @@ class EncoderDetector:
         """
         if not self.ready:
             self.warm()
-            if not wait:
-                return []
-            self._ready.wait()
-            if self.error is not None:
+            if not wait or not self._loader.wait():
                 return []
         parts = windows(text, WHOLE)
         bar = self.threshold

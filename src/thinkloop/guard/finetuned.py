@@ -16,7 +16,6 @@ Nothing loads on import; :meth:`FineTuned.load` takes a second or two.
 from __future__ import annotations
 
 import functools
-import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from importlib import resources
@@ -25,6 +24,7 @@ from typing import Any
 
 from thinkloop.guard.scan import Finding
 from thinkloop.guard.semantic import windows
+from thinkloop.guard.warmup import BackgroundLoad
 
 WHOLE = 48  # words per window
 MAX_TOKENS = 64
@@ -180,40 +180,26 @@ class FineTunedDetector:
 
     def __init__(self, model: FineTuned | None = None) -> None:
         self._model = model
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
-        self._started = False
-        self.error: BaseException | None = None
-        if model is not None:
-            self._started = True
-            self._ready.set()
+        self._loader = BackgroundLoad(self._load, "thinkloop-finetuned", done=model is not None)
 
     def warm(self) -> None:
-        with self._lock:
-            if self._started:
-                return
-            self._started = True
-        threading.Thread(target=self._load, name="thinkloop-finetuned", daemon=True).start()
+        self._loader.start()
 
     def _load(self) -> None:
-        try:
-            self._model = shipped()
-        except BaseException as exc:  # reported through .error; the other detectors still run
-            self.error = exc
-        finally:
-            self._ready.set()
+        self._model = shipped()
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._loader.error
 
     @property
     def ready(self) -> bool:
-        return self._ready.is_set() and self.error is None
+        return self._loader.ready
 
     def scan(self, text: str, *, wait: bool = False) -> list[Finding]:
         if not self.ready:
             self.warm()
-            if not wait:
-                return []
-            self._ready.wait()
-            if self._model is None:
+            if not wait or not self._loader.wait() or self._model is None:
                 return []
         assert self._model is not None
         return self._model.scan(text)
