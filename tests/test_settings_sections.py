@@ -154,3 +154,12 @@ def test_the_hosts_settings_from_the_docs_toml_and_environment(tmp_path: Path) -
     assert shown["host.notify"] == (["telegram:{chat}"], "thinkloop.toml")
     assert shown["host.retries"] == (2, "environment")
     assert shown["host.timeout_s"] == (1800.0, "default")
+
+
+def test_the_hosts_chats_are_a_comma_list_in_the_environment(tmp_path: Path) -> None:
+    """As docs/cli.md's table says: ``THINKLOOP_HOST_NOTIFY`` is comma separated (as
+    ``THINKLOOP_FALLBACKS`` is); a JSON list is read too."""
+    for value in ("telegram:42, slack:C1", '["telegram:42", "slack:C1"]'):
+        out = _config(tmp_path, {"THINKLOOP_HOST_NOTIFY": value})
+        assert out["host.notify"]["value"] == ["telegram:42", "slack:C1"]
+        assert out["host.notify"]["source"] == "environment"

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = [
     "APPROVAL_TIMEOUT_S",
@@ -272,6 +272,15 @@ class HostSettings(BaseModel):
         (), description="chats the give-up notice goes to (platform:chat, e.g. telegram:42; "
         "'chat' is the payload's own chat), sent by a gateway serving that channel through "
         "the run queue (queue_url)")
+
+    @field_validator("notify", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """``THINKLOOP_HOST_NOTIFY=telegram:42,slack:C1`` is a list, as ``THINKLOOP_FALLBACKS``
+        is (a JSON list is accepted too)."""
+        if isinstance(value, str) and not value.lstrip().startswith("["):
+            return tuple(c.strip() for c in value.split(",") if c.strip())
+        return value
 
 
 # Environment names of the provider settings: the providers' standard variables.
