@@ -281,18 +281,19 @@ def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     assert "exit^code:^0" in results[5] and "1^passed" in results[5]  # and fixed
 
 
-def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
-    server: OpenAIServer, tmp_path: Path,
-) -> None:
+def _ctrl_c_while_the_memory_jobs_hang(
+    server: OpenAIServer, home: Path,
+) -> tuple[int, str, list[tuple[object, ...]]]:
+    """``thinkloop run --session`` whose memory jobs' model calls hang for a minute (a slow
+    extraction model): the answer must come first, then Ctrl-C while a job's call is in
+    flight. Returns the exit code, what stderr said after Ctrl-C, and the owed jobs' rows
+    as they were just before it."""
     import os
     import signal
-    import sqlite3
     import sys
     import time
 
     server.clear()
-    # The answer, then the memory jobs' model calls, which hang for a minute (a slow
-    # extraction model): everything below happens while they are still unanswered.
     server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
                    *[Reply(body=completion("{}"), delay_s=60)] * 4)
     base = {k: v for k, v in os.environ.items()
@@ -301,17 +302,18 @@ def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
         [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
          "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)})
+        env={**base, **_env(server), "THINKLOOP_HOME": str(home)})
     assert proc.stdout is not None and proc.stderr is not None
     try:
         assert proc.stdout.readline() == "Nice to meet you, Ada.\n"  # before the jobs end
         deadline = time.monotonic() + 60
         while "saving memory" not in proc.stderr.readline():
             assert time.monotonic() < deadline
-        # The jobs are under way: a job's model call is in flight, and they are owed.
+        # The jobs are under way: a job's model call is in flight.
         while len(server.requests) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        owed = _rows(home, "SELECT run_id FROM owed_jobs")
         proc.send_signal(signal.SIGINT)
         # A hung job's reply is 60 s away: exiting before it means Ctrl-C skipped the jobs.
         proc.wait(timeout=30)
@@ -321,11 +323,24 @@ def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-    assert proc.returncode == 130
+    return proc.returncode, rest, owed
+
+
+def _rows(home: Path, sql: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(home / "thinkloop.db") as db:
+        return db.execute(sql).fetchall()
+
+
+def test_the_answer_comes_first_and_ctrl_c_skips_the_memory_jobs(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    code, rest, _ = _ctrl_c_while_the_memory_jobs_hang(server, tmp_path)
+    assert code == 130
     assert "Traceback" not in rest, rest
-    with sqlite3.connect(tmp_path / "thinkloop.db") as db:
-        owed = db.execute("SELECT count(*) FROM owed_jobs").fetchone()[0]
-        episodes = db.execute("SELECT count(*) FROM memories WHERE kind = 'episode'").fetchone()[0]
+    owed = _rows(tmp_path, "SELECT count(*) FROM owed_jobs")[0][0]
+    episodes = _rows(tmp_path, "SELECT count(*) FROM memories WHERE kind = 'episode'")[0][0]
     assert (owed, episodes) == (1, 0)  # skipped, not run and not lost: owed to the next run
 
 
@@ -402,43 +417,13 @@ def test_a_truncated_task_says_how_much_was_cut_and_why(server: OpenAIServer) ->
 def test_memory_jobs_skipped_by_ctrl_c_run_on_the_next_run(
     server: OpenAIServer, tmp_path: Path,
 ) -> None:
-    import os
-    import signal
-    import sqlite3
-    import sys
-    import time
-
     def rows(sql: str) -> list[tuple[object, ...]]:
-        with sqlite3.connect(tmp_path / "thinkloop.db") as db:
-            return db.execute(sql).fetchall()
+        return _rows(tmp_path, sql)
 
-    server.clear()
-    # The answer, then the memory jobs' model calls hang (the session summary): Ctrl-C.
-    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
-                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
-    env = {**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
-         "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stderr is not None
-    try:
-        assert proc.stdout.readline() == "Nice to meet you, Ada.\n"
-        deadline = time.monotonic() + 60
-        while "saving memory" not in proc.stderr.readline():
-            assert time.monotonic() < deadline
-        # Owed before the answer was printed, and still owed after Ctrl-C.
-        ((first_run,),) = rows("SELECT run_id FROM owed_jobs")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-    assert proc.returncode == 130
+    code, _, owed = _ctrl_c_while_the_memory_jobs_hang(server, tmp_path)
+    # Owed before the answer was printed, and still owed after Ctrl-C.
+    ((first_run,),) = owed
+    assert code == 130
     assert rows("SELECT run_id FROM owed_jobs") == [(first_run,)]
     assert rows("SELECT content FROM memories WHERE kind = 'episode'") == []
 
