@@ -57,3 +57,14 @@ def test_varargs_rejected() -> None:
 
     with pytest.raises(TypeError, match="cannot be described"):
         make_tool(bad)
+
+
+def test_a_name_or_other_non_function_in_tools_is_one_clear_error() -> None:
+    from thinkloop import Agent
+    from thinkloop.core.errors import ConfigError
+    from thinkloop.models import ScriptedModel
+
+    with pytest.raises(ConfigError, match=r"not str 'web_fetch' \(built-in tools by name"):
+        Agent(ScriptedModel([]), tools=["web_fetch"])
+    with pytest.raises(ConfigError, match=r"a tool is a function or a Tool, not int 3$"):
+        Agent(ScriptedModel([]), tools=[3])  # type: ignore[list-item]

@@ -17,6 +17,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from thinkloop.core.children import ChildRuns
+from thinkloop.core.errors import ConfigError
 from thinkloop.core.types import ToolSpec, Usage
 
 # The pager's tool (tools/paging.py): offered only once a result was truncated, so the prompt
@@ -191,4 +192,12 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    return obj if isinstance(obj, Tool) else make_tool(obj)
+    if isinstance(obj, Tool):
+        return obj
+    if not callable(obj):  # a name, say: one clear error instead of typing's TypeError
+        hint = (" (built-in tools by name go in an agent definition: "
+                "AgentSpec(tools=[...]) with thinkloop.build, or agents.yaml)"
+                if isinstance(obj, str) else "")
+        raise ConfigError(f"a tool is a function or a Tool, not {type(obj).__name__} "
+                          f"{obj!r}{hint}")
+    return make_tool(obj)
