@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from thinkloop.guard import linear, prefilter
+from thinkloop.guard import linear, prefilter, typos
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -81,15 +81,40 @@ class _View:
 def _canonical(text: str, base: int = 0) -> _View:
     if text.isascii():  # the common case: nothing to fold but case
         return _View("text", text.lower(), range(base, base + len(text)))
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        if unicodedata.category(ch) == "Cf":
-            continue
-        norm = unicodedata.normalize("NFKC", ch).lower().translate(_HOMOGLYPHS)
-        chars.extend(norm)
-        origin.extend([base + i] * len(norm))
-    return _View("text", "".join(chars), tuple(origin))
+    # Each character is folded alone, so the text is folded a distinct character at a time
+    # and rewritten by one C pass (str.translate); a loop per character took 1 s on 1 MB.
+    distinct = "".join(set(text))
+    fold = _folds(distinct)
+    out = text.translate(fold)
+    if all(len(v) == 1 for v in fold.values()):
+        return _View("text", out, range(base, base + len(text)))
+    # Where a character became none or several, the map repeats its index that many times.
+    sizes = text.translate({ord(c): chr(len(fold.get(ord(c), c))) for c in distinct}
+                           ).encode("latin-1")
+    if max(sizes) <= 1:  # dropped characters only: the kept indices, in C
+        return _View("text", out, tuple(itertools.compress(range(base, base + len(text)),
+                                                           sizes)))
+    indices = range(base, base + len(text))
+    origin = list(itertools.chain.from_iterable(map(itertools.repeat, indices, sizes)))
+    return _View("text", out, tuple(origin))
+
+
+def _folds(chars: str) -> dict[int, str]:
+    """What each of ``chars`` (distinct) becomes: nothing for a format character (Cf), else
+    its NFKC form, lower-cased, homoglyphs folded. The characters are normalised in one call,
+    split by NULs (a NUL is a starter: nothing composes or reorders across it)."""
+    folded = unicodedata.normalize("NFKC", "\x00".join(chars)).lower().translate(_HOMOGLYPHS)
+    parts = folded.split("\x00")
+    if len(parts) != len(chars):  # cannot happen (NFKC keeps NULs); the slow way, then
+        parts = [unicodedata.normalize("NFKC", c).lower().translate(_HOMOGLYPHS)
+                 for c in chars]
+    fold: dict[int, str] = {}
+    for c, v in zip(chars, parts, strict=True):
+        if unicodedata.category(c) == "Cf":
+            fold[ord(c)] = ""
+        elif v != c:
+            fold[ord(c)] = v
+    return fold
 
 
 def _leet(view: _View) -> _View | None:
@@ -118,75 +143,29 @@ def _collapsed(view: _View) -> _View | None:
     return _View("collapsed", text, origin)
 
 
-# Words an attack cannot do without; a typo of one (``iunstructions``, ``ignroe``) is read as
-# the word itself in the "typo" view.
-KEYWORDS = frozenset((
-    "ignore", "disregard", "forget", "previous", "prior", "instructions", "instruction",
-    "prompt", "system", "guidelines", "override", "bypass", "reveal", "repeat", "beginning",
-    "conversation", "restrictions", "jailbreak", "developer", "earlier", "directives",
-    "original", "initial", "disclose", "unrestricted", "unfiltered"))
 _LETTERS = re.compile(r"[a-z]{4,}")
-_INFLECTIONS = frozenset(("s", "es", "d", "ed", "r", "rs", "ing", "ion", "ions", "er", "ers",
-                          "ly", "n", "ns"))
-
-
-def _osa(a: str, b: str, limit: int) -> int:
-    """Edit distance with transpositions (optimal string alignment), capped at limit + 1."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        if min(cur) > limit:
-            return limit + 1
-        prev2, prev = prev, cur
-    return prev[-1]
-
-
-@functools.lru_cache(maxsize=8192)
-def _keyword(word: str) -> str | None:
-    """The key word ``word`` is a typo of (distance 1, or 2 for words of 8+ letters)."""
-    if word in KEYWORDS or any(_inflects(word, key) for key in KEYWORDS):
-        return None  # an inflection ("ignores", "prompted") is a word, not a typo
-    limit = 2 if len(word) >= 8 else 1
-    near = [(_osa(word, key, limit), key) for key in sorted(KEYWORDS) if key[0] in word[:2]]
-    best = min(near, default=(limit + 1, ""))
-    return best[1] if best[0] <= limit else None
-
-
-def _inflects(word: str, key: str) -> bool:
-    stems = (key, key[:-1]) if key.endswith("e") else (key,)
-    return any(word.startswith(s) and word[len(s):] in _INFLECTIONS for s in stems)
 
 
 def _typos(view: _View) -> _View | None:
     # Most texts hold no typo of a key word: their distinct words (one C pass) say so.
-    if not any(_keyword(w) for w in set(_LETTERS.findall(view.text))):
+    found = typos.typo_words(set(_LETTERS.findall(view.text)))
+    if not found:
         return None
+    text, origin = view.text, view.origin
+    hits = [(m.start(), m.end(), key) for m in _LETTERS.finditer(text)
+            if (key := found.get(m.group())) is not None]
     chars: list[str] = []
-    origin: list[int] = []
+    pieces: list[Iterable[int]] = []
     last = 0
-    for m in _LETTERS.finditer(view.text):
-        key = _keyword(m.group())
-        if key is None:
-            continue
-        chars.append(view.text[last:m.start()])
-        origin.extend(view.origin[last:m.start()])
-        chars.append(key)
-        span = view.origin[m.start():m.end()]
-        origin.extend(span[min(i, len(span) - 1)] for i in range(len(key)))
-        last = m.end()
-    if not chars:
-        return None
-    chars.append(view.text[last:])
-    origin.extend(view.origin[last:])
-    return _View("typo", "".join(chars), tuple(origin))
+    for start, end, key in hits:  # each typo becomes its key; its map stretched or cut
+        chars += (text[last:start], key)
+        span = origin[start:end]
+        pieces += (origin[last:start], span[:len(key)],
+                   itertools.repeat(span[-1], len(key) - len(span)))
+        last = end
+    chars.append(text[last:])
+    pieces.append(origin[last:])
+    return _View("typo", "".join(chars), tuple(itertools.chain.from_iterable(pieces)))
 
 
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
