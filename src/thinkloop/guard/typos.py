@@ -11,7 +11,7 @@ all of them at once) by conditions every typo meets, and checks only the rest.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 # Words an attack cannot do without; a typo of one (``iunstructions``, ``ignroe``) is read as
@@ -85,6 +85,25 @@ def typo_words(words: Collection[str]) -> dict[str, str]:
     return {w: key for w in words if (key := _keyword(w)) is not None}
 
 
+def stretched(origin: Sequence[int], hits: list[tuple[int, int, int]]) -> tuple[int, ...]:
+    """``origin`` (a view's map back to the text) with each typo's piece made its key's
+    length: ``hits`` are (start, typo's length, key's length), in order. A longer key repeats
+    the typo's last index, a shorter one keeps the typo's first indices (what a loop over the
+    typos built, a Python step each; here numpy repeats each index 0, 1 or more times)."""
+    import numpy as np
+
+    at, size, key = (np.array(column, dtype=np.int64) for column in zip(*hits, strict=True))
+    times = np.ones(len(origin), dtype=np.int64)
+    longer = key > size
+    np.add.at(times, (at + size - 1)[longer], (key - size)[longer])
+    drop = np.where(key < size, size - key, 0)  # the typo's last letters beyond its key's
+    first = np.repeat(at + key - np.cumsum(drop) + drop, drop)
+    times[first + np.arange(int(drop.sum()))] = 0
+    base = (np.arange(origin.start, origin.stop) if isinstance(origin, range)
+            else np.array(origin, dtype=np.int64))
+    return tuple(np.repeat(base, times).tolist())
+
+
 def _maybe(words: list[str]) -> list[str]:
     """The words that may be typos: the others certainly are not (see ``_keyword``). A typo
     within ``limit`` edits of a key has the key's first letter as its first or second letter,
@@ -99,9 +118,10 @@ def _maybe(words: list[str]) -> list[str]:
     first, second = codes[starts], codes[starts + 1]
     limit = np.where(lengths >= 8, 2, 1)
     maybe = np.zeros(len(words), dtype=bool)
+    absent = np.invert(masks) & (1 << 26) - 1  # the letters each word lacks
     for key in KEYWORDS:
         kmask = sum(1 << (ord(c) - 97) for c in set(key))
-        lacking = _popcount(np.bitwise_and(kmask, np.invert(masks)) & (1 << 26) - 1)
+        lacking = _popcount(absent & kmask)
         maybe |= (((first == ord(key[0])) | (second == ord(key[0])))
                   & (np.abs(lengths - len(key)) <= limit) & (lacking <= limit))
     return [w for w, m in zip(words, maybe.tolist(), strict=True) if m]
@@ -109,7 +129,12 @@ def _maybe(words: list[str]) -> list[str]:
 
 def _popcount(x: Any) -> Any:
     """The number of bits set in each of ``x`` (26-bit letter sets), 13 bits at a time."""
+    table = _bits()
+    return table[x & 8191] + table[x >> 13]
+
+
+@functools.lru_cache(maxsize=1)
+def _bits() -> Any:
     import numpy as np
 
-    table = np.array([bin(i).count("1") for i in range(1 << 13)], dtype=np.int64)
-    return table[x & 8191] + table[x >> 13]
+    return np.array([bin(i).count("1") for i in range(1 << 13)], dtype=np.int64)
