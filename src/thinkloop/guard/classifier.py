@@ -88,9 +88,9 @@ def _char_counts(part: _Part, text: str, grams: Grams | None = None) -> Counter[
             piece = w[at:at + LONG_WORD + 4]  # the n-grams starting in it, whole
             got = pieces.get(piece)
             if got is None:
-                grams = [piece[i:i + n] for n in (3, 4, 5)
-                         for i in range(min(LONG_WORD, len(piece) - n + 1))]
-                got = pieces[piece] = Counter(part.index[g] for g in grams if g in part.index)
+                sliced = [piece[i:i + n] for n in (3, 4, 5)
+                          for i in range(min(LONG_WORD, len(piece) - n + 1))]
+                got = pieces[piece] = Counter(part.index[g] for g in sliced if g in part.index)
             counts.update(got)
     counts.update(part.index[g] for g in _char_ngrams(" ".join(short)) if g in part.index)
     return counts
@@ -99,7 +99,7 @@ def _char_counts(part: _Part, text: str, grams: Grams | None = None) -> Counter[
 def _slicing(words: list[str]) -> int:
     """How many characters ``_char_counts`` would slice n-grams from: the short words, and
     the distinct pieces of the long ones."""
-    total, pieces = 0, set()
+    total, pieces = 0, set[str]()
     for word in words:
         if len(word) + 2 <= LONG_WORD:
             total += len(word)
@@ -227,7 +227,8 @@ class Classifier:
         z = (self.intercept + np.sqrt(np.maximum(tokens[hi] - tokens[lo], 0.0))
              + np.sqrt(np.maximum(chars[hi] - chars[lo], 0.0)))
         # A margin for rounding: the bound is exact arithmetic's, the scores are floats.
-        return (z < math.log(bar) - math.log1p(-bar) - 1e-6).tolist()
+        hopeless: list[bool] = (z < math.log(bar) - math.log1p(-bar) - 1e-6).tolist()
+        return hopeless
 
     def save(self, path: Path) -> None:
         """Write the classifier as ``load`` reads it: a zip of terms and raw weights."""
