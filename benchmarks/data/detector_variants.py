@@ -249,6 +249,9 @@ def run(args: argparse.Namespace) -> None:
     from thinkloop.guard.classifier import Classifier
     from thinkloop.guard.finetuned import FineTuned
 
+    import torch
+
+    torch.set_num_threads(1)  # latency on one core, as the guard runs it
     start = time.time()
     tr_t, tr_y = linear_train()
     print(f"linear train: {sum(tr_y)} attacks, {len(tr_y) - sum(tr_y)} ordinary "
@@ -299,6 +302,28 @@ def run(args: argparse.Namespace) -> None:
     print(line("patterns + clf (default)", (ev["pat"] > 0) | (ev["clf"] > 0), ev_y))
     for name, fn in rows:
         print(line(name, fn(ev), ev_y))
+    latency(lin, b_model, ev_t)
+
+
+def latency(lin: dict[str, Callable[[list[str]], np.ndarray]], b_model: object,
+            texts: list[str]) -> None:
+    """CPU time of this thread per message (one message at a time), median and p95."""
+    import os
+
+    print(f"\nper message, one thread (load {os.getloadavg()[0]:.1f}):")
+    models: dict[str, Callable[[list[str]], object]] = {
+        k: (lambda t, f=f: linear_eff(f, t)) for k, f in lin.items()}
+    if b_model is not None:
+        models["B"] = lambda t: ft_eff(b_model, t)
+    for name, fn in models.items():
+        cpu = []
+        for text in texts:
+            start = time.thread_time()
+            fn([text])
+            cpu.append((time.thread_time() - start) * 1e3)
+        cpu.sort()
+        print(f"  {name}: CPU median {cpu[len(cpu) // 2]:.1f} ms, "
+              f"p95 {cpu[95 * len(cpu) // 100]:.1f} ms")
 
 
 def _rows(th: dict[str, float], best: str, pair: tuple[float, float]
