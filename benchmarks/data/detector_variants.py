@@ -25,8 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_injection_classifier import OWN, _pkg
 from train_injection_classifier import load as load_public
-from train_injection_encoder import (FRESH, _neuralchemy, _never_tuned, _yanis, datasets,
-                                     head_words)
+from train_injection_encoder import FRESH, _neuralchemy, _never_tuned, _yanis, datasets, head_words
 
 BUDGET = 0.01  # rule R1
 LINEAR = ("A1", "A2", "A3")
@@ -245,11 +244,11 @@ def line(name: str, flag: np.ndarray, y: np.ndarray) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    import torch
+
     from thinkloop.guard import scan_input
     from thinkloop.guard.classifier import Classifier
     from thinkloop.guard.finetuned import FineTuned
-
-    import torch
 
     torch.set_num_threads(1)  # latency on one core, as the guard runs it
     start = time.time()
@@ -343,9 +342,9 @@ def _rows(th: dict[str, float], best: str, pair: tuple[float, float]
 
 def train_b(args: argparse.Namespace) -> None:
     import torch
+    from finetune_injection_encoder import train
 
     import thinkloop.guard.finetuned as ft
-    from finetune_injection_encoder import train
 
     ft.FROZEN = 2  # variant B: the top four of six layers are tuned
     torch.manual_seed(0)
