@@ -207,21 +207,24 @@ def fit_a2(texts: list[str], labels: list[int]) -> Callable[[list[str]], np.ndar
 
 # --- rule R1 ----------------------------------------------------------------------------------
 
-def r1(scores: np.ndarray, y: np.ndarray, base: np.ndarray) -> float:
+def r1(scores: np.ndarray, y: np.ndarray, base: np.ndarray,
+       strict: np.ndarray | None = None) -> float:
     """The lowest threshold at which ``base OR score >= t`` flags at most BUDGET of the
-    ordinary texts (inf when ``base`` alone is over budget)."""
+    ordinary texts (inf when ``base`` alone is over budget); rule R2 (``strict``: a mask of
+    ordinary texts) also flags none of those."""
     benign = y == 0
     allowed = int(BUDGET * benign.sum()) - int(base[benign].sum())
-    if allowed < 0:
+    if allowed < 0 or (strict is not None and base[strict].any()):
         return float("inf")
     free = np.sort(scores[benign & ~base])[::-1]
-    if allowed >= len(free):
-        return float("-inf")
-    return float(np.nextafter(free[allowed], np.inf))
+    t = float("-inf") if allowed >= len(free) else float(np.nextafter(free[allowed], np.inf))
+    if strict is not None and strict.any():
+        t = max(t, float(np.nextafter(scores[strict].max(), np.inf)))
+    return t
 
 
-def r1_pair(s1: np.ndarray, s2: np.ndarray, y: np.ndarray,
-            base: np.ndarray) -> tuple[float, float]:
+def r1_pair(s1: np.ndarray, s2: np.ndarray, y: np.ndarray, base: np.ndarray,
+            strict: np.ndarray | None = None) -> tuple[float, float]:
     benign = y == 0
     cands = [np.unique(np.nextafter(np.sort(s[benign])[::-1][:40], np.inf))
              for s in (s1, s2)]
@@ -229,7 +232,8 @@ def r1_pair(s1: np.ndarray, s2: np.ndarray, y: np.ndarray,
     for t1 in [*cands[0], np.inf]:
         for t2 in [*cands[1], np.inf]:
             flag = base | (s1 >= t1) | (s2 >= t2)
-            if flag[benign].sum() > int(BUDGET * benign.sum()):
+            if flag[benign].sum() > int(BUDGET * benign.sum()) or (
+                    strict is not None and flag[strict].any()):
                 continue
             key = (float(flag[y == 1].mean()), float(t1) + float(t2), float(t1), float(t2))
             if key > best:
@@ -277,18 +281,24 @@ def run(args: argparse.Namespace) -> None:
     dflt = pat | (tune["clf"] > 0)
     th: dict[str, float] = {}
     none = np.zeros(len(tune_y), bool)
+    # R2: also none of the holdout split's in-domain ordinary texts (the last rows of tune)
+    strict = None
+    if args.rule == "r2":
+        strict = np.zeros(len(tune_y), bool)
+        strict[len(tune_y) - 80:] = tune_y[len(tune_y) - 80:] == 0
+        assert strict.sum() == 40
     for k in LINEAR:
-        th[k + " alone"] = r1(tune[k], tune_y, none)
-        th["patterns + " + k] = r1(tune[k], tune_y, pat)
-    th["B alone"] = r1(tune["B"], tune_y, none)
-    th["patterns + clf + B"] = r1(tune["B"], tune_y, dflt)
+        th[k + " alone"] = r1(tune[k], tune_y, none, strict)
+        th["patterns + " + k] = r1(tune[k], tune_y, pat, strict)
+    th["B alone"] = r1(tune["B"], tune_y, none, strict)
+    th["patterns + clf + B"] = r1(tune["B"], tune_y, dflt, strict)
     rec = {k: float((pat | (tune[k] >= th["patterns + " + k]))[tune_y == 1].mean())
            for k in LINEAR}
     best = max(LINEAR, key=lambda k: (rec[k], -LINEAR.index(k)))
-    t1, t2 = r1_pair(tune[best], tune["B"], tune_y, pat)
+    t1, t2 = r1_pair(tune[best], tune["B"], tune_y, pat, strict)
     rows = _rows(th, best, (t1, t2))
-    print(f"\nthresholds (rule R1, tune set): {json.dumps(th)}; C = patterns + {best} "
-          f"@ {t1:.4f} + B @ {t2:.4f}")
+    print(f"\nthresholds (rule {args.rule.upper()}, tune set): {json.dumps(th)}; "
+          f"C = patterns + {best} @ {t1:.4f} + B @ {t2:.4f}")
     print(f"\ntune set ({int(tune_y.sum())} attacks, {int((tune_y == 0).sum())} ordinary)")
     print(line("patterns + clf (default)", dflt, tune_y))
     for name, fn in rows:
@@ -372,6 +382,8 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--b", type=Path, help="variant B's weights (without: its rows are empty)")
     r.add_argument("--tune-only", action="store_true")
+    r.add_argument("--rule", choices=("r1", "r2"), default="r1",
+                   help="r2 (round 2): r1 and none of holdout's ordinary texts flagged")
     args = ap.parse_args()
     (train_b if args.cmd == "train-b" else run)(args)
 
