@@ -124,11 +124,13 @@ def tune_set() -> tuple[list[str], np.ndarray]:
     return t, np.asarray(data["tune"][1] + data["holdout"][1])
 
 
-def never_tuned() -> tuple[list[str], np.ndarray]:
+def never_tuned() -> tuple[list[str], np.ndarray, list[str]]:
     rows = [json.loads(line) for line in OWN.read_text("utf-8").splitlines()]
     rows += [json.loads(line) for line in FRESH.read_text("utf-8").splitlines()]
     rows = [r for r in rows if r["split"] in ("holdout2", "fresh")]
-    return [r["text"] for r in rows], np.asarray([r["label"] == "attack" for r in rows], int)
+    fams = [r["category"] if r["label"] == "attack" else "(ordinary: FPR)" for r in rows]
+    return ([r["text"] for r in rows], np.asarray([r["label"] == "attack" for r in rows], int),
+            fams)
 
 
 # --- scores as deployed: a long text is judged by its windows -------------------------------
@@ -260,7 +262,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"linear train: {sum(tr_y)} attacks, {len(tr_y) - sum(tr_y)} ordinary "
           f"({time.time() - start:.0f}s)", flush=True)
     tune_t, tune_y = tune_set()
-    ev_t, ev_y = never_tuned()
+    ev_t, ev_y, ev_fam = never_tuned()
     assert not {t.strip().lower() for t in tune_t} & {t.strip().lower() for t in ev_t}
     shipped = Classifier.load()
     extra = stdlib_ordinary()
@@ -311,7 +313,19 @@ def run(args: argparse.Namespace) -> None:
     print(line("patterns + clf (default)", (ev["pat"] > 0) | (ev["clf"] > 0), ev_y))
     for name, fn in rows:
         print(line(name, fn(ev), ev_y))
+    families(ev_fam, [("default", (ev["pat"] > 0) | (ev["clf"] > 0))]
+             + [(name.split(":")[0], fn(ev)) for name, fn in rows if "alone" not in name])
     latency(lin, b_model, ev_t)
+
+
+def families(fams: list[str], columns: list[tuple[str, np.ndarray]]) -> None:
+    names = sorted(set(fams))
+    f = np.asarray(fams)
+    print(f"\n{'family':20s} {'n':>4s}" + "".join(f" {n[-14:]:>14s}" for n, _ in columns))
+    for fam in names:
+        m = f == fam
+        print(f"{fam:20s} {m.sum():4d}"
+              + "".join(f" {flag[m].mean():14.1%}" for _, flag in columns))
 
 
 def latency(lin: dict[str, Callable[[list[str]], np.ndarray]], b_model: object,
