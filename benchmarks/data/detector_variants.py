@@ -8,6 +8,10 @@ figures, and only then (without ``--tune-only``) scores the never-tuned splits o
     pip install --no-deps agent-injection-bench==0.1.0 hermes-jailbench==0.2.2
     python benchmarks/data/detector_variants.py train-b --out /tmp/ft_b.safetensors
     python benchmarks/data/detector_variants.py run --b /tmp/ft_b.safetensors [--tune-only]
+        [--rule r2]
+
+``--rule r2`` (round 2, decided after round 1 was scored): R1 and none of the ``holdout``
+split's in-domain ordinary texts flagged.
 """
 
 from __future__ import annotations
