@@ -137,9 +137,9 @@ def _collapsed(view: _View) -> _View | None:
     splits = [m.span() for m in _SPLIT.finditer(view.text)]
     if not splits:
         return None
-    keep = [True] * len(view.text)
+    keep = bytearray(b"\x01") * len(view.text)  # C bytes, not a list of a million bools
     for start, end in splits:
-        keep[start + 1:end:2] = [False] * len(range(start + 1, end, 2))
+        keep[start + 1:end:2] = bytes(len(range(start + 1, end, 2)))
     text = "".join(itertools.compress(view.text, keep))
     origin = tuple(itertools.compress(view.origin, keep))
     return _View("collapsed", text, origin)
