@@ -48,13 +48,13 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
         if stop.status == "completed":  # a hook answered for the model (ask_first's question)
             close_unanswered(state, "[no result: the run was answered]")
             state.append(Message.assistant(stop.reason))
-            await finish(state, "completed", stop.reason, stop.reason)
+            finish_now(state, "completed", stop.reason, stop.reason)
         else:
             if stop.status != "paused":  # a paused run's held calls are answered on resume
                 close_unanswered(state, f"[no result: {stop.reason}]")
             if stop.answer is not None:  # a guard's answer goes out sanitized, like a model's
                 output = stop.answer if cfg.output_type is None else None
-                await finish(state, stop.status, stop.answer, output)
+                finish_now(state, stop.status, stop.answer, output)
             end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")
@@ -139,9 +139,21 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
 
 async def finish(state: RunState, status: RunStatus, text: str, output: Any) -> str:
     """Record the final answer; returns it sanitized (what the session keeps)."""
-    # Every final answer is sanitized (a long one in a worker thread, as every scan of text
-    # is); NO_REPLY as the whole answer makes the run silent.
+    # Every final answer is sanitized: a model's long one in a worker thread, as every scan
+    # of text is.
     clean = await off_loop(len(text), sanitize_output, text, ANSWER_CLEANERS)
+    return record(state, status, text, clean, output)
+
+
+def finish_now(state: RunState, status: RunStatus, text: str, output: Any) -> str:
+    """``finish`` with no wait: for a hook's or a guard's answer (a few lines), from the
+    handler of a stopped run, where a cancellation arriving in a wait would skip the run's
+    delivery."""
+    return record(state, status, text, sanitize_output(text, ANSWER_CLEANERS), output)
+
+
+def record(state: RunState, status: RunStatus, text: str, clean: str, output: Any) -> str:
+    # NO_REPLY as the whole answer makes the run silent.
     state.silent = is_silent(clean)
     state.text = "" if state.silent else clean
     state.output = state.text if isinstance(output, str) and output == text else output
