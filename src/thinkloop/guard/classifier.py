@@ -1,4 +1,4 @@
-"""A trained linear prompt-injection classifier in plain Python (no numpy at run time).
+"""A trained linear prompt-injection classifier in plain Python (numpy only for long texts).
 
 TF-IDF over word 1-2-grams and character 3-5-grams (within word boundaries), each L2
 normalised, and logistic regression: the scikit-learn pipeline that
@@ -6,9 +6,11 @@ normalised, and logistic regression: the scikit-learn pipeline that
 plain arrays in ``guard/data/classifier.zip`` (terms as text, weights as little-endian
 floats; 0.4 MB) and scored here exactly as scikit-learn would. Loading it imports nothing
 heavy (numpy alone costs ~100 ms of the first run's CPU), so a default agent's first run
-stays close to a lean one's. Long texts are scored in overlapping windows of words, so an injection
-buried in a long document is not diluted by it; each window over the threshold is a finding
-that names the score and the n-grams that pushed it up.
+stays close to a lean one's. Long texts are scored in overlapping windows of words, so an
+injection buried in a long document is not diluted by it; each window over the threshold is a
+finding that names the score and the n-grams that pushed it up. A text over ``NUMPY_CHARS``
+(scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
+windows that cannot reach the threshold skipped unscored.
 """
 
 from __future__ import annotations
