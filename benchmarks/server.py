@@ -24,7 +24,8 @@ with this one's and the library's, so before and after share the machine's load.
 ``--profile FILE``: a py-spy profile of the gateway while the runs go (speedscope JSON, or
 collapsed stacks when FILE ends in ``.txt``). ``--memory-trace``: the gateway traces its
 allocations (tracemalloc: slower, so its runs/s mean nothing) and prints what the active runs
-hold (a snapshot when the first run has ended against one after the warm-up run), by line, on stderr.
+hold (a snapshot when the first run has ended against one after the warm-up run), by line,
+on stderr.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def serve_gateway(port: int, runs: int) -> None:
 
 def trace_on_signal() -> None:
     """Trace allocations; on SIGUSR1 take a snapshot, and print the growth since the last
-    one (the first after the warm-up run, the second when the first run has ended) by line on stderr."""
+    one (the first after the warm-up run, the second when the first run has ended) by line
+    on stderr."""
     import signal
     import tracemalloc
 
