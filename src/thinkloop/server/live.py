@@ -38,7 +38,9 @@ class LiveRun:
     error: str | None = None
     ended: str | None = None  # the status of a run that ended without a result
     finished_at: float | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Who waits for the next event (a subscriber each): woken and dropped at every publish.
+    # Futures, not an asyncio.Event made anew per event (one with its 600-byte deque each).
+    _waiters: list[asyncio.Future[None]] | None = None
 
     @property
     def done(self) -> bool:
@@ -69,8 +71,22 @@ class LiveRun:
         return self.status
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _changed(self) -> None:
+        """Until the next publish or the end (the caller checked there was nothing new)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)  # cancelled: not kept until the next event
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Events numbered above ``after``, as they come, until the run has finished."""
@@ -84,14 +100,14 @@ class LiveRun:
         (a subscriber writes them in one send per loop turn)."""
         seq = max(0, after)
         while True:
-            changed = self._changed
             if seq < len(self.events):
                 batch = list(enumerate(self.events[seq:], seq + 1))
                 seq += len(batch)
                 yield batch
+                continue  # more may have come while it was written: look again first
             if self.done:
                 return
-            await changed.wait()
+            await self._changed()  # nothing awaits between the look and this: none is lost
 
 
 def _sees(run: LiveRun, user: str, admin: bool) -> bool:
