@@ -61,7 +61,11 @@ def test_every_subscriber_is_woken_by_each_event_and_by_the_end() -> None:
 def test_a_subscriber_that_leaves_is_not_kept_waiting() -> None:
     async def main() -> int:
         run = live_run()
-        task = asyncio.create_task(anext(run.follow_batches()))
+
+        async def first() -> list[tuple[int, bytes]]:
+            return await anext(run.follow_batches())
+
+        task = asyncio.create_task(first())
         await asyncio.sleep(0)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
