@@ -72,3 +72,33 @@ def test_a_subscriber_that_leaves_is_not_kept_waiting() -> None:
         return len(run._waiters or [])
 
     assert asyncio.run(main()) == 0
+
+
+
+def test_finished_runs_are_forgotten_over_the_count_and_by_age(monkeypatch: Any) -> None:
+    from thinkloop.server import live
+
+    now = [1000.0]
+    monkeypatch.setattr("thinkloop.server.live.time.time", lambda: now[0])
+    runs = live.LiveRuns(per_user=10, total=10, keep_finished_s=60, keep_runs=3)
+
+    def started(run_id: str) -> LiveRun:
+        handle: Any = None
+        run = LiveRun(run_id, "ana", "default", None, handle)
+        runs.add(run)
+        return run
+
+    def kept() -> list[str]:
+        return [r.id for r in runs.of_user("ana")]
+
+    a, b, c = started("a"), started("b"), started("c")
+    b.finish(None, "x")
+    started("d")  # one over keep_runs: the oldest finished one goes at once
+    assert kept() == ["a", "c", "d"]
+    a.finish(None, "x")
+    now[0] += 30
+    c.finish(None, "x")
+    now[0] += 31  # a finished 61 s ago, c 31 s ago
+    runs.keep_runs = 10
+    started("e")
+    assert kept() == ["c", "d", "e"]

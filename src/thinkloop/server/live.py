@@ -21,6 +21,8 @@ from thinkloop.api import RunHandle, RunResult
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.events import Event, to_dict
 
+SWEEP_S = 1.0  # how often a start looks for finished runs past keep_finished_s
+
 
 @dataclass(eq=False)
 class LiveRun:
@@ -132,6 +134,7 @@ class LiveRuns:
         self.keep_runs = keep_runs
         self._runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._active: dict[str, int] = {}  # user -> active runs
+        self._swept = 0.0  # when finished runs were last looked at for their age
 
     @property
     def active_count(self) -> int:
@@ -174,13 +177,26 @@ class LiveRuns:
         return [r for r in self._runs.values() if not r.done]
 
     def _evict(self) -> None:
-        cutoff = time.time() - self.keep_finished_s
-        finished = [r for r in self._runs.values() if r.done]
+        """Forget the oldest finished runs over ``keep_runs``, and (once per ``SWEEP_S``:
+        every run was looked at on every start, a cost growing with the runs kept) those
+        finished over ``keep_finished_s`` ago."""
+        now = time.time()
         excess = len(self._runs) - self.keep_runs
-        for r in finished:
-            if excess > 0 or (r.finished_at or 0) < cutoff:
-                del self._runs[r.id]
+        sweep = now >= self._swept + SWEEP_S
+        if excess <= 0 and not sweep:
+            return
+        if sweep:
+            self._swept = now
+        cutoff = now - self.keep_finished_s
+        gone = []
+        for r in self._runs.values():  # oldest first
+            if excess <= 0 and not sweep:
+                break
+            if r.done and (excess > 0 or (r.finished_at or 0) < cutoff):
+                gone.append(r.id)
                 excess -= 1
+        for run_id in gone:
+            del self._runs[run_id]
 
 
 def run_view(run: LiveRun) -> dict[str, Any]:
