@@ -16,7 +16,10 @@ The baseline, measured in the same run, is the library alone: the same N runs st
 run).
 
 Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
-[--compare /path/to/other/checkout] [--profile FILE] [--memory-trace]
+[--compare /path/to/other/checkout] [--as-served] [--profile FILE] [--memory-trace]
+
+``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (the h11
+protocol with its connection budget), not uvicorn's defaults (httptools).
 
 ``--compare TREE``: the gateway of another checkout (``TREE/src``) is measured too, in turn
 with this one's and the library's, so before and after share the machine's load.
@@ -100,7 +103,10 @@ def serve_model(port: int, delay_s: float) -> None:
     asyncio.run(main())
 
 
-def serve_gateway(port: int, runs: int) -> None:
+def serve_gateway(port: int, runs: int, as_served: bool = False) -> None:
+    """The gateway under uvicorn's defaults (httptools when installed), or ``as_served``:
+    under ``thinkloop serve``'s uvicorn configuration (h11 and the connection budget, with
+    the per-client cap raised to the load: every run comes from one client here)."""
     import uvicorn
 
     if os.environ.get("BENCH_TRACEMALLOC"):
@@ -113,9 +119,16 @@ def serve_gateway(port: int, runs: int) -> None:
     agents = home / "agents.yaml"
     agents.write_text(AGENTS)
     config = GatewayConfig(no_auth=True, port=port, agents_file=agents, per_user_runs=runs,
-                           max_runs=runs, store_url=str(home / "gateway.db"))
-    uvicorn.run(create_app(config, tools=[make_tool(echo)]), host="127.0.0.1", port=port,
-                log_level="warning", backlog=4096, timeout_keep_alive=60)
+                           max_runs=runs, store_url=str(home / "gateway.db"),
+                           per_client_connections=runs * 2 + 10, keep_alive_s=60)
+    app = create_app(config, tools=[make_tool(echo)])
+    if as_served:
+        from thinkloop.server.connections import uvicorn_config
+
+        uvicorn.Server(uvicorn_config(app, config)).run()
+        return
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096,
+                timeout_keep_alive=60)
 
 
 def trace_on_signal() -> None:
@@ -290,6 +303,8 @@ def main() -> None:
                         help="py-spy the gateway into FILE (.txt: collapsed stacks)")
     parser.add_argument("--memory-trace", action="store_true",
                         help="tracemalloc the gateway: what the active runs hold")
+    parser.add_argument("--as-served", action="store_true",
+                        help="run the gateway under thinkloop serve's uvicorn configuration")
     parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
     parser.add_argument("--compare", metavar="TREE",
                         help="also measure the gateway of another checkout (its src/), in turn")
@@ -300,7 +315,7 @@ def main() -> None:
     if args.role == "model":
         return serve_model(args.port, args.model_delay)
     if args.role == "gateway":
-        return serve_gateway(args.port, args.runs)
+        return serve_gateway(args.port, args.runs, args.as_served)
     if args.role == "direct":
         return direct(args.runs)
 
@@ -310,7 +325,7 @@ def main() -> None:
     if args.memory_trace:
         env["BENCH_TRACEMALLOC"] = "1"
     me = [sys.executable, __file__, "--runs", str(args.runs), "--model-delay",
-          str(args.model_delay)]
+          str(args.model_delay), *(["--as-served"] if args.as_served else [])]
     model = subprocess.Popen([*me, "--role", "model", "--port", str(model_port)], env=env)
     # Each measurement: a fresh THINKLOOP_HOME (the default store starts empty), in turn.
     trees = {"gateway": None, **({"before": args.compare} if args.compare else {})}
@@ -364,7 +379,8 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
     print(f"{args.runs} runs at once, {steps} model calls each, model reply delay "
           f"{args.model_delay:g}s ({os.cpu_count()} cores); medians of {args.repeat}, "
           f"load {min(loads):.1f}-{max(loads):.1f}"
-          + (f"; before: {args.compare}" if args.compare else "") + "\n")
+          + (f"; before: {args.compare}" if args.compare else "")
+          + ("; as served (h11)" if args.as_served else "") + "\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
     print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))
