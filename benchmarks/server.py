@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -229,13 +230,10 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
         async with session.post(f"{base}/v1/runs", json=body) as r:
             warm = (await r.json())["id"]
         await follow(session, base, warm, [])
-        idle = rss_mb(gateway_pid)
-        peak = idle
+        idle = peak = rss_mb(gateway_pid)
         latencies: list[float] = []
         stats: dict[str, int] = {}
-
-        started = 0
-        ended: list[str] = []
+        started, ended = 0, list[str]()
         if trace:
             os.kill(gateway_pid, signal.SIGUSR1)  # the snapshot after the warm-up run
 
@@ -260,18 +258,12 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
 
         watcher = asyncio.create_task(watch())
         cpu0 = cpu_s(gateway_pid)
-        spy = None if profile is None else await asyncio.create_subprocess_exec(
-            "py-spy", "record", "--pid", str(gateway_pid), "--rate", "200", "--nonblocking",
-            "--format", "raw" if profile.endswith(".txt") else "speedscope", "-o", profile,
-            stdout=subprocess.DEVNULL)
-        t0 = time.perf_counter()
-        statuses = await asyncio.gather(*(one(i) for i in range(runs)))
-        elapsed = time.perf_counter() - t0
+        async with spying(gateway_pid, profile):
+            t0 = time.perf_counter()
+            statuses = await asyncio.gather(*(one(i) for i in range(runs)))
+            elapsed = time.perf_counter() - t0
         cpu = cpu_s(gateway_pid) - cpu0
         watcher.cancel()
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)
-            await spy.wait()
     bad = [s for s in statuses if s != "completed"]
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
     latencies.sort()
@@ -280,6 +272,23 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
             "mb_per_run": (peak - idle) / runs, "idle_mb": idle,
             "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0)}
+
+
+@contextlib.asynccontextmanager
+async def spying(pid: int, profile: str | None) -> AsyncIterator[None]:
+    """py-spy on ``pid`` into ``profile`` while inside (nothing when None)."""
+    if profile is None:
+        yield
+        return
+    spy = await asyncio.create_subprocess_exec(
+        "py-spy", "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format",
+        "raw" if profile.endswith(".txt") else "speedscope", "-o", profile,
+        stdout=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
 
 
 def wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
