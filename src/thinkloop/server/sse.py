@@ -111,7 +111,7 @@ class EventStream(Response):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         watch.cancel()
         await asyncio.wait({watch})  # its last ping is out before the response ends
-        self._stopped = True  # a cancel from here on is the watcher's, too late to matter
+        self._stopped = True  # ended on its own: stop() does nothing from here
 
     async def _watch(self, receive: Receive, send: Send) -> None:
         """The client's disconnect ends the stream; every ``ping_s`` a ping goes out."""
