@@ -30,6 +30,8 @@ from typing import Any
 
 from thinkloop.arithmetic import phrases_in
 from thinkloop.core.types import Message, ToolSpec
+from thinkloop.models.recap import task_index, task_text
+from thinkloop.spotlight import content_of
 
 # A file name with an extension that starts with a letter ("notes.txt", "src/app.py"; not
 # "0.15" or "2.5"), or a relative path with a slash. Every repetition is bounded, so a hostile
@@ -62,10 +64,10 @@ ROOT_TOOLS = frozenset({"list_dir", "grep"})
 
 def narrow(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolSpec]:
     """``tools`` with the arguments the current task spells out held to those values."""
-    start = _task_index(messages)
+    start = task_index(messages)
     if start is None:
         return list(tools)
-    task = messages[start].content
+    task = task_text(messages[start])
     since = messages[start + 1:]
     results = "\n".join(m.content for m in since if m.role == "tool")
     files = _unique(f for f in _FILE.findall(task) + _FILE.findall(results) if _named(f))
@@ -120,18 +122,20 @@ _THEN = re.compile(r"\b(?:then|afterwards|after\s{1,3}that)\b", re.IGNORECASE)
 
 
 def steps_left(messages: Sequence[Message]) -> int:
-    """How many of the steps the user's task names have no tool call yet in this turn."""
-    start = _task_index(messages)
+    """How many of the steps the user's task names have no successful call yet in this turn."""
+    start = task_index(messages)
     if start is None:
         return 0
-    steps = 1 + len(_THEN.findall(messages[start].content))
-    calls = sum(len(m.tool_calls) for m in messages[start + 1:])
-    return max(steps - calls, 0)
+    steps = 1 + len(_THEN.findall(task_text(messages[start])))
+    # A failed call took no step (a small model reads a file before writing it, and fails).
+    done = sum(1 for m in messages[start + 1:]
+               if m.role == "tool" and not _failed(m.content))
+    return max(steps - done, 0)
 
 
 def step_pending(messages: Sequence[Message]) -> bool:
     """Calls were made for the user's task and it names a step none has taken yet."""
-    start = _task_index(messages)
+    start = task_index(messages)
     return (start is not None and any(m.tool_calls for m in messages[start + 1:])
             and steps_left(messages) > 0)
 
@@ -140,13 +144,13 @@ def must_call(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> bool:
     """Whether the next decision must be a tool call: nothing was called yet in this turn
     and the task spells out an argument of an offered tool (``narrow`` holds it), or the
     task names more steps than calls were made (a call before an answer for each)."""
-    start = _task_index(messages)
+    start = task_index(messages)
     if start is None or not tools:
         return False
     since = messages[start + 1:]
     if any(m.tool_calls for m in since):
         return step_pending(messages) and not _failed_last(since)
-    task = messages[start].content
+    task = task_text(messages[start])
     names = {t.name for t in tools}
     spelled = ((names & FILE_TOOLS and _unique(f for f in _FILE.findall(task) if _named(f)))
                or ("calculator" in names and expressions_in(task) + phrases_in(task))
@@ -157,7 +161,13 @@ def must_call(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> bool:
 def _failed_last(since: Sequence[Message]) -> bool:
     """The newest tool result is an error: the model may then answer (say what went wrong)."""
     results = [m for m in since if m.role == "tool"]
-    return bool(results) and results[-1].content.startswith("Error")
+    return bool(results) and _failed(results[-1].content)
+
+
+def _failed(content: str) -> bool:
+    """A tool's error, also inside the spotlight markup of outside content."""
+    inside = content_of(content)
+    return (content if inside is None else inside).startswith("Error")
 
 
 def expressions_in(text: str) -> list[str]:
@@ -174,15 +184,6 @@ def _named(found: str) -> bool:
     """Not an abbreviation such as "e.g" or "i.e"."""
     stem, _, ext = found.rpartition(".")
     return len(stem) > 1 or len(ext) > 1
-
-
-def _task_index(messages: Sequence[Message]) -> int | None:
-    """The user's newest message (not one the loop wrote, such as a nudge)."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == "user" and not m.from_loop:
-            return i
-    return None
 
 
 def _is_string(schema: Any) -> bool:
