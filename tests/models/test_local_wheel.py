@@ -100,3 +100,22 @@ async def test_the_grammar_holds_what_the_task_spells_out(
     calls = [c for s in result.steps for c in s.tool_calls]
     assert calls and (calls[0].name, calls[0].arguments) == (
         "calculator", {"expression": "(17+25)*3"})
+
+
+def test_a_spelled_out_task_is_called_first_and_answered_once_done(smollm2_path: Path) -> None:
+    from thinkloop.core.types import ToolCall
+
+    model = WheelModel(smollm2_path, n_ctx=2048)
+    spec = [calculator.spec]
+    task = [Message.system("s"), Message.user("What is 7 squared?")]
+    first = model._kwargs(task, spec, ModelSettings())["grammar"]
+    assert "calculator" in first and "answer" not in first  # a call, with "7 squared"
+    assert "7 squared" in first
+    done = [*task, Message.assistant("", (ToolCall("c1", "calculator",
+                                                    {"expression": "7 squared"}),)),
+            Message.tool("c1", "calculator", "49")]
+    then = model._kwargs(done, spec, ModelSettings())["grammar"]
+    assert "answer" in then and "calculator" not in then  # every step done: the answer
+    plain = [Message.system("s"), Message.user("What is the capital of France?")]
+    either = model._kwargs(plain, spec, ModelSettings())["grammar"]
+    assert "answer" in either and "calculator" in either

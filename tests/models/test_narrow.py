@@ -13,6 +13,7 @@ from thinkloop.models.narrow import (
     must_call,
     narrow,
     step_pending,
+    steps_done,
     steps_left,
 )
 from thinkloop.settings import load_settings
@@ -143,3 +144,13 @@ def test_a_failed_call_takes_no_step(tmp_path: Path) -> None:
                                                       "read_file", trailer=False)),
             Message.assistant("", (write,)), Message.tool("c2", "write_file", "wrote 4 bytes")]
     assert steps_left(turn) == 1 and must_call(tools, turn)
+
+
+def test_every_step_done_means_an_answer_is_due() -> None:
+    task = Message.user("Read price.txt, then add 5 to the price.")
+    read = Message.assistant("", (ToolCall("c1", "read_file", {"path": "price.txt"}),))
+    add = Message.assistant("", (ToolCall("c2", "calculator", {"expression": "20+5"}),))
+    assert not steps_done([task])
+    assert not steps_done([task, read, Message.tool("c1", "read_file", "20")])
+    assert steps_done([task, read, Message.tool("c1", "read_file", "20"), add,
+                       Message.tool("c2", "calculator", "25")])

@@ -18,15 +18,19 @@ def test_earlier_turns_fold_into_the_task() -> None:
                Message.user("What is 2*2?"), Message.assistant("", (call,)),
                Message.tool("c1", "calculator", "4"), Message.assistant("4"),
                Message.user("What is my name?")]
-    folded = recap(history)
+    folded = recap(history, "What is my name?")
     assert [m.role for m in folded] == ["system", "user"]
     assert folded[1].content == (f'{RECAP_HEAD}"My name is Ada."\n"What is 2*2?"\n\n'
                                  "What is my name?")
     assert task_text(folded[1]) == "What is my name?"
     # The steps of the current turn stay as they are; a first turn is left alone.
     step = [*history, Message.assistant("", (call,)), Message.tool("c1", "calculator", "4")]
-    assert recap(step)[2:] == step[-2:]
-    assert recap(history[:2]) == history[:2]
+    assert recap(step, "What is my name?")[2:] == step[-2:]
+    assert recap(history[:2], "My name is  Ada.\n") == history[:2]
+    # A nudge after the results is no task: nothing of the run is folded away.
+    nudged = [*step, Message.user("[Urgent] Only 2 step(s) left.")]
+    assert recap(nudged, "What is my name?")[2:] == nudged[-3:]
+    assert recap(nudged, "not in the messages") == nudged
 
 
 async def test_a_small_model_in_a_session_is_shown_the_recap() -> None:

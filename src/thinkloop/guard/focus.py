@@ -36,6 +36,6 @@ def recap_hook() -> Hook:
     said, in front of the task (``models/recap.py``: a small model does not follow a chat)."""
 
     def fold(ctx: ReasonContext) -> None:
-        ctx.messages = recap(ctx.messages)
+        ctx.messages = recap(ctx.messages, ctx.state.task)
 
     return Hook("pre_reason", fold, name="context.recap")

