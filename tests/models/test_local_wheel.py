@@ -127,8 +127,8 @@ async def test_a_repeated_call_while_a_step_is_pending_is_asked_again_without_it
     """SmolLM2 repeated its read after "Read price.txt, then use the calculator..." and
     then answered with the price; asked again without that tool it has the calculator."""
     from thinkloop.core.types import ToolCall
-    from thinkloop.tools.builtin import builtin_tools
     from thinkloop.settings import load_settings
+    from thinkloop.tools.builtin import builtin_tools
 
     class Replayed(WheelModel):
         def __init__(self, replies: list[str]) -> None:
