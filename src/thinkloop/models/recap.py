@@ -44,9 +44,9 @@ def recap(messages: Sequence[Message], task: str) -> list[Message]:
     if not said:
         return list(messages)
     quoted = "\n".join(f'"{s[:RECAP_CHARS]}"' for s in said[-RECAP_TURNS:])
-    task = messages[start]
-    text = f"{RECAP_HEAD}{quoted}\n\n{task.content}"
-    return [*head, replace(task, content=text), *messages[start + 1:]]
+    asked = messages[start]
+    text = f"{RECAP_HEAD}{quoted}\n\n{asked.content}"
+    return [*head, replace(asked, content=text), *messages[start + 1:]]
 
 
 def task_text(message: Message) -> str:
