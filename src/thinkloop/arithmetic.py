@@ -18,8 +18,7 @@ import re
 _NUM = r"(\d{1,30}(?:\.\d{1,30})?)"
 
 # name -> (kind, size in the kind's base unit). Plural and short forms are listed.
-_UNITS: dict[str, tuple[str, float]] = {}
-for _names, _kind, _size in (
+_UNIT_TABLE: tuple[tuple[str, str, float], ...] = (
     ("second seconds sec secs s", "time", 1.0),
     ("minute minutes min mins", "time", 60.0),
     ("hour hours hr hrs h", "time", 3600.0),
@@ -40,9 +39,8 @@ for _names, _kind, _size in (
     ("pound pounds lb lbs", "mass", 453.59237),
     ("milliliter milliliters millilitre millilitres ml", "volume", 0.001),
     ("liter liters litre litres l", "volume", 1.0),
-):
-    for _name in _names.split():
-        _UNITS[_name] = (_kind, _size)
+)
+_UNITS = {name: (kind, size) for names, kind, size in _UNIT_TABLE for name in names.split()}
 
 # Longest names first, so "minutes" is not read as "min" + "utes".
 _UNIT = "(" + "|".join(sorted(map(re.escape, _UNITS), key=len, reverse=True)) + r")\b"
