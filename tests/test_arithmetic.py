@@ -40,3 +40,14 @@ def test_anything_else_is_left_as_it_was() -> None:
     assert plain("12*7?") == "12*7"
     assert plain("5 m to seconds") == "5 m to seconds"
     assert plain("3 x 60") == "3*60"
+
+
+def test_word_operators_between_digits_are_arithmetic_and_prose_stays_prose() -> None:
+    assert {q: plain(q) for q in ("9 times 8", "half of 90", "a third of 60", "twice 15",
+                                  "double 21", "3 plus 4", "10 minus 3", "20 divided by 4")} == {
+        "9 times 8": "9 * 8", "half of 90": "(90/2)", "a third of 60": "(60/3)",
+        "twice 15": "(15*2)", "double 21": "(21*2)", "3 plus 4": "3 + 4",
+        "10 minus 3": "10 - 3", "20 divided by 4": "20 / 4"}
+    assert phrases_in("What is 9 times 8? And half of 90?") == ["9 times 8", "half of 90"]
+    for prose in ("Take it three times a day.", "Read half of the file.", "double the size"):
+        assert (plain(prose), phrases_in(prose)) == (prose.rstrip("."), [])

@@ -55,6 +55,23 @@ _ROOT = re.compile(rf"(?:the\s{{1,3}})?square\s{{1,3}}root\s{{1,3}}of\s{{0,3}}{_
                    re.IGNORECASE)
 _POWER = re.compile(rf"{_NUM}\s{{1,3}}(squared|cubed)\b", re.IGNORECASE)
 _TIMES = re.compile(r"(?<=\d)\s*[x×]\s*(?=\d)")
+# Word operators, only between numbers written as digits ("three times a day" and "half of
+# the file" stay prose): operator -> symbol, and scale words -> (pattern, factor).
+_WORD_OPS = {"times": "*", "multiplied by": "*", "plus": "+", "minus": "-", "divided by": "/"}
+_OPS = "|".join(w.replace(" ", r"\s{1,3}") for w in _WORD_OPS)
+_WORD_OP = re.compile(rf"(?<=[\d)])\s{{1,3}}({_OPS})\s{{1,3}}(?=[\d(])", re.IGNORECASE)
+_CHAIN = re.compile(rf"{_NUM}(?:\s{{1,3}}(?:{_OPS})\s{{1,3}}{_NUM})+", re.IGNORECASE)
+_SCALES = {"half": "/2", "a half": "/2", "a third": "/3", "one third": "/3",
+           "a quarter": "/4", "one quarter": "/4", "twice": "*2", "double": "*2",
+           "triple": "*3"}
+_SCALE = re.compile(r"\b(a\s{1,3}half|half|a\s{1,3}third|one\s{1,3}third|a\s{1,3}quarter|"
+                    rf"one\s{{1,3}}quarter)\s{{1,3}}of\s{{1,3}}{_NUM}|\b(twice|double|triple)"
+                    rf"\s{{1,3}}{_NUM}", re.IGNORECASE)
+
+
+def _scaled(m: re.Match[str]) -> str:
+    word, number = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return f"({number}{_SCALES[' '.join(word.lower().split())]})"
 
 
 def _converted(amount: str, source: str, target: str, whole: str) -> str:
@@ -83,13 +100,15 @@ def plain(expression: str) -> str:
     text = _ROOT.sub(r"sqrt(\1)", text)
     text = _POWER.sub(lambda m: f"({m.group(1)}**{2 if m.group(2).lower() == 'squared' else 3})",
                       text)
+    text = _SCALE.sub(_scaled, text)
+    text = _WORD_OP.sub(lambda m: f" {_WORD_OPS[' '.join(m.group(1).lower().split())]} ", text)
     return _TIMES.sub("*", text).replace("÷", "/")
 
 
 def phrases_in(text: str) -> list[str]:
     """The everyday arithmetic phrases of ``text`` (each one ``plain`` reads), in order."""
     found: list[tuple[int, str]] = []
-    for pattern in (_HOW_MANY, _CONVERT, _PERCENT, _ROOT, _POWER):
+    for pattern in (_HOW_MANY, _CONVERT, _PERCENT, _ROOT, _POWER, _SCALE, _CHAIN):
         for m in pattern.finditer(text):
             if pattern in (_HOW_MANY, _CONVERT) and plain(m.group(0)) == m.group(0).strip():
                 continue  # two kinds of unit: not a conversion

@@ -72,3 +72,18 @@ def test_a_named_file_is_read_and_everyday_arithmetic_is_arithmetic() -> None:
     for task in ("cat fruit.txt", "Show me the contents of todo.md.", "Edit notes.txt"):
         names = {t.name for t in rank_tools(task, specs)}
         assert (names & {"write_file", "edit_file"} != set()) == task.startswith("Edit")
+
+
+def test_arithmetic_gets_no_shell_and_orders_to_save_get_write_file() -> None:
+    specs = _specs()
+    picks = {task: [t.name for t in rank_tools(task, specs)] for task in (
+        "What's 25% of 60?", "What is 9 times 8?", "Run echo 25% of 60 in the shell",
+        "Save the word banana in fruit.txt.", "Store 42 in answer.txt",
+        "Put hello into a.txt", "What did I save in notes.txt?")}
+    assert picks["What's 25% of 60?"] == ["calculator"]
+    assert picks["What is 9 times 8?"] == ["calculator"]
+    assert "shell" in picks["Run echo 25% of 60 in the shell"]
+    for task in ("Save the word banana in fruit.txt.", "Store 42 in answer.txt",
+                 "Put hello into a.txt"):
+        assert picks[task][0] == "write_file"
+    assert "write_file" not in picks["What did I save in notes.txt?"]

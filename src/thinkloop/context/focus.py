@@ -45,15 +45,43 @@ _CHANGES = re.compile(r"\b(?:write|create|save|store|append|edit|change|replace|
                       r"rename|put|insert|update|overwrite|make)\b", re.IGNORECASE)
 
 
+# Verbs that, as an order (a clause's first word) naming a file, mean writing it: "Save X in
+# f.txt", "then put X into f.txt"; "What did I save in f.txt?" orders nothing.
+_WRITE_ORDER = re.compile(r"(?:^|[.;,!?]\s*|\b(?:then|and|please)\s+)(?:save|store|put|create|"
+                          r"record)\b", re.IGNORECASE)
+# A task naming a command asks for the shell; plain arithmetic does not (the calculator
+# suffices, and a small model offered the shell runs "25%" in it).
+_COMMAND = re.compile(r"`|\b(?:run|execute|command|commands|shell|terminal|bash|script)\b",
+                      re.IGNORECASE)
+RUNNERS = frozenset({"shell"})
+
+
+def _is_arithmetic(task: str) -> bool:
+    return bool(_ARITHMETIC.search(task) or phrases_in(task))
+
+
 def _implied(task: str) -> str:
     """Words for the job a task implies without naming it: arithmetic in everyday forms,
-    reading a file it names."""
+    reading a file it names, writing one it orders saved."""
     words = ""
-    if _ARITHMETIC.search(task) or phrases_in(task):
+    if _is_arithmetic(task):
         words += " arithmetic"
     if _FILE_NAME.search(task) and not _CHANGES.search(task):
         words += " read file"
+    if _FILE_NAME.search(task) and _WRITE_ORDER.search(task):
+        words += " write file"
     return words
+
+
+def _left_out(task: str) -> frozenset[str]:
+    """Tools a task has no use for: writers when it changes no file, the shell for plain
+    arithmetic naming no command or file."""
+    out: frozenset[str] = frozenset()
+    if not _CHANGES.search(task):
+        out |= WRITERS
+    if _is_arithmetic(task) and not _COMMAND.search(task) and not _FILE_NAME.search(task):
+        out |= RUNNERS
+    return out
 
 
 # The tools that change files: not offered for a task that says nothing of changing one (a
@@ -81,7 +109,8 @@ def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> li
     index = bm25s.BM25()
     index.index(bm25s.tokenize([_doc(t) for t in tools], stopwords="en", show_progress=False),
                 show_progress=False)
-    scores = [0.0 if t.name in WRITERS and not _CHANGES.search(task) else float(s)
+    left_out = _left_out(task)
+    scores = [0.0 if t.name in left_out else float(s)
               for t, s in zip(tools, index.get_scores(query), strict=True)]
     best = max(scores)
     order = sorted(range(len(tools)), key=lambda i: (-scores[i], i))
