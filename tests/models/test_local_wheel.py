@@ -66,6 +66,13 @@ async def test_overflow_is_typed_and_long_input_is_cut_with_a_note(smollm2_path:
                        Message.assistant("ok"), Message.user("Say hi.")]
     reply = await small.complete(middle_too_long, [], ModelSettings(max_tokens=4))
     assert reply.message.content and reply.usage.input_tokens < 256
+    # The reply says its model left part of the long turn out, and its window.
+    assert reply.window == 256 and 0 < reply.cut_chars < len("The code is 4711. " * 200)
+    streamed = [i async for i in small.stream(middle_too_long, [], ModelSettings(max_tokens=4))]
+    final = streamed[-1]
+    assert isinstance(final, ModelResponse) and final.window == 256 and final.cut_chars > 0
+    whole = await small.complete(TASK, [], ModelSettings(max_tokens=4))
+    assert (whole.cut_chars, whole.window) == (0, 0)
 
 
 def test_the_embedded_server_refuses_other_callers(smollm2_path: Path) -> None:

@@ -202,7 +202,7 @@ async def _run(
 
     from thinkloop.api import context_from_cli, open_store
     from thinkloop.cli.build import build_agent
-    from thinkloop.cli.printers import EventPrinter
+    from thinkloop.cli.printers import EventPrinter, load_local
 
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
@@ -223,6 +223,7 @@ async def _run(
                            highlight=False, soft_wrap=True)
             printer = EventPrinter(progress)
             agent.subscribe(printer)
+            await load_local(agent, progress)
         context = None
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url,
