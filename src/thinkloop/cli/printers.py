@@ -73,7 +73,7 @@ class EventPrinter:
         self._label: Elapsed | None = None
         self._tokens = 0
         self._running: dict[str, str] = {}  # tool calls in flight: id -> name
-        self._cut = 0  # the most characters a model.input_cut has reported in this run
+        self._cut_said = False  # whether this run's model.input_cut was shown
 
     def __call__(self, event: Event) -> None:
         match event:
@@ -110,9 +110,9 @@ class EventPrinter:
                 self.close()  # a person is asked on this terminal: no spinner over the prompt
             case ApprovalDecided(approved=True) if self._running:
                 self._spin(self._tools_running(event.step))
-            case ModelInputCut(window=window, chars=chars) if chars > self._cut:
-                # Once per run, and again only if more is cut (each step re-sends the history).
-                self._cut = chars
+            case ModelInputCut(window=window, chars=chars) if not self._cut_said:
+                # Once per run: each step re-sends the history, cut again about as much.
+                self._cut_said = True
                 self.console.print(
                     f"[yellow]note:[/] the model's context window ({window:,} tokens) could not "
                     f"hold the whole request: {chars:,} characters were left out of the middle "
