@@ -370,6 +370,19 @@ def test_a_run_whose_every_call_was_refused_says_so_and_exits_10(
     assert item["reason"].startswith("Not approved:") and "--approve auto" in item["allow"]
 
 
+def test_a_message_to_the_person_at_the_terminal_needs_no_approval(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    server.clear()  # (a refused send_message ended "My name is Ada." with exit 10)
+    server.enqueue(Reply(body=completion(tool_calls=[("send_message", {"text": "Hi Ada!"})])),
+                   Reply(body=completion("Nice to meet you, Ada.")))
+    proc = thinkloop("run", "My name is Ada.", "--model", "openai:fake",
+                     env=_env(server, THINKLOOP_HOME=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert "[agent] Hi Ada!" in proc.stderr and "refused" not in proc.stderr
+    assert proc.stdout == "Nice to meet you, Ada.\n"
+
+
 def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: Path) -> None:
     import os
     import sys
