@@ -50,6 +50,8 @@ def test_a_running_tool_has_a_spinner_until_it_returns_or_a_person_is_asked() ->
     assert printer._status is None  # the approval prompt is not drawn over
     printer(ToolReturned("r", 0, "c1", "shell", False, "done", 5.0))
     assert printer._status is None
+    printer(ToolCalled("r", 1, "c2", "ask_human", {"question": "Which colour?"}))
+    assert printer._status is None  # its question is asked on this terminal
 
 
 def test_a_slow_tool_result_says_how_long_it_took() -> None:

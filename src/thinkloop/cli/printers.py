@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 # A wait longer than this shows how long it has lasted (a spinner alone looks stuck).
 SLOW_S = 2.0
+# Tools that put a question to the person at this terminal and read the answer.
+ASKS_THE_PERSON = frozenset({"ask_human"})
 
 
 class Elapsed:
@@ -92,8 +94,10 @@ class EventPrinter:
                 self.close()
                 self.console.print(f"[cyan]step {event.step + 1}[/] [bold]{escape(name)}[/]"
                                    f"({escape(_short(arguments, 200))})")
-                self._running[event.id] = name
-                self._spin(self._tools_running(event.step), keep_clock=len(self._running) > 1)
+                if name not in ASKS_THE_PERSON:  # no spinner drawn over its question
+                    self._running[event.id] = name
+                    self._spin(self._tools_running(event.step),
+                               keep_clock=len(self._running) > 1)
             case ToolReturned(is_error=is_error, content=content, duration_s=took):
                 self._running.pop(event.id, None)
                 self.close()
