@@ -11,7 +11,7 @@ def _size(text: str) -> int:
     return len(text) // 4 + 8  # four characters a token, as SmolLM2's tokenizer about counts
 
 
-NOTE = re.compile(r"\n\[\.\.\. (\d+) characters cut here to fit the model's 512-token "
+NOTE = re.compile(r"\n\[\.\.\. (\d+) characters cut here to fit the model's \d+-token "
                   r"context \.\.\.\]\n")
 
 
@@ -45,3 +45,22 @@ def test_cuts_in_several_turns_add_up() -> None:
     assert len(lost) == 2 and sum(lost) == cut
     kept = sum(len(NOTE.sub("", t["content"])) for t in fitted)
     assert cut == sum(len(t["content"]) for t in turns) - kept
+
+
+def test_as_the_history_grows_the_cut_turn_keeps_its_start_as_a_prefix() -> None:
+    """The runtime reuses the KV cache of the longest common prefix with the last request:
+    a growing history must cut into the far end of the kept start, not move the cut."""
+    from thinkloop.models.local import FIT_TAIL_CHARS
+
+    long = "".join(f"sentence {i} of the long text. " for i in range(3000))
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": long}]
+    before: str | None = None
+    for step in range(4):
+        fitted, _ = fit_turns(_size, turns, 4096, 256)
+        head, tail = NOTE.split(fitted[1]["content"])[::2]
+        assert tail == long[-FIT_TAIL_CHARS:]  # the end kept is the same every step
+        if before is not None:
+            assert before.startswith(head) and len(head) < len(before)
+        before = head
+        turns += [{"role": "assistant", "content": f"step {step}: " + "thinking " * 60},
+                  {"role": "user", "content": "go on"}]

@@ -64,6 +64,12 @@ GRAMMAR_CACHE = 16
 # Room kept free in the window beside the reply when a request is cut to fit.
 FIT_MARGIN_TOKENS = 48
 FIT_NOTE = "\n[... {n} characters cut here to fit the model's {window}-token context ...]\n"
+# A cut turn keeps its start and at most this much of its end (where a question after a long
+# text usually is). Further cuts, as the history grows step by step, then come out of the
+# start's far end: the start stays a prefix of the last request's, whose KV cache the runtime
+# reuses, and only the short end and the newer turns are evaluated again (halves re-evaluated
+# half the turn each step).
+FIT_TAIL_CHARS = 1200
 
 
 def default_model_path() -> Path:
@@ -471,7 +477,8 @@ def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,
 def fit_turns(size: Callable[[str], int], turns: list[dict[str, str]], window: int,
               reply_tokens: int) -> tuple[list[dict[str, str]], int]:
     """Cut the middle of the longest turns until the prompt and the reply fit the window,
-    with a note where text was cut (the system prompt and the last turn are cut last).
+    with a note where text was cut (the system prompt and the last turn are cut last); a cut
+    turn keeps its start and at most ``FIT_TAIL_CHARS`` of its end.
     Returns the turns and how many of their characters were left out (the run tells the
     person: ``ModelResponse.cut_chars``)."""
     budget = window - reply_tokens - FIT_MARGIN_TOKENS
@@ -491,7 +498,8 @@ def fit_turns(size: Callable[[str], int], turns: list[dict[str, str]], window: i
         now = len(turns[i]["content"])
         kept[i] -= min(kept[i], int((over + 16) * now / max(sizes[i], 1)) + 1)
         text, keep = originals[i], kept[i]
-        head, tail = text[: keep // 2], text[len(text) - keep + keep // 2 :] if keep else ""
+        ends = min(keep - keep // 2, FIT_TAIL_CHARS)
+        head, tail = text[: keep - ends], text[len(text) - ends :] if ends else ""
         note = FIT_NOTE.format(n=len(text) - keep, window=window)
         turns[i] = {**turns[i], "content": head + note + tail}
         sizes[i] = size(turns[i]["content"])
