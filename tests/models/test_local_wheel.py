@@ -142,10 +142,10 @@ async def test_a_repeated_call_while_a_step_is_pending_is_asked_again_without_it
             super().__init__(smollm2_path, n_ctx=2048)
             self.replies, self.grammars = replies, []
 
-        def _run(self, kwargs: dict) -> dict:  # type: ignore[type-arg]
+        def _run(self, kwargs: dict) -> tuple[dict, int]:  # type: ignore[type-arg]
             self.grammars.append(kwargs["grammar"])
             return {"choices": [{"message": {"content": self.replies.pop(0)},
-                                 "finish_reason": "stop"}], "usage": {}}
+                                 "finish_reason": "stop"}], "usage": {}}, 0
 
     read = {"tool": "read_file", "arguments": {"path": "price.txt"}}
     add = {"tool": "calculator", "arguments": {"expression": "20+5"}}
