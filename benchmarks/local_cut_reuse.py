@@ -1,7 +1,7 @@
 """How much of a long task the local model evaluates again at each step, by how a cut turn
 keeps its end.
 
-A task longer than the local model's window is cut in its middle (``models.local.fit_turns``);
+A task longer than the local model's window is cut in its middle (``models.local_fit.fit_turns``);
 as the run's history grows, every step cuts again. The runtime reuses the KV cache of the
 longest common prefix with the last request, so what a step evaluates again starts where
 that request first differs: right after the kept start of the cut turn. Two ways to keep
@@ -25,7 +25,7 @@ import asyncio
 import os
 import time
 
-import thinkloop.models.local as local
+import thinkloop.models.local_fit as local_fit
 from thinkloop.models.base import ModelSettings
 from thinkloop.models.local import default_model_path
 from thinkloop.models.local_wheel import WheelModel
@@ -60,8 +60,8 @@ def main() -> None:
         range(args.chars // 60))[: args.chars]
     model = WheelModel(default_model_path(), n_ctx=4096)
     rows = []
-    for name, tail in (("halves (before)", 10**9), ("short end (now)", local.FIT_TAIL_CHARS)):
-        local.FIT_TAIL_CHARS = tail  # fit_turns reads it at each call
+    for name, tail in (("halves (before)", 10**9), ("short end (now)", local_fit.FIT_TAIL_CHARS)):
+        local_fit.FIT_TAIL_CHARS = tail  # fit_turns reads it at each call
         asyncio.run(model.complete([Message.user(f"reset {name}")], [],
                                    ModelSettings(max_tokens=2)))  # a cache of neither case
         steps = asyncio.run(run(model, task, args.steps))

@@ -168,7 +168,7 @@ def test_the_decision_grammar_holds_strings_to_strict_json(smollm2_path: Path) -
 
 
 async def test_input_is_cut_to_the_window_with_a_note(smollm2_path: Path) -> None:
-    from thinkloop.models.local import fit_messages
+    from thinkloop.models.local_fit import fit_messages
 
     llm = _load(smollm2_path, 4096).llm
     long = "The launch code is 4711. " + "filler words " * 3000 + "The end."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from thinkloop.models.local import FIT_MARGIN_TOKENS, fit_turns
+from thinkloop.models.local_fit import FIT_MARGIN_TOKENS, fit_turns
 
 
 def _size(text: str) -> int:
@@ -50,7 +50,7 @@ def test_cuts_in_several_turns_add_up() -> None:
 def test_as_the_history_grows_the_cut_turn_keeps_its_start_as_a_prefix() -> None:
     """The runtime reuses the KV cache of the longest common prefix with the last request:
     a growing history must cut into the far end of the kept start, not move the cut."""
-    from thinkloop.models.local import FIT_TAIL_CHARS
+    from thinkloop.models.local_fit import FIT_TAIL_CHARS
 
     long = "".join(f"sentence {i} of the long text. " for i in range(3000))
     turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": long}]

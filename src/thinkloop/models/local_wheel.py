@@ -30,12 +30,8 @@ from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
 from thinkloop.core.model import ReplyConstraint
 from thinkloop.models.decision import decision_schema
 from thinkloop.models.llama_state import CallStats
-from thinkloop.models.local import (
-    FREE_MAX_TOKENS,
-    GRAMMAR_CACHE,
-    LocalModel,
-    fit_turns,
-)
+from thinkloop.models.local import FREE_MAX_TOKENS, GRAMMAR_CACHE, LocalModel
+from thinkloop.models.local_fit import fit_turns
 
 # llama-cpp-python's sampling defaults (the server's own temperature is 0.8): the same
 # model then behaves the same on either runtime.
