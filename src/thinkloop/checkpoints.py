@@ -26,7 +26,14 @@ import orjson
 from thinkloop.core.errors import RunAccessError
 from thinkloop.core.types import Message, Step, ToolCall, ToolResult, Usage
 from thinkloop.hooks import Recovered, RunState
-from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
+from thinkloop.store.base import (
+    CheckpointStore,
+    QueuedCheckpoints,
+    RunRecord,
+    RunRecords,
+    Store,
+    StoreError,
+)
 from thinkloop.store.serialize import message_from_dict, message_to_dict
 
 
@@ -121,7 +128,14 @@ class Checkpointer:
             self.calls_step = state.step
 
     async def result(self, result: ToolResult) -> None:
+        """After a tool call: its result. A store that queues writes (SQLite's group commit)
+        takes it without the tool waiting: writes commit in the order they were queued, so
+        the result is committed with or before the step's next write (the ``step`` row
+        before the next model call, or the run's end), which the run does wait for."""
         async with self._lock:
+            if isinstance(self.store, QueuedCheckpoints):
+                self.store.queue_checkpoint(self.run_id, "result", self._blob(_result(result)))
+                return
             await self._add("result", _result(result))
 
 

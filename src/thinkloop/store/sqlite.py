@@ -29,6 +29,7 @@ from thinkloop.store.sqljobs import JobTables
 from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import (
+    ADD_CHECKPOINT,
     OLD_USAGE,
     SAVE_RUN,
     SESSION_USAGE,
@@ -277,6 +278,12 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         work = _statements(stmts)
         if work is not None:
             await self._writes.write(work)
+
+    def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
+        """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
+        work = _statements([(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])])
+        assert work is not None
+        return self._writes.write_later(work)
 
     async def save_run(self, run: RunRecord) -> None:
         """The run's row and its session's usage, in one transaction (the group's)."""
