@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -73,6 +73,10 @@ class Checkpointer:
     steps: int = 0
     calls_step: int = -1  # the step whose calls are saved
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _queued: bool = field(init=False)  # asked once: a runtime protocol check is slow
+
+    def __post_init__(self) -> None:
+        self._queued = isinstance(self.store, QueuedCheckpoints)
 
     def _blob(self, data: dict[str, Any]) -> bytes:
         try:
@@ -133,8 +137,9 @@ class Checkpointer:
         the result is committed with or before the step's next write (the ``step`` row
         before the next model call, or the run's end), which the run does wait for."""
         async with self._lock:
-            if isinstance(self.store, QueuedCheckpoints):
-                self.store.queue_checkpoint(self.run_id, "result", self._blob(_result(result)))
+            if self._queued:
+                cast(QueuedCheckpoints, self.store).queue_checkpoint(
+                    self.run_id, "result", self._blob(_result(result)))
                 return
             await self._add("result", _result(result))
 
