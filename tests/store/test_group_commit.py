@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.core.events import RunStarted
+from thinkloop.models.scripted import call, reply
 from thinkloop.store import SQLiteStore
 from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.sqlite import Work
@@ -178,3 +180,26 @@ async def test_chaos_random_cancels_of_run_writes_keep_every_acknowledged_row(
         assert stored == sorted(stored, key=int)  # in the order they were queued
     await sqlite.add_checkpoint("after", "step", b"a")
     assert await sqlite.checkpoints("after") == [("step", b"a")]
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b  # async and not suspending: the step goes on to its next row at once
+
+
+async def test_a_steps_calls_and_result_rows_commit_with_its_next_step_row(
+    sqlite: SQLiteStore,
+) -> None:
+    """The rows a step writes around its tool calls are queued, not waited for one by one:
+    they commit together with the step row before the next model call, in their order."""
+    sizes = count_commits(sqlite)
+    model = ScriptedModel([reply("", call("add", a=2, b=3)), reply("", call("add", a=1, b=1)),
+                           reply("5 and 2")])
+    agent = Agent(model, tools=[add], store=sqlite, guard=False)
+    result = await agent.run("add")
+    assert result.status == "completed"
+    kinds = [k for k, _ in await sqlite.checkpoints(result.run_id)]
+    assert kinds == ["step", "calls", "result", "step", "calls", "result", "step"]
+    # Each step's calls row, its result and the next step row: one commit each, not three.
+    assert sizes.count(3) == 2, sizes
