@@ -31,7 +31,7 @@ W = TypeVar("W")
 log = logging.getLogger("thinkloop.store")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # one write is itself only (found in the queue by identity)
 class _Write(Generic[W]):
     item: W
     done: asyncio.Future[None]
