@@ -14,7 +14,12 @@ from thinkloop.server.gateway import Gateway
 LOCAL = Principal(LOCAL_USER, ("user", "admin"))
 
 
-def gateway(request: Request) -> Gateway:
+async def gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a plain function dependency in a worker thread, one hop per request.
+    return _gateway(request)
+
+
+def _gateway(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
 
@@ -31,7 +36,7 @@ async def identify(gw: Gateway, headers: Mapping[str, str],
 
 
 async def caller(request: Request) -> Principal:
-    who = await identify(gateway(request), request.headers, request.scope)
+    who = await identify(_gateway(request), request.headers, request.scope)
     if who is None:
         missing = not (request.headers.get("authorization") or request.headers.get("x-api-key"))
         raise HTTPException(401, "an API key is required (Authorization: Bearer KEY)" if missing
