@@ -25,7 +25,7 @@ from typing import Any
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
 from thinkloop.guard.semantic import windows
-from thinkloop.guard.warmup import BackgroundLoad
+from thinkloop.guard.warmup import BackgroundLoad, LoadsInBackground
 from thinkloop.models.embedding import Embedder, MiniLMEmbedder, recall_extra_installed
 
 WHOLE = 48  # words: longer messages are scored in windows of this many (half overlapping)
@@ -84,7 +84,7 @@ def available() -> bool:
     return recall_extra_installed()
 
 
-class EncoderDetector:
+class EncoderDetector(LoadsInBackground):
     """Scores messages with ``head`` over ``embedder``'s vectors; thread-safe, lazy."""
 
     def __init__(self, embedder: Embedder | None = None, head: Head | None = None,
@@ -104,21 +104,9 @@ class EncoderDetector:
     def threshold(self) -> float:
         return self.head.threshold if self._threshold is None else self._threshold
 
-    def warm(self) -> None:
-        """Load the model in a background thread (once); :meth:`scan` answers after that."""
-        self._loader.start()
-
     def _load(self) -> None:
         self.embedder.embed(["warm up"])
         _ = self.head
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._loader.error
-
-    @property
-    def ready(self) -> bool:
-        return self._loader.ready
 
     def vectors(self, texts: Sequence[str], batch: int = 32) -> Any:
         import numpy as np

@@ -24,7 +24,7 @@ from typing import Any
 
 from thinkloop.guard.scan import Finding
 from thinkloop.guard.semantic import windows
-from thinkloop.guard.warmup import BackgroundLoad
+from thinkloop.guard.warmup import BackgroundLoad, LoadsInBackground
 
 WHOLE = 48  # words per window
 MAX_TOKENS = 64
@@ -173,7 +173,7 @@ def shipped() -> FineTuned:
     return FineTuned.load()
 
 
-class FineTunedDetector:
+class FineTunedDetector(LoadsInBackground):
     """The shipped model behind a lazy, thread-safe loader, as the input guard uses it:
     :meth:`warm` loads in a background thread; :meth:`scan` answers nothing until then
     (``wait=True`` waits instead), so a cold start never holds up the first message."""
@@ -182,19 +182,8 @@ class FineTunedDetector:
         self._model = model
         self._loader = BackgroundLoad(self._load, "thinkloop-finetuned", done=model is not None)
 
-    def warm(self) -> None:
-        self._loader.start()
-
     def _load(self) -> None:
         self._model = shipped()
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._loader.error
-
-    @property
-    def ready(self) -> bool:
-        return self._loader.ready
 
     def scan(self, text: str, *, wait: bool = False) -> list[Finding]:
         if not self.ready:

@@ -45,3 +45,22 @@ class BackgroundLoad:
         self.start()
         self._ready.wait()
         return self.error is None
+
+
+class LoadsInBackground:
+    """What a detector behind a :class:`BackgroundLoad` says of its load: it sets
+    ``self._loader``; :meth:`warm` starts the load, :attr:`ready` and :attr:`error` report it."""
+
+    _loader: BackgroundLoad
+
+    def warm(self) -> None:
+        """Load the model in a background thread (once); the detector answers after that."""
+        self._loader.start()
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._loader.error
+
+    @property
+    def ready(self) -> bool:
+        return self._loader.ready
