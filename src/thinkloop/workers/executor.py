@@ -54,17 +54,19 @@ class Executor:
         # once the job has begun (None before): each one's lease is renewed while held.
         self.leases: dict[str, str | None] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
 
     # --- the worker's life -------------------------------------------------------------------
 
     async def start(self) -> None:
         await self.bus.alive(self.name)
         loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._listen()), loop.create_task(self._beat())]
         # One task each for every run held here (a lease renewal or a sub-agent look per
-        # run and per period was a timer per run: most of an idle run's CPU).
-        self._tasks = [loop.create_task(self._listen()), loop.create_task(self._beat()),
-                       loop.create_task(self._keep_leases()),
-                       loop.create_task(self._watch_children())]
+        # run and per period was a timer per run: most of an idle run's CPU); they go on
+        # while a stopping worker's runs finish (worker.drain_s), until aclose().
+        self._keepers = [loop.create_task(self._keep_leases()),
+                         loop.create_task(self._watch_children())]
 
     async def stop(self) -> None:
         """Stop listening (the runs still held hand back or finish after this)."""
@@ -76,6 +78,9 @@ class Executor:
 
     async def aclose(self) -> None:
         """Close the agents (their post-turn jobs first)."""
+        for t in self._keepers:
+            t.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
         await self.router.aclose()
         await self.outbox.aclose()
 
