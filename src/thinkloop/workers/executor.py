@@ -50,9 +50,9 @@ class Executor:
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus)
         self.router = router(self.hub)
-        # The arq jobs this worker holds (from the moment it takes them) -> their run's id
-        # once the job has begun (None before): each one's lease is renewed while held.
-        self.leases: dict[str, str | None] = {}
+        # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
+        # while it is here.
+        self.leases: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
 
@@ -117,13 +117,14 @@ class Executor:
     # --- one run -----------------------------------------------------------------------------
 
     async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
-        # The lease (the job's in-progress key) is renewed every lease_s / 3 since the job
-        # was taken (FleetWorker), as long as it is held here.
         row = await self.bus.get(run_id)
         if row is None or row.done:
             return  # forgotten, or ended by an earlier try that died before arq knew
         self.leases[job_id] = run_id
         try:
+            # At once (arq took the job for its own week-long timeout), then every
+            # lease_s / 3 with every other run's (_keep_leases).
+            await self._renew({job_id: run_id})
             deaths = job_try - 1 - row.handbacks
             if deaths > row.deaths:  # the try before this one died under the run
                 await self._dead(row, deaths)
@@ -161,7 +162,7 @@ class Executor:
             await asyncio.sleep(self.settings.lease_s / 3)
             await self._renew(dict(self.leases))
 
-    async def _renew(self, held: dict[str, str | None]) -> None:
+    async def _renew(self, held: dict[str, str]) -> None:
         """Keep the leases (arq's in-progress keys) of the jobs ``held`` (job -> run), in one
         round trip; a lost lease stops its run here."""
         if not held:
@@ -187,10 +188,10 @@ class Executor:
             if not ok:
                 self._lost(job_id, run_id)
 
-    def _lost(self, job_id: str, run_id: str | None) -> None:
-        log.error("run %s: lease lost; handing it back", run_id or job_id)
+    def _lost(self, job_id: str, run_id: str) -> None:
+        log.error("run %s: lease lost; handing it back", run_id)
         self.leases.pop(job_id, None)
-        job = self.jobs.get(run_id) if run_id is not None else None
+        job = self.jobs.get(run_id)
         if job is not None:
             job.pump.dropping = True
             try:

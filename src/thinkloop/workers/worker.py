@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -54,19 +53,15 @@ async def run_job(ctx: dict[str, Any], run_id: str) -> None:
     await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
 
 
-# Take the first ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no
-# worker holds: each one's in-progress key (its lease) set for ARGV[5] ms, atomically; the
-# ids and scores taken. One round trip, where arq takes each job with four (WATCH, EXISTS,
-# ZSCORE, MULTI/EXEC) on a connection of its own.
-_TAKE = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,
-                       ARGV[2])
+# The first ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no worker
+# holds: one round trip, where arq checks each job with three.
+_WAITING = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local out = {}
-for i = 1, #ids, 2 do
-  if redis.call('SET', ARGV[4] .. ids[i], '1', 'PX', ARGV[5], 'NX') then
-    out[#out + 1] = ids[i]
-    out[#out + 1] = ids[i + 1]
-    if #out >= 2 * tonumber(ARGV[3]) then break end
+for _, id in ipairs(ids) do
+  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
+    out[#out + 1] = id
+    if #out >= tonumber(ARGV[3]) then break end
   end
 end
 return out
@@ -74,42 +69,23 @@ return out
 
 
 class FleetWorker(Worker):
-    """arq's worker, looking past the runs other workers hold and taking jobs in one script.
+    """arq's worker, looking past the runs other workers hold.
 
     arq keeps a job in its queue until it ends and checks each job it reads before taking it;
     with many runs in progress each poll of each worker rechecked them all, which was most of
-    a fleet's CPU. A script in Redis takes only the jobs nobody holds, with a lease of
-    ``lease_ms`` (renewed by the executor while the run goes on). arq's own read of the queue
-    (``queue_read_limit``, one id) only tells it whether anything is due; ``scan`` bounds
-    how far the script looks past the jobs in progress.
+    a fleet's CPU. A script in Redis returns only the jobs nobody holds.
     """
-
-    def __init__(self, *args: Any, lease_ms: int, scan: int, leases: dict[str, str | None],
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lease_ms, self.scan = lease_ms, scan
-        self.leases = leases  # the executor's: renewed from the moment a job is taken
-        self._take = self.pool.register_script(_TAKE)
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         free = self.max_jobs - self.job_counter
         if not job_ids or free <= 0:
             return
-        taken = await self._take(keys=[self.queue_name], args=[
-            timestamp_ms(), self.scan, free, in_progress_key_prefix, self.lease_ms])
-        for raw, score in zip(taken[::2], taken[1::2], strict=True):
-            job_id = raw.decode()
-            self.leases[job_id] = None
-            # As arq's start_jobs does once it holds a job (a slot is free: counted above).
-            await self.sem.acquire()
-            self.job_counter += 1
-            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
-            task.add_done_callback(functools.partial(self._job_done, job_id))
-            self.tasks[job_id] = task
-
-    def _job_done(self, job_id: str, _: Any) -> None:
-        self.leases.pop(job_id, None)
-        self._release_sem_dec_counter_on_complete()
+        script = getattr(self, "_waiting", None)
+        if script is None:
+            script = self._waiting = self.pool.register_script(_WAITING)
+        waiting = await script(keys=[self.queue_name], args=[
+            timestamp_ms(), self.queue_read_limit, free, in_progress_key_prefix])
+        await super().start_jobs(list(waiting))
 
 
 def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule], Any]:
@@ -145,8 +121,6 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
     worker = FleetWorker(
         functions=[func(run_job, name=JOB, max_tries=1000)], queue_name=bus.queue,
         redis_pool=pool, max_jobs=ws.concurrency, job_timeout=JOB_TIMEOUT_S, keep_result=0,
-        queue_read_limit=1, scan=max(ws.concurrency * 5, 100),
-        lease_ms=int(ws.lease_s * 1000), leases=executor.leases,
         poll_delay=ws.poll_s, max_tries=1000, job_completion_wait=int(ws.drain_s),
         ctx={"thinkloop": executor}, retry_jobs=True, log_results=False,
         health_check_interval=60, job_serializer=pool.job_serializer,
