@@ -27,12 +27,17 @@ rows), alone and on top of patterns+classifier, and its latency per message with
 thread (int8): CPU and wall time, median and 95th percentile. Pin it to one core with
 ``taskset -c 0``.
 
-Usage: python benchmarks/guard.py [--repeat 5] [--semantic] [--encoder] [--finetuned]
+``--direct`` adds benchmarks/data/fresh_direct (direct attacks and ordinary user messages,
+written by a helper that never saw the detector; its README fixes the halves): ``dcal`` and
+``dtest`` rows, and per family and kind on the test half. Nothing is tuned on either half.
+
+Usage: python benchmarks/guard.py [--repeat 5] [--semantic] [--encoder] [--finetuned] [--direct]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import statistics
@@ -48,6 +53,20 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "guard" / "data"
 CORPUS = DATA / "injection_corpus.jsonl"
 FRESH = DATA / "injection_fresh.jsonl"
 UNTUNED = ("holdout2", "fresh")
+DIRECT = Path(__file__).resolve().parent / "data" / "fresh_direct"
+
+
+def direct_rows() -> list[dict[str, str]]:
+    """fresh_direct as corpus rows: split ``dcal`` (id ends in an even digit) or ``dtest``."""
+    rows = []
+    for name, label, column in (("attacks", "attack", "family"), ("benign", "benign", "kind")):
+        with (DIRECT / f"{name}.tsv").open(encoding="utf-8", newline="") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                text = r["text"].replace("\\n", "\n").replace("\\t", "\t")
+                split = "dcal" if int(r["id"][-1]) % 2 == 0 else "dtest"
+                rows.append({"text": text, "label": label, "split": split,
+                             "category": r[column]})
+    return rows
 
 GOCLAW_SIX = [re.compile(p, re.IGNORECASE) for p in (
     r"ignore\s+(?:all\s+)?(?:previous|prior|above)\s+(?:instructions|prompts|rules)",
@@ -77,9 +96,11 @@ def combined(text: str) -> bool:
 
 def rates(rows: list[dict[str, str]], detect: Callable[[str], bool]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for split in ("dev", "holdout", "holdout2", "fresh", "untuned"):
+    for split in ("dev", "holdout", "holdout2", "fresh", "untuned", "dcal", "dtest"):
         part = [r for r in rows if split == r["split"] or (
             split == "untuned" and r["split"] in UNTUNED)]
+        if not part:
+            continue
         att = [detect(r["text"]) for r in part if r["label"] == "attack"]
         ben = [detect(r["text"]) for r in part if r["label"] == "benign"]
         out[split] = (f"TP {sum(att):3d}/{len(att):3d} = {sum(att) / len(att):6.1%}   "
@@ -88,13 +109,15 @@ def rates(rows: list[dict[str, str]], detect: Callable[[str], bool]) -> dict[str
 
 
 def per_category(rows: list[dict[str, str]],
-                 columns: list[tuple[str, Callable[[str], bool]]]) -> None:
-    """TPR per attack family and FPR on ordinary text, on the never-tuned splits."""
-    untuned = [r for r in rows if r["split"] in UNTUNED]
+                 columns: list[tuple[str, Callable[[str], bool]]],
+                 splits: tuple[str, ...] = UNTUNED) -> None:
+    """TPR per attack family and FPR on ordinary text (per kind for ``dtest``)."""
+    untuned = [r for r in rows if r["split"] in splits]
     fams: dict[str, list[dict[str, str]]] = defaultdict(list)
     for r in untuned:
-        fams[r["category"] if r["label"] == "attack" else "(ordinary: FPR)"].append(r)
-    print(f"\nby family, never-tuned splits ({' + '.join(UNTUNED)})")
+        ordinary = "(ordinary" + (f" {r['category']}" if r["split"] == "dtest" else "")
+        fams[r["category"] if r["label"] == "attack" else ordinary + ": FPR)"].append(r)
+    print(f"\nby family, never-tuned splits ({' + '.join(splits)})")
     print(f"  {'family':24s} {'n':>4s}" + "".join(f" {name:>12s}" for name, _ in columns))
     for cat, part in sorted(fams.items()):
         cells = [sum(fn(r["text"]) for r in part) / len(part) for _, fn in columns]
@@ -117,9 +140,11 @@ def main() -> None:
     ap.add_argument("--semantic", action="store_true")
     ap.add_argument("--encoder", action="store_true")
     ap.add_argument("--finetuned", action="store_true")
+    ap.add_argument("--direct", action="store_true")
     args = ap.parse_args()
     rows = [json.loads(line) for path in (CORPUS, FRESH)
             for line in path.read_text("utf-8").splitlines()]
+    rows += direct_rows() if args.direct else []
     print(f"corpus: {sum(r['label'] == 'attack' for r in rows)} attacks, "
           f"{sum(r['label'] == 'benign' for r in rows)} ordinary requests\n")
     print(f"{'detector':12s} {'split':8s} result")
@@ -145,6 +170,8 @@ def main() -> None:
     columns += [(n, fn) for n, fn in detectors if n in ("encoder", "pat+clf+enc", "finetuned",
                                                              "pat+clf+ft")]
     per_category(rows, columns)
+    if args.direct:
+        per_category(rows, columns, ("dtest",))
     base_t, ours_t = timing(rows, baseline, args.repeat), timing(rows, thinkloop, args.repeat)
     clf_t = timing(rows, classifier, args.repeat)
     big = "lorem ipsum dolor sit amet " * 1200  # ~32K chars, the truncation limit

@@ -9,7 +9,7 @@ for the task that a small model gets); the model is ``local`` (SmolLM2-135M-Inst
 ``--model`` says otherwise. A task counts when the run ends ``completed`` AND its check holds
 (the answer names the expected value, or the file holds it).
 
-    python benchmarks/local_tasks.py [--model local] [--only 3] [--shard 1/2] [--verbose]
+    python benchmarks/local_tasks.py [--model local] [--only 3] [--shard 1/2] [--verbose] [--fresh]
 """
 
 from __future__ import annotations
@@ -118,6 +118,24 @@ TASKS = [
 ]
 
 
+# Ten more, written after the engine changes of the 60% round and never tuned on (run them
+# with --fresh): the same kinds in other wordings, some in forms the engine does not read.
+FRESH = [
+    Task("What's 25% of 60?", says("15"), 1),
+    Task("How many seconds are in 5 minutes?", says("300"), 1),
+    Task("Convert 3 kg to grams.", says("3000"), 1),
+    Task("What is 9 times 8?", says("72"), 1),
+    Task("Print the contents of bird.txt", says("Kiwi"), 1,
+         {"bird.txt": "The parrot is named Kiwi."}),
+    Task("Look at planet.txt and tell me which planet it mentions.", says("Saturn"), 1,
+         {"planet.txt": "Saturn has rings."}),
+    Task("Where am I from?", says("Porto"), 0, before=("I'm from Porto.",)),
+    Task("Save the word banana in fruit.txt.", holds("fruit.txt", "banana"), 1),
+    Task("What is the capital of Italy?", says("Rome"), 0),
+    Task("Half of 90 is what?", says("45"), 1),
+]
+
+
 @dataclass
 class Outcome:
     task: Task
@@ -158,12 +176,15 @@ async def main() -> None:
     parser.add_argument("--model", default="local")
     parser.add_argument("--only", type=int, default=0, help="run the first N tasks")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--fresh", action="store_true",
+                        help="run the 10 fresh tasks (never tuned on) instead of the 40")
     parser.add_argument("--shard", default="1/1",
                         help="K/N: run every Nth task from the Kth (processes side by side)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="thinkloop-tasks-"))
     os.environ["THINKLOOP_HOME"] = str(home)
-    tasks = TASKS[: args.only] if args.only else TASKS
+    suite = FRESH if args.fresh else TASKS
+    tasks = suite[: args.only] if args.only else suite
     k, n = (int(x) for x in args.shard.split("/"))
     tasks = tasks[k - 1::n]
     outcomes = [await run_task(t, args.model, home, args.verbose) for t in tasks]

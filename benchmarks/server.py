@@ -7,12 +7,28 @@ which starts N runs at once, follows each over SSE and measures:
 
 * runs/s: N divided by the time from the first POST to the last run's end;
 * event latency: receive time minus the event's own timestamp, p50 and p99 over all events;
-* memory per active run: (peak RSS of the gateway - its RSS after a warm-up run) / N.
+* memory per active run: (peak RSS of the gateway - its RSS after a warm-up run) / N;
+* CPU per run: the gateway process's CPU time (its threads' too) over the runs / N, which
+  the machine's load sways far less than runs/s.
 
 The baseline, measured in the same run, is the library alone: the same N runs started with
-``Agent.start`` in one process against the same model server (runs/s and memory per run).
+``Agent.start`` in one process against the same model server (runs/s, memory and CPU per
+run).
 
-Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2]
+Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
+[--compare /path/to/other/checkout] [--as-served] [--profile FILE] [--memory-trace]
+
+``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (the h11
+protocol with its connection budget), not uvicorn's defaults (httptools).
+
+``--compare TREE``: the gateway of another checkout (``TREE/src``) is measured too, in turn
+with this one's and the library's, so before and after share the machine's load.
+
+``--profile FILE``: a py-spy profile of the gateway while the runs go (speedscope JSON, or
+collapsed stacks when FILE ends in ``.txt``). ``--memory-trace``: the gateway traces its
+allocations (tracemalloc: slower, so its runs/s mean nothing) and prints what the active runs
+hold (a snapshot when the first run has ended against one after the warm-up run), by line,
+on stderr.
 """
 
 from __future__ import annotations
@@ -22,12 +38,14 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -60,6 +78,12 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far, its threads' included (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -80,8 +104,14 @@ def serve_model(port: int, delay_s: float) -> None:
     asyncio.run(main())
 
 
-def serve_gateway(port: int, runs: int) -> None:
+def serve_gateway(port: int, runs: int, as_served: bool = False) -> None:
+    """The gateway under uvicorn's defaults (httptools when installed), or ``as_served``:
+    under ``thinkloop serve``'s uvicorn configuration (h11 and the connection budget, with
+    the per-client cap raised to the load: every run comes from one client here)."""
     import uvicorn
+
+    if os.environ.get("BENCH_TRACEMALLOC"):
+        trace_on_signal()
 
     from thinkloop.server import GatewayConfig, create_app
     from thinkloop.tools.base import make_tool
@@ -90,9 +120,44 @@ def serve_gateway(port: int, runs: int) -> None:
     agents = home / "agents.yaml"
     agents.write_text(AGENTS)
     config = GatewayConfig(no_auth=True, port=port, agents_file=agents, per_user_runs=runs,
-                           max_runs=runs, store_url=str(home / "gateway.db"))
-    uvicorn.run(create_app(config, tools=[make_tool(echo)]), host="127.0.0.1", port=port,
-                log_level="warning", backlog=4096, timeout_keep_alive=60)
+                           max_runs=runs, store_url=str(home / "gateway.db"),
+                           per_client_connections=runs * 2 + 10, keep_alive_s=60)
+    app = create_app(config, tools=[make_tool(echo)])
+    if as_served:
+        from thinkloop.server.connections import uvicorn_config
+
+        uvicorn.Server(uvicorn_config(app, config)).run()
+        return
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096,
+                timeout_keep_alive=60)
+
+
+def trace_on_signal() -> None:
+    """Trace allocations; on SIGUSR1 take a snapshot, and print the growth since the last
+    one (the first after the warm-up run, the second when the first run has ended) by line
+    on stderr."""
+    import signal
+    import tracemalloc
+
+    tracemalloc.start(1)
+    snaps: list[tracemalloc.Snapshot] = []
+
+    def snap(*_: object) -> None:
+        snaps.append(tracemalloc.take_snapshot())
+        if len(snaps) < 2:
+            tracemalloc.reset_peak()
+            return
+        now, peak = tracemalloc.get_traced_memory()
+        print(f"tracemalloc: traced {now / 1024:.0f} KB now, peak {peak / 1024:.0f} KB since "
+              "the first snapshot", file=sys.stderr)
+        stats = snaps[-1].compare_to(snaps[-2], "lineno")
+        total = sum(s.size_diff for s in stats)
+        print(f"tracemalloc: {total / 1024:.0f} KB more", file=sys.stderr)
+        for s in stats[:40]:
+            print(f"{s.size_diff / 1024:10.1f} KB {s.count_diff:+8d}  {s.traceback}",
+                  file=sys.stderr)
+
+    signal.signal(signal.SIGUSR1, snap)
 
 
 def direct(runs: int) -> None:
@@ -104,6 +169,7 @@ def direct(runs: int) -> None:
         agent = Agent("openai:steps-3", tools=[make_tool(echo)], guard=False, max_steps=8)
         idle = rss_mb(os.getpid())
         peak = idle
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         handles = [agent.start(f"task {i}", events=False, stream_model=False)
                    for i in range(runs)]
@@ -117,9 +183,11 @@ def direct(runs: int) -> None:
         watcher = asyncio.create_task(watch())
         results = await asyncio.gather(*(h.result() for h in handles))
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
         watcher.cancel()
         assert all(r.status == "completed" for r in results), {r.status for r in results}
-        return {"runs_per_s": runs / elapsed, "mb_per_run": (peak - idle) / runs}
+        return {"runs_per_s": runs / elapsed, "mb_per_run": (peak - idle) / runs,
+                "cpu_ms_per_run": cpu * 1000 / runs}
 
     print(json.dumps(asyncio.run(main())))
 
@@ -151,7 +219,8 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, lat: li
                 stats["reconnects"] = stats.get("reconnects", 0) + 1
 
 
-async def drive(base: str, runs: int, gateway_pid: int, token: str) -> dict[str, float]:
+async def drive(base: str, runs: int, gateway_pid: int, token: str,
+                profile: str | None = None, trace: bool = False) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
     timeout = aiohttp.ClientTimeout(total=600)
     headers = {"X-Thinkloop-Token": token}  # a --no-auth gateway's process token
@@ -161,17 +230,25 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str) -> dict[str,
         async with session.post(f"{base}/v1/runs", json=body) as r:
             warm = (await r.json())["id"]
         await follow(session, base, warm, [])
-        idle = rss_mb(gateway_pid)
-        peak = idle
+        idle = peak = rss_mb(gateway_pid)
         latencies: list[float] = []
         stats: dict[str, int] = {}
+        started, ended = 0, list[str]()
+        if trace:
+            os.kill(gateway_pid, signal.SIGUSR1)  # the snapshot after the warm-up run
 
         async def one(i: int) -> str:
+            nonlocal started
             body = {"agent": "bench", "task": f"task {i}", "stream": False}
             async with session.post(f"{base}/v1/runs", json=body) as r:
                 r.raise_for_status()
                 run_id = (await r.json())["id"]
-            return await follow(session, base, run_id, latencies, stats)
+            started += 1
+            status = await follow(session, base, run_id, latencies, stats)
+            ended.append(run_id)
+            if trace and len(ended) == 1 and started == runs:  # all started, the first ended
+                os.kill(gateway_pid, signal.SIGUSR1)
+            return status
 
         async def watch() -> None:
             nonlocal peak
@@ -180,9 +257,12 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str) -> dict[str,
                 await asyncio.sleep(0.05)
 
         watcher = asyncio.create_task(watch())
-        t0 = time.perf_counter()
-        statuses = await asyncio.gather(*(one(i) for i in range(runs)))
-        elapsed = time.perf_counter() - t0
+        cpu0 = cpu_s(gateway_pid)
+        async with spying(gateway_pid, profile):
+            t0 = time.perf_counter()
+            statuses = await asyncio.gather(*(one(i) for i in range(runs)))
+            elapsed = time.perf_counter() - t0
+        cpu = cpu_s(gateway_pid) - cpu0
         watcher.cancel()
     bad = [s for s in statuses if s != "completed"]
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
@@ -191,7 +271,24 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str) -> dict[str,
             "p50_ms": statistics.median(latencies) * 1000,
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
             "mb_per_run": (peak - idle) / runs, "idle_mb": idle,
-            "reconnects": stats.get("reconnects", 0)}
+            "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0)}
+
+
+@contextlib.asynccontextmanager
+async def spying(pid: int, profile: str | None) -> AsyncIterator[None]:
+    """py-spy on ``pid`` into ``profile`` while inside (nothing when None)."""
+    if profile is None:
+        yield
+        return
+    spy = await asyncio.create_subprocess_exec(
+        "py-spy", "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format",
+        "raw" if profile.endswith(".txt") else "speedscope", "-o", profile,
+        stdout=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
 
 
 def wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
@@ -211,6 +308,15 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--model-delay", type=float, default=0.2)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="py-spy the gateway into FILE (.txt: collapsed stacks)")
+    parser.add_argument("--memory-trace", action="store_true",
+                        help="tracemalloc the gateway: what the active runs hold")
+    parser.add_argument("--as-served", action="store_true",
+                        help="run the gateway under thinkloop serve's uvicorn configuration")
+    parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
+    parser.add_argument("--compare", metavar="TREE",
+                        help="also measure the gateway of another checkout (its src/), in turn")
     parser.add_argument("--role", choices=["client", "model", "gateway", "direct"],
                         default="client", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -218,43 +324,92 @@ def main() -> None:
     if args.role == "model":
         return serve_model(args.port, args.model_delay)
     if args.role == "gateway":
-        return serve_gateway(args.port, args.runs)
+        return serve_gateway(args.port, args.runs, args.as_served)
     if args.role == "direct":
         return direct(args.runs)
 
-    model_port, gw_port = free_port(), free_port()
+    model_port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
-           "OPENAI_API_KEY": "bench", "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
+           "OPENAI_API_KEY": "bench"}
+    if args.memory_trace:
+        env["BENCH_TRACEMALLOC"] = "1"
     me = [sys.executable, __file__, "--runs", str(args.runs), "--model-delay",
-          str(args.model_delay)]
+          str(args.model_delay), *(["--as-served"] if args.as_served else [])]
     model = subprocess.Popen([*me, "--role", "model", "--port", str(model_port)], env=env)
-    gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(gw_port)], env=env)
+    # Each measurement: a fresh THINKLOOP_HOME (the default store starts empty), in turn.
+    trees = {"gateway": None, **({"before": args.compare} if args.compare else {})}
+    found: dict[str, list[dict[str, float]]] = {k: [] for k in [*trees, "library"]}
+    loads = [os.getloadavg()[0]]
     try:
-        wait_up(f"http://127.0.0.1:{gw_port}/healthz", gateway)
-        time.sleep(0.5)
-        token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{gw_port}.token").read_text()
-        gw = asyncio.run(drive(f"http://127.0.0.1:{gw_port}", args.runs, gateway.pid,
-                               token.strip()))
-        base = json.loads(subprocess.run([*me, "--role", "direct"], env=env, check=True,
-                                         capture_output=True, text=True).stdout)
+        for _ in range(args.repeat):
+            for name, tree in trees.items():
+                found[name].append(measure_gateway(me, env, tree, args))
+            home = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
+            found["library"].append(json.loads(subprocess.run(
+                [*me, "--role", "direct"], env=home, check=True, capture_output=True,
+                text=True).stdout))
+            loads.append(os.getloadavg()[0])
     finally:
-        for p in (gateway, model):
-            p.terminate()
-            p.wait(20)
+        model.terminate()
+        model.wait(20)
+    report(args, found, loads)
+
+
+def measure_gateway(me: list[str], env: dict[str, str], tree: str | None,
+                    args: argparse.Namespace) -> dict[str, float]:
+    """One gateway process (from ``tree``'s source when given) under the load, then gone."""
+    port = free_port()
+    env = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
+    if tree is not None:
+        env["PYTHONPATH"] = str(Path(tree) / "src")
+    gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(port)], env=env)
+    try:
+        wait_up(f"http://127.0.0.1:{port}/healthz", gateway)
+        time.sleep(0.5)
+        token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
+        return asyncio.run(drive(f"http://127.0.0.1:{port}", args.runs, gateway.pid,
+                                 token.strip(), args.profile, args.memory_trace))
+    finally:
+        gateway.terminate()
+        gateway.wait(20)
+
+
+def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
+           loads: list[float]) -> None:
+    def med(name: str, key: str) -> float:
+        return statistics.median(m[key] for m in found[name])
+
+    def ratio(name: str) -> float:
+        return statistics.median(g["runs_per_s"] / b["runs_per_s"]
+                                 for g, b in zip(found[name], found["library"], strict=True))
+
+    gws = [n for n in found if n != "library"]
     steps = 4  # model calls per run: three echo steps and the answer
     print(f"{args.runs} runs at once, {steps} model calls each, model reply delay "
-          f"{args.model_delay:g}s ({os.cpu_count()} cores)\n")
-    print(f"{'':28}{'gateway (HTTP+SSE)':>20}{'library alone':>16}{'ratio':>8}")
-    print(f"{'runs/s':28}{gw['runs_per_s']:>20.1f}{base['runs_per_s']:>16.1f}"
-          f"{gw['runs_per_s'] / base['runs_per_s']:>8.2f}")
-    print(f"{'memory per active run (MB)':28}{gw['mb_per_run']:>20.3f}"
-          f"{base['mb_per_run']:>16.3f}")
-    print(f"{'event latency p50 (ms)':28}{gw['p50_ms']:>20.1f}")
-    print(f"{'event latency p99 (ms)':28}{gw['p99_ms']:>20.1f}")
-    print(f"{'events delivered':28}{gw['events']:>20d}")
-    print(f"{'SSE reconnects (resumed)':28}{gw['reconnects']:>20d}")
-    print(f"{'gateway idle RSS (MB)':28}{gw['idle_mb']:>20.1f}")
-
+          f"{args.model_delay:g}s ({os.cpu_count()} cores); medians of {args.repeat}, "
+          f"load {min(loads):.1f}-{max(loads):.1f}"
+          + (f"; before: {args.compare}" if args.compare else "")
+          + ("; as served (h11)" if args.as_served else "") + "\n")
+    print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
+    print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
+    print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))
+    print(f"{'CPU per run (ms)':28}"
+          + "".join(f"{med(n, 'cpu_ms_per_run'):>14.2f}" for n in [*gws, "library"]))
+    print(f"{'CPU ratio to library':28}" + "".join(
+        f"{med(n, 'cpu_ms_per_run') / med('library', 'cpu_ms_per_run'):>14.2f}" for n in gws))
+    print(f"{'memory per active run (MB)':28}"
+          + "".join(f"{med(n, 'mb_per_run'):>14.3f}" for n in [*gws, "library"]))
+    print(f"{'memory ratio to library':28}" + "".join(
+        f"{med(n, 'mb_per_run') / med('library', 'mb_per_run'):>14.2f}" for n in gws))
+    for key, label in (("p50_ms", "event latency p50 (ms)"), ("p99_ms", "event latency p99 (ms)"),
+                       ("events", "events delivered"), ("reconnects", "SSE reconnects"),
+                       ("idle_mb", "gateway idle RSS (MB)")):
+        print(f"{label:28}" + "".join(f"{med(n, key):>14.1f}" for n in gws))
+    print("\neach run (runs/s ratio, memory ratio, p99 ms):")
+    for n in gws:
+        cells = [f"{g['runs_per_s'] / b['runs_per_s']:.2f} {g['mb_per_run'] / b['mb_per_run']:.2f} "
+                 f"{g['p99_ms']:.0f}" for g, b in zip(found[n], found["library"], strict=True)]
+        print(f"  {n}: " + " | ".join(cells))
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,8 @@ figures, and only then (without ``--tune-only``) scores the never-tuned splits o
         [--rule r2]
 
 ``--rule r2`` (round 2, decided after round 1 was scored): R1 and none of the ``holdout``
-split's in-domain ordinary texts flagged.
+split's in-domain ordinary texts flagged. ``--rule r3`` (round 3): R1 on the tune set and on
+fresh_direct's calibration half, then fresh_direct's test half is scored once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/guard.py
 from train_injection_classifier import OWN, _pkg
 from train_injection_classifier import load as load_public
 from train_injection_encoder import FRESH, _neuralchemy, _never_tuned, _yanis, datasets, head_words
@@ -229,22 +231,49 @@ def r1(scores: np.ndarray, y: np.ndarray, base: np.ndarray,
     return t
 
 
-def r1_pair(s1: np.ndarray, s2: np.ndarray, y: np.ndarray, base: np.ndarray,
+def r1_pair(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
             strict: np.ndarray | None = None) -> tuple[float, float]:
-    benign = y == 0
-    cands = [np.unique(np.nextafter(np.sort(s[benign])[::-1][:40], np.inf))
-             for s in (s1, s2)]
+    """The pair of thresholds with the highest recall over ``parts`` (scores of the two
+    models, labels, what flags anyway) that keeps each part's ordinary texts within BUDGET."""
+    cands = [np.unique(np.concatenate([np.nextafter(np.sort(p[i][p[2] == 0])[::-1][:40], np.inf)
+                                       for p in parts])) for i in (0, 1)]
     best = (-1.0, 0.0, 0.0, 0.0)
     for t1 in [*cands[0], np.inf]:
         for t2 in [*cands[1], np.inf]:
-            flag = base | (s1 >= t1) | (s2 >= t2)
-            if flag[benign].sum() > int(BUDGET * benign.sum()) or (
-                    strict is not None and flag[strict].any()):
+            flags = [base | (s1 >= t1) | (s2 >= t2) for s1, s2, _, base in parts]
+            if any(f[y == 0].sum() > int(BUDGET * (y == 0).sum())
+                   for f, (_, _, y, _) in zip(flags, parts, strict=True)) or (
+                    strict is not None and flags[0][strict].any()):
                 continue
-            key = (float(flag[y == 1].mean()), float(t1) + float(t2), float(t1), float(t2))
+            hit = sum(int(f[y == 1].sum()) for f, (_, _, y, _) in zip(flags, parts, strict=True))
+            key = (float(hit), float(t1) + float(t2), float(t1), float(t2))
             if key > best:
                 best = key
     return best[2], best[3]
+
+
+def thresholds(sets: Sequence[tuple[dict[str, np.ndarray], np.ndarray]],
+               strict: np.ndarray | None) -> tuple[dict[str, float], str, tuple[float, float]]:
+    """Every variant's threshold: the highest of rule R1's over ``sets`` (the tune set, and for
+    R3 the calibration half too); C's pair under every set's budget at once."""
+    def rule(key: str, base: Callable[[dict[str, np.ndarray]], np.ndarray]) -> float:
+        return max(r1(s[key], y, base(s), strict if i == 0 else None)
+                   for i, (s, y) in enumerate(sets))
+
+    def pat(s: dict[str, np.ndarray]) -> np.ndarray:
+        return s["pat"] > 0
+
+    th: dict[str, float] = {}
+    for k in LINEAR:
+        th[k + " alone"] = rule(k, lambda s: np.zeros(len(s["pat"]), bool))
+        th["patterns + " + k] = rule(k, pat)
+    th["B alone"] = rule("B", lambda s: np.zeros(len(s["pat"]), bool))
+    th["patterns + clf + B"] = rule("B", lambda s: pat(s) | (s["clf"] > 0))
+    hits = {k: sum(int((pat(s) | (s[k] >= th["patterns + " + k]))[y == 1].sum()) for s, y in sets)
+            for k in LINEAR}
+    best = max(LINEAR, key=lambda k: (hits[k], -LINEAR.index(k)))
+    pair = r1_pair([(s[best], s["B"], y, pat(s)) for s, y in sets], strict)
+    return th, best, pair
 
 
 def line(name: str, flag: np.ndarray, y: np.ndarray) -> str:
@@ -285,23 +314,18 @@ def run(args: argparse.Namespace) -> None:
     tune = scores(tune_t)
     pat = tune["pat"] > 0
     dflt = pat | (tune["clf"] > 0)
-    th: dict[str, float] = {}
-    none = np.zeros(len(tune_y), bool)
     # R2: also none of the holdout split's in-domain ordinary texts (the last rows of tune)
     strict = None
     if args.rule == "r2":
         strict = np.zeros(len(tune_y), bool)
         strict[len(tune_y) - 80:] = tune_y[len(tune_y) - 80:] == 0
         assert strict.sum() == 40
-    for k in LINEAR:
-        th[k + " alone"] = r1(tune[k], tune_y, none, strict)
-        th["patterns + " + k] = r1(tune[k], tune_y, pat, strict)
-    th["B alone"] = r1(tune["B"], tune_y, none, strict)
-    th["patterns + clf + B"] = r1(tune["B"], tune_y, dflt, strict)
-    rec = {k: float((pat | (tune[k] >= th["patterns + " + k]))[tune_y == 1].mean())
-           for k in LINEAR}
-    best = max(LINEAR, key=lambda k: (rec[k], -LINEAR.index(k)))
-    t1, t2 = r1_pair(tune[best], tune["B"], tune_y, pat, strict)
+    # R3: every threshold also keeps fresh_direct's calibration half within the budget
+    sets = [(tune, tune_y)]
+    if args.rule == "r3":
+        cal_t, cal_y, _ = direct_half("dcal")
+        sets.append((scores(cal_t), cal_y))
+    th, best, (t1, t2) = thresholds(sets, strict)
     rows = _rows(th, best, (t1, t2))
     print(f"\nthresholds (rule {args.rule.upper()}, tune set): {json.dumps(th)}; "
           f"C = patterns + {best} @ {t1:.4f} + B @ {t2:.4f}")
@@ -319,7 +343,33 @@ def run(args: argparse.Namespace) -> None:
         print(line(name, fn(ev), ev_y))
     families(ev_fam, [("default", (ev["pat"] > 0) | (ev["clf"] > 0))]
              + [(name.split(":")[0], fn(ev)) for name, fn in rows if "alone" not in name])
+    if args.rule == "r3":
+        report("calibration half (dcal)", sets[1][0], sets[1][1], rows)
+        dt_t, dt_y, dt_fam = direct_half("dtest")
+        dt = scores(dt_t)
+        report("fresh_direct TEST half (dtest: the headline)", dt, dt_y, rows)
+        families(dt_fam, [("default", (dt["pat"] > 0) | (dt["clf"] > 0))]
+                 + [(name.split(":")[0], fn(dt)) for name, fn in rows if "alone" not in name])
     latency(lin, b_model, ev_t)
+
+
+def report(title: str, s: dict[str, np.ndarray], y: np.ndarray,
+           rows: list[tuple[str, Callable[[dict[str, np.ndarray]], np.ndarray]]]) -> None:
+    print(f"\n{title} ({int(y.sum())} attacks, {int((y == 0).sum())} ordinary)")
+    print(line("patterns + clf (default)", (s["pat"] > 0) | (s["clf"] > 0), y))
+    for name, fn in rows:
+        print(line(name, fn(s), y))
+
+
+def direct_half(split: str) -> tuple[list[str], np.ndarray, list[str]]:
+    """One half of fresh_direct (benchmarks/guard.py reads it the same way)."""
+    from guard import direct_rows
+
+    rows = [r for r in direct_rows() if r["split"] == split]
+    fams = [r["category"] if r["label"] == "attack" else f"(ordinary {r['category']})"
+            for r in rows]
+    return ([r["text"] for r in rows], np.asarray([r["label"] == "attack" for r in rows], int),
+            fams)
 
 
 def families(fams: list[str], columns: list[tuple[str, np.ndarray]]) -> None:
@@ -400,8 +450,10 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--b", type=Path, help="variant B's weights (without: its rows are empty)")
     r.add_argument("--tune-only", action="store_true")
-    r.add_argument("--rule", choices=("r1", "r2"), default="r1",
-                   help="r2 (round 2): r1 and none of holdout's ordinary texts flagged")
+    r.add_argument("--rule", choices=("r1", "r2", "r3"), default="r1",
+                   help="r2 (round 2): r1 and none of holdout's ordinary texts flagged; "
+                        "r3 (round 3): r1 on tune and on fresh_direct's calibration half, "
+                        "then fresh_direct's test half is scored")
     args = ap.parse_args()
     (train_b if args.cmd == "train-b" else run)(args)
 

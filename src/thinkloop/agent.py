@@ -25,7 +25,7 @@ from thinkloop.core.tool import READ_MORE, Tool, as_tool
 from thinkloop.core.types import PendingApproval
 from thinkloop.guard import GuardSettings, default_hooks
 from thinkloop.guard.approval import Decision
-from thinkloop.guard.focus import focus_hook
+from thinkloop.guard.focus import focus_hook, recap_hook
 from thinkloop.hooks import (
     Hook,
     HookFn,
@@ -231,8 +231,8 @@ class Agent:
         guard_hooks = [] if guards is None else default_hooks(guards, fixed_steps=fixed_steps,
                                                               store=self.store)
         context = self.memory.hooks() if self.memory else [pipeline_hook(self.history_turns)]
-        if is_small(self.model):  # a small model sees only the tools that match the task
-            context.append(focus_hook())
+        if is_small(self.model):  # a small model sees only the tools that match the task,
+            context += [focus_hook(), recap_hook()]  # and earlier turns as a recap
         early, judged = self.judgement.hooks() if self.judgement is not None else ([], [])
         # The cap comes first, so that the guards mark the page history keeps as outside
         # content, whole, rather than a block cut in half.

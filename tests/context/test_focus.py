@@ -57,3 +57,18 @@ async def test_a_large_model_sees_every_tool_and_a_chosen_few_stay() -> None:
     await Agent(few, tools=tools[:2]).run("What is 12*7?")
     assert [t.name for t in few.calls[0].tools] == [t.name for t in tools[:2]]
     assert focus_hook().stage == "pre_reason"
+
+
+def test_a_named_file_is_read_and_everyday_arithmetic_is_arithmetic() -> None:
+    specs = _specs()
+    picks = {task: [t.name for t in rank_tools(task, specs)] for task in (
+        "cat fruit.txt", "Open pet.txt.", "What is 7 squared?",
+        "Convert 2.5 kilometers to meters.")}
+    assert picks["cat fruit.txt"][0] == "read_file"
+    assert picks["Open pet.txt."][0] == "read_file"
+    assert picks["What is 7 squared?"] == ["calculator"]
+    assert picks["Convert 2.5 kilometers to meters."] == ["calculator"]
+    # A task that changes no file is never offered the tools that change files.
+    for task in ("cat fruit.txt", "Show me the contents of todo.md.", "Edit notes.txt"):
+        names = {t.name for t in rank_tools(task, specs)}
+        assert (names & {"write_file", "edit_file"} != set()) == task.startswith("Edit")

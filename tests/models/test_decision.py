@@ -180,3 +180,15 @@ def test_outside_content_is_offered_as_its_text_and_only_when_nothing_follows_it
     assert after_result(noted) == AFTER_LONG_RESULT
     assert after_result(spotlight("Lyon", "read_file")) == AFTER_LONG_RESULT
     assert after_result(alone + "\n\n[Note: you already made this call]") == AFTER_LONG_RESULT
+
+
+def test_a_task_of_steps_is_not_offered_its_first_result_as_the_answer() -> None:
+    from thinkloop.models.decision import AFTER_STEP
+
+    call = ToolCall("c1", "read_file", {"path": "price.txt"})
+    history = [Message.user("Read price.txt, then use the calculator to add 5 to the price."),
+               Message.assistant("", (call,)), Message.tool("c1", "read_file", "20")]
+    assert render_history(history, [CALC])[-1]["content"] == (
+        f"Result of read_file: 20\n{AFTER_STEP}")
+    # With tools withheld (an answer is due) the result is offered as the answer again.
+    assert 'Now reply with {"answer":"20"}' in render_history(history, [])[-1]["content"]

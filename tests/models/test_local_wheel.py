@@ -100,3 +100,60 @@ async def test_the_grammar_holds_what_the_task_spells_out(
     calls = [c for s in result.steps for c in s.tool_calls]
     assert calls and (calls[0].name, calls[0].arguments) == (
         "calculator", {"expression": "(17+25)*3"})
+
+
+def test_a_spelled_out_task_is_called_first_and_answered_once_done(smollm2_path: Path) -> None:
+    from thinkloop.core.types import ToolCall
+
+    model = WheelModel(smollm2_path, n_ctx=2048)
+    spec = [calculator.spec]
+    task = [Message.system("s"), Message.user("What is 7 squared?")]
+    first = model._kwargs(task, spec, ModelSettings())["grammar"]
+    assert "calculator" in first and "answer" not in first  # a call, with "7 squared"
+    assert "7 squared" in first
+    done = [*task, Message.assistant("", (ToolCall("c1", "calculator",
+                                                    {"expression": "7 squared"}),)),
+            Message.tool("c1", "calculator", "49")]
+    then = model._kwargs(done, spec, ModelSettings())["grammar"]
+    assert "answer" in then and "calculator" not in then  # every step done: the answer
+    plain = [Message.system("s"), Message.user("What is the capital of France?")]
+    either = model._kwargs(plain, spec, ModelSettings())["grammar"]
+    assert "answer" in either and "calculator" in either
+
+
+async def test_a_repeated_call_while_a_step_is_pending_is_asked_again_without_it(
+    smollm2_path: Path,
+) -> None:
+    """SmolLM2 repeated its read after "Read price.txt, then use the calculator..." and
+    then answered with the price; asked again without that tool it has the calculator."""
+    from thinkloop.core.types import ToolCall
+    from thinkloop.settings import load_settings
+    from thinkloop.tools.builtin import builtin_tools
+
+    class Replayed(WheelModel):
+        def __init__(self, replies: list[str]) -> None:
+            super().__init__(smollm2_path, n_ctx=2048)
+            self.replies, self.grammars = replies, []
+
+        def _run(self, kwargs: dict) -> dict:  # type: ignore[type-arg]
+            self.grammars.append(kwargs["grammar"])
+            return {"choices": [{"message": {"content": self.replies.pop(0)},
+                                 "finish_reason": "stop"}], "usage": {}}
+
+    read = {"tool": "read_file", "arguments": {"path": "price.txt"}}
+    add = {"tool": "calculator", "arguments": {"expression": "20+5"}}
+    settings = load_settings({"tools.workspace": smollm2_path.parent})
+    tools = [t.spec for t in builtin_tools(settings.tools)
+             if t.spec.name in ("read_file", "calculator")]
+    history = [Message.user("Read price.txt, then use the calculator to add 5 to the price."),
+               Message.assistant("", (ToolCall("c1", "read_file", {"path": "price.txt"}),)),
+               Message.tool("c1", "read_file", "20")]
+    model = Replayed([json.dumps(read), json.dumps(add)])
+    response = await model.complete(history, tools, ModelSettings())
+    assert [(c.name, c.arguments) for c in response.message.tool_calls] == [
+        ("calculator", {"expression": "20+5"})]
+    assert "read_file" in model.grammars[0] and "read_file" not in model.grammars[1]
+    # A task of one step, done: the repeat is asked again with no tools (an answer).
+    done = [Message.user("Read price.txt."), *history[1:]]
+    model = Replayed([json.dumps(read), json.dumps({"answer": "20"})])
+    assert (await model.complete(done, tools, ModelSettings())).message.content == "20"

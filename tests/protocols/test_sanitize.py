@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from thinkloop.protocols import sanitize as s
@@ -104,3 +106,33 @@ def test_sanitize_output_accepts_a_custom_pipeline() -> None:
 ])
 def test_is_silent(text: str, silent: bool) -> None:
     assert s.is_silent(text) is silent
+
+
+class _CountingPattern:
+    """A line pattern that counts the lines it is tried on."""
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        self.regex, self.tried = regex, 0
+
+    def match(self, line: str) -> re.Match[str] | None:
+        self.tried += 1
+        return self.regex.match(line)
+
+
+def test_many_short_lines_without_a_block_are_not_read_a_line_at_a_time() -> None:
+    """Half a million short lines took a Python step each (0.15 s) though no line could
+    start a block; a text that holds one is still read a line at a time, and cleaned."""
+    from thinkloop.protocols import sanitize
+
+    pattern = _CountingPattern(sanitize._DOWNGRADED)
+    lines = "a\n" * 100_000
+    assert sanitize._drop_blocks(lines, pattern, ("[tool ",)) == lines  # type: ignore[arg-type]
+    assert pattern.tried == 0
+    text = lines + "[Tool Call: x]\n{}\n\nkept"
+    assert sanitize.strip_downgraded_tool_call_text(text) == lines + "\nkept"
+    assert sanitize._drop_blocks(text, pattern, ("[tool ",)) == lines + "\nkept"  # type: ignore[arg-type]
+    assert pattern.tried > 100_000
+    # Not ASCII: ignoring case, re matches the long s to s, so only the bracket rules such
+    # a text out.
+    assert sanitize.strip_downgraded_tool_call_text(
+        "ok\n[Hi\u017ftorical context: x]\n{}\n\nkept") == "ok\n\nkept"

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from thinkloop.arithmetic import phrases_in
 from thinkloop.context.tokens import model_window
 from thinkloop.core.types import ToolSpec
 
@@ -37,6 +38,27 @@ RELATIVE_CUT = 0.5
 # Words of a task that name no tool's job ("Use the calculator", "please use a tool"): every
 # tool's description may say when to use it, so they would only match the wordiest ones.
 GENERIC = re.compile(r"\b(?:use|using|uses|tools?|please)\b", re.IGNORECASE)
+# A task naming a file ("cat fruit.txt", "Open pet.txt.", "What does notes.txt say?") wants
+# it read unless it says to change it: its words may name no file tool's job at all.
+_FILE_NAME = re.compile(r"(?<![\w/.-])[\w-][\w.-]{0,128}\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/-])")
+_CHANGES = re.compile(r"\b(?:write|create|save|store|append|edit|change|replace|delete|remove|"
+                      r"rename|put|insert|update|overwrite|make)\b", re.IGNORECASE)
+
+
+def _implied(task: str) -> str:
+    """Words for the job a task implies without naming it: arithmetic in everyday forms,
+    reading a file it names."""
+    words = ""
+    if _ARITHMETIC.search(task) or phrases_in(task):
+        words += " arithmetic"
+    if _FILE_NAME.search(task) and not _CHANGES.search(task):
+        words += " read file"
+    return words
+
+
+# The tools that change files: not offered for a task that says nothing of changing one (a
+# small model told to call a tool for "cat fruit.txt" otherwise may overwrite the file).
+WRITERS = frozenset({"write_file", "edit_file"})
 
 
 def _doc(spec: ToolSpec) -> str:
@@ -52,14 +74,15 @@ def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> li
     import bm25s
 
     words = GENERIC.sub(" ", re.sub(r"[_\W]+", " ", task))
-    words += " arithmetic" if _ARITHMETIC.search(task) else ""
+    words += _implied(task)
     query = bm25s.tokenize([words], stopwords="en", show_progress=False, return_ids=False)[0]
     if not query or not tools:
         return []
     index = bm25s.BM25()
     index.index(bm25s.tokenize([_doc(t) for t in tools], stopwords="en", show_progress=False),
                 show_progress=False)
-    scores = [float(s) for s in index.get_scores(query)]
+    scores = [0.0 if t.name in WRITERS and not _CHANGES.search(task) else float(s)
+              for t, s in zip(tools, index.get_scores(query), strict=True)]
     best = max(scores)
     order = sorted(range(len(tools)), key=lambda i: (-scores[i], i))
     return [tools[i] for i in order[:k] if best > 0 and scores[i] >= RELATIVE_CUT * best]

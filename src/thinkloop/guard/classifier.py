@@ -1,4 +1,4 @@
-"""A trained linear prompt-injection classifier in plain Python (no numpy at run time).
+"""A trained linear prompt-injection classifier in plain Python (numpy only for long texts).
 
 TF-IDF over word 1-2-grams and character 3-5-grams (within word boundaries), each L2
 normalised, and logistic regression: the scikit-learn pipeline that
@@ -6,9 +6,11 @@ normalised, and logistic regression: the scikit-learn pipeline that
 plain arrays in ``guard/data/classifier.zip`` (terms as text, weights as little-endian
 floats; 0.4 MB) and scored here exactly as scikit-learn would. Loading it imports nothing
 heavy (numpy alone costs ~100 ms of the first run's CPU), so a default agent's first run
-stays close to a lean one's. Long texts are scored in overlapping windows of words, so an injection
-buried in a long document is not diluted by it; each window over the threshold is a finding
-that names the score and the n-grams that pushed it up.
+stays close to a lean one's. Long texts are scored in overlapping windows of words, so an
+injection buried in a long document is not diluted by it; each window over the threshold is a
+finding that names the score and the n-grams that pushed it up. A text over ``NUMPY_CHARS``
+(scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
+windows that cannot reach the threshold skipped unscored.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from thinkloop.guard.ngrams import Grams
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
 
@@ -59,17 +62,26 @@ def _char_ngrams(text: str) -> list[str]:
     return out
 
 
+NUMPY_CHARS = 20_000  # longer texts have their char n-grams found by numpy (guard/ngrams.py)
+DISTINCT_WORDS = 2_000  # a long text with more has its windows bounded before they are scored
 LONG_WORD = 2520  # a word longer than this is counted a piece at a time (see _char_counts)
 
 
-def _char_counts(part: _Part, text: str) -> Counter[int]:
+def _char_counts(part: _Part, text: str, grams: Grams | None = None) -> Counter[int]:
     """``part``'s indices of ``_char_ngrams(text)``, counted. A long word is counted a piece
     of ``LONG_WORD`` starting positions at a time, and a piece seen before is not counted
-    again: a 1 MB line of one repeated motif is a few distinct pieces, not 3 million slices."""
+    again: a 1 MB line of one repeated motif is a few distinct pieces, not 3 million slices.
+    With ``grams`` (``part``'s, for numpy), a text whose distinct pieces and short words are
+    longer than ``NUMPY_CHARS`` (a 1 MB random base64 word: 400 pieces, a second of slicing)
+    is counted by numpy instead, in one pass."""
     counts: Counter[int] = Counter()
     pieces: dict[str, Counter[int]] = {}
     short: list[str] = []
-    for word in _SPACES.sub(" ", text.lower()).split():
+    lowered = text.lower()
+    words = _SPACES.sub(" ", lowered).split()
+    if grams is not None and len(text) > NUMPY_CHARS and _slicing(words) > NUMPY_CHARS:
+        return grams.char_counts(lowered)
+    for word in words:
         if len(word) + 2 <= LONG_WORD:
             short.append(word)
             continue
@@ -78,12 +90,25 @@ def _char_counts(part: _Part, text: str) -> Counter[int]:
             piece = w[at:at + LONG_WORD + 4]  # the n-grams starting in it, whole
             got = pieces.get(piece)
             if got is None:
-                grams = [piece[i:i + n] for n in (3, 4, 5)
-                         for i in range(min(LONG_WORD, len(piece) - n + 1))]
-                got = pieces[piece] = Counter(part.index[g] for g in grams if g in part.index)
+                sliced = [piece[i:i + n] for n in (3, 4, 5)
+                          for i in range(min(LONG_WORD, len(piece) - n + 1))]
+                got = pieces[piece] = Counter(part.index[g] for g in sliced if g in part.index)
             counts.update(got)
     counts.update(part.index[g] for g in _char_ngrams(" ".join(short)) if g in part.index)
     return counts
+
+
+def _slicing(words: list[str]) -> int:
+    """How many characters ``_char_counts`` would slice n-grams from: the short words, and
+    the distinct pieces of the long ones."""
+    total, pieces = 0, set[str]()
+    for word in words:
+        if len(word) + 2 <= LONG_WORD:
+            total += len(word)
+        else:
+            w = f" {word} "
+            pieces.update(w[at:at + LONG_WORD + 4] for at in range(0, len(w), LONG_WORD))
+    return total + len(pieces) * LONG_WORD
 
 
 class _Part:
@@ -128,9 +153,18 @@ class Classifier:
         clone.threshold = threshold
         return clone
 
+    def grams(self) -> Grams:
+        """The char n-grams' vocabulary for numpy (guard/ngrams.py), built on first use."""
+        grams = self.__dict__.get("_grams")
+        if grams is None:
+            grams = self.__dict__["_grams"] = Grams(self.char.terms, self.char.coef,
+                                                    self.word.terms, self.word.coef)
+        return grams
+
     def verdict(self, text: str) -> Verdict:
         w = self.word.contributions(_word_ngrams(text))
-        c = self.char.weigh(_char_counts(self.char, text))
+        c = self.char.weigh(_char_counts(self.char, text, self.grams()
+                                         if len(text) > NUMPY_CHARS else None))
         z = self.intercept + sum(w.values()) + sum(c.values())
         top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
         return Verdict(1.0 / (1.0 + math.exp(-z)),
@@ -147,8 +181,11 @@ class Classifier:
         # texts and manuals say "you must" and "your system" in every window.
         bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
         score = _Windows(self, text) if len(spans) > 1 else None
-        verdicts: dict[tuple[int, ...], Verdict] = {}
+        hopeless = self._hopeless(text, len(spans), bar) if len(spans) > 1 else None
+        verdicts: dict[tuple[str, ...], Verdict] = {}
         for i, span in enumerate(spans):
+            if hopeless is not None and hopeless[i]:
+                continue
             if score is not None and score(i) < bar:
                 continue
             key = score.key(i) if score is not None else ()
@@ -167,6 +204,33 @@ class Classifier:
                 why = last.why
             found.append(Finding("classifier", span, severity, "classifier", "classifier", why))
         return found
+
+    def _hopeless(self, text: str, windows: int, bar: float) -> list[bool] | None:
+        """For each window of a long text, whether it cannot score ``bar``: an upper bound of
+        its score (``Grams.word_bounds``: what its words' terms can add at most) is under it.
+        Skipping those loses no finding, and spares scoring each window of a text whose
+        windows all differ (100,000 distinct words took a second). None: nothing skipped."""
+        lowered = text.lower()
+        if len(text) <= NUMPY_CHARS or not 0 < bar < 1 \
+                or len(set(lowered.split())) <= DISTINCT_WORDS:
+            return None  # few distinct words: few distinct windows, each scored once
+        import numpy as np
+
+        bounds = self.grams().word_bounds(lowered)
+        if bounds is None:
+            return None
+        chars, tokens = bounds
+        step = WINDOW // 2
+        lo = np.arange(0, len(chars) - step, step)
+        if len(lo) != windows:
+            return None  # words told apart otherwise than _windows did: score them all
+        hi = np.minimum(lo + WINDOW, len(chars))
+        chars, tokens = (np.concatenate(([0.0], np.cumsum(a))) for a in (chars, tokens))
+        z = (self.intercept + np.sqrt(np.maximum(tokens[hi] - tokens[lo], 0.0))
+             + np.sqrt(np.maximum(chars[hi] - chars[lo], 0.0)))
+        # A margin for rounding: the bound is exact arithmetic's, the scores are floats.
+        hopeless: list[bool] = (z < math.log(bar) - math.log1p(-bar) - 1e-6).tolist()
+        return hopeless
 
     def save(self, path: Path) -> None:
         """Write the classifier as ``load`` reads it: a zip of terms and raw weights."""
@@ -213,15 +277,17 @@ def _shipped() -> Classifier:
 
 
 def _windows(text: str) -> list[tuple[int, int]]:
-    words = [m.span() for m in _WORDS.finditer(text)]
-    if len(words) <= WHOLE:
-        return [(0, len(text))] if words else []
-    step = WINDOW // 2
-    return [(words[i][0], words[min(i + WINDOW, len(words)) - 1][1])
-            for i in range(0, len(words) - step, step)]
+    """The spans of a text's windows: WINDOW words each, starting every WINDOW // 2 words."""
+    # Half a window of words per match: window i runs from group i's start to group i + 1's
+    # end (the last group may be shorter). A span per word took 0.3 s on 1 MB of short words.
+    groups = [m.span() for m in _HALVES.finditer(text)]
+    if len(groups) * (WINDOW // 2) <= WHOLE + WINDOW // 2 and len(_WORDS.findall(text)) <= WHOLE:
+        return [(0, len(text))] if groups else []
+    return [(groups[i][0], groups[i + 1][1]) for i in range(len(groups) - 1)]
 
 
 _WORDS = re.compile(r"\S+")
+_HALVES = re.compile(rf"\S+(?:\s+\S+){{0,{WINDOW // 2 - 1}}}")
 
 
 class _Windows:
@@ -232,17 +298,20 @@ class _Windows:
 
     def __init__(self, clf: Classifier, text: str) -> None:
         self.clf = clf
-        words = text.lower().split()  # the windows' \S+ words, as _char_ngrams splits them
-        ids: dict[str, int] = {}
-        self.ids = [ids.setdefault(w, len(ids)) for w in words]
-        self.chars = [_indices(clf.char, _char_ngrams(w)) for w in ids]
-        self.tokens = [_TOKEN.findall(w) for w in ids]
-        self.seen: dict[tuple[int, ...], float] = {}
+        self.text = text
+        self.words: list[str] = []
+        # A word's n-grams and tokens, worked out when a window holding it is first scored
+        # (the windows the bound rules out are not).
+        self.chars: dict[str, list[int]] = {}  # term ids, repeated as often as found
+        self.tokens: dict[str, list[str]] = {}
+        self.seen: dict[tuple[str, ...], float] = {}
 
-    def key(self, i: int) -> tuple[int, ...]:
-        """The distinct words of window ``i``: windows with the same key score the same."""
+    def key(self, i: int) -> tuple[str, ...]:
+        """The words of window ``i``: windows with the same key score the same."""
+        if not self.words:
+            self.words = self.text.lower().split()  # the \S+ words, as _char_ngrams splits
         step = WINDOW // 2
-        return tuple(self.ids[i * step:i * step + WINDOW])
+        return tuple(self.words[i * step:i * step + WINDOW])
 
     def __call__(self, i: int) -> float:
         key = self.key(i)
@@ -251,8 +320,14 @@ class _Windows:
             score = self.seen[key] = self._score(key)
         return score
 
-    def _score(self, key: tuple[int, ...]) -> float:
+    def _score(self, key: tuple[str, ...]) -> float:
         clf = self.clf
+        for k in key:
+            if k not in self.chars:
+                # A long word (a base64 blob among prose) by numpy, as verdict counts it.
+                self.chars[k] = (list(clf.grams().char_counts(k).elements())
+                                 if len(k) > NUMPY_CHARS else _indices(clf.char, _char_ngrams(k)))
+                self.tokens[k] = _TOKEN.findall(k)
         tokens = list(itertools.chain.from_iterable(self.tokens[k] for k in key))
         grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
         chars = Counter(itertools.chain.from_iterable(self.chars[k] for k in key))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from thinkloop.context.focus import FOCUS_TOOLS, rank_tools
 from thinkloop.hooks import Hook, ReasonContext
+from thinkloop.models.recap import recap
 
 
 def focus_hook(k: int = FOCUS_TOOLS) -> Hook:
@@ -28,3 +29,13 @@ def focus_hook(k: int = FOCUS_TOOLS) -> Hook:
         ctx.tools = [t for t in ctx.tools if t.name in keep]
 
     return Hook("pre_reason", focus, name="context.focus")
+
+
+def recap_hook() -> Hook:
+    """A ``pre_reason`` hook folding a session's earlier turns into a recap of what the person
+    said, in front of the task (``models/recap.py``: a small model does not follow a chat)."""
+
+    def fold(ctx: ReasonContext) -> None:
+        ctx.messages = recap(ctx.messages, ctx.state.task)
+
+    return Hook("pre_reason", fold, name="context.recap")

@@ -22,6 +22,7 @@ from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
 from thinkloop.guard.scan import Finding, scan_input
 from thinkloop.hooks import AssessContext, Hook, HookContext, ToolHookContext
+from thinkloop.offload import off_loop
 from thinkloop.spotlight import Spotlight, spotlight
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ log = logging.getLogger("thinkloop.guard")
 GuardMode = Literal["off", "log", "warn", "block"]
 ENCODER_DEFAULT: Literal["shipped"] | None = None
 FINETUNED_DEFAULT: Literal["shipped"] | None = None
-OFF_LOOP_CHARS = 4000  # texts this long are scanned in a worker thread
 TRUNCATION_NOTE = (
     "\n\n[Note: this message was {n} characters long and was truncated to the first {kept}. "
     "Tell the user if the missing part matters.]"
@@ -133,14 +133,11 @@ class InputGuard:
     async def scan(self, text: str, *, external: bool = False) -> list[Finding]:
         # Long texts are CPU work: off the event loop, so one user's file never stalls the
         # other runs of the process (a 96 KB line once froze a gateway for 43 s).
-        small = len(text) < OFF_LOOP_CHARS
-        patterns = self.settings.patterns
-        findings = (scan_input(text, patterns) if small
-                    else await asyncio.to_thread(scan_input, text, patterns))
+        findings = await off_loop(len(text), scan_input, text, self.settings.patterns)
         clf = self.settings.classifier
         if clf is not None and (not external or self.settings.classify_external):
             model = Classifier.load() if clf == "shipped" else clf
-            findings += model.scan(text) if small else await asyncio.to_thread(model.scan, text)
+            findings += await off_loop(len(text), model.scan, text)
         if not external or self.settings.classify_external:
             s = self.settings
             findings += await _lazy(_encoder(s.encoder), text, s.encoder_wait)

@@ -163,10 +163,18 @@ class _Offsets:
     """Byte offsets of a UTF-8 text to character offsets and back, moving forward only."""
 
     def __init__(self, text: str, data: bytes) -> None:
-        self.text = text if len(text) == len(data) else data.decode("utf-8")
         self.data = data
         self.ascii = len(text) == len(data)
+        # The text as RE2 read it (a lone surrogate as U+FFFD), decoded only when a character
+        # offset is turned into a byte one: decoding 1 MB for each pattern cost 0.1 s.
+        self._text = text if self.ascii else None
         self.char = self.byte = 0
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.data.decode("utf-8")
+        return self._text
 
     def to_char(self, byte: int) -> int:
         if self.ascii:
@@ -219,8 +227,7 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
         data = encode(text)
     offsets = _Offsets(text, data)
     byte_end = offsets.to_byte(end) if end < len(text) else len(data)
-    offsets = _Offsets(text, data)
-    at = offsets.to_byte(pos)
+    at = offsets.to_byte(pos) if pos else 0
     search = _searcher(engine)
     while at <= byte_end:
         hit = search(data, at, byte_end)

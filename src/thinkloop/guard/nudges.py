@@ -67,14 +67,14 @@ class Nudges:
         limit = ctx.state.max_steps or ctx.cfg.limits.max_steps
         remaining = limit - ctx.state.step
         if s.urgency and 0 < remaining <= s.urgency_at:
-            extra.append(Message.user(URGENCY.format(n=remaining)))
+            extra.append(Message.notice(URGENCY.format(n=remaining)))
             ctx.emit(Nudge, kind="urgency", remaining=remaining)
         channel = run_channel_tools(s.channel_tools, ctx)
         if channel and not capsule_active(self.steps, ctx):
             silent = self._silent_steps(ctx, channel)
             if silent >= s.transparency_after:
                 tools = " or ".join(channel)
-                extra.append(Message.user(TRANSPARENCY.format(n=silent, tools=tools)))
+                extra.append(Message.notice(TRANSPARENCY.format(n=silent, tools=tools)))
                 ctx.emit(Nudge, kind="transparency", silent_steps=silent)
         if extra:
             # A new list: the history in state.messages stays exactly as it was.

@@ -53,6 +53,7 @@ from urllib.parse import urlsplit
 
 from thinkloop.context.inputs import CONTEXT_OPEN
 from thinkloop.core.events import GuardProvenance
+from thinkloop.core.tool import Tool
 from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.guard.approval import ApprovalGate, Approver, AutoApprove
 from thinkloop.guard.gate import AWAITING
@@ -61,6 +62,7 @@ from thinkloop.guard.run_memory import RunMemory
 from thinkloop.guard.targets import norm as _norm
 from thinkloop.guard.targets import outbound_problem, present
 from thinkloop.hooks import Hook, ToolHookContext
+from thinkloop.offload import off_loop
 from thinkloop.spotlight import as_outside, has_block, is_spotlit
 
 # Arguments whose value the model writes itself; the recipient, not the words, is the risk.
@@ -284,11 +286,10 @@ class ProvenanceGate:
             outbound = tuple(tool.meta.get("outbound", ()))
             if not taint.sources or not (tool.needs_approval or outbound):
                 return
-            problem = self.problem(call, taint,
-                                   tool.confined and self.settings.confined == "action",
-                                   tuple(tool.meta.get("effects", ()))) \
-                if tool.needs_approval else None
-            problem = problem or self.outbound(call, outbound, taint)
+            # The request and what the run read are searched (host names, paths, numbers):
+            # long ones in a worker thread.
+            size = sum(map(len, taint.trusted)) + sum(map(len, taint.seen))
+            problem = await off_loop(size, self._problem, call, tool, outbound, taint)
             if problem is None:
                 return
             reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"
@@ -302,6 +303,13 @@ class ProvenanceGate:
             return
         why = reason if decision is None else f"{reason}; {decision.reason or 'denied'}"
         ctx.result = ToolResult(call, REFUSED.format(reason=why), is_error=True)
+
+    def _problem(self, call: ToolCall, tool: Tool, outbound: tuple[str, ...],
+                 taint: _Taint) -> str | None:
+        problem = self.problem(call, taint, tool.confined and self.settings.confined == "action",
+                               tuple(tool.meta.get("effects", ()))) \
+            if tool.needs_approval else None
+        return problem or self.outbound(call, outbound, taint)
 
     @staticmethod
     def _host_path(call: ToolCall) -> str | None:

@@ -20,9 +20,9 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from thinkloop.guard import linear, prefilter
+from thinkloop.guard import linear, prefilter, typos
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -76,20 +76,47 @@ class _View:
     text: str
     origin: Sequence[int]  # origin[i] = index in the original text of text[i]
     whole: tuple[int, int] | None = None  # decoded views: every match spans the encoded run
+    data: bytes | None = None  # the text as UTF-8 for RE2, when it was needed before
 
 
 def _canonical(text: str, base: int = 0) -> _View:
     if text.isascii():  # the common case: nothing to fold but case
         return _View("text", text.lower(), range(base, base + len(text)))
-    chars: list[str] = []
-    origin: list[int] = []
-    for i, ch in enumerate(text):
-        if unicodedata.category(ch) == "Cf":
-            continue
-        norm = unicodedata.normalize("NFKC", ch).lower().translate(_HOMOGLYPHS)
-        chars.extend(norm)
-        origin.extend([base + i] * len(norm))
-    return _View("text", "".join(chars), tuple(origin))
+    # Each character is folded alone, so the text is folded a distinct character at a time
+    # and rewritten by one C pass (str.translate); a loop per character took 1 s on 1 MB.
+    distinct = "".join(set(text))
+    fold = _folds(distinct)
+    out = text.translate(fold)
+    if all(len(v) == 1 for v in fold.values()):
+        return _View("text", out, range(base, base + len(text)))
+    # Where a character became none or several, the map repeats its index that many times.
+    sizes = text.translate({ord(c): chr(len(fold.get(ord(c), c))) for c in distinct}
+                           ).encode("latin-1")
+    if max(sizes) <= 1:  # dropped characters only: the kept indices, in C
+        return _View("text", out, tuple(itertools.compress(range(base, base + len(text)),
+                                                           sizes)))
+    import numpy as np  # a base dependency; each index repeated in C
+
+    origin = np.repeat(np.arange(base, base + len(text)), np.frombuffer(sizes, np.uint8))
+    return _View("text", out, origin.tolist())
+
+
+def _folds(chars: str) -> dict[int, str]:
+    """What each of ``chars`` (distinct) becomes: nothing for a format character (Cf), else
+    its NFKC form, lower-cased, homoglyphs folded. The characters are normalised in one call,
+    split by NULs (a NUL is a starter: nothing composes or reorders across it)."""
+    folded = unicodedata.normalize("NFKC", "\x00".join(chars)).lower().translate(_HOMOGLYPHS)
+    parts = folded.split("\x00")
+    if len(parts) != len(chars):  # cannot happen (NFKC keeps NULs); the slow way, then
+        parts = [unicodedata.normalize("NFKC", c).lower().translate(_HOMOGLYPHS)
+                 for c in chars]
+    fold: dict[int, str] = {}
+    for c, v in zip(chars, parts, strict=True):
+        if unicodedata.category(c) == "Cf":
+            fold[ord(c)] = ""
+        elif v != c:
+            fold[ord(c)] = v
+    return fold
 
 
 def _leet(view: _View) -> _View | None:
@@ -97,7 +124,7 @@ def _leet(view: _View) -> _View | None:
     # Such a run holds a letter next to a digit, @ or $: without one anywhere (one C search)
     # there is no leet view, and only the runs that have one are translated. (A Python call
     # per word took seconds on a 1 MB text.)
-    if linear.search(_MIXED, view.text) is None:
+    if linear.search(_MIXED, view.text, view.data) is None:
         return None
     text = _MIXED_RUN.sub(lambda m: m.group().translate(_LEET_TABLE), view.text)
     return _View("leet", text, view.origin) if text != view.text else None
@@ -105,88 +132,43 @@ def _leet(view: _View) -> _View | None:
 
 def _collapsed(view: _View) -> _View | None:
     if linear.available() and len(view.text) > linear.SHORT \
-            and linear.search(_SPLIT_SCREEN, view.text) is None:
+            and linear.search(_SPLIT_SCREEN, view.text, view.data) is None:
         return None
     splits = [m.span() for m in _SPLIT.finditer(view.text)]
     if not splits:
         return None
-    keep = [True] * len(view.text)
+    keep = bytearray(b"\x01") * len(view.text)  # C bytes, not a list of a million bools
     for start, end in splits:
-        keep[start + 1:end:2] = [False] * len(range(start + 1, end, 2))
+        keep[start + 1:end:2] = bytes(len(range(start + 1, end, 2)))
     text = "".join(itertools.compress(view.text, keep))
     origin = tuple(itertools.compress(view.origin, keep))
     return _View("collapsed", text, origin)
 
 
-# Words an attack cannot do without; a typo of one (``iunstructions``, ``ignroe``) is read as
-# the word itself in the "typo" view.
-KEYWORDS = frozenset((
-    "ignore", "disregard", "forget", "previous", "prior", "instructions", "instruction",
-    "prompt", "system", "guidelines", "override", "bypass", "reveal", "repeat", "beginning",
-    "conversation", "restrictions", "jailbreak", "developer", "earlier", "directives",
-    "original", "initial", "disclose", "unrestricted", "unfiltered"))
 _LETTERS = re.compile(r"[a-z]{4,}")
-_INFLECTIONS = frozenset(("s", "es", "d", "ed", "r", "rs", "ing", "ion", "ions", "er", "ers",
-                          "ly", "n", "ns"))
-
-
-def _osa(a: str, b: str, limit: int) -> int:
-    """Edit distance with transpositions (optimal string alignment), capped at limit + 1."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        if min(cur) > limit:
-            return limit + 1
-        prev2, prev = prev, cur
-    return prev[-1]
-
-
-@functools.lru_cache(maxsize=8192)
-def _keyword(word: str) -> str | None:
-    """The key word ``word`` is a typo of (distance 1, or 2 for words of 8+ letters)."""
-    if word in KEYWORDS or any(_inflects(word, key) for key in KEYWORDS):
-        return None  # an inflection ("ignores", "prompted") is a word, not a typo
-    limit = 2 if len(word) >= 8 else 1
-    near = [(_osa(word, key, limit), key) for key in sorted(KEYWORDS) if key[0] in word[:2]]
-    best = min(near, default=(limit + 1, ""))
-    return best[1] if best[0] <= limit else None
-
-
-def _inflects(word: str, key: str) -> bool:
-    stems = (key, key[:-1]) if key.endswith("e") else (key,)
-    return any(word.startswith(s) and word[len(s):] in _INFLECTIONS for s in stems)
 
 
 def _typos(view: _View) -> _View | None:
     # Most texts hold no typo of a key word: their distinct words (one C pass) say so.
-    if not any(_keyword(w) for w in set(_LETTERS.findall(view.text))):
+    found = typos.typo_words(set(_LETTERS.findall(view.text)))
+    if not found:
         return None
-    chars: list[str] = []
-    origin: list[int] = []
-    last = 0
-    for m in _LETTERS.finditer(view.text):
-        key = _keyword(m.group())
+    # re rewrites the text in C, calling back only at a typo (a Python step for each word,
+    # or each typo with its piece of the map, took 0.2-0.3 s on a 1 MB text of them).
+    hits: list[tuple[int, int, int]] = []
+
+    def fix(m: re.Match[str]) -> str:
+        key = found.get(m.group())
         if key is None:
-            continue
-        chars.append(view.text[last:m.start()])
-        origin.extend(view.origin[last:m.start()])
-        chars.append(key)
-        span = view.origin[m.start():m.end()]
-        origin.extend(span[min(i, len(span) - 1)] for i in range(len(key)))
-        last = m.end()
-    if not chars:
-        return None
-    chars.append(view.text[last:])
-    origin.extend(view.origin[last:])
-    return _View("typo", "".join(chars), tuple(origin))
+            return m.group()
+        hits.append((m.start(), m.end() - m.start(), len(key)))
+        return key
+
+    text = _LETTERS.sub(fix, view.text)
+    if all(size == len(key) for size, key in zip(map(len, found), found.values(),
+                                                   strict=True)):
+        return _View("typo", text, view.origin)  # letters swapped or changed: the same map
+    return _View("typo", text, typos.stretched(view.origin, hits))
 
 
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
@@ -233,13 +215,15 @@ def _printable(text: str) -> bool:
 
 def _views(text: str) -> Iterator[_View]:
     canon = _canonical(text)
+    if linear.available():  # encoded once, for the patterns and the hints below
+        canon = replace(canon, data=linear.encode(canon.text))
     yield canon
     for derived in (_leet(canon), _collapsed(canon), _typos(canon)):
         if derived is not None:
             yield derived
     # A model only follows rot13 or reversed text when told to decode it, so those views run
     # only when the text says so (they would double the cost of every scan otherwise).
-    data = linear.encode(canon.text) if linear.available() else None
+    data = canon.data
     if linear.search(_ROT_HINT, canon.text, data):
         yield _View("rot13", codecs.encode(canon.text, "rot13"), canon.origin)
     if linear.search(_REV_HINT, canon.text, data):
@@ -290,20 +274,28 @@ def _matches(regex: re.Pattern[str], text: str, data: bytes | None = None
                     yield m
 
 
+# A pattern's findings in one view stop at this many: what a scan decides (which patterns
+# were found, so whether it blocks, and what the warning names) is settled by the first of
+# them, and a 1 MB text of the words the patterns look for, over and over, had 20,000
+# findings, each confirmed by re (a third of a second).
+PER_VIEW = 50
+
+
 def scan_input(
     text: str, patterns: Iterable[InjectionPattern] = DEFAULT_PATTERNS
 ) -> list[Finding]:
     """Every injection pattern found in ``text``; ``span`` indexes ``text`` itself.
 
-    One finding per (pattern, span); the plain view wins over derived ones. Ordered by
-    position, then by severity (highest first).
+    One finding per (pattern, span), and at most ``PER_VIEW`` per pattern and view; the
+    plain view wins over derived ones. Ordered by position, then by severity (highest first).
     """
     found: dict[tuple[str, tuple[int, int]], Finding] = {}
     pats = tuple(patterns)
     for view in _views(text):
-        data = linear.encode(view.text) if linear.available() else None
+        data = view.data if view.data is not None or not linear.available() \
+            else linear.encode(view.text)
         for p in pats:
-            for m in _matches(p.regex, view.text, data):
+            for m in itertools.islice(_matches(p.regex, view.text, data), PER_VIEW):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import re
 from collections.abc import Sequence
@@ -37,11 +36,11 @@ from thinkloop.judgement.secrets import (
     personal_data,
     secret_matches,
 )
+from thinkloop.offload import off_loop
 from thinkloop.side_calls import UsageMeter, json_object, side_call
 from thinkloop.spotlight import is_spotlit
 
 Level = Literal["SECRET", "SENSITIVE", "NORMAL", "PUBLIC"]
-OFF_LOOP_CHARS = 4000  # results this long are searched for secrets in a worker thread
 RANK: dict[Level, int] = {"PUBLIC": 0, "NORMAL": 1, "SENSITIVE": 2, "SECRET": 3}
 
 @dataclass(frozen=True)
@@ -250,12 +249,13 @@ class SensitivityGuard:
         CURRENT.set(ctx)
         # A long argument (a file the model writes) is searched in a worker thread.
         size = sum(len(str(v)) for v in call.arguments.values())
-        found = (classify_call(call, self.settings.rules) if size < OFF_LOOP_CHARS
-                 else await asyncio.to_thread(classify_call, call, self.settings.rules))
+        found = await off_loop(size, classify_call, call, self.settings.rules)
         ctx.emit(SensitivityClassified, tool=call.name, id=call.id, level=found.level,
                  why=list(found.why))
         gated = ctx.tool is not None and ctx.tool.needs_approval  # the tool gate asked
-        leak = self._leak(ctx, call) if ctx.result is None and self.settings.redact else None
+        # The user's request is searched for host names: a long one in a worker thread.
+        leak = await off_loop(len(ctx.state.task), self._leak, ctx, call) \
+            if ctx.result is None and self.settings.redact else None
         if leak is not None:
             ctx.result = ToolResult(call, f"Not run: {leak}.", is_error=True)
             return
@@ -302,8 +302,7 @@ class SensitivityGuard:
             return
         vault = self.vault(ctx.run_id)
         # A long result is CPU work: off the event loop, so the other runs go on meanwhile.
-        hidden = (vault.hide(result.content) if len(result.content) < OFF_LOOP_CHARS
-                  else await asyncio.to_thread(vault.hide, result.content))
+        hidden = await off_loop(len(result.content), vault.hide, result.content)
         # The run's steps (and so its JSON) keep the placeholder arguments, not the values.
         call = replace(result.call, arguments=_hidden_args(vault, dict(result.call.arguments)))
         if hidden != result.content or call != result.call:

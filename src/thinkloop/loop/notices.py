@@ -44,6 +44,7 @@ def _runs() -> frozenset[tuple[str, ...]]:
                  nudges.URGENCY, nudges.TRANSPARENCY, *rounds.FOLLOW_UPS, rounds.HINT,
                  # What a small model is told after a tool result (models/decision.py).
                  decision.AFTER_RESULT, decision.AFTER_LONG_RESULT, decision.AFTER_ERROR,
+                 decision.AFTER_STEP,
                  decision.ANSWER_ONLY, decision.CALCULATOR_HINT]
     out: set[tuple[str, ...]] = set()
     for t in templates:

@@ -27,6 +27,7 @@ from thinkloop.loop.outcomes import Finish, RunTools, TryAgain
 from thinkloop.loop.output import parse_output
 from thinkloop.loop.phases import StopRun, act, decide, record_step, run_stage, think
 from thinkloop.loop.resume import continue_paused, continue_recovered
+from thinkloop.offload import off_loop
 from thinkloop.protocols.sanitize import CLEANERS, is_silent, sanitize_output
 from thinkloop.spotlight import strip_echo
 
@@ -47,13 +48,13 @@ async def execute(cfg: RunConfig, state: RunState) -> None:
         if stop.status == "completed":  # a hook answered for the model (ask_first's question)
             close_unanswered(state, "[no result: the run was answered]")
             state.append(Message.assistant(stop.reason))
-            finish(state, "completed", stop.reason, stop.reason)
+            finish_now(state, "completed", stop.reason, stop.reason)
         else:
             if stop.status != "paused":  # a paused run's held calls are answered on resume
                 close_unanswered(state, f"[no result: {stop.reason}]")
             if stop.answer is not None:  # a guard's answer goes out sanitized, like a model's
                 output = stop.answer if cfg.output_type is None else None
-                finish(state, stop.status, stop.answer, output)
+                finish_now(state, stop.status, stop.answer, output)
             end(state, stop.status, stop.reason)
     except TimeoutError:
         close_unanswered(state, "[no result: the run timed out]")
@@ -104,7 +105,7 @@ async def drive(cfg: RunConfig, state: RunState) -> None:
                 state.scratch = (assistant, Message.notice(feedback))
                 record_step(state, assistant, response.usage, (), ())
             case Finish(assistant, text, output):
-                clean = finish(state, "completed", text, output)
+                clean = await finish(state, "completed", text, output)
                 answered = answer_message(assistant, clean)
                 state.append(answered)
                 record_step(state, answered, response.usage, (), ())
@@ -130,16 +131,29 @@ async def answer_at_cap(cfg: RunConfig, state: RunState) -> None:
             output = parse_output(cfg.output_type, text)
         except ValueError:
             output = None
-    clean = finish(state, "max_steps", text, output)
+    clean = await finish(state, "max_steps", text, output)
     assistant = Message.assistant(clean, thought=thought)
     state.append(assistant)
     record_step(state, assistant, response.usage, (), ())
 
 
-def finish(state: RunState, status: RunStatus, text: str, output: Any) -> str:
+async def finish(state: RunState, status: RunStatus, text: str, output: Any) -> str:
     """Record the final answer; returns it sanitized (what the session keeps)."""
-    # Every final answer is sanitized; NO_REPLY as the whole answer makes the run silent.
-    clean = sanitize_output(text, ANSWER_CLEANERS)
+    # Every final answer is sanitized: a model's long one in a worker thread, as every scan
+    # of text is.
+    clean = await off_loop(len(text), sanitize_output, text, ANSWER_CLEANERS)
+    return record(state, status, text, clean, output)
+
+
+def finish_now(state: RunState, status: RunStatus, text: str, output: Any) -> str:
+    """``finish`` with no wait: for a hook's or a guard's answer (a few lines), from the
+    handler of a stopped run, where a cancellation arriving in a wait would skip the run's
+    delivery."""
+    return record(state, status, text, sanitize_output(text, ANSWER_CLEANERS), output)
+
+
+def record(state: RunState, status: RunStatus, text: str, clean: str, output: Any) -> str:
+    # NO_REPLY as the whole answer makes the run silent.
     state.silent = is_silent(clean)
     state.text = "" if state.silent else clean
     state.output = state.text if isinstance(output, str) and output == text else output

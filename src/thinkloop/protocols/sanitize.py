@@ -75,8 +75,15 @@ def _tag_kind(tag: str) -> str:
     return re.split(r"[\s>/=]", tag.lstrip("</"), maxsplit=1)[0].lower()
 
 
-def _drop_blocks(text: str, starts_block: re.Pattern[str]) -> str:
-    """Drop each line that ``starts_block`` matches and the lines after it up to a blank line."""
+def _drop_blocks(text: str, starts_block: re.Pattern[str], needles: Sequence[str]) -> str:
+    """Drop each line that ``starts_block`` matches and the lines after it up to a blank line.
+
+    Every match holds one of ``needles`` (lower case): a text without any is returned as it
+    is, with no Python step per line (half a million short lines took 0.15 s). Only an ASCII
+    text is searched for them (ignoring case, re also matches a few other letters to ASCII
+    ones: K for k); any other one is searched for the opening bracket they all start with."""
+    if "[" not in text or (text.isascii() and not any(n in text.lower() for n in needles)):
+        return text
     out: list[str] = []
     skipping = False
     for line in text.split("\n"):
@@ -95,7 +102,7 @@ def _drop_blocks(text: str, starts_block: re.Pattern[str]) -> str:
 
 def strip_downgraded_tool_call_text(text: str) -> str:
     """2. ``[Tool Call: ...]`` / ``[Tool Result ...]`` text and the JSON that follows it."""
-    return _drop_blocks(text, _DOWNGRADED)
+    return _drop_blocks(text, _DOWNGRADED, ("[tool ", "[historical context:"))
 
 
 def strip_thinking_tags(text: str) -> str:
@@ -119,7 +126,7 @@ def strip_final_tags(text: str) -> str:
 
 def strip_echoed_system_messages(text: str) -> str:
     """5. ``[System Message]`` blocks the model echoed or invented."""
-    return _drop_blocks(text, _SYSTEM_ECHO)
+    return _drop_blocks(text, _SYSTEM_ECHO, ("[system message]",))
 
 
 def collapse_consecutive_duplicate_blocks(text: str) -> str:

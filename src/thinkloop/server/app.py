@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -27,6 +28,7 @@ from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.doors import Doors, cookie_name, publish_token, withdraw_token
 from thinkloop.server.gateway import FleetFactory, Gateway
+from thinkloop.server.sse import stop_streams_on_exit
 
 PAGE = Path(__file__).with_name("static") / "index.html"
 
@@ -80,12 +82,14 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         app.state.gateway = gateway
         if token_file is not None:
             publish_token(token_file, token)
+        exiting = asyncio.get_running_loop().create_task(stop_streams_on_exit(gateway.streams))
         try:
             async with AsyncExitStack() as stack:
                 for service in services:
                     await stack.enter_async_context(service(app))
                 yield
         finally:
+            exiting.cancel()
             await gateway.aclose()
             if owned:
                 await db.aclose()

@@ -15,7 +15,8 @@ LOCAL = Principal(LOCAL_USER, ("user", "admin"))
 
 
 async def gateway(request: Request) -> Gateway:
-    # async: FastAPI runs a plain function dependency in a worker thread, one hop per request.
+    # async: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop (and a
+    # worker thread's stack) for every request.
     return _gateway(request)
 
 

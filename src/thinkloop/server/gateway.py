@@ -35,6 +35,7 @@ from thinkloop.server.fleet import Fleet, Followed
 from thinkloop.server.inputs import Answer, InputHub
 from thinkloop.server.live import LiveRun, LiveRuns
 from thinkloop.server.metrics import Metrics
+from thinkloop.server.sse import Streams
 
 log = logging.getLogger("thinkloop.server")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -73,6 +74,7 @@ class Gateway:
                                   lambda name, spec: build_agent(name, spec, wiring),
                                   config.agent_ttl_s)
         self._pumps: set[asyncio.Task[None]] = set()
+        self.streams = Streams()  # the open SSE responses, ended when the server stops
         self.fleet = fleet(store, self.settings, config) if fleet is not None else None
 
     # --- runs ------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from thinkloop.api import RunHandle, RunResult
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.events import Event, to_dict
 
+SWEEP_S = 1.0  # how often a start looks for finished runs past keep_finished_s
+
 
 @dataclass(eq=False)
 class LiveRun:
@@ -38,7 +40,9 @@ class LiveRun:
     error: str | None = None
     ended: str | None = None  # the status of a run that ended without a result
     finished_at: float | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Who waits for the next event (a subscriber each): woken and dropped at every publish.
+    # Futures, not an asyncio.Event made anew per event (one with its 600-byte deque each).
+    _waiters: list[asyncio.Future[None]] | None = None
 
     @property
     def done(self) -> bool:
@@ -69,8 +73,22 @@ class LiveRun:
         return self.status
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _changed(self) -> None:
+        """Until the next publish or the end (the caller checked there was nothing new)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)  # cancelled: not kept until the next event
 
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Events numbered above ``after``, as they come, until the run has finished."""
@@ -84,14 +102,14 @@ class LiveRun:
         (a subscriber writes them in one send per loop turn)."""
         seq = max(0, after)
         while True:
-            changed = self._changed
             if seq < len(self.events):
                 batch = list(enumerate(self.events[seq:], seq + 1))
                 seq += len(batch)
                 yield batch
+                continue  # more may have come while it was written: look again first
             if self.done:
                 return
-            await changed.wait()
+            await self._changed()  # nothing awaits between the look and this: none is lost
 
 
 def _sees(run: LiveRun, user: str, admin: bool) -> bool:
@@ -99,8 +117,10 @@ def _sees(run: LiveRun, user: str, admin: bool) -> bool:
 
 
 def event_json(seq: int, event: Event) -> bytes:
-    """The one wire form of an event (SSE data, WebSocket frames, the web page)."""
-    return orjson.dumps({"id": seq, **to_dict(event)}, default=str)
+    """The one wire form of an event (SSE data, WebSocket frames, the web page), kept for
+    as long as the run is: copied to its own size, since orjson hands back its working buffer
+    (4 KB for a 200-byte event, 64 KB for 5 KB), and a run keeps every event it sent."""
+    return bytes(memoryview(orjson.dumps({"id": seq, **to_dict(event)}, default=str)))
 
 
 class LiveRuns:
@@ -114,6 +134,7 @@ class LiveRuns:
         self.keep_runs = keep_runs
         self._runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._active: dict[str, int] = {}  # user -> active runs
+        self._swept = 0.0  # when finished runs were last looked at for their age
 
     @property
     def active_count(self) -> int:
@@ -156,13 +177,26 @@ class LiveRuns:
         return [r for r in self._runs.values() if not r.done]
 
     def _evict(self) -> None:
-        cutoff = time.time() - self.keep_finished_s
-        finished = [r for r in self._runs.values() if r.done]
+        """Forget the oldest finished runs over ``keep_runs``, and (once per ``SWEEP_S``:
+        every run was looked at on every start, a cost growing with the runs kept) those
+        finished over ``keep_finished_s`` ago."""
+        now = time.time()
         excess = len(self._runs) - self.keep_runs
-        for r in finished:
-            if excess > 0 or (r.finished_at or 0) < cutoff:
-                del self._runs[r.id]
+        sweep = now >= self._swept + SWEEP_S
+        if excess <= 0 and not sweep:
+            return
+        if sweep:
+            self._swept = now
+        cutoff = now - self.keep_finished_s
+        gone = []
+        for r in self._runs.values():  # oldest first
+            if excess <= 0 and not sweep:
+                break
+            if r.done and (excess > 0 or (r.finished_at or 0) < cutoff):
+                gone.append(r.id)
                 excess -= 1
+        for run_id in gone:
+            del self._runs[run_id]
 
 
 def run_view(run: LiveRun) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from typing import Annotated, Any, TypeVar
 import orjson
 from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from thinkloop.api import validation_summary
 from thinkloop.core.errors import (
@@ -40,6 +39,7 @@ from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
 from thinkloop.server.routes import InputRequest, RunRequest
+from thinkloop.server.sse import EventStream, frame
 
 router = APIRouter(prefix="/v1")
 T = TypeVar("T")
@@ -50,7 +50,7 @@ async def run_events(
     run_id: str, request: Request, who: Annotated[Principal, Depends(caller)],
     gw: Annotated[Gateway, Depends(gateway)],
     last_event_id: Annotated[str | None, Header()] = None, after: int | None = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """The run's events as SSE: ``id`` is the event's number; reconnect with
     ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
     run = await gw.run(who, run_id)
@@ -58,7 +58,7 @@ async def run_events(
     key = key_from_headers(request.headers.get("authorization"),
                            request.headers.get("x-api-key"))
 
-    async def events() -> AsyncIterator[ServerSentEvent | bytes]:
+    async def events() -> AsyncIterator[bytes]:
         follow = batches(run, start)
         if not gw.config.no_auth:  # a key revoked meanwhile ends the stream
             follow = while_valid(follow, gw, key)
@@ -66,19 +66,17 @@ async def run_events(
             async for batch in follow:  # one write for all the events ready now
                 yield b"".join(sse_event(seq, data) for seq, data in batch)
         except KeyRevoked:
-            yield ServerSentEvent(data='{"status":401,"message":"the API key was revoked"}',
-                                  event="error")
+            yield frame('{"status":401,"message":"the API key was revoked"}', "error")
             return
         status = await run.end_status()
-        yield ServerSentEvent(data=orjson.dumps({"run_id": run.id, "status": status})
-                              .decode(), event="end")
+        yield frame(orjson.dumps({"run_id": run.id, "status": status}).decode(), "end")
 
-    return EventSourceResponse(events(), ping=15, headers={"Cache-Control": "no-store"})
+    return EventStream(events(), gw.streams)
 
 
 def sse_event(seq: int, data: bytes) -> bytes:
-    """An event's SSE frame, byte for byte what ``ServerSentEvent(data, id, event="event")``
-    encodes (the event JSON is one line: orjson escapes newlines)."""
+    """An event's SSE frame, byte for byte what sse_starlette's ``ServerSentEvent(data, id,
+    event="event")`` encodes (the event JSON is one line: orjson escapes newlines)."""
     return b"id: %d\r\nevent: event\r\ndata: %s\r\n\r\n" % (seq, data)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from collections.abc import Callable
 from typing import Any
 
+from thinkloop.arithmetic import plain
 from thinkloop.core.tool import tool
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
@@ -29,25 +29,6 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "log": math.log, "exp": math.exp, "sin": math.sin, "cos": math.cos, "tan": math.tan,
 }
 _CONSTS = {"pi": math.pi, "e": math.e}
-_NUM = r"(\d+(?:\.\d+)?)"
-# The everyday forms a small model copies from the question instead of writing arithmetic
-# (measured: SmolLM2-135M sent "15% of 240" even when shown "0.15*240"): read as meant.
-_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(_NUM + r"\s*(?:%|percent)\s*of\s*", re.IGNORECASE), r"(\1/100)*"),
-    (re.compile(r"(?:the\s+)?square\s+root\s+of\s*" + _NUM, re.IGNORECASE), r"sqrt(\1)"),
-    (re.compile(_NUM + r"\s+squared", re.IGNORECASE), r"(\1**2)"),
-    (re.compile(_NUM + r"\s+cubed", re.IGNORECASE), r"(\1**3)"),
-    (re.compile(r"(?<=\d)\s*[x×]\s*(?=\d)"), "*"),
-    (re.compile("÷"), "/"),
-)
-
-
-def plain(expression: str) -> str:
-    """``expression`` with everyday phrasing ("15% of 240", "7 squared") as arithmetic."""
-    text = expression.strip().rstrip("?.=").strip()
-    for pattern, replacement in _PHRASES:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def _eval(node: ast.AST) -> Any:
@@ -74,7 +55,9 @@ def _eval(node: ast.AST) -> Any:
 def calculator(expression: str) -> str:
     """Evaluate arithmetic in numbers: "15% of 240" is "0.15*240", "root of 144" is "sqrt(144)".
 
-    Units become numbers too: "3 hours in minutes" is "3*60".
+    Everyday forms are read as meant too: "15% of 240", "the square root of 144",
+    "7 squared", and unit conversions of time, length, mass and volume ("2.5 km to m",
+    "how many minutes in 3 hours").
 
     Args:
         expression: The arithmetic expression: numbers, + - * / // % **, parentheses,

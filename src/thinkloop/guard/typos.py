@@ -1,0 +1,140 @@
+"""Typos of the words an attack needs (``ignroe``, ``iunstructions``): which words of a text
+are one, and of which key word, for the input guard's "typo" view (guard/scan.py).
+
+A word is a typo of a key word within one edit (two for words of 8 letters or more, a
+transposition counting as one), unless it is the key word or an inflection of it. A long text
+(random words, base64) holds tens of thousands of distinct words: checked one by one in
+Python they took seconds, so :func:`typo_words` first rules words out in bulk (numpy, over
+all of them at once) by conditions every typo meets, and checks only the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from typing import Any
+
+# Words an attack cannot do without; a typo of one (``iunstructions``, ``ignroe``) is read as
+# the word itself in the "typo" view.
+KEYWORDS = frozenset((
+    "ignore", "disregard", "forget", "previous", "prior", "instructions", "instruction",
+    "prompt", "system", "guidelines", "override", "bypass", "reveal", "repeat", "beginning",
+    "conversation", "restrictions", "jailbreak", "developer", "earlier", "directives",
+    "original", "initial", "disclose", "unrestricted", "unfiltered"))
+_INFLECTIONS = frozenset(("s", "es", "d", "ed", "r", "rs", "ing", "ion", "ions", "er", "ers",
+                          "ly", "n", "ns"))
+
+
+def _osa(a: str, b: str, limit: int) -> int:
+    """Edit distance with transpositions (optimal string alignment), capped at limit + 1."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+# The key words by first letter, in order, with their letters: an inflection starts with its
+# key's first letter, and a typo within ``limit`` edits lacks at most ``limit`` of its key's
+# distinct letters (an edit brings in one letter at most; a transposition none). Ruling the
+# other keys out before any edit distance keeps a text of 100,000 distinct words (random
+# words, base64) to a few set operations a word: all 26 keys' checks took seconds.
+_BY_FIRST: dict[str, tuple[tuple[str, frozenset[str]], ...]] = {
+    c: tuple((k, frozenset(k)) for k in sorted(KEYWORDS) if k[0] == c)
+    for c in {k[0] for k in KEYWORDS}}
+
+
+@functools.lru_cache(maxsize=8192)
+def _keyword(word: str) -> str | None:
+    """The key word ``word`` is a typo of (distance 1, or 2 for words of 8+ letters)."""
+    if word in KEYWORDS or any(_inflects(word, key) for key, _ in _BY_FIRST.get(word[0], ())):
+        return None  # an inflection ("ignores", "prompted") is a word, not a typo
+    limit = 2 if len(word) >= 8 else 1
+    keys = _BY_FIRST.get(word[0], ()) + (_BY_FIRST.get(word[1], ()) if word[1] != word[0]
+                                           else ())
+    near = [(_osa(word, key, limit), key) for key, letters in sorted(keys)
+            if abs(len(key) - len(word)) <= limit and len(letters.difference(word)) <= limit]
+    best = min(near, default=(limit + 1, ""))
+    return best[1] if best[0] <= limit else None
+
+
+def _inflects(word: str, key: str) -> bool:
+    stems = (key, key[:-1]) if key.endswith("e") else (key,)
+    return any(word.startswith(s) and word[len(s):] in _INFLECTIONS for s in stems)
+
+
+# Up to this many distinct words are checked one by one; more are ruled out in bulk first.
+BULK = 2_000
+
+
+def typo_words(words: Collection[str]) -> dict[str, str]:
+    """The words of ``words`` (distinct runs of 4+ ASCII lower-case letters) that are typos of
+    a key word, each with its key word."""
+    if len(words) > BULK:
+        words = _maybe(list(words))
+    return {w: key for w in words if (key := _keyword(w)) is not None}
+
+
+def stretched(origin: Sequence[int], hits: list[tuple[int, int, int]]) -> tuple[int, ...]:
+    """``origin`` (a view's map back to the text) with each typo's piece made its key's
+    length: ``hits`` are (start, typo's length, key's length), in order. A longer key repeats
+    the typo's last index, a shorter one keeps the typo's first indices (what a loop over the
+    typos built, a Python step each; here numpy repeats each index 0, 1 or more times)."""
+    import numpy as np
+
+    at, size, key = (np.array(column, dtype=np.int64) for column in zip(*hits, strict=True))
+    times = np.ones(len(origin), dtype=np.int64)
+    longer = key > size
+    np.add.at(times, (at + size - 1)[longer], (key - size)[longer])
+    drop = np.where(key < size, size - key, 0)  # the typo's last letters beyond its key's
+    first = np.repeat(at + key - np.cumsum(drop) + drop, drop)
+    times[first + np.arange(int(drop.sum()))] = 0
+    base = (np.arange(origin.start, origin.stop) if isinstance(origin, range)
+            else np.array(origin, dtype=np.int64))
+    return tuple(np.repeat(base, times).tolist())
+
+
+def _maybe(words: list[str]) -> list[str]:
+    """The words that may be typos: the others certainly are not (see ``_keyword``). A typo
+    within ``limit`` edits of a key has the key's first letter as its first or second letter,
+    a length within ``limit`` of the key's, and lacks at most ``limit`` of the key's distinct
+    letters (an edit brings in one letter at most)."""
+    import numpy as np  # a base dependency; here only for long texts, in a worker thread
+
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    codes = np.frombuffer("".join(words).encode("ascii"), dtype=np.uint8).astype(np.int64)
+    masks = np.bitwise_or.reduceat(np.left_shift(1, codes - 97), starts)
+    first, second = codes[starts], codes[starts + 1]
+    limit = np.where(lengths >= 8, 2, 1)
+    maybe = np.zeros(len(words), dtype=bool)
+    absent = np.invert(masks) & (1 << 26) - 1  # the letters each word lacks
+    for key in KEYWORDS:
+        kmask = sum(1 << (ord(c) - 97) for c in set(key))
+        lacking = _popcount(absent & kmask)
+        maybe |= (((first == ord(key[0])) | (second == ord(key[0])))
+                  & (np.abs(lengths - len(key)) <= limit) & (lacking <= limit))
+    return [w for w, m in zip(words, maybe.tolist(), strict=True) if m]
+
+
+def _popcount(x: Any) -> Any:
+    """The number of bits set in each of ``x`` (26-bit letter sets), 13 bits at a time."""
+    table = _bits()
+    return table[x & 8191] + table[x >> 13]
+
+
+@functools.lru_cache(maxsize=1)
+def _bits() -> Any:
+    import numpy as np
+
+    return np.array([bin(i).count("1") for i in range(1 << 13)], dtype=np.int64)

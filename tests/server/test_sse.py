@@ -1,0 +1,138 @@
+"""The gateway's SSE response: sse_starlette's bytes and headers, its ping, its ends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from thinkloop.server.sse import EventStream, Streams, frame, stop_streams_on_exit
+
+
+class Client:
+    """The ASGI server's side of one request: what the app sent, and a disconnect to give."""
+
+    def __init__(self, method: str = "GET") -> None:
+        self.scope = {"type": "http", "method": method, "path": "/", "headers": []}
+        self.sent: list[MutableMapping[str, Any]] = []
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.inbox.put_nowait({"type": "http.request", "body": b"", "more_body": False})
+
+    async def receive(self) -> MutableMapping[str, Any]:
+        return await self.inbox.get()
+
+    async def send(self, message: MutableMapping[str, Any]) -> None:
+        self.sent.append(message)
+
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.sent[1:])
+
+    @property
+    def complete(self) -> bool:
+        last = self.sent[-1]
+        return last["type"] == "http.response.body" and not last.get("more_body", False)
+
+
+async def chunks(items: list[bytes], closed: list[bool], wait: asyncio.Event | None = None
+                 ) -> AsyncIterator[bytes]:
+    try:
+        for item in items:
+            yield item
+        if wait is not None:
+            await wait.wait()
+    finally:
+        closed.append(True)
+
+
+def test_the_bytes_and_headers_are_sse_starlettes() -> None:
+    async def main() -> tuple[Client, Client]:
+        ours, theirs = Client(), Client()
+        data = [b"id: 1\r\nevent: event\r\ndata: {}\r\n\r\n", frame('{"status":"x"}', "end")]
+        await EventStream(chunks(data, []), Streams())(ours.scope, ours.receive, ours.send)
+
+        async def legacy() -> AsyncIterator[ServerSentEvent | bytes]:
+            yield data[0]
+            yield ServerSentEvent(data='{"status":"x"}', event="end")
+
+        response = EventSourceResponse(legacy(), ping=15, headers={"Cache-Control": "no-store"})
+        await response(theirs.scope, theirs.receive, theirs.send)
+        return ours, theirs
+
+    ours, theirs = asyncio.run(main())
+    assert ours.sent[0] == theirs.sent[0]  # status and headers, in order
+    assert ours.body() == theirs.body()
+    assert ours.complete and theirs.complete
+
+
+def test_a_quiet_stream_is_pinged() -> None:
+    async def main() -> Client:
+        client, release = Client(), asyncio.Event()
+        stream = EventStream(chunks([b"a"], [], release), Streams(), ping_s=0.05)
+        task = asyncio.create_task(stream(client.scope, client.receive, client.send))
+        await asyncio.sleep(0.18)
+        release.set()
+        await task
+        return client
+
+    client = asyncio.run(main())
+    bodies = [m["body"] for m in client.sent[1:-1]]
+    assert bodies[0] == b"a"
+    assert len(bodies) >= 3 and all(b.startswith(b": ping - ") and b.endswith(b"\r\n\r\n")
+                                    for b in bodies[1:])
+    assert client.complete
+
+
+def test_the_client_going_ends_the_stream_and_closes_its_source() -> None:
+    async def main() -> tuple[Client, list[bool], int]:
+        client, closed = Client(), list[bool]()
+        streams = Streams()
+        stream = EventStream(chunks([b"a"], closed, asyncio.Event()), streams)
+        task = asyncio.create_task(stream(client.scope, client.receive, client.send))
+        await asyncio.sleep(0.02)
+        open_before = len(streams)
+        client.inbox.put_nowait({"type": "http.disconnect"})
+        await asyncio.wait_for(task, 2)
+        assert not task.cancelled()
+        return client, closed, open_before
+
+    client, closed, open_before = asyncio.run(main())
+    assert open_before == 1 and closed == [True]
+    assert client.complete
+
+
+def test_the_server_stopping_ends_every_stream() -> None:
+    async def main() -> list[Client]:
+        from sse_starlette.sse import AppStatus
+
+        streams = Streams()
+        clients = [Client(), Client()]
+        tasks = [asyncio.create_task(EventStream(chunks([b"a"], [], asyncio.Event()), streams)(
+            c.scope, c.receive, c.send)) for c in clients]
+        watcher = asyncio.create_task(stop_streams_on_exit(streams))
+        await asyncio.sleep(0.02)
+        assert len(streams) == 2
+        AppStatus.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.gather(*tasks), 3)
+        finally:
+            AppStatus.should_exit = False
+            watcher.cancel()
+        assert len(streams) == 0
+        return clients
+
+    for client in asyncio.run(main()):
+        assert client.body() == b"a" and client.complete
+
+
+def test_a_head_request_gets_the_headers_only() -> None:
+    async def main() -> tuple[Client, list[bool]]:
+        client, closed = Client("HEAD"), list[bool]()
+        source = chunks([b"a"], closed)
+        await EventStream(source, Streams())(client.scope, client.receive, client.send)
+        return client, closed
+
+    client, closed = asyncio.run(main())
+    assert client.sent[0]["status"] == 200 and client.body() == b"" and client.complete
+    assert closed == []  # never started
