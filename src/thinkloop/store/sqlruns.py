@@ -43,6 +43,9 @@ def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
 
 class RunTables(SQLBase):
     async def save_run(self, run: RunRecord) -> None:
+        if run.session_id is None:  # no session's usage to carry: one statement, atomic
+            await self._write(SAVE_RUN, [run_row(run)])
+            return
         async with self._tx() as tx:
             old = await tx.fetch(OLD_USAGE + self.dialect.for_update, run.id)
             await tx.execute(SAVE_RUN, *run_row(run))
