@@ -452,3 +452,43 @@ def test_memory_jobs_skipped_by_ctrl_c_run_on_the_next_run(
                for e in episodes), episodes
     assert any("User: Hello?" in e for e in episodes), episodes
     assert rows("SELECT run_id FROM owed_jobs") == []
+
+
+_HELD_THREAD = """
+import asyncio, sys, time
+from thinkloop.cli.app import _run_to_end
+
+async def main():
+    try:
+        print("ready", flush=True)
+        await asyncio.to_thread(time.sleep, 60)  # a local model's native call, mid-decode
+    finally:
+        open(sys.argv[1], "w").write("unwound")  # the run's own cleanup (store closed, ...)
+
+_run_to_end(main())
+"""
+
+
+def test_ctrl_c_does_not_wait_for_a_local_models_call_in_its_worker_thread(
+    tmp_path: Path,
+) -> None:
+    """Closing the event loop waits for its worker threads: a local model's decode that
+    Ctrl-C interrupted kept ``thinkloop run`` alive 4-5 s after the answer. The run's own
+    unwinding still happens first; then the process leaves without waiting for the thread."""
+    import signal
+    import sys
+
+    marker = tmp_path / "unwound"
+    proc = subprocess.Popen([sys.executable, "-c", _HELD_THREAD, str(marker)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        # The thread sleeps 60 s: exiting before then means nothing waited for it.
+        assert proc.wait(timeout=30) == 130
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert marker.read_text() == "unwound"
