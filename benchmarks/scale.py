@@ -9,7 +9,10 @@ runs at once over HTTP, follows each over SSE, and measures:
 * runs/s: N divided by the time from the first POST to the last run's end;
 * queue wait: the run's ``run.started`` timestamp (on its worker) minus the time its POST was
   sent, p50 and p99;
-* event latency: receive time minus the event's own timestamp, p99 over all events;
+* event latency: receive time minus the event's own timestamp, p99 over all events; and
+  where it goes: the same at Redis (a probe process reading every run's stream as the
+  worker writes it: the worker's share), and how late this client's own loop wakes (a
+  client starved of CPU reads late whatever the fleet does);
 * CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N.
 
 The baseline, measured in the same run, is the library alone: the same N runs with
@@ -28,8 +31,10 @@ design: read the CPU per run to extrapolate to N machines.
 ``--compare DIR`` also runs each fleet from another source tree (e.g. the last release's
 ``src``), interleaved with this one's in the same run, so both see the same machine load.
 
+``--repeat N`` runs each fleet N times, interleaved, and shows the median of each figure.
+
 Usage: python benchmarks/scale.py [--runs 200] [--active 200] [--model-delay 0.2]
-                                  [--workers 1,2,4] [--compare OTHER/src]
+                                  [--workers 1,2,4] [--compare OTHER/src] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -148,6 +153,52 @@ def direct(runs: int, db: str, active: int) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
+# --- where event latency goes: at Redis, in the client --------------------------------------
+
+def probe(prefix: str) -> None:
+    """Follow every active run's stream in Redis until SIGTERM; print the latencies at Redis
+    (read time minus the event's timestamp) as JSON."""
+    import signal
+
+    from redis.asyncio import Redis
+
+    async def main() -> list[float]:
+        redis = Redis.from_url(REDIS)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        last: dict[bytes, bytes] = {}
+        lat: list[float] = []
+        while not stop.is_set():
+            for run in await redis.smembers(f"{prefix}:active"):
+                last.setdefault(b"%s:ev:%s" % (prefix.encode(), run), b"0-0")
+            if not last:
+                await asyncio.sleep(0.01)
+                continue
+            got = await redis.xread(dict(last), count=1000, block=20)
+            now = time.time()
+            for key, entries in got or ():
+                for eid, fields in entries:
+                    last[key] = eid
+                    if b"e" in fields:
+                        lat.append(now - json.loads(fields[b"e"])["ts"])
+                    else:
+                        last.pop(key, None)  # ended: stop reading it
+        await redis.aclose()
+        return lat
+
+    lat = asyncio.run(main())
+    print(json.dumps({"redis_p50_ms": pct(lat, 0.5) * 1000, "redis_p99_ms": pct(lat, 0.99) * 1000,
+                      "n": len(lat)}))
+
+
+async def lag_probe(lags: list[float], every_s: float = 0.01) -> None:
+    """How late this loop wakes a coroutine sleeping ``every_s``."""
+    while True:
+        t0 = time.perf_counter()
+        await asyncio.sleep(every_s)
+        lags.append(time.perf_counter() - t0 - every_s)
+
+
 # --- a fleet -----------------------------------------------------------------------------------
 
 async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: float,
@@ -189,15 +240,18 @@ async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, 
         cpu0 = sum(cpu_s(p) for p in pids)
         lat: list[float] = []
         waits: list[float] = []
+        lags: list[float] = []
+        lagging = asyncio.get_running_loop().create_task(lag_probe(lags))
         t0 = time.perf_counter()
         statuses = await asyncio.gather(*(one(i, lat, waits) for i in range(runs)))
         elapsed = time.perf_counter() - t0
         cpu = sum(cpu_s(p) for p in pids) - cpu0
+        lagging.cancel()
     bad = [s for s in statuses if s != "completed"]
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
     return {"runs_per_s": runs / elapsed, "wait_p50_ms": statistics.median(waits) * 1000,
             "wait_p99_ms": pct(waits, 0.99) * 1000, "lat_p99_ms": pct(lat, 0.99) * 1000,
-            "cpu_ms_per_run": cpu / runs * 1000}
+            "cpu_ms_per_run": cpu / runs * 1000, "client_lag_p99_ms": pct(lags, 0.99) * 1000}
 
 
 def wait_ready(base: str, workers: int, procs: list[subprocess.Popen[bytes]]) -> None:
@@ -231,11 +285,19 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
     procs += [subprocess.Popen([*cli, "worker", "--agents", agents, "--name", f"w{i}"],
                                env=env, stdout=log, stderr=log) for i in range(workers)]
     base = f"http://127.0.0.1:{port}"
+    watcher: subprocess.Popen[str] | None = None
     try:
         wait_ready(base, workers, procs)
         token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
-        return asyncio.run(drive(base, runs, [p.pid for p in procs], token))
+        watcher = subprocess.Popen([sys.executable, __file__, "--role", "probe", "--prefix",
+                                    prefix], env=env, stdout=subprocess.PIPE, text=True)
+        got = asyncio.run(drive(base, runs, [p.pid for p in procs], token))
+        watcher.terminate()
+        got.update(json.loads(watcher.communicate(timeout=30)[0]))
+        return got
     finally:
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
         for p in procs:
             p.terminate()
         for p in procs:
@@ -262,20 +324,25 @@ def table(args: argparse.Namespace, base: dict[str, float],
           rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
           f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
+          f"medians of {args.repeat}; "
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
-    head = (f"{'':18}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
-            f"{'event p99':>11}{'CPU/run':>9}{'queueing':>10}")
-    print(head + "\n" + " " * 18 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'ms':>9}"
-          f"{'ms/run':>10}")
-    print(f"{'library alone':18}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
-          f"{base['cpu_ms_per_run']:>9.1f}{'-':>10}")
+    head = (f"{'':20}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
+            f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'queueing':>10}")
+    print(head + "\n" + " " * 20 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
+          f"{'p99 ms':>12}{'ms':>9}{'ms/run':>10}")
+    print(f"{'library alone':20}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
+          f"{'-':>10}{'-':>12}{base['cpu_ms_per_run']:>9.1f}{'-':>10}")
     for name, r in rows:
-        print(f"{name:18}{r['runs_per_s']:>8.1f}"
+        print(f"{name:20}{r['runs_per_s']:>8.1f}"
               f"{r['runs_per_s'] / base['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
-              f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['cpu_ms_per_run']:>9.1f}"
+              f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['redis_p99_ms']:>10.1f}"
+              f"{r['client_lag_p99_ms']:>12.1f}{r['cpu_ms_per_run']:>9.1f}"
               f"{r['cpu_ms_per_run'] - base['cpu_ms_per_run']:>10.1f}")
-    print("\nratio: runs/s against the library alone. CPU/run: the gateway's and workers' CPU "
-          "per run; queueing: that minus the library's (same PostgreSQL recording). With "
+    print("\nratio: runs/s against the library alone. event p99: at the client (receive time "
+          "minus the event's timestamp); at Redis: the same when a probe reads it from the "
+          "run's stream (the worker's share); client lag: how late the client's loop wakes. "
+          "CPU/run: the gateway's and workers' CPU per run; queueing: that minus the "
+          "library's (same PostgreSQL recording). With "
           f"{os.cpu_count()} cores shared by every process the ratio is bounded by the cores.")
 
 
@@ -286,15 +353,20 @@ def main() -> None:
     parser.add_argument("--active", type=int, default=200)
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--repeat", type=int, default=1, help="run each fleet this many "
+                        "times (interleaved) and show the medians")
     parser.add_argument("--compare", default="", help="another source tree's src directory")
     parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
                         "here (gateway and workers)")
-    parser.add_argument("--role", choices=["client", "direct"], default="client",
+    parser.add_argument("--role", choices=["client", "direct", "probe"], default="client",
                         help=argparse.SUPPRESS)
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "direct":
         return direct(args.runs, args.db, args.active)
+    if args.role == "probe":
+        return probe(args.prefix)
     root = Path(tempfile.mkdtemp(prefix="tl-scale-"))
     (root / "agents.yaml").write_text(AGENTS)
     model_port = free_port()
@@ -312,18 +384,22 @@ def main() -> None:
     schema = "bench_" + uuid.uuid4().hex[:8]
     try:
         time.sleep(1.0)
-        rows: list[tuple[str, dict[str, float]]] = []
-        for w in map(int, args.workers.split(",")):
-            name = f"{w} worker" + ("s" if w > 1 else "")
-            if args.compare:
-                other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, args.compare)}
-                rows.append((name + " (before)", fleet(w, args.runs, args.active, other, root)))
-            rows.append((name, fleet(w, args.runs, args.active, env, root)))
-        out = subprocess.run([sys.executable, __file__, "--role", "direct", "--runs",
-                              str(args.runs), "--active", str(args.active), "--db",
-                              f"{PG}?schema={schema}"], env=env, check=True,
-                             capture_output=True, text=True).stdout
-        base: dict[str, Any] = json.loads(out)
+        runs: dict[str, list[dict[str, float]]] = {}
+        for _ in range(args.repeat):
+            for w in map(int, args.workers.split(",")):
+                name = f"{w} worker" + ("s" if w > 1 else "")
+                if args.compare:
+                    other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, args.compare)}
+                    runs.setdefault(name + " (before)", []).append(
+                        fleet(w, args.runs, args.active, other, root))
+                runs.setdefault(name, []).append(fleet(w, args.runs, args.active, env, root))
+        rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
+                for name, rs in runs.items()]
+        alone = [json.loads(subprocess.run(
+            [sys.executable, __file__, "--role", "direct", "--runs", str(args.runs), "--active",
+             str(args.active), "--db", f"{PG}?schema={schema}"], env=env, check=True,
+            capture_output=True, text=True).stdout) for _ in range(args.repeat)]
+        base: dict[str, Any] = {k: statistics.median(r[k] for r in alone) for k in alone[0]}
     finally:
         model.terminate()
         model.wait(10)

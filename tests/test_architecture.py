@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "guard",
     "memory judgement",
     "loop",
-    "tracing checkpoints runlog",
+    "tracing directspans checkpoints runlog",
     "session",
     "agent",
     "subagents build api",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from thinkloop.loop.result import RunResult
     from thinkloop.memory.layers import owner_of
     from thinkloop.models.decision import tools_prompt
+    from thinkloop.models.local import local_of
     from thinkloop.protocols.sanitize import is_silent
     from thinkloop.runlog import run_memories
     from thinkloop.runs import RunRegistry
@@ -100,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "load_mcp_file": "thinkloop.tools.mcp",
     "load_plugin_hooks": "thinkloop.hooks",
     "load_plugin_tools": "thinkloop.tools.plugins",
+    "local_of": "thinkloop.models.local",
     "mcp_tools": "thinkloop.tools.mcp",
     "message_to_dict": "thinkloop.store.serialize",
     "open_store": "thinkloop.store.open",
@@ -151,6 +153,7 @@ __all__ = [
     "load_mcp_file",
     "load_plugin_hooks",
     "load_plugin_tools",
+    "local_of",
     "mcp_tools",
     "message_to_dict",
     "open_store",

@@ -1,7 +1,9 @@
 """Checkpoints: a run's progress in the store, so a run whose process died can go on.
 
 Three kinds of rows, appended to the run's checkpoint log (OrcBot's step memories, CortexPrism's
-checkpoints), each written before the loop moves on:
+checkpoints), each written before the loop moves on (on a store that queues its writes, the
+``calls`` and ``result`` rows of a step are committed with its next ``step`` row, before the
+next model call: see :meth:`Checkpointer._add`):
 
 * ``step``   before each model call: the messages and steps added since the last one, the
              usage so far, the step limit (the first also holds the system prompt and task);
@@ -19,14 +21,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from thinkloop.core.errors import RunAccessError
 from thinkloop.core.types import Message, Step, ToolCall, ToolResult, Usage
 from thinkloop.hooks import Recovered, RunState
-from thinkloop.store.base import CheckpointStore, RunRecord, RunRecords, Store, StoreError
+from thinkloop.store.base import (
+    CheckpointStore,
+    QueuedCheckpoints,
+    RunRecord,
+    RunRecords,
+    Store,
+    StoreError,
+)
 from thinkloop.store.serialize import message_from_dict, message_to_dict
 
 
@@ -66,6 +75,10 @@ class Checkpointer:
     steps: int = 0
     calls_step: int = -1  # the step whose calls are saved
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _queued: bool = field(init=False)  # asked once: a runtime protocol check is slow
+
+    def __post_init__(self) -> None:
+        self._queued = isinstance(self.store, QueuedCheckpoints)
 
     def _blob(self, data: dict[str, Any]) -> bytes:
         try:
@@ -74,7 +87,16 @@ class Checkpointer:
             raise StoreError(f"cannot checkpoint run {self.run_id}: {exc}") from None
 
     async def _add(self, kind: str, data: dict[str, Any]) -> None:
-        await self.store.add_checkpoint(self.run_id, kind, self._blob(data))
+        """A ``calls`` or ``result`` row. A store that queues its writes (SQLite's group
+        commit) takes it without the run waiting: writes commit in the order they were
+        queued, so the row is committed with or before the run's next write that is waited
+        for (the ``step`` row before the next model call, or the run's end); a step's rows
+        go in one commit instead of one each (issue 38)."""
+        blob = self._blob(data)
+        if self._queued:
+            cast(QueuedCheckpoints, self.store).queue_checkpoint(self.run_id, kind, blob)
+        else:
+            await self.store.add_checkpoint(self.run_id, kind, blob)
 
     def saved(self, state: RunState) -> None:
         """A recovered run: what its checkpoints hold already."""
@@ -121,6 +143,7 @@ class Checkpointer:
             self.calls_step = state.step
 
     async def result(self, result: ToolResult) -> None:
+        """After a tool call: its result."""
         async with self._lock:
             await self._add("result", _result(result))
 

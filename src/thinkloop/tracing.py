@@ -50,6 +50,7 @@ from thinkloop.core.events import (
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
+from thinkloop.directspans import DirectTracer
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.catalog import ModelFacts, facts_of
 from thinkloop.store.base import SpanRecord
@@ -84,6 +85,12 @@ class SpanStore(SpanProcessor):
             self._by_trace[trace_id] = []
         return spans
 
+    def add(self, record: SpanRecord) -> None:
+        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
+        spans = self._by_trace.get(int(record.trace_id, 16))
+        if spans is not None:
+            spans.append(record)
+
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
         spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
@@ -100,12 +107,16 @@ class SpanStore(SpanProcessor):
 class Tracing:
     """Where an agent's spans go. One per process is plenty: agents share it."""
 
-    def __init__(self, provider: TracerProvider | None = None, *, verbose: bool = False) -> None:
+    def __init__(self, provider: TracerProvider | None = None, *, verbose: bool = False,
+                 direct: bool = False) -> None:
+        """``direct``: no provider of the caller's and no exporter, so the spans only go to
+        the store; they are then written to it directly (:mod:`thinkloop.directspans`)."""
         self.provider = provider or TracerProvider(
             resource=Resource.create({"service.name": "thinkloop"}))
         self.store = SpanStore()
         self.provider.add_span_processor(self.store)
-        self.tracer = self.provider.get_tracer("thinkloop")
+        self.tracer: trace.Tracer = (DirectTracer(self.store.add) if direct and provider is None
+                                     else self.provider.get_tracer("thinkloop"))
         self.verbose = verbose
         self.runs: dict[str, RunTrace] = {}
 
@@ -142,7 +153,7 @@ def current_tracing() -> Tracing | None:
 def _shared(endpoint: str | None, verbose: bool) -> Tracing:
     # One provider (and so one OTLP export thread) per process and endpoint, however many
     # agents are made.
-    tracing = Tracing(verbose=verbose)
+    tracing = Tracing(verbose=verbose, direct=not endpoint)
     if endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import BatchSpanProcessor

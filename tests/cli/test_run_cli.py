@@ -370,6 +370,19 @@ def test_a_run_whose_every_call_was_refused_says_so_and_exits_10(
     assert item["reason"].startswith("Not approved:") and "--approve auto" in item["allow"]
 
 
+def test_a_message_to_the_person_at_the_terminal_needs_no_approval(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    server.clear()  # (a refused send_message ended "My name is Ada." with exit 10)
+    server.enqueue(Reply(body=completion(tool_calls=[("send_message", {"text": "Hi Ada!"})])),
+                   Reply(body=completion("Nice to meet you, Ada.")))
+    proc = thinkloop("run", "My name is Ada.", "--model", "openai:fake",
+                     env=_env(server, THINKLOOP_HOME=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert "[agent] Hi Ada!" in proc.stderr and "refused" not in proc.stderr
+    assert proc.stdout == "Nice to meet you, Ada.\n"
+
+
 def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: Path) -> None:
     import os
     import sys
@@ -439,3 +452,43 @@ def test_memory_jobs_skipped_by_ctrl_c_run_on_the_next_run(
                for e in episodes), episodes
     assert any("User: Hello?" in e for e in episodes), episodes
     assert rows("SELECT run_id FROM owed_jobs") == []
+
+
+_HELD_THREAD = """
+import asyncio, sys, time
+from thinkloop.cli.app import _run_to_end
+
+async def main():
+    try:
+        print("ready", flush=True)
+        await asyncio.to_thread(time.sleep, 60)  # a local model's native call, mid-decode
+    finally:
+        open(sys.argv[1], "w").write("unwound")  # the run's own cleanup (store closed, ...)
+
+_run_to_end(main())
+"""
+
+
+def test_ctrl_c_does_not_wait_for_a_local_models_call_in_its_worker_thread(
+    tmp_path: Path,
+) -> None:
+    """Closing the event loop waits for its worker threads: a local model's decode that
+    Ctrl-C interrupted kept ``thinkloop run`` alive 4-5 s after the answer. The run's own
+    unwinding still happens first; then the process leaves without waiting for the thread."""
+    import signal
+    import sys
+
+    marker = tmp_path / "unwound"
+    proc = subprocess.Popen([sys.executable, "-c", _HELD_THREAD, str(marker)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        # The thread sleeps 60 s: exiting before then means nothing waited for it.
+        assert proc.wait(timeout=30) == 130
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert marker.read_text() == "unwound"

@@ -202,6 +202,12 @@ def test_ids_are_whole_at_80_columns_and_a_unique_prefix_names_a_run(
     table = runner.invoke(app, ["runs"])
     assert all(i in table.output for i in ids), table.output
     assert max(len(line) for line in table.output.splitlines()) <= 80
+    # The columns shown are whole (not folded to a few letters a line); the rest are named.
+    header = table.output.splitlines()[1]
+    assert [c.strip() for c in header.strip("┃").split("┃")][:3] == ["run", "status", "started"]
+    said = " ".join(table.output.split())
+    assert "completed" in said and "(not shown at 80 columns:" in said
+    assert "cost $; a wider terminal or --json shows them)" in said
     # The shortest prefix that tells the two apart names one; a shared one says so.
     n = next(k for k in range(1, 40) if ids[0][:k] != ids[1][:k])
     shown = runner.invoke(app, ["runs", "show", ids[0][:n]])

@@ -323,3 +323,20 @@ async def test_guards_are_on_by_default() -> None:
     assert result.steps[1].results[0].content == (
         "2\n\n[Note: you already made this exact call (add with the same arguments) in step 1; "
         "this is that result. Do not repeat it.]")
+
+
+async def test_a_reply_whose_model_cut_its_input_is_an_input_cut_event() -> None:
+    from thinkloop.types import ModelResponse
+
+    cut = ModelResponse(Message.assistant("short answer"), Usage(1, 10, 5), "stop", "local",
+                        cut_chars=12_345, window=4096)
+    for stream in (False, True):
+        events: list[Event] = []
+        a = Agent(ScriptedModel(["fine", cut]), on_event=events.append, guard=BARE)
+        await a.run("first", session="s")
+        assert "model.input_cut" not in [e.type for e in events]  # nothing cut: no event
+        result = await a.start("second", session="s", stream_model=stream).result()
+        found = [e for e in events if e.type == "model.input_cut"]
+        assert [e.payload for e in found] == [{"model": "local", "window": 4096,
+                                               "chars": 12_345}]
+        assert found[0].run_id == result.run_id and result.text == "short answer"

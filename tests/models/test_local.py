@@ -168,21 +168,31 @@ def test_the_decision_grammar_holds_strings_to_strict_json(smollm2_path: Path) -
 
 
 async def test_input_is_cut_to_the_window_with_a_note(smollm2_path: Path) -> None:
-    from thinkloop.models.local import fit_messages
+    from thinkloop.models.local_fit import fit_messages
 
     llm = _load(smollm2_path, 4096).llm
     long = "The launch code is 4711. " + "filler words " * 3000 + "The end."
     turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": long}]
-    fitted = fit_messages(llm, turns, 4096, 256)
+    fitted, cut = fit_messages(llm, turns, 4096, 256)
     text = fitted[1]["content"]
-    assert "cut here to fit the model's 4096-token context" in text
+    assert f"[... {cut} characters cut here to fit the model's 4096-token context" in text
     assert text.startswith("The launch code is 4711.") and text.endswith("The end.")
     sizes = sum(len(llm.tokenize(t["content"].encode(), add_bos=False)) for t in fitted)
     assert sizes + 256 <= 4096 and fitted[0] == turns[0]
     model = LocalModel(smollm2_path)
-    reply = await model.complete([Message.system("Be brief."), Message.user(long)], [],
-                                 ModelSettings(max_tokens=4, temperature=0))
+    history = [Message.system("Be brief."), Message.user(long)]
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    reply = await model.complete(history, [], settings)
     assert reply.usage.input_tokens < 4096
+    # The reply says how much its model left out (the run tells the person: model.input_cut).
+    # (Less than above: this reply may take 4 tokens, not 256.)
+    assert reply.window == 4096 and 0 < reply.cut_chars < cut
+    streamed = [i async for i in model.stream(history, [], settings)][-1]
+    assert isinstance(streamed, ModelResponse) and (streamed.cut_chars, streamed.window) == (
+        reply.cut_chars, 4096)
+    whole = await model.complete([Message.system("Be brief."), Message.user("hi")], [],
+                                 settings)
+    assert (whole.cut_chars, whole.window) == (0, 0)
 
 
 async def test_overflow_is_not_called_http(smollm2_path: Path) -> None:

@@ -66,6 +66,13 @@ async def test_overflow_is_typed_and_long_input_is_cut_with_a_note(smollm2_path:
                        Message.assistant("ok"), Message.user("Say hi.")]
     reply = await small.complete(middle_too_long, [], ModelSettings(max_tokens=4))
     assert reply.message.content and reply.usage.input_tokens < 256
+    # The reply says its model left part of the long turn out, and its window.
+    assert reply.window == 256 and 0 < reply.cut_chars < len("The code is 4711. " * 200)
+    streamed = [i async for i in small.stream(middle_too_long, [], ModelSettings(max_tokens=4))]
+    final = streamed[-1]
+    assert isinstance(final, ModelResponse) and final.window == 256 and final.cut_chars > 0
+    whole = await small.complete(TASK, [], ModelSettings(max_tokens=4))
+    assert (whole.cut_chars, whole.window) == (0, 0)
 
 
 def test_the_embedded_server_refuses_other_callers(smollm2_path: Path) -> None:
@@ -135,10 +142,10 @@ async def test_a_repeated_call_while_a_step_is_pending_is_asked_again_without_it
             super().__init__(smollm2_path, n_ctx=2048)
             self.replies, self.grammars = replies, []
 
-        def _run(self, kwargs: dict) -> dict:  # type: ignore[type-arg]
+        def _run(self, kwargs: dict) -> tuple[dict, int]:  # type: ignore[type-arg]
             self.grammars.append(kwargs["grammar"])
             return {"choices": [{"message": {"content": self.replies.pop(0)},
-                                 "finish_reason": "stop"}], "usage": {}}
+                                 "finish_reason": "stop"}], "usage": {}}, 0
 
     read = {"tool": "read_file", "arguments": {"path": "price.txt"}}
     add = {"tool": "calculator", "arguments": {"expression": "20+5"}}

@@ -130,3 +130,31 @@ def test_a_request_that_names_a_session_keeps_memory(stack: Stack, named: dict[s
         **named)  # type: ignore[call-overload]
     assert reply.choices[0].message.content == "Paris"
     assert "capital" in _memory_keys(stack, "user:bo", drop=True)
+
+
+def test_a_question_or_an_approval_on_this_api_is_answered_at_once(stack: Stack) -> None:
+    from thinkloop.server.inputs import NO_ONE_ASKS
+
+    stack.model.clear()
+    stack.model.enqueue(calling("q1", "ask_human", {"question": "Which colour?"}),
+                        Reply(body=completion("Blue, then.")))
+    oai = client(stack, stack.gateway.key("ana"))
+    reply = oai.chat.completions.create(  # its client cannot answer: no wait for a person
+        model="asker", messages=[{"role": "user", "content": "Paint the fence."}])
+    assert reply.choices[0].message.content == "Blue, then."
+    (told,) = [m["content"] for m in stack.model.requests[1]["messages"] if m["role"] == "tool"]
+    assert NO_ONE_ASKS in told
+    hub = stack.gateway.server.config.app.state.gateway.hub
+    assert hub.unattended == set()  # forgotten when the request ends
+
+
+async def test_an_unattended_run_is_refused_approval_without_waiting() -> None:
+    from thinkloop.guard.approval import ApprovalRequest
+    from thinkloop.server.inputs import NO_ONE_APPROVES, InputHub
+
+    hub = InputHub(lambda _run, _event: True)
+    hub.unattended.add("r1")
+    decision = await asyncio.wait_for(hub.approve(ApprovalRequest(
+        "r1", None, "ana", "write_file", {"path": "x"}, "c1", "writes a file")), 1.0)
+    assert (decision.approved, decision.reason) == (False, NO_ONE_APPROVES)
+    assert hub.pending("r1") == []

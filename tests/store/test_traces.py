@@ -21,6 +21,7 @@ from thinkloop.guard.plan import PlanSettings
 from thinkloop.models.scripted import call, reply
 from thinkloop.settings import load_settings
 from thinkloop.store import PostgresStore, SQLiteStore
+from thinkloop.store.base import SpanRecord
 from thinkloop.tools.subagents import AgentSpec, SubAgents
 from thinkloop.tracing import Tracing, default_tracing
 from thinkloop.types import Message, ModelResponse, ToolSpec, Usage
@@ -221,3 +222,49 @@ async def test_spans_are_exported_over_otlp_http_when_the_endpoint_is_set(
         assert attrs["thinkloop.run.id"].string_value == result.run_id
     finally:
         await runner.cleanup()
+
+
+def _shape(spans: Sequence[SpanRecord]) -> list[tuple[Any, ...]]:
+    """The stored trace with its ids and times taken out (those of spans, runs and calls
+    differ from run to run): each span's name, its parent's name, status, and attributes
+    (as the store reads them back)."""
+    by_id = {s.span_id: s for s in spans}
+    out = []
+    for s in spans:
+        parent = by_id[s.parent_id].name if s.parent_id else None
+        assert len(s.span_id) == 16 and len(s.trace_id) == 32 and s.end >= s.start
+        attrs = {k: v for k, v in s.attributes.items()
+                 if k not in ("thinkloop.run.id", "gen_ai.tool.call.id")}
+        out.append((s.name, parent, s.status, sorted(attrs.items())))
+    return sorted(out, key=repr)
+
+
+async def test_spans_written_directly_are_stored_as_the_sdks_are(store: Backend) -> None:
+    """With nothing to export to, spans skip the OpenTelemetry SDK (issue 38): the stored
+    trace rows are the same as the SDK's but for ids and times."""
+    stored = {}
+    for direct in (False, True):
+        tracing = Tracing(direct=direct)
+        assert (type(tracing.tracer).__name__ == "DirectTracer") is direct
+        agent = make_agent(store=store, tracing=tracing)
+        result = await agent.run("add 2 and 3, then ask a worker to say hi", session="s",
+                                 user_id="ada")
+        assert result.status == "completed", result.error
+        stored[direct] = await store.spans(result.run_id)
+    sdk, direct_ = _shape(stored[False]), _shape(stored[True])
+    assert len(sdk) == 12 and direct_ == sdk
+    assert any(s.status == "ERROR" for s in stored[True])
+    assert isinstance(
+        next(s for s in stored[True] if s.name == "chat openai:gpt-x")
+        .attributes["gen_ai.response.finish_reasons"], list)
+
+
+def test_the_default_tracing_writes_directly_unless_it_exports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    local = default_tracing(stored=True, settings=load_settings())
+    assert local is not None and type(local.tracer).__name__ == "DirectTracer"
+    given = Tracing(TracerProvider(), direct=True)  # a provider of the caller's: its spans
+    assert type(given.tracer).__name__ != "DirectTracer"

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     # The engine (pydantic, tracing, guards, the store), asyncio and rich load when a command
     # runs, so that ``--help`` starts quickly (benchmarks/startup.py).
     import asyncio
+    from collections.abc import Coroutine
 
     from rich.console import Console
 
@@ -156,12 +157,10 @@ def run(
 
         raise typer.Exit(main_stdio(opts))
     assert settings is not None
-    import asyncio
-
     text = read_task(task)
     inputs = RunInputs(text, session, user, file or [], context_url, mcp or [], mcp_config)
     try:
-        result = asyncio.run(_run(opts, inputs, settings, quiet=as_json))
+        result = _run_to_end(_run(opts, inputs, settings, quiet=as_json))
     except ThinkloopError as exc:
         # A broken store is an error (1), not a usage mistake (2).
         raise fail(str(exc), 1 if isinstance(exc, StoreError) else 2) from None
@@ -184,6 +183,24 @@ def run(
         raise typer.Exit(code)
 
 
+def _run_to_end(main: Coroutine[Any, Any, RunResult]) -> RunResult:
+    """``asyncio.run(main)``, but Ctrl-C exits at once once ``main`` has unwound (the turn
+    saved, skipped jobs released, the store closed): what is left then is a local model's
+    native call in a worker thread, which closing the loop would wait for (seconds)."""
+    import asyncio
+    import os
+
+    runner = asyncio.Runner()
+    try:
+        return runner.run(main)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    finally:
+        runner.close()
+
+
 @dataclass(frozen=True)
 class RunInputs:
     task: str
@@ -202,7 +219,7 @@ async def _run(
 
     from thinkloop.api import context_from_cli, open_store
     from thinkloop.cli.build import build_agent
-    from thinkloop.cli.printers import EventPrinter
+    from thinkloop.cli.printers import EventPrinter, load_local
 
     async with contextlib.AsyncExitStack() as stack:
         extra = await _mcp_tools(stack, inputs)
@@ -223,6 +240,7 @@ async def _run(
                            highlight=False, soft_wrap=True)
             printer = EventPrinter(progress)
             agent.subscribe(printer)
+            await load_local(agent, progress)
         context = None
         if inputs.files or inputs.context_url:
             context = await context_from_cli(inputs.files, inputs.context_url,

@@ -39,9 +39,11 @@ def build_agent(
     # (here, where models load, rather than at start-up: pydantic is not for --help).
     quiet_model_loaders()
     spec = opts if memory else opts.model_copy(update={"memory": False})
-    # The agent talks to the person on stderr: stdout carries the run's output (--json).
+    # The agent talks to the person on stderr: stdout carries the run's output (--json). That
+    # person asked for the run: a message to them needs no approval (no more than the answer).
+    console = ConsoleChannel(out=sys.stderr, reaches_requester_only=True)
     return build.build_agent(spec, settings, approver=cli_approver(opts.approve),
-                             channels=channels or [ConsoleChannel(out=sys.stderr)],
+                             channels=channels or [console],
                              extra_tools=extra_tools, store=store, model=model)
 
 

@@ -4,22 +4,31 @@ loads rich and the events)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.status import Status
+from rich.text import Text
 
 from thinkloop.api import unwrap
+from thinkloop.core.errors import ThinkloopError
 from thinkloop.core.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     Chunk,
     Event,
     GuardTruncated,
     HookErrored,
     LlmRequest,
     LlmResponse,
+    ModelInputCut,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -28,7 +37,26 @@ from thinkloop.core.events import (
 )
 
 if TYPE_CHECKING:
-    from thinkloop.api import RunResult
+    from thinkloop.api import Agent, RunResult
+
+
+# A wait longer than this shows how long it has lasted (a spinner alone looks stuck).
+SLOW_S = 2.0
+# Tools that put a question to the person at this terminal and read the answer.
+ASKS_THE_PERSON = frozenset({"ask_human"})
+
+
+class Elapsed:
+    """A spinner's text that adds the seconds gone once they pass :data:`SLOW_S`: rich renders
+    it afresh on each refresh, so the count goes up while the step waits."""
+
+    def __init__(self, markup: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.markup, self.clock, self.started = markup, clock, clock()
+
+    def __rich__(self) -> Text:
+        took = self.clock() - self.started
+        return Text.from_markup(self.markup + (f" [dim]{took:.0f}s[/]" if took >= SLOW_S
+                                               else ""))
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -44,31 +72,55 @@ class EventPrinter:
     def __init__(self, console: Console) -> None:
         self.console = console
         self._status: Status | None = None
+        self._label: Elapsed | None = None
         self._tokens = 0
+        self._running: dict[str, str] = {}  # tool calls in flight: id -> name
+        self._cut_said = False  # whether this run's model.input_cut was shown
 
     def __call__(self, event: Event) -> None:
         match event:
             case LlmRequest():
                 self._tokens = 0
-                self._spin(event.step)
+                self._spin(self._working(event.step))
             case Chunk():
                 self._tokens += 1
-                if self._status is not None:
-                    self._status.update(self._label(event.step))
+                if self._label is not None:
+                    self._label.markup = self._working(event.step)
             case LlmResponse(thought=thought):
                 self.close()
                 if thought:
                     self.console.print(f"[magenta]thought[/] {escape(_short(thought))}")
             case ToolCalled(name=name, arguments=arguments):
+                self.close()
                 self.console.print(f"[cyan]step {event.step + 1}[/] [bold]{escape(name)}[/]"
                                    f"({escape(_short(arguments, 200))})")
-            case ToolReturned(is_error=is_error, content=content):
+                if name not in ASKS_THE_PERSON:  # no spinner drawn over its question
+                    self._running[event.id] = name
+                    self._spin(self._tools_running(event.step),
+                               keep_clock=len(self._running) > 1)
+            case ToolReturned(is_error=is_error, content=content, duration_s=took):
+                self._running.pop(event.id, None)
+                self.close()
                 style = "red" if is_error else "green"
                 # The person reads what the tool gave, not the wrapping and marks the model
                 # reads outside content in (spotlight.py).
                 shown = unwrap(content)
                 outside = " [dim](outside content)[/]" if shown != content else ""
-                self.console.print(f"  [{style}]->[/]{outside} {escape(_short(shown))}")
+                slow = f" [dim]({took:.1f}s)[/]" if took >= SLOW_S else ""
+                self.console.print(f"  [{style}]->[/]{slow}{outside} {escape(_short(shown))}")
+                if self._running:
+                    self._spin(self._tools_running(event.step), keep_clock=True)
+            case ApprovalRequested():
+                self.close()  # a person is asked on this terminal: no spinner over the prompt
+            case ApprovalDecided(approved=True) if self._running:
+                self._spin(self._tools_running(event.step))
+            case ModelInputCut(window=window, chars=chars) if not self._cut_said:
+                # Once per run: each step re-sends the history, cut again about as much.
+                self._cut_said = True
+                self.console.print(
+                    f"[yellow]note:[/] the model's context window ({window:,} tokens) could not "
+                    f"hold the whole request: {chars:,} characters were left out of the middle "
+                    "of its longest messages (a note there tells it so)", highlight=False)
             case GuardTruncated(original_chars=n, kept_chars=kept):
                 # The person is told what the model was not shown, and why (the model is
                 # told too, in a note after the kept part).
@@ -93,15 +145,25 @@ class EventPrinter:
             self._status.stop()
             self._status = None
 
-    def _spin(self, step: int) -> None:
+    def _spin(self, markup: str, *, keep_clock: bool = False) -> None:
+        """A spinner with ``markup`` and the time it has waited (``keep_clock``: counted
+        from the spinner it replaces, as when one of several tool calls returns)."""
+        before = self._label
         self.close()
+        self._label = Elapsed(markup)
+        if keep_clock and before is not None:
+            self._label.started = before.started
         if self.console.is_terminal:
-            self._status = self.console.status(self._label(step), spinner="dots")
+            self._status = self.console.status(self._label, spinner="dots")
             self._status.start()
 
-    def _label(self, step: int) -> str:
+    def _working(self, step: int) -> str:
         written = f", {self._tokens} tokens" if self._tokens else ""
         return f"[cyan]step {step + 1}[/] [dim]model is working{written}...[/]"
+
+    def _tools_running(self, step: int) -> str:
+        names = ", ".join(escape(n) for n in self._running.values())
+        return f"[cyan]step {step + 1}[/] [dim]{names} running...[/]"
 
     def _ended(self, event: RunCompleted) -> None:
         if event.status != "completed":
@@ -116,6 +178,25 @@ class EventPrinter:
             f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "
             f"{u['output_tokens']} out tokens[/]"
         )
+
+
+async def load_local(agent: Agent, progress: Console) -> None:
+    """Load a local model's weights before the run, saying what loads (file and size), so
+    the first step's spinner is not a silent wait on the load."""
+    from thinkloop.api import local_of
+
+    local = local_of(agent.model)
+    note = local.loading_note() if local is not None else None
+    if local is None or note is None:
+        return
+    if progress.is_terminal:
+        shown: contextlib.AbstractContextManager[Any] = progress.status(f"[dim]{note}[/]")
+    else:
+        progress.print(f"[dim]{note}[/]", highlight=False)
+        shown = contextlib.nullcontext()
+    # A failed load is left to the run: its first call meets the same error and reports it.
+    with shown, contextlib.suppress(ThinkloopError):
+        await asyncio.to_thread(local.load)
 
 
 def print_answer(result: RunResult, console: Console) -> None:

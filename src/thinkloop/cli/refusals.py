@@ -3,6 +3,7 @@ in ``--json``, and an exit code of its own when nothing the run asked for was al
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,6 +42,15 @@ def only_refused(result: RunResult) -> bool:
     return bool(refused(result)) and not ran
 
 
+# The most of a refusal's reason its stderr line shows.
+REASON_CHARS = 160
+
+
 def line(item: dict[str, Any]) -> str:
+    """One line: the reason's first clause (the rest, for the model, says not to retry and
+    how to allow it in other words), then how to allow the call."""
     reason = " ".join(str(item["reason"]).split())
-    return f"thinkloop: refused {item['tool']}: {reason[:160]} (to allow it: {item['allow']})"
+    reason = re.split(r"(?<=[^.])[.;] ", reason, maxsplit=1)[0].rstrip(".")
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS].rsplit(" ", 1)[0] + "…"
+    return f"thinkloop: refused {item['tool']}: {reason} (to allow it: {item['allow']})"

@@ -111,15 +111,17 @@ def list_runs(
     if ctx.invoked_subcommand is not None:
         return
     listed, fleet = with_store(db, lambda s: _listed(s, session, status, limit))
-    columns = ("run", "status", "agent", "model", "session", "steps", "tokens in/out",
-               "cost $", "started", "took")
+    # In the order they are kept when the terminal is narrow (print_rows leaves out the rest).
+    columns = ("run", "status", "started", "took", "session", "model", "agent", "steps",
+               "tokens in/out", "cost $")
     print_rows(
         listed, as_json, lambda x: {**_json(x[0]), **x[1]},
         columns + (("priority", "worker") if fleet else ()),
-        lambda x: (x[0].id, x[1].get("status", x[0].status), escape(x[0].agent),
-                   escape(x[0].model), escape(x[0].session_id or "-"), str(x[0].steps),
-                   f"{x[0].input_tokens}/{x[0].output_tokens}", f"{x[0].cost_usd:.4f}",
-                   when(x[0].started_at, seconds=True), _took(x[0]))
+        lambda x: (x[0].id, x[1].get("status", x[0].status),
+                   when(x[0].started_at, seconds=True), _took(x[0]),
+                   escape(x[0].session_id or "-"), escape(x[0].model), escape(x[0].agent),
+                   str(x[0].steps), f"{x[0].input_tokens}/{x[0].output_tokens}",
+                   f"{x[0].cost_usd:.4f}")
         + ((str(x[1].get("priority", "-")), escape(x[1].get("worker") or "-"))
            if fleet else ()))
 

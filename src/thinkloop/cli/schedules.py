@@ -35,7 +35,14 @@ def _with(call: Callable[[Schedules], Coroutine[Any, Any, T]]) -> T:
                           "postgresql://...")
     import asyncio  # here, not at import: `thinkloop --help` loads no engine
 
-    return asyncio.run(call(Schedules(store.dsn, store.schema)))
+    async def once() -> T:
+        plans = Schedules(store.dsn, store.schema)
+        try:
+            return await call(plans)
+        finally:
+            await plans.aclose()
+
+    return asyncio.run(once())
 
 
 @schedules_app.command("add")

@@ -74,15 +74,41 @@ def print_rows(
     from rich.table import Table
 
     rows = [to_row(item) for item in items]
+    out = console()
+    shown = fitting_columns(columns, rows, out.width)
     table = Table()
-    # The first column is an id to copy: whole at any width; the other columns wrap instead.
-    widest = max((len(r[0]) for r in rows), default=len(columns[0]))
-    table.add_column(columns[0], no_wrap=True, min_width=max(widest, len(columns[0])))
-    for name in columns[1:]:
-        table.add_column(name, overflow="fold")
+    # The first column is an id to copy: whole at any width. Columns that do not fit beside
+    # it whole are left out (named below), not folded to a few letters a line.
+    for i in shown:
+        table.add_column(columns[i], no_wrap=i == 0, min_width=_width(columns, rows, i)
+                         if i == 0 else None, overflow="fold")
     for row in rows:
-        table.add_row(*row)
-    console().print(table)
+        table.add_row(*(row[i] for i in shown))
+    out.print(table)
+    left = [columns[i] for i in range(len(columns)) if i not in shown]
+    if left:
+        out.print(f"[dim](not shown at {out.width} columns: {', '.join(left)}; a wider "
+                  "terminal or --json shows them)[/]", highlight=False)
+
+
+def _width(columns: Sequence[str], rows: Sequence[Sequence[str]], i: int) -> int:
+    from rich.text import Text
+
+    return max([len(columns[i]), *(Text.from_markup(r[i]).cell_len for r in rows)])
+
+
+def fitting_columns(columns: Sequence[str], rows: Sequence[Sequence[str]],
+                    width: int) -> list[int]:
+    """The columns a table of ``width`` characters shows whole: the first always, then the
+    others in their order while they fit (each takes its widest cell and 3 for the rule)."""
+    used = _width(columns, rows, 0) + 4
+    shown = [0]
+    for i in range(1, len(columns)):
+        need = _width(columns, rows, i) + 3
+        if used + need <= width:
+            shown.append(i)
+            used += need
+    return shown
 
 
 # How many recent sessions a session id prefix is looked up among.

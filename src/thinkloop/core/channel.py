@@ -47,6 +47,9 @@ class ConsoleChannel:
     inp: TextIO = field(default_factory=lambda: sys.stdin)
     out: TextIO = field(default_factory=lambda: sys.stdout)
     prefix: str = "[agent] "
+    # True when the terminal is the requester's own (``thinkloop run``): sending then needs no
+    # approval, as it says no more than the answer would (tools/builtin/messaging.py).
+    reaches_requester_only: bool = False
 
     def _write(self, text: str) -> None:
         self.out.write(text)

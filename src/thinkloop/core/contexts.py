@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec
 
 from thinkloop.core.errors import ConfigError
-from thinkloop.core.events import Event, LlmRequest, LlmResponse, ModelFallback
+from thinkloop.core.events import (
+    Event,
+    LlmRequest,
+    LlmResponse,
+    ModelFallback,
+    ModelInputCut,
+)
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.registry import Stage
 from thinkloop.core.run import RunConfig, RunState
@@ -82,6 +88,8 @@ class HookContext:
         state.emit(LlmResponse.of, response, purpose)
         if response.fallbacks:
             state.emit(ModelFallback.of, response)
+        if response.cut_chars:
+            state.emit(ModelInputCut.of, response)
         return response
 
 

@@ -32,6 +32,7 @@
     │   └── ToolExecutionError
     │       ├── PathEscapeError      a path that would leave the workspace
     │       └── ChannelError         a message to a human was not delivered or answered
+    │           └── NoOneToAskError  no person can be asked (ask_human says so, no failure)
     ├── RunError                     the run as a whole
     │   ├── OutputValidationError    structured output still invalid after its retries
     │   └── HookFailed               a critical hook raised; the run fails with it
@@ -205,6 +206,11 @@ class PathEscapeError(ToolExecutionError):
 
 class ChannelError(ToolExecutionError):
     """A message could not be delivered or no answer came back."""
+
+
+class NoOneToAskError(ChannelError):
+    """No person can answer this run's question (its caller has no way to be asked): not a
+    failure of ``ask_human``, whose result then says so and the model goes on."""
 
 
 class RunError(ThinkloopError):

@@ -416,6 +416,21 @@ class ModelFallback(_Envelope):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelInputCut(_Envelope):
+    """The model left part of its request out to fit its context window (the local models
+    cut the middle of the longest turns, with a note where; ``ModelResponse.cut_chars``)."""
+
+    type: ClassVar[str] = "model.input_cut"
+    model: str
+    window: int  # tokens
+    chars: int  # characters left out
+
+    @classmethod
+    def of(cls, run_id: str, step: int, response: ModelResponse) -> ModelInputCut:
+        return cls(run_id, step, response.model, response.window, response.cut_chars)
+
+
+@dataclass(frozen=True, slots=True)
 class SensitivityClassified(_Envelope):
     type: ClassVar[str] = "sensitivity.classified"
     tool: str
@@ -472,7 +487,7 @@ Event = (
     | Nudge | DriftDetected | PlanCreated | PlanSkipped | IsolationPlanned | IsolationRefused
     | IsolationQuarantined | BudgetAssigned | BudgetExtended | MemoryRecallSkipped
     | Assessed | AssessmentEscalated | AssessmentFanOut | ModelSelected | ModelFallback
-    | SensitivityClassified
+    | ModelInputCut | SensitivityClassified
     | SecretsRedacted | SupervisorEscalated | EntitiesRecalled | InputRequested | MessageSent
 )
 

@@ -154,6 +154,11 @@ class ModelResponse:
     model: str = ""
     # Models of a fallback list that failed before ``model`` answered: (name, error).
     fallbacks: tuple[tuple[str, str], ...] = ()
+    # Characters of the request the model itself left out to fit its context window of
+    # ``window`` tokens (the local models cut the middle of long turns; the loop tells the
+    # person: ``model.input_cut``). 0: nothing was cut (``window`` is then not set).
+    cut_chars: int = 0
+    window: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from thinkloop.core.events import (
     LlmRequest,
     LlmResponse,
     ModelFallback,
+    ModelInputCut,
     StepCompleted,
     ToolCalled,
     ToolReturned,
@@ -129,6 +130,8 @@ async def think(
     state.emit(LlmResponse.of, response)
     if response.fallbacks:
         state.emit(ModelFallback.of, response)
+    if response.cut_chars:
+        state.emit(ModelInputCut.of, response)
     ctx.stage, ctx.response = "post_reason", response
     await run_stage(cfg, ctx)
     return ctx.response or response

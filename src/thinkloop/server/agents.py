@@ -59,9 +59,27 @@ class Definitions:
     def __init__(self, store: GatewayStore, file: Path | None = None) -> None:
         self.store = store
         self.file = file
+        # The file's definitions as last read, with the file's (mtime, size, inode) then and
+        # whether it was settled (unchanged for a second before the read: two writes within
+        # one tick of the file system's clock can leave the same mtime). Every run asks for
+        # its agent, and parsing the YAML each time was a thread hop per run.
+        self._read: tuple[tuple[int, int, int], bool, dict[str, AgentSpec]] | None = None
+
+    async def _from_file(self) -> dict[str, AgentSpec]:
+        if self.file is None:
+            return {}
+        try:
+            st = self.file.stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = (-1, -1, -1)  # unreadable: load_agents_file says why
+        if self._read is None or self._read[0] != stamp or not self._read[1]:
+            settled = time.time_ns() - stamp[0] > 1_000_000_000
+            self._read = (stamp, settled, await asyncio.to_thread(load_agents_file, self.file))
+        return dict(self._read[2])
 
     async def all(self) -> dict[str, AgentSpec]:
-        found = await asyncio.to_thread(load_agents_file, self.file) if self.file else {}
+        found = await self._from_file()
         for d in await self.store.agent_definitions():
             found[d.name] = parse_definition(d.name, _json(d.definition))
         return found or {DEFAULT_AGENT: AgentSpec()}
@@ -77,6 +95,15 @@ class Definitions:
         if stored:
             spec = spec.model_copy(update={"files": {**spec.files, **stored}})
         return _with_team(name, spec, every) if spec.team else spec
+
+    async def exists(self, name: str) -> bool:
+        """Whether ``name`` is defined (its team checked, as :meth:`get` does), without its
+        bootstrap files: what a gateway that queues the run needs to know."""
+        every = await self.all()
+        spec = every.get(name)
+        if spec is not None and spec.team:
+            _with_team(name, spec, every)
+        return spec is not None
 
 
 def _with_team(name: str, spec: AgentSpec, every: dict[str, AgentSpec]) -> AgentSpec:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from thinkloop.api import ApprovalRequest, CallbackApprover, Decision
 from thinkloop.core.channel import CallbackChannel, Channel, Outgoing
-from thinkloop.core.errors import ChannelError
+from thinkloop.core.errors import ChannelError, NoOneToAskError
 from thinkloop.core.events import Event, InputRequested, MessageSent
 
 Publish = Callable[[str, Event], bool]  # (run id, event) -> whether the run is known
@@ -28,10 +28,21 @@ class Answer:
     reason: str = ""
 
 
+# What a run whose caller cannot answer is told (the OpenAI-compatible API has no way to put a
+# question or an approval to its client: the run would wait until it timed out).
+NO_ONE_ASKS = ("No one can answer: this request came through the OpenAI-compatible API, which "
+               "cannot ask its caller anything. Answer with what you know.")
+NO_ONE_APPROVES = ("not approved: this request came through the OpenAI-compatible API, which "
+                   "cannot ask its caller to approve a call (let the agent run the tool without "
+                   "approval to use it there)")
+
+
 class InputHub:
     def __init__(self, publish: Publish) -> None:
         self.publish = publish
         self._waiting: dict[tuple[str, str], tuple[str, asyncio.Future[Answer]]] = {}
+        # Runs whose caller cannot answer a question or an approval: they are told at once.
+        self.unattended: set[str] = set()
 
     def _register(self, run_id: str, input_id: str, kind: str) -> asyncio.Future[Answer]:
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
@@ -45,6 +56,8 @@ class InputHub:
             self._waiting.pop((run_id, input_id), None)
 
     async def approve(self, request: ApprovalRequest) -> Decision:
+        if request.run_id in self.unattended:
+            return Decision(False, NO_ONE_APPROVES, remember=False)
         future = self._register(request.run_id, request.call_id, "approval")
         answer = await self._wait(request.run_id, request.call_id, future)
         return Decision(bool(answer.approved), answer.reason or "answered through the gateway")
@@ -52,6 +65,8 @@ class InputHub:
     async def ask(self, question: Outgoing) -> str:
         if question.run_id is None:
             raise ChannelError("a question outside a run cannot be answered")
+        if question.run_id in self.unattended:
+            raise NoOneToAskError(NO_ONE_ASKS)
         qid = uuid.uuid4().hex[:12]
         event = InputRequested(question.run_id, 0, qid, "question", question.text)
         future = self._register(question.run_id, qid, "question")  # before anyone sees it

@@ -113,6 +113,9 @@ async def chat_completions(
     except BaseException:
         await _drop(gw, who, transient)
         raise
+    # Its caller cannot answer a question or approve a call: ask_human and approvals are told
+    # so at once instead of waiting out the run's timeout (marked before the run's first await).
+    gw.hub.unattended.add(run.id)
     cid = f"chatcmpl-{run.id}"
     if body.stream:
         usage = bool((body.stream_options or {}).get("include_usage"))
@@ -123,7 +126,7 @@ async def chat_completions(
             pass
         view = await _final(gw, who, run)
     finally:
-        await _drop(gw, who, transient)
+        await _drop(gw, who, transient, run.id)
     if view["status"] in UNSAVED or "text" not in view:
         return JSONResponse({"error": {"message": _failure(view), "type": "agent_error",
                                        "code": view["status"]}}, status_code=502)
@@ -186,9 +189,11 @@ async def _chunks(gw: Gateway, who: Principal, run: Followed, cid: str, model: s
                                 "usage": _usage(view)}).decode()
         yield "[DONE]"
     finally:
-        await _drop(gw, who, transient)
+        await _drop(gw, who, transient, run.id)
 
 
-async def _drop(gw: Gateway, who: Principal, transient: str | None) -> None:
+async def _drop(gw: Gateway, who: Principal, transient: str | None,
+                run_id: str | None = None) -> None:
+    gw.hub.unattended.discard(run_id or "")
     if transient is not None:
         await gw.store.delete_session(session_key(who.user, transient))

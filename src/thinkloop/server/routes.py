@@ -119,7 +119,7 @@ async def list_schedules(who: Caller, gw: GW) -> dict[str, Any]:
 
 @router.post("/schedules", status_code=201)
 async def add_schedule(body: ScheduleRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    if await gw.router.definitions.get(body.agent) is None:
+    if not await gw.router.definitions.exists(body.agent):
         raise NotFoundError(f"no agent named {body.agent!r}")
     return await gw.fleet_of("schedules").add_schedule(
         who.user, body.cron, body.agent, body.task, body.session, body.priority,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -283,6 +283,15 @@ class CheckpointStore(Protocol):
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         """``(kind, data)`` in the order they were added."""
+        ...
+
+
+@runtime_checkable
+class QueuedCheckpoints(Protocol):
+    """A checkpoint store whose writes are committed in the order they were queued."""
+
+    def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> Awaitable[None]:
+        """Queue a row; it is committed before any write queued after it returns."""
         ...
 
 

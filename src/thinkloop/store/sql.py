@@ -11,6 +11,7 @@ dialects spell differently is data, in :class:`SQLDialect`.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +22,10 @@ from typing import Any, ClassVar, Protocol, Self
 from thinkloop.store import schema
 
 
+@functools.lru_cache(maxsize=1024)
 def render(sql: str, mark: str) -> str:
-    """``sql`` with its n-th placeholder spelled ``mark`` + n (``?1``, ``$1``)."""
+    """``sql`` with its n-th placeholder spelled ``mark`` + n (``?1``, ``$1``); remembered,
+    as the statements are a fixed few rendered at every write (issue 38's profile)."""
     count = sql.count("{")
     return sql.format(*(f"{mark}{i}" for i in range(1, count + 1))) if count else sql
 

@@ -21,16 +21,25 @@ from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import RunRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
+from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
 from thinkloop.store.serialize import run_row
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
 from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
-from thinkloop.store.sqlruns import OLD_USAGE, SAVE_RUN, SESSION_USAGE, RunTables, session_usage
+from thinkloop.store.sqlruns import (
+    ADD_CHECKPOINT,
+    OLD_USAGE,
+    SAVE_RUN,
+    SESSION_USAGE,
+    RunTables,
+    session_usage,
+)
 from thinkloop.store.sqlsessions import SessionTables
 
 T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], None]  # a write, run on the database thread
 
 
 async def settled(aw: Awaitable[T]) -> T:
@@ -136,22 +145,23 @@ async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connectio
     """``work`` in one transaction and one trip to aiosqlite's thread (a trip is a thread
     hand-off each way, the cost that dominates a small write): BEGIN, the statements and
     COMMIT (or ROLLBACK) run there back to back, so no cancel can land between them."""
-    # aiosqlite runs fn(*args) on its connection's thread (the same as its own calls).
+    # aiosqlite runs fn(*args) on its connection's thread (the same as its own calls). It is
+    # private API, so pyproject caps aiosqlite below the next release: the public route (a
+    # trip per statement: BEGIN, each executemany, COMMIT) would cost the group commit most
+    # of what it saves at a few runs at a time.
     run = cast(Callable[..., Awaitable[None]], db._execute)
     await settled(run(_in_one_tx, db._conn, work))
 
 
-async def _one_trip(db: aiosqlite.Connection,
-                    stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
-    """``stmts``' rows in one transaction and one trip (see :func:`_on_thread`)."""
+def _statements(stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> Work | None:
+    """A write of ``stmts``' rows (None: no rows), for the group commit."""
     rendered = [(render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows]
 
     def work(conn: sqlite3.Connection) -> None:
         for sql, rows in rendered:
             conn.executemany(sql, rows)
 
-    if rendered:
-        await _on_thread(db, work)
+    return work if rendered else None
 
 
 async def _rollback(db: aiosqlite.Connection) -> None:
@@ -174,6 +184,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         self._dirty = False  # an operation ended by an error or a cancel: reset before reuse
         self._open_lock = asyncio.Lock()
         self._local = LocalLocks()
+        self._writes: GroupCommit[Work] = GroupCommit(self._commit)
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
 
     async def _open(self) -> aiosqlite.Connection:
@@ -245,25 +256,40 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         async with self._held() as db:
             return await _Tx(db).fetch(sql, *args)
 
-    async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Rows appended one statement each, in autocommit (each row is whole on its own), so
-        one trip to the database thread."""
+    async def _commit(self, works: Sequence[Work]) -> None:
+        """The group commit's writes (see :mod:`~thinkloop.store.groupcommit`), in order, in
+        one transaction and one trip."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            for w in works:
+                w(conn)
+
         async with self._held() as db:
-            await _Tx(db).executemany(sql, rows)
+            await _on_thread(db, work)
+
+    async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Rows appended, committed with whatever else is queued (one trip for all)."""
+        await self._write_many([(sql, rows)])
 
     async def _write_all(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """All the rows in one transaction, in one trip to the database thread."""
-        async with self._held() as db:
-            await _one_trip(db, [(sql, rows)])
+        """All the rows in one transaction (the group's), in one trip."""
+        await self._write_many([(sql, rows)])
 
     async def _write_many(self, stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]
                           ) -> None:
-        """Several statements' rows in one transaction, in one trip."""
-        async with self._held() as db:
-            await _one_trip(db, stmts)
+        """Several statements' rows in one transaction (the group's), in one trip."""
+        work = _statements(stmts)
+        if work is not None:
+            await self._writes.write(work)
+
+    def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
+        """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
+        work = _statements([(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])])
+        assert work is not None
+        return self._writes.write_later(work)
 
     async def save_run(self, run: RunRecord) -> None:
-        """The run's row and its session's usage, in one trip (see :func:`_on_thread`)."""
+        """The run's row and its session's usage, in one transaction (the group's)."""
         row = run_row(run)
 
         def work(conn: sqlite3.Connection) -> None:
@@ -272,8 +298,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
             if run.session_id is not None:
                 conn.execute(render(SESSION_USAGE, SQLITE.mark), session_usage(run, old))
 
-        async with self._held() as db:
-            await _on_thread(db, work)
+        await self._writes.write(work)
 
     async def connect(self) -> None:
         """Open (and migrate) the database now: a damaged or locked file fails here, before
@@ -282,6 +307,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
 
     async def aclose(self) -> None:
         if self._db is not None:
+            await self._writes.drained()
             db, self._db = self._db, None
             forget_at_loop_exit(self)
             await db.close()

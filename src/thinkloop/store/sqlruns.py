@@ -28,7 +28,7 @@ SESSION_USAGE = ("UPDATE sessions SET model = {0}, input_tokens = input_tokens +
 _ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
               "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
               "WHERE run_id = {0}")
-_ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
+ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
                    "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints "
                    "WHERE run_id = {0}")
 
@@ -43,6 +43,9 @@ def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
 
 class RunTables(SQLBase):
     async def save_run(self, run: RunRecord) -> None:
+        if run.session_id is None:  # no session's usage to carry: one statement, atomic
+            await self._write(SAVE_RUN, [run_row(run)])
+            return
         async with self._tx() as tx:
             old = await tx.fetch(OLD_USAGE + self.dialect.for_update, run.id)
             await tx.execute(SAVE_RUN, *run_row(run))
@@ -89,7 +92,7 @@ class RunTables(SQLBase):
 
     async def add_checkpoint(self, run_id: str, kind: str, data: bytes) -> None:
         # One statement, one round trip: this is on the run's path. A run has one writer.
-        await self._write(_ADD_CHECKPOINT, [(run_id, kind, data, time.time())])
+        await self._write(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])
 
     async def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
                                events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
@@ -97,7 +100,7 @@ class RunTables(SQLBase):
         checkpoint, then the events and finished spans logged since the last step."""
         ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
         await self._write_many([
-            (_ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *event_row(e)) for e in events]),
+            (ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *event_row(e)) for e in events]),
             (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])])
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:

@@ -77,6 +77,22 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
 end
 return 0
 """
+# A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last,
+# its slots freed, its keys kept keep_s. KEYS run, ev, active, active:user, wait, abort;
+# ARGV status, finished_at, view, keep_s, run id.
+_FINISH = """
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local n = 0
+if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'end', ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[5])
+redis.call('SREM', KEYS[4], ARGV[5])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+redis.call('DEL', KEYS[5], KEYS[6])
+return n + 1
+"""
 END = "end"
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
@@ -145,6 +161,7 @@ class Bus:
         self._answer = redis.register_script(_ANSWER)
         self._create = redis.register_script(_CREATE)
         self._enqueue = redis.register_script(_ENQUEUE)
+        self._finish = redis.register_script(_FINISH)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -218,18 +235,23 @@ class Bus:
         await self.redis.hset(self.key("run", run_id), "children", view)
 
     async def finish(self, row: RunRow, status: str, view: Mapping[str, Any]) -> None:
-        """The run's end: its row, the stream's ``end`` entry, its slot freed."""
-        await self.redis.hset(self.key("run", row.id), mapping={
-            "status": status, "finished_at": repr(time.time()),
-            "view": orjson.dumps(view, default=str)})
-        await self.append(row.id, await self.last_seq(row.id) + 1, None, status)
+        """The run's end: its row, the stream's ``end`` entry, its slot freed (one round
+        trip)."""
+        await self._finish(
+            keys=[self.key("run", row.id), self.key("ev", row.id), self.key("active"),
+                  self.key("active", row.user), self.key("wait", row.id),
+                  self.key("abort", row.id)],
+            args=[status, repr(time.time()), orjson.dumps(view, default=str), self.keep_s,
+                  row.id])
+
+    async def starting(self, run_id: str) -> tuple[bool, int]:
+        """Whether an abort was asked for the run, and its last event's number (what a
+        worker starting it needs), in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.srem(self.key("active"), row.id)
-            pipe.srem(self.key("active", row.user), row.id)
-            for k in (self.key("run", row.id), self.key("ev", row.id)):
-                pipe.expire(k, self.keep_s)
-            pipe.delete(self.key("wait", row.id), self.key("abort", row.id))
-            await pipe.execute()
+            pipe.exists(self.key("abort", run_id))
+            pipe.xrevrange(self.key("ev", run_id), count=1)
+            aborted, last = await pipe.execute()
+        return bool(aborted), int(last[0][0].split(b"-")[1]) if last else 0
 
     # --- limits ----------------------------------------------------------------------------
 
@@ -270,20 +292,6 @@ class Bus:
 
     # --- events ----------------------------------------------------------------------------
 
-    async def last_seq(self, run_id: str) -> int:
-        got = await self.redis.xrevrange(self.key("ev", run_id), count=1)
-        return int(got[0][0].split(b"-")[1]) if got else 0
-
-    async def append(self, run_id: str, seq: int, data: bytes | None,
-                     end: str | None = None) -> bool:
-        """Event ``seq`` (or the ``end`` entry); False if that number is taken already."""
-        fields: dict[str, bytes | str] = {"e": data} if data is not None else {END: end or ""}
-        try:
-            await self.redis.xadd(self.key("ev", run_id), fields, id=f"0-{seq}")
-        except ResponseError:
-            return False
-        return True
-
     async def append_batches(self, batches: Mapping[str, tuple[int, list[bytes]]]) -> None:
         """Events of many runs (run -> first number, events) in one round trip; a number
         taken already (a second writer) is refused by Redis and skipped."""
@@ -298,45 +306,62 @@ class Bus:
         """``(seq, event JSON, "")`` for each event above ``after``, then ``(seq, None,
         status)`` for the end; waits for more while the run goes on (through the process's
         one :class:`~thinkloop.workers.tail.Tail` when it has one)."""
-        key = self.key("ev", run_id)
-        async with contextlib.aclosing(self._entries(key, after, block_ms)) as entries:
-            async for eid, fields in entries:
-                seq = int(eid.split(b"-")[1])
-                if b"e" in fields:
-                    yield seq, fields[b"e"], ""
-                else:
-                    yield seq, None, fields.get(END.encode(), b"").decode()
-                    return
+        async with contextlib.aclosing(self.batches(run_id, after, block_ms)) as batches:
+            async for batch in batches:
+                for item in batch:
+                    yield item
 
-    async def _entries(self, key: str, after: int,
-                       block_ms: int) -> AsyncGenerator[tuple[bytes, dict[bytes, bytes]]]:
+    async def batches(self, run_id: str, after: int = 0, block_ms: int = 1000
+                      ) -> AsyncGenerator[list[tuple[int, bytes | None, str]]]:
+        """:meth:`follow`'s items, in lists of those that arrived together (one SSE write
+        each, not one per event); the end, if there, is the last item of the last list."""
+        key = self.key("ev", run_id)
+        async with contextlib.aclosing(self._entries(key, after, block_ms)) as reads:
+            async for entries in reads:
+                batch: list[tuple[int, bytes | None, str]] = []
+                for eid, fields in entries:
+                    seq = int(eid.split(b"-")[1])
+                    if b"e" not in fields:
+                        batch.append((seq, None, fields.get(END.encode(), b"").decode()))
+                        yield batch
+                        return
+                    batch.append((seq, fields[b"e"], ""))
+                yield batch
+
+    async def _entries(self, key: str, after: int, block_ms: int
+                       ) -> AsyncGenerator[list[tuple[bytes, dict[bytes, bytes]]]]:
         if self.tail is not None:
-            async with contextlib.aclosing(self.tail.follow(key, after)) as entries:
-                async for entry in entries:
-                    yield entry
+            async with contextlib.aclosing(self.tail.follow(key, after)) as reads:
+                async for entries in reads:
+                    yield entries
             return
         last = f"0-{max(0, after)}"
         while True:
             got = await self.redis.xread({key: last}, count=500, block=block_ms)
             for _, entries in got or ():
-                for eid, fields in entries:
-                    last = eid.decode()
-                    yield eid, fields
+                if entries:
+                    last = entries[-1][0].decode()
+                    yield entries
 
     async def count(self, run_id: str) -> int:
         """How many events the run has (its end entry not counted)."""
-        n = int(await self.redis.xlen(self.key("ev", run_id)))
-        row = await self.redis.hget(self.key("run", run_id), "finished_at")
-        return n - 1 if row and n else n
+        return (await self.counted(run_id))[1]
+
+    async def counted(self, run_id: str) -> tuple[RunRow | None, int]:
+        """The run's row and how many events it has (its end not counted), one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.key("run", run_id))
+            pipe.xlen(self.key("ev", run_id))
+            h, n = await pipe.execute()
+        row = RunRow.of(run_id, h) if h else None
+        n = int(n)
+        return row, n - 1 if row is not None and row.done and n else n
 
     # --- control: aborts, answers, what runs wait on -----------------------------------------
 
     async def abort(self, run_id: str) -> None:
         await self.redis.set(self.key("abort", run_id), b"1", ex=self.keep_s)
         await self.redis.publish(self.control, orjson.dumps({"abort": run_id}))
-
-    async def abort_asked(self, run_id: str) -> bool:
-        return bool(await self.redis.exists(self.key("abort", run_id)))
 
     async def answer(self, run_id: str, input_id: str, answer: Mapping[str, Any]) -> bool:
         """Deliver the answer if the run still waits for it; False if it was answered."""

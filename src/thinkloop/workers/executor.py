@@ -36,6 +36,7 @@ class Job:
     agent: Agent
     handle: RunHandle
     pump: Pump
+    children: bytes = b"[]"  # its sub-agents as last written to its row
 
 
 class Executor:
@@ -49,7 +50,11 @@ class Executor:
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus)
         self.router = router(self.hub)
+        # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
+        # while it is here.
+        self.leases: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
 
     # --- the worker's life -------------------------------------------------------------------
 
@@ -57,6 +62,11 @@ class Executor:
         await self.bus.alive(self.name)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._listen()), loop.create_task(self._beat())]
+        # One task each for every run held here (a lease renewal or a sub-agent look per
+        # run and per period was a timer per run: most of an idle run's CPU); they go on
+        # while a stopping worker's runs finish (worker.drain_s), until aclose().
+        self._keepers = [loop.create_task(self._keep_leases()),
+                         loop.create_task(self._watch_children())]
 
     async def stop(self) -> None:
         """Stop listening (the runs still held hand back or finish after this)."""
@@ -68,6 +78,9 @@ class Executor:
 
     async def aclose(self) -> None:
         """Close the agents (their post-turn jobs first)."""
+        for t in self._keepers:
+            t.cancel()
+        await asyncio.gather(*self._keepers, return_exceptions=True)
         await self.router.aclose()
         await self.outbox.aclose()
 
@@ -107,8 +120,11 @@ class Executor:
         row = await self.bus.get(run_id)
         if row is None or row.done:
             return  # forgotten, or ended by an earlier try that died before arq knew
-        lease = asyncio.get_running_loop().create_task(self._renew(job_id, run_id))
+        self.leases[job_id] = run_id
         try:
+            # At once (arq took the job for its own week-long timeout), then every
+            # lease_s / 3 with every other run's (_keep_leases).
+            await self._renew({job_id: run_id})
             deaths = job_try - 1 - row.handbacks
             if deaths > row.deaths:  # the try before this one died under the run
                 await self._dead(row, deaths)
@@ -131,8 +147,7 @@ class Executor:
             finally:
                 await self.bus.running_on(self.name, -1)
         finally:
-            lease.cancel()
-            await asyncio.gather(lease, return_exceptions=True)
+            self.leases.pop(job_id, None)
 
     async def _dead(self, row: RunRow, deaths: int) -> None:
         """The run's last worker died: count it (its lease expired) and forget its slot."""
@@ -142,33 +157,55 @@ class Executor:
             await self.bus.running_on(row.worker, -1)
         log.warning("run %s: its worker %s died; taking it over", row.id, row.worker)
 
-    async def _renew(self, job_id: str, run_id: str) -> None:
-        """Keep the lease (arq's in-progress key); a lost lease stops the run here."""
-        key = in_progress_key_prefix + job_id
-        ms = int(self.settings.lease_s * 1000)
+    async def _keep_leases(self) -> None:
         while True:
-            try:
-                kept = (await self.bus.redis.pexpire(key, ms)
-                        # Renewed late (a busy loop) but nobody took it: still ours.
-                        or await self.bus.redis.set(key, b"1", px=ms, nx=True))
-            except Exception:
-                log.exception("run %s: the lease could not be renewed", run_id)
-                kept = True  # Redis is away: the run goes on until the lease is known lost
-            if not kept:
-                log.error("run %s: lease lost; handing it back", run_id)
-                job = self.jobs.get(run_id)
-                if job is not None:
-                    job.pump.dropping = True
-                    job.agent.hand_back(run_id)
-                return
             await asyncio.sleep(self.settings.lease_s / 3)
+            await self._renew(dict(self.leases))
+
+    async def _renew(self, held: dict[str, str]) -> None:
+        """Keep the leases (arq's in-progress keys) of the jobs ``held`` (job -> run), in one
+        round trip; a lost lease stops its run here."""
+        if not held:
+            return
+        ms = int(self.settings.lease_s * 1000)
+        try:
+            async with self.bus.redis.pipeline(transaction=False) as pipe:
+                for job_id in held:
+                    pipe.pexpire(in_progress_key_prefix + job_id, ms)
+                kept = await pipe.execute()
+        except Exception:  # Redis is away: the runs go on until a lease is known lost
+            log.exception("the leases of %d runs could not be renewed", len(held))
+            return
+        for (job_id, run_id), ok in zip(held.items(), kept, strict=True):
+            if ok or job_id not in self.leases:
+                continue
+            try:  # renewed late (a busy loop) but nobody took it: still ours
+                ok = await self.bus.redis.set(in_progress_key_prefix + job_id, b"1", px=ms,
+                                              nx=True)
+            except Exception:
+                log.exception("job %s: the lease could not be renewed", job_id)
+                continue
+            if not ok:
+                self._lost(job_id, run_id)
+
+    def _lost(self, job_id: str, run_id: str) -> None:
+        log.error("run %s: lease lost; handing it back", run_id)
+        self.leases.pop(job_id, None)
+        job = self.jobs.get(run_id)
+        if job is not None:
+            job.pump.dropping = True
+            try:
+                job.agent.hand_back(job.row.id)
+            except Exception:  # the other leases are still to keep
+                log.exception("run %s could not be handed back", job.row.id)
 
     async def _run(self, row: RunRow, *, resumed: bool) -> None:
-        if await self.bus.abort_asked(row.id):
+        aborted, last = await self.bus.starting(row.id)
+        if aborted:
             await self._end(row, "cancelled", "aborted before it started")
             return
         agent = await self.router.get(row.agent)
-        pump = Pump(self.outbox, row.id, await self.bus.last_seq(row.id))
+        pump = Pump(self.outbox, row.id, last)
         self.pumps[row.id] = pump
         if row.deliver_to:
             self.hub.targets[row.id] = row.deliver_to
@@ -217,15 +254,11 @@ class Executor:
         # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
         # must not reach the handle's iterator, which would cancel the run as ended.
         forwarding = asyncio.get_running_loop().create_task(forward())
-        watching = asyncio.get_running_loop().create_task(self._watch_children(job))
         try:
             result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:
             await self._hand_back(job, forwarding)
             raise
-        finally:
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
         if pump.dropping:  # the lease was lost: another worker has the run
             return
         await pump.close()
@@ -236,19 +269,21 @@ class Executor:
             if text is not None:
                 await self.bus.deliver(job.row.id, target, text)
 
-    async def _watch_children(self, job: Job) -> None:
-        """The run's sub-agents into its row as they start and end, so ``GET /v1/runs/{id}``
+    async def _watch_children(self) -> None:
+        """Each run's sub-agents into its row as they start and end, so ``GET /v1/runs/{id}``
         on any gateway lists them as an in-process run's does."""
-        last = b"[]"
         while True:
             await asyncio.sleep(CHILDREN_POLL_S)
-            now = orjson.dumps(_children(job.handle), default=str)
-            if now != last:
-                try:
-                    await self.bus.children(job.row.id, now)
-                    last = now
-                except Exception:  # Redis away: the next look tries again
-                    log.warning("run %s: its sub-agents could not be written", job.row.id)
+            for job in list(self.jobs.values()):
+                if job.handle.state.children is None:
+                    continue  # none started yet
+                now = orjson.dumps(_children(job.handle), default=str)
+                if now != job.children:
+                    try:
+                        await self.bus.children(job.row.id, now)
+                        job.children = now
+                    except Exception:  # Redis away: the next look tries again
+                        log.warning("run %s: its sub-agents could not be written", job.row.id)
 
     async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
         """SIGTERM: stop the run without ending it; the next worker resumes it."""

@@ -80,6 +80,16 @@ class RemoteRun:
                 return
             yield seq, data
 
+    async def follow_batches(self, after: int = 0) -> Any:
+        """:meth:`follow`'s events in lists of those ready together (one write each)."""
+        async for batch in self.bus.batches(self.id, after):
+            events = [(seq, data) for seq, data, _ in batch if data is not None]
+            if events:
+                yield events
+            if batch[-1][1] is None:
+                self._ended = batch[-1][2]
+                return
+
     async def end_status(self) -> str:
         if self._ended is not None:
             return self._ended
@@ -154,10 +164,10 @@ class RedisFleet:
         return RemoteRun(self.bus, row)
 
     async def get(self, run_id: str, user: str) -> RemoteRun | None:
-        row = await self.bus.get(run_id)
+        row, events = await self.bus.counted(run_id)
         if row is None or row.user != user:
             return None
-        return RemoteRun(self.bus, row, await self.bus.count(run_id))
+        return RemoteRun(self.bus, row, events)
 
     async def abort(self, run_id: str) -> bool:
         row = await self.bus.get(run_id)
@@ -264,6 +274,7 @@ class RedisFleet:
     async def aclose(self) -> None:
         if self.bus.tail is not None:
             await self.bus.tail.aclose()
+        await self.plans.aclose()
         await self.pool.aclose()
 
 

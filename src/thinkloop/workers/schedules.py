@@ -75,18 +75,34 @@ class Schedules:
     def __init__(self, dsn: str, schema: str | None = None) -> None:
         self.dsn, self.schema = dsn, schema
         self._ready = False
+        # One connection, kept: a worker looks every second, and a new connection each time
+        # (its TLS attempt included) cost more than the look.
+        self._held: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        conn = await asyncpg.connect(self.dsn, server_settings=(
-            {"search_path": self.schema} if self.schema else {}))
-        try:
-            if not self._ready:
-                await conn.execute(TABLE)
-                self._ready = True
-            yield conn
-        finally:
-            await conn.close()
+        async with self._lock:
+            if self._held is None or self._held.is_closed():
+                self._held = await asyncpg.connect(self.dsn, server_settings=(
+                    {"search_path": self.schema} if self.schema else {}))
+            conn = self._held
+            try:
+                if not self._ready:
+                    await conn.execute(TABLE)
+                    self._ready = True
+                yield conn
+            except BaseException:
+                # Broken, or left inside a transaction: the next use connects again.
+                self._held = None
+                conn.terminate()
+                raise
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._held is not None:
+                await self._held.close(timeout=5)
+                self._held = None
 
     async def add(self, cron: str, agent: str, task: str, user: str,
                   session: str | None = None, priority: int = 0,

@@ -25,17 +25,23 @@ class _Follower:
 
 class Tail:
     """Followers of streams in one Redis (``redis`` is shared: the caller closes it). A new
-    follower joins the next read, at most ``block_ms`` later."""
+    follower joins the next read, at most ``block_ms`` later.
 
-    def __init__(self, redis: Any, block_ms: int = 50, count: int = 500) -> None:
+    After a read that brought entries the next one waits ``gap_s``: with many runs writing,
+    each read came back with a few events of a few runs, and its command (every followed
+    stream's key and position) cost more than the events; events that arrive in the gap come
+    together in the next read."""
+
+    def __init__(self, redis: Any, block_ms: int = 50, count: int = 500,
+                 gap_s: float = 0.01) -> None:
         self.redis = redis
-        self.block_ms, self.count = block_ms, count
+        self.block_ms, self.count, self.gap_s = block_ms, count, gap_s
         self._followers: dict[str, set[_Follower]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def follow(self, key: str, after: int) -> AsyncGenerator[Entry]:
-        """The entries of stream ``key`` numbered above ``after``, as they come (the caller
-        stops reading when it has what it wants)."""
+    async def follow(self, key: str, after: int) -> AsyncGenerator[list[Entry]]:
+        """The entries of stream ``key`` numbered above ``after``, as they come, a list per
+        read (the caller stops reading when it has what it wants)."""
         me = _Follower(max(0, after))
         self._followers.setdefault(key, set()).add(me)
         if self._task is None or self._task.done():
@@ -45,8 +51,7 @@ class Tail:
                 got = await me.queue.get()
                 if isinstance(got, BaseException):
                     raise got
-                for entry in got:
-                    yield entry
+                yield got
         finally:
             mine = self._followers.get(key)
             if mine is not None:
@@ -71,6 +76,8 @@ class Tail:
                     if mine:
                         f.last = seq_of(mine[-1][0])
                         f.queue.put_nowait(mine)
+            if got and self.gap_s > 0:
+                await asyncio.sleep(self.gap_s)
 
     async def aclose(self) -> None:
         if self._task is not None:

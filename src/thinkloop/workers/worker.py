@@ -125,8 +125,8 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
         ctx={"thinkloop": executor}, retry_jobs=True, log_results=False,
         health_check_interval=60, job_serializer=pool.job_serializer,
         job_deserializer=pool.job_deserializer)
-    beat = asyncio.get_running_loop().create_task(
-        heartbeat(Schedules(store.dsn, store.schema), scheduled(pool, bus, store)))
+    plans = Schedules(store.dsn, store.schema)
+    beat = asyncio.get_running_loop().create_task(heartbeat(plans, scheduled(pool, bus, store)))
     try:
         await pool.ping()
         await executor.start()
@@ -135,6 +135,7 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
     finally:
         beat.cancel()
         await asyncio.gather(beat, return_exceptions=True)
+        await plans.aclose()
         # Runs in progress hand back (or finish) inside close(), which needs Redis: the
         # control channel stops first, the pool closes last.
         await executor.stop()

@@ -11,7 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from thinkloop.core.channel import Channel, Outgoing
-from thinkloop.core.errors import ConfigError, ToolArgumentsError, ToolExecutionError
+from thinkloop.core.errors import (
+    ConfigError,
+    NoOneToAskError,
+    ToolArgumentsError,
+    ToolExecutionError,
+)
 from thinkloop.core.settings import ASK_TIMEOUT_S
 from thinkloop.core.tool import Tool, ToolContext, make_tool
 
@@ -67,7 +72,10 @@ def messaging_tools(
         Args:
             question: the question, self-contained
         """
-        answer = await default.ask(_outgoing(ctx, question), ask_timeout_s)
+        try:
+            answer = await default.ask(_outgoing(ctx, question), ask_timeout_s)
+        except NoOneToAskError as exc:
+            return str(exc)  # an observation, not a failure: the model answers without it
         return f"The user answered: {answer}"
 
     # A channel that reaches only the person who asked (a container's host) says nothing

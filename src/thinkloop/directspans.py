@@ -1,0 +1,134 @@
+"""Spans written straight to a run's stored trace, when nothing else would see them.
+
+The OpenTelemetry SDK builds each span through its provider: a sampler, a span limits
+check, attributes bounded and copied, a lock per span, every processor called at its end.
+When the only processor is the store's (no OTLP endpoint, no provider passed in), all of
+that ends in one :class:`~thinkloop.store.base.SpanRecord` per span, and it was about a
+third of what a recorded run's own code cost (issue 38's profile). A :class:`DirectTracer`
+makes the same records with none of it: the same names, ids (random, 64 and 128 bits),
+parents, times, status and attributes (sequences kept as tuples, as the SDK keeps them).
+
+Its spans are OpenTelemetry ``Span`` objects, so they are set in the OpenTelemetry context
+as the SDK's are: a sub-agent's run, or a span that a tool starts with a tracer of its own,
+nests under them the same way.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import (
+    INVALID_SPAN_ID,
+    INVALID_TRACE_ID,
+    Link,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
+from opentelemetry.util.types import Attributes, AttributeValue
+
+from thinkloop.store.base import SpanRecord
+
+Sink = Callable[[SpanRecord], None]
+
+
+def _value(value: Any) -> Any:
+    # The SDK keeps a sequence attribute as a tuple (it stores a copy).
+    return tuple(value) if isinstance(value, list) else value
+
+
+class DirectSpan(trace.Span):
+    """A recording span that becomes one :class:`SpanRecord` when it ends."""
+
+    def __init__(self, name: str, context: SpanContext, parent: SpanContext | None,
+                 attributes: Attributes, sink: Sink, start_time: int | None = None) -> None:
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._attrs: dict[str, Any] = {k: _value(v) for k, v in (attributes or {}).items()
+                                       if v is not None}
+        self._status = StatusCode.UNSET
+        self._start = start_time or time.time_ns()
+        self._sink: Sink | None = sink
+
+    def get_span_context(self) -> SpanContext:
+        return self._context
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        if self._sink is not None and value is not None:
+            self._attrs[key] = _value(value)
+
+    def add_event(self, name: str, attributes: Attributes = None,
+                  timestamp: int | None = None) -> None:
+        """Events are not stored with a run's trace."""
+
+    def add_link(self, context: SpanContext, attributes: Attributes = None) -> None:
+        """Links are not stored with a run's trace."""
+
+    def update_name(self, name: str) -> None:
+        if self._sink is not None:
+            self._name = name
+
+    def is_recording(self) -> bool:
+        return self._sink is not None
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        code = status.status_code if isinstance(status, Status) else status
+        # As the SDK: an OK status is final, and UNSET changes nothing.
+        if self._sink is None or self._status is StatusCode.OK or code is StatusCode.UNSET:
+            return
+        self._status = code
+
+    def record_exception(self, exception: BaseException, attributes: Attributes = None,
+                         timestamp: int | None = None, escaped: bool = False) -> None:
+        """An exception event: not stored with a run's trace (its status says it)."""
+
+    def end(self, end_time: int | None = None) -> None:
+        sink, self._sink = self._sink, None
+        if sink is None:  # ended already
+            return
+        ctx, parent = self._context, self._parent
+        sink(SpanRecord(
+            f"{ctx.span_id:016x}", f"{parent.span_id:016x}" if parent else None,
+            f"{ctx.trace_id:032x}", self._name, self._start / 1e9,
+            (end_time or time.time_ns()) / 1e9, self._status.name, self._attrs))
+
+
+class DirectTracer(trace.Tracer):
+    """Starts :class:`DirectSpan` s that end in ``sink``."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self._rand = random.Random()
+
+    def start_span(self, name: str, context: Context | None = None,
+                   kind: SpanKind = SpanKind.INTERNAL, attributes: Attributes = None,
+                   links: Sequence[Link] | None = None, start_time: int | None = None,
+                   record_exception: bool = True, set_status_on_exception: bool = True
+                   ) -> trace.Span:
+        current = trace.get_current_span(context).get_span_context()
+        parent = current if current.is_valid else None
+        trace_id = parent.trace_id if parent is not None else self._id(128, INVALID_TRACE_ID)
+        ctx = SpanContext(trace_id, self._id(64, INVALID_SPAN_ID), is_remote=False,
+                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        return DirectSpan(name, ctx, parent, attributes, self.sink, start_time)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("thinkloop's own spans are started with start_span")
+
+    def _id(self, bits: int, invalid: int) -> int:
+        while True:
+            value = self._rand.getrandbits(bits)
+            if value != invalid:
+                return value

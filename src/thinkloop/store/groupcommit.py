@@ -1,0 +1,148 @@
+"""One writer per store: the writes runs make on their path, committed together.
+
+Every step of a recorded run writes a few rows (its checkpoint, the events and spans it
+logged, each tool's result) and waits for them to be committed before it goes on. With a
+transaction and a trip to the database thread per write, 200 concurrent runs paid 200 trips
+a step, and the thread hand-offs were most of what records cost (issue 38's profile).
+
+Here a write is queued instead, and one writer task per store takes every write queued so
+far (all the runs') and commits them in one transaction, then resolves each write's future:
+a group commit. A run still waits for the commit that holds its rows, so what it was told is
+written is written; what it saves is the trips: one per loop turn for all runs at once.
+
+A write that fails in a group is tried again on its own, so one bad write fails only its
+caller. A caller cancelled while its write is still queued takes it back (wholly out); one
+cancelled while its write is being committed waits for that commit to settle and then takes
+the cancel (wholly in or wholly out, as the stores' other writes), so no cancel breaks the
+writer or drops another run's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from thinkloop.store.base import StoreError
+
+W = TypeVar("W")
+log = logging.getLogger("thinkloop.store")
+
+
+@dataclass(slots=True, eq=False)  # one write is itself only (found in the queue by identity)
+class _Write(Generic[W]):
+    item: W
+    done: asyncio.Future[None]
+
+
+class GroupCommit(Generic[W]):
+    """Queued writes of one store, committed by one writer task (see the module docstring).
+
+    ``commit(items)`` writes the items in order in one transaction, or raises having written
+    none of them."""
+
+    def __init__(self, commit: Callable[[Sequence[W]], Awaitable[None]]) -> None:
+        self._commit = commit
+        self._queue: list[_Write[W]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _submit(self, item: W) -> _Write[W]:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a store used from a new event loop: a new writer
+            self._loop, self._queue, self._task = loop, [], None
+        write = _Write(item, loop.create_future())
+        self._queue.append(write)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._drain())
+        return write
+
+    async def write(self, item: W) -> None:
+        """``item`` written, once the commit that holds it is done."""
+        write = self._submit(item)
+        try:
+            await asyncio.shield(write.done)
+        except asyncio.CancelledError:
+            if not write.done.done():
+                if write in self._queue:  # not taken yet: wholly out
+                    self._queue.remove(write)
+                    raise
+                await _settle(write.done)
+            raise
+
+    def write_later(self, item: W) -> asyncio.Future[None]:
+        """``item`` queued; the future says when it is committed. Writes are committed in
+        the order they were queued, so a later :meth:`write` of the same store that returns
+        means this one was committed too (or failed, which is logged)."""
+        done = self._submit(item).done
+        done.add_done_callback(_log_failure)
+        return done
+
+    async def drained(self) -> None:
+        """Every write queued so far committed (before the store closes)."""
+        task = self._task
+        if task is not None and self._loop is asyncio.get_running_loop() and not task.done():
+            await asyncio.shield(task)
+
+    async def _drain(self) -> None:
+        cancelled = False
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await self._commit_batch(batch)
+            except asyncio.CancelledError:
+                # The event loop is shutting down: this group's outcome is unknown (it may
+                # be committed), so it is not written again; the rest still is.
+                cancelled = True
+                for w in batch:
+                    if not w.done.done():
+                        w.done.set_exception(StoreError(
+                            "the store's writer was cancelled while committing"))
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _commit_batch(self, batch: list[_Write[W]]) -> None:
+        try:
+            await self._commit([w.item for w in batch])
+        except Exception as exc:
+            if len(batch) == 1:
+                _resolve(batch[0], exc)
+                return
+            for w in batch:  # one at a time: only the bad one fails
+                try:
+                    await self._commit([w.item])
+                except Exception as one:
+                    _resolve(w, one)
+                else:
+                    _resolve(w, None)
+            return
+        for w in batch:
+            _resolve(w, None)
+
+
+def _resolve(write: _Write[W], exc: BaseException | None) -> None:
+    if write.done.done():
+        return
+    if exc is None:
+        write.done.set_result(None)
+    else:
+        write.done.set_exception(exc)
+
+
+async def _settle(done: asyncio.Future[None]) -> None:
+    """Wait for ``done`` through any further cancels; its outcome is dropped for the cancel
+    the caller raises next."""
+    while not done.done():
+        try:
+            await asyncio.wait((done,))
+        except asyncio.CancelledError:
+            continue
+    if not done.cancelled():
+        done.exception()  # seen
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("a queued store write failed", exc_info=done.exception())

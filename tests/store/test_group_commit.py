@@ -1,0 +1,205 @@
+"""One writer per SQLite store (issue 38): concurrent runs' writes share a transaction, each
+caller still waits for the commit that holds its rows, and no failure or cancel of one
+caller costs another its rows or breaks the writer."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from thinkloop import Agent, ScriptedModel, tool
+from thinkloop.core.events import RunStarted
+from thinkloop.models.scripted import call, reply
+from thinkloop.store import SQLiteStore
+from thinkloop.store.groupcommit import GroupCommit
+from thinkloop.store.sqlite import Work
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def sqlite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "runs.db")
+    await s.connect()
+    yield s
+    await s.aclose()
+
+
+def count_commits(store: SQLiteStore) -> list[int]:
+    """The number of writes in each transaction the store's writer commits."""
+    sizes: list[int] = []
+    commit = store._commit
+
+    async def counted(works: Sequence[Work]) -> None:
+        sizes.append(len(works))
+        await commit(works)
+
+    store._writes = GroupCommit(counted)
+    return sizes
+
+
+async def test_concurrent_runs_steps_share_one_commit_and_all_rows_land_in_order(
+    sqlite: SQLiteStore,
+) -> None:
+    sizes = count_commits(sqlite)
+
+    async def run(i: int) -> None:
+        for step in range(3):
+            await sqlite.add_step_records(
+                f"r{i}", ("step", f"{i}:{step}".encode()),
+                [RunStarted(f"r{i}", step, "a", "task")], [])
+            await sqlite.add_checkpoint(f"r{i}", "result", f"{i}:{step}r".encode())
+
+    await asyncio.gather(*(run(i) for i in range(50)))
+    assert sum(sizes) == 50 * 6
+    assert len(sizes) < 50  # 300 writes, in a few transactions (the first holds 50)
+    for i in range(50):
+        rows = await sqlite.checkpoints(f"r{i}")
+        assert [d.decode() for _, d in rows] == [
+            f"{i}:{s}{k}" for s in range(3) for k in ("", "r")]
+        assert [e.step for e in await sqlite.run_events(f"r{i}")] == [0, 1, 2]
+
+
+async def test_a_failing_write_fails_its_caller_alone(sqlite: SQLiteStore) -> None:
+    await sqlite.add_checkpoint("warm", "step", b"x")
+    good = [sqlite.add_checkpoint(f"r{i}", "step", b"ok") for i in range(5)]
+    bad = sqlite._write_many([("INSERT INTO no_such_table VALUES ({})", [(1,)])])
+    out = await asyncio.gather(*good, bad, return_exceptions=True)
+    assert out[:5] == [None] * 5 and isinstance(out[5], Exception)
+    assert "no_such_table" in str(out[5])
+    for i in range(5):
+        assert await sqlite.checkpoints(f"r{i}") == [("step", b"ok")]
+
+
+async def test_a_queued_checkpoint_is_committed_before_a_later_write_returns(
+    sqlite: SQLiteStore,
+) -> None:
+    queued = sqlite.queue_checkpoint("r", "result", b"a")
+    assert not queued.done()  # nobody waited for it
+    await sqlite.add_step_records("r", ("step", b"b"), [], [])
+    assert queued.done() and queued.exception() is None
+    assert await sqlite.checkpoints("r") == [("result", b"a"), ("step", b"b")]
+
+
+def held_writer(store: SQLiteStore) -> tuple[asyncio.Event, asyncio.Event]:
+    """(started, release): the store's writer stops in each commit until ``release`` is set."""
+    started, release = asyncio.Event(), asyncio.Event()
+    commit = store._commit
+
+    async def slow(works: Sequence[Work]) -> None:
+        started.set()
+        await release.wait()
+        await commit(works)
+
+    store._writes = GroupCommit(slow)
+    return started, release
+
+
+async def test_a_caller_cancelled_before_the_writer_took_its_write_writes_nothing(
+    sqlite: SQLiteStore,
+) -> None:
+    started, release = held_writer(sqlite)
+    first = asyncio.ensure_future(sqlite.add_checkpoint("first", "step", b"f"))
+    await started.wait()  # the writer is busy with the first: the next ones wait in the queue
+    others = [asyncio.ensure_future(sqlite.add_checkpoint(f"o{i}", "step", b"o"))
+              for i in range(3)]
+    mine = asyncio.ensure_future(sqlite.add_checkpoint("mine", "step", b"m"))
+    await asyncio.sleep(0)
+    mine.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await mine
+    release.set()
+    await asyncio.gather(first, *others)
+    assert await sqlite.checkpoints("mine") == []  # wholly out
+    assert await sqlite.checkpoints("first") == [("step", b"f")]
+    assert all([await sqlite.checkpoints(f"o{i}") == [("step", b"o")] for i in range(3)])
+
+
+async def test_a_caller_cancelled_during_its_commit_waits_for_it_and_others_are_kept(
+    sqlite: SQLiteStore,
+) -> None:
+    started, release = held_writer(sqlite)
+    mine = asyncio.ensure_future(sqlite.add_checkpoint("mine", "step", b"m"))
+    other = asyncio.ensure_future(sqlite.add_checkpoint("other", "step", b"o"))
+    await started.wait()
+    mine.cancel()
+    await asyncio.sleep(0.01)
+    assert not mine.done()  # its commit is in flight: it waits for it to settle
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await mine
+    await other
+    # Wholly in (the commit held it), and the writer goes on.
+    assert await sqlite.checkpoints("mine") == [("step", b"m")]
+    assert await sqlite.checkpoints("other") == [("step", b"o")]
+    await sqlite.add_checkpoint("after", "step", b"a")
+    assert await sqlite.checkpoints("after") == [("step", b"a")]
+
+
+async def test_chaos_random_cancels_of_run_writes_keep_every_acknowledged_row(
+    sqlite: SQLiteStore,
+) -> None:
+    """Runs writing steps, each write cancelled (or not) after a random number of ticks:
+    every write that returned is stored once, each run's rows stay in its order, and the
+    store takes writes afterwards."""
+    rng = random.Random(38)
+    acked: dict[str, list[bytes]] = {}
+    cancelled = 0
+    deadline = time.monotonic() + 10
+    n = 0
+    while n < 3000 and time.monotonic() < deadline:
+        batch = []
+        for _ in range(rng.randrange(1, 20)):
+            run, data = f"r{n % 13}", str(n).encode()
+            write = (sqlite.add_checkpoint(run, "step", data) if n % 2 else
+                     sqlite.add_step_records(run, ("step", data), [RunStarted(run, n, "a", "")],
+                                             []))
+            batch.append((asyncio.ensure_future(write), run, data))
+            n += 1
+        for _ in range(rng.randrange(0, 6)):
+            await asyncio.sleep(0)
+        for task, _, _ in batch:
+            if rng.random() < 0.5:
+                task.cancel()
+        for task, run, data in batch:
+            try:
+                await task
+            except asyncio.CancelledError:
+                cancelled += 1
+                continue
+            acked.setdefault(run, []).append(data)
+    assert n >= 500 and cancelled >= 100, (n, cancelled)
+    for run, datas in acked.items():
+        stored = [d for _, d in await sqlite.checkpoints(run)]
+        assert len(stored) == len(set(stored))  # nothing written twice
+        assert set(datas) <= set(stored)
+        assert stored == sorted(stored, key=int)  # in the order they were queued
+    await sqlite.add_checkpoint("after", "step", b"a")
+    assert await sqlite.checkpoints("after") == [("step", b"a")]
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b  # async and not suspending: the step goes on to its next row at once
+
+
+async def test_a_steps_calls_and_result_rows_commit_with_its_next_step_row(
+    sqlite: SQLiteStore,
+) -> None:
+    """The rows a step writes around its tool calls are queued, not waited for one by one:
+    they commit together with the step row before the next model call, in their order."""
+    sizes = count_commits(sqlite)
+    model = ScriptedModel([reply("", call("add", a=2, b=3)), reply("", call("add", a=1, b=1)),
+                           reply("5 and 2")])
+    agent = Agent(model, tools=[add], store=sqlite, guard=False)
+    result = await agent.run("add")
+    assert result.status == "completed"
+    kinds = [k for k, _ in await sqlite.checkpoints(result.run_id)]
+    assert kinds == ["step", "calls", "result", "step", "calls", "result", "step"]
+    # Each step's calls row, its result and the next step row: one commit each, not three.
+    assert sizes.count(3) == 2, sizes
