@@ -32,6 +32,23 @@ def test_the_task_picks_its_tools() -> None:
     assert set(both) == {"write_file", "read_file"}
 
 
+def test_a_word_only_a_tools_parameters_share_offers_no_tool() -> None:
+    """"My name is Ada." matched send_message through its parameters' word "name", and the
+    bundled model called it until its steps ran out (the README's recall line had no answer);
+    with a session, remember and recall matched the same way."""
+    from thinkloop.memory.tools import memory_tools
+
+    specs = _specs() + [t.spec for t in memory_tools(None)]  # type: ignore[arg-type]
+    for task in ("My name is Ada.", "What is my name?", "What is my favourite colour?",
+                 "Where do I live?"):
+        assert rank_tools(task, specs) == [], task
+    # The tool's own name or description still counts, and then its parameters rank it.
+    assert [t.name for t in rank_tools("Remember that my name is Ada.", specs)] == ["remember"]
+    assert [t.name for t in rank_tools(
+        "Read price.txt, then use the calculator to add 5 to the price.", specs)] == [
+        "read_file", "calculator"]
+
+
 class SmallScripted(ScriptedModel):
     context_window = 4096
 

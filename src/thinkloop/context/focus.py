@@ -89,11 +89,24 @@ def _left_out(task: str) -> frozenset[str]:
 WRITERS = frozenset({"write_file", "edit_file"})
 
 
+def _own(spec: ToolSpec) -> str:
+    """What the tool is: its name and description."""
+    return f"{spec.name.replace('_', ' ')} {spec.description}"
+
+
 def _doc(spec: ToolSpec) -> str:
     props = spec.parameters.get("properties") or {}
     described = " ".join(f"{k} {v.get('description', '')}" for k, v in props.items()
                          if isinstance(v, dict))
-    return f"{spec.name.replace('_', ' ')} {spec.description} {described}"
+    return f"{_own(spec)} {described}"
+
+
+def _scores(query: list[str], docs: list[str]) -> Sequence[float]:
+    import bm25s
+
+    index = bm25s.BM25()
+    index.index(bm25s.tokenize(docs, stopwords="en", show_progress=False), show_progress=False)
+    return [float(s) for s in index.get_scores(query)]
 
 
 def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> list[ToolSpec]:
@@ -106,12 +119,14 @@ def rank_tools(task: str, tools: Sequence[ToolSpec], k: int = FOCUS_TOOLS) -> li
     query = bm25s.tokenize([words], stopwords="en", show_progress=False, return_ids=False)[0]
     if not query or not tools:
         return []
-    index = bm25s.BM25()
-    index.index(bm25s.tokenize([_doc(t) for t in tools], stopwords="en", show_progress=False),
-                show_progress=False)
+    # A tool is ranked by its whole documentation, but only if the task matches what the tool
+    # is (name, description): a word that only its parameters share ("My name is Ada." and
+    # send_message's recipient "name") names no job, and a small model offered that tool for
+    # a greeting calls it until the steps run out.
     left_out = _left_out(task)
-    scores = [0.0 if t.name in left_out else float(s)
-              for t, s in zip(tools, index.get_scores(query), strict=True)]
+    own = _scores(query, [_own(t) for t in tools])
+    scores = [0.0 if t.name in left_out or o <= 0 else s for t, s, o in
+              zip(tools, _scores(query, [_doc(t) for t in tools]), own, strict=True)]
     best = max(scores)
     order = sorted(range(len(tools)), key=lambda i: (-scores[i], i))
     return [tools[i] for i in order[:k] if best > 0 and scores[i] >= RELATIVE_CUT * best]
