@@ -492,3 +492,44 @@ def test_ctrl_c_does_not_wait_for_a_local_models_call_in_its_worker_thread(
         if proc.stdout is not None:
             proc.stdout.close()
     assert marker.read_text() == "unwound"
+
+
+def test_json_prints_the_result_before_the_memory_jobs_and_keeps_it_on_ctrl_c(
+    server: OpenAIServer, tmp_path: Path,
+) -> None:
+    """``--json --session`` printed its document only after the memory jobs (a minute with a
+    slow extraction model), and Ctrl-C in that wait lost it."""
+    import os
+    import signal
+    import sys
+    import time
+
+    server.clear()
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "My name is Ada.", "--model", "openai:fake", "--session", "json-first", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)})
+    assert proc.stdout is not None
+    try:
+        doc = json.loads(proc.stdout.readline())
+        assert (doc["status"], doc["text"], doc["refused"]) == (
+            "completed", "Nice to meet you, Ada.", [])
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2:  # a memory job's model call is in flight
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert proc.poll() is None  # the document came before the jobs ended
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        assert proc.stdout.read() == ""  # printed once
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()

@@ -167,10 +167,7 @@ def run(
     from thinkloop.cli.refusals import REFUSED_EXIT, line, only_refused, refused
 
     denied = refused(result)
-    if as_json:  # (without --json the answer was printed as soon as the turn was saved)
-        doc = {**result.to_dict(), "refused": denied}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
-    else:
+    if not as_json:  # (the answer, or --json's document, was printed once the turn was saved)
         err = console(stderr=True, soft_wrap=True, highlight=False)
         for item in denied:
             err.print(line(item), markup=False)
@@ -257,7 +254,13 @@ async def _run(
             waiting.cancel()
             if printer is not None:
                 printer.close()
-        if not quiet:
+        if quiet:  # --json: the result first, the jobs after, as the answer is
+            from thinkloop.cli.refusals import refused
+
+            doc = {**result.to_dict(), "refused": refused(result)}
+            sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.flush()
+        else:
             from thinkloop.cli.printers import print_answer
 
             print_answer(result, console(soft_wrap=True))  # the answer first, the jobs after
