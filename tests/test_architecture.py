@@ -20,7 +20,7 @@ ROOT = Path(thinkloop.__file__).parent
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "text spotlight lifetime tuning _lazy offload arithmetic",
+    "text spotlight lifetime tuning _lazy offload arithmetic wakeups",
     "core",
     "types errors events plugins settings",
     "models store protocols sandbox runs",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
     from thinkloop.tools.plugins import load_plugin_tools
     from thinkloop.tools.workspace import Workspace
+    from thinkloop.wakeups import Wakeups
 
 _EXPORTS: dict[str, str] = {
     "AbortRequests": "thinkloop.store.base",
@@ -78,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "DurableStore": "thinkloop.store.base",
     "GatewayStore": "thinkloop.store.gateway",
     "UserFiles": "thinkloop.store.sqlmanaged",
+    "Wakeups": "thinkloop.wakeups",
     "PostgresStore": "thinkloop.store.postgres",
     "ProfileBackend": "thinkloop.store.base",
     "RunHandle": "thinkloop.loop.handle",
@@ -143,6 +145,7 @@ __all__ = [
     "SpanRecord",
     "Store",
     "UserFiles",
+    "Wakeups",
     "Workspace",
     "approver_for",
     "context_from_cli",

@@ -17,6 +17,7 @@ from thinkloop.core.events import Event, RunCancelled, usage_payload
 from thinkloop.hooks import RunConfig, RunState
 from thinkloop.loop.result import RunResult
 from thinkloop.loop.run import execute
+from thinkloop.wakeups import Wakeups
 
 log = logging.getLogger("thinkloop")
 
@@ -58,38 +59,26 @@ class _EventChannel:
         self._items = None
 
 
-class _Latch:
+class _Latch(Wakeups):
     """Set once, awaited by a few: an ``asyncio.Event`` without its deque of waiters (600
     bytes) until someone waits. Every run has one, and 100k runs may wait at once."""
 
-    __slots__ = ("_set", "_waiters")
+    __slots__ = ("_set",)
 
     def __init__(self) -> None:
         self._set = False
-        self._waiters: list[asyncio.Future[None]] | None = None
+        self._waiters = None
 
     def is_set(self) -> bool:
         return self._set
 
     def set(self) -> None:
         self._set = True
-        waiters, self._waiters = self._waiters, None
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
+        self._wake()
 
     async def wait(self) -> None:
-        if self._set:
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if self._waiters is not None and waiter in self._waiters:
-                self._waiters.remove(waiter)  # cancelled: do not keep it until the end
+        if not self._set:
+            await self._woken()
 
 
 class RunHandle:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from thinkloop.api import RunHandle, RunResult
+from thinkloop.api import RunHandle, RunResult, Wakeups
 from thinkloop.core.errors import RunLimitError
 from thinkloop.core.events import Event, to_dict
 
@@ -25,7 +25,7 @@ SWEEP_S = 1.0  # how often a start looks for finished runs past keep_finished_s
 
 
 @dataclass(eq=False)
-class LiveRun:
+class LiveRun(Wakeups):
     id: str
     user: str
     agent: str
@@ -72,24 +72,6 @@ class LiveRun:
     async def end_status(self) -> str:
         return self.status
 
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, None
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _changed(self) -> None:
-        """Until the next publish or the end (the caller checked there was nothing new)."""
-        waiter = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        finally:
-            if self._waiters is not None and waiter in self._waiters:
-                self._waiters.remove(waiter)  # cancelled: not kept until the next event
-
     async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Events numbered above ``after``, as they come, until the run has finished."""
         async for batch in self.follow_batches(after):
@@ -109,7 +91,7 @@ class LiveRun:
                 continue  # more may have come while it was written: look again first
             if self.done:
                 return
-            await self._changed()  # nothing awaits between the look and this: none is lost
+            await self._woken()  # nothing awaits between the look and this: none is lost
 
 
 def _sees(run: LiveRun, user: str, admin: bool) -> bool:
