@@ -304,9 +304,7 @@ class LocalModel:
         if tools and repeats_last_call(messages, response.message):
             again = await self.complete(messages, _after_repeat(messages, tools, response),
                                         settings)
-            return replace(again, usage=response.usage + again.usage,
-                           cut_chars=max(cut, again.cut_chars),
-                           window=response.window or again.window)
+            return _asked_again(response, again)
         return response
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
@@ -395,9 +393,7 @@ class LocalModel:
             return
         async for item in self.stream(messages, _after_repeat(messages, tools, response),
                                       settings):
-            yield (replace(item, usage=usage + item.usage, cut_chars=max(cut, item.cut_chars),
-                           window=response.window or item.window)
-                   if isinstance(item, ModelResponse) else item)
+            yield _asked_again(response, item) if isinstance(item, ModelResponse) else item
 
 
 RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
@@ -460,6 +456,14 @@ def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
             ok = result is not None and not result.content.startswith("Error")
             return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
     return False
+
+
+def _asked_again(first: ModelResponse, again: ModelResponse) -> ModelResponse:
+    """The reply asked for again after ``first`` repeated a call: both calls' usage, and the
+    larger cut to fit the window."""
+    return replace(again, usage=first.usage + again.usage,
+                   cut_chars=max(first.cut_chars, again.cut_chars),
+                   window=first.window or again.window)
 
 
 def _after_repeat(messages: Sequence[Message], tools: Sequence[ToolSpec],

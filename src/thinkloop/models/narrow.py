@@ -72,7 +72,7 @@ def narrow(tools: Sequence[ToolSpec], messages: Sequence[Message]) -> list[ToolS
     results = "\n".join(m.content for m in since if m.role == "tool")
     files = _unique(f for f in _FILE.findall(task) + _FILE.findall(results) if _named(f))
     called = {c.name for m in since for c in m.tool_calls}
-    expressions = _unique([*(e.strip() for e in _EXPRESSION.findall(task)), *phrases_in(task)])
+    expressions = _unique([*expressions_in(task), *phrases_in(task)])
     contents = contents_in(task)
     out = []
     for t in tools:

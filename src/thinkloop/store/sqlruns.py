@@ -49,8 +49,7 @@ class RunTables(SQLBase):
         async with self._tx() as tx:
             old = await tx.fetch(OLD_USAGE + self.dialect.for_update, run.id)
             await tx.execute(SAVE_RUN, *run_row(run))
-            if run.session_id is not None:
-                await tx.execute(SESSION_USAGE, *session_usage(run, old))
+            await tx.execute(SESSION_USAGE, *session_usage(run, old))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
