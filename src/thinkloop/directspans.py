@@ -15,9 +15,10 @@ nests under them the same way.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -124,8 +125,21 @@ class DirectTracer(trace.Tracer):
                           trace_flags=TraceFlags(TraceFlags.SAMPLED))
         return DirectSpan(name, ctx, parent, attributes, self.sink, start_time)
 
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("thinkloop's own spans are started with start_span")
+    @contextlib.contextmanager
+    def start_as_current_span(  # type: ignore[override]  # the API types it by a private class
+            self, name: str, context: Context | None = None,
+            kind: SpanKind = SpanKind.INTERNAL, attributes: Attributes = None,
+            links: Sequence[Link] | None = None, start_time: int | None = None,
+            record_exception: bool = True, set_status_on_exception: bool = True,
+            end_on_exit: bool = True) -> Iterator[trace.Span]:
+        """:meth:`start_span`, made the current span for the block (as the SDK's tracer and
+        the API's no-op one do it): a plugin's or a tool's ``with tracer.start_as_current_span``
+        nests and is stored like thinkloop's own spans."""
+        span = self.start_span(name, context, kind, attributes, links, start_time,
+                               record_exception, set_status_on_exception)
+        with trace.use_span(span, end_on_exit=end_on_exit, record_exception=record_exception,
+                            set_status_on_exception=set_status_on_exception) as current:
+            yield current
 
     def _id(self, bits: int, invalid: int) -> int:
         while True:

@@ -268,3 +268,27 @@ def test_the_default_tracing_writes_directly_unless_it_exports(
     assert local is not None and type(local.tracer).__name__ == "DirectTracer"
     given = Tracing(TracerProvider(), direct=True)  # a provider of the caller's: its spans
     assert type(given.tracer).__name__ != "DirectTracer"
+
+
+def test_a_direct_tracers_current_span_blocks_nest_end_and_record_an_error() -> None:
+    """``with tracer.start_as_current_span(...)`` (what a plugin or a tool with a tracer of
+    its own writes) works on the direct tracer as on the SDK's: it was a NotImplementedError."""
+    from opentelemetry import trace
+
+    from thinkloop.directspans import DirectTracer
+
+    records: list[SpanRecord] = []
+    tracer = DirectTracer(records.append)
+    with tracer.start_as_current_span("outer", attributes={"tags": ["a", "b"]}) as outer:
+        with tracer.start_as_current_span("inner") as inner:
+            assert trace.get_current_span() is inner
+        assert trace.get_current_span() is outer
+        with pytest.raises(ValueError), tracer.start_as_current_span("failing"):
+            raise ValueError("no")
+    assert trace.get_current_span() is not outer
+    inner_r, failing, outer_r = records  # in the order they ended
+    assert [r.name for r in records] == ["inner", "failing", "outer"]
+    assert inner_r.parent_id == failing.parent_id == outer_r.span_id
+    assert outer_r.parent_id is None and inner_r.trace_id == outer_r.trace_id
+    assert (failing.status, inner_r.status) == ("ERROR", "UNSET")
+    assert outer_r.attributes == {"tags": ("a", "b")}
