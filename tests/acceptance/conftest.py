@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 import pytest_asyncio
-from tests.store.conftest import PG_DSN, _require_pg, drop_schema, new_schema
+from tests.store.conftest import fresh_store_url
 
 from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
@@ -69,10 +69,5 @@ def loads(line: str) -> Any:
 @pytest_asyncio.fixture(loop_scope="function", params=["sqlite", "postgres"])
 async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A durable store shared by several agents or processes: SQLite, then PostgreSQL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    await _require_pg()
-    schema = new_schema()
-    yield f"{PG_DSN}?schema={schema}"
-    await drop_schema(schema)
+    async with fresh_store_url(request.param, tmp_path / "shared.db") as url:
+        yield url

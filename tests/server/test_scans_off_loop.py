@@ -44,22 +44,24 @@ class Held:
             self.finished.set()
 
 
+def _hold(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> Iterator[Held]:
+    """``module.name`` (a scanner) replaced by a :class:`Held` one; let go at the end."""
+    held = Held(getattr(module, name))
+    monkeypatch.setattr(module, name, held)
+    yield held
+    held.release.set()
+
+
 @pytest.fixture
 def held_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
     """The input guard's patterns, held on a long text (a user's message)."""
-    held = Held(input_guard.scan_input)
-    monkeypatch.setattr(input_guard, "scan_input", held)
-    yield held
-    held.release.set()
+    yield from _hold(monkeypatch, input_guard, "scan_input")
 
 
 @pytest.fixture
 def held_sanitizer(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
     """The answer sanitizer, held on a long answer (a model's)."""
-    held = Held(loop_run.sanitize_output)
-    monkeypatch.setattr(loop_run, "sanitize_output", held)
-    yield held
-    held.release.set()
+    yield from _hold(monkeypatch, loop_run, "sanitize_output")
 
 
 def others_are_answered_meanwhile(stack: Stack, held: Held, ana_run: str) -> None:

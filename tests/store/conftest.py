@@ -6,6 +6,7 @@ PostgreSQL tests get a schema of their own (unique per test, dropped afterwards)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -56,16 +57,25 @@ async def _require_pg() -> None:
         pytest.skip(f"PostgreSQL is not reachable at {PG_DSN}")
 
 
-@pytest_asyncio.fixture(loop_scope="function")
-async def store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
-    """A URL for ``open_store``: a fresh SQLite file, or a fresh PostgreSQL schema."""
+@contextlib.asynccontextmanager
+async def fresh_store_url(backend: str, sqlite_file: Path) -> AsyncIterator[str]:
+    """A URL for ``open_store``: ``sqlite_file``, or a fresh PostgreSQL schema, dropped after."""
     if backend == "sqlite":
-        yield str(tmp_path / "thinkloop.db")
+        yield str(sqlite_file)
         return
     await _require_pg()
     schema = new_schema()
-    yield f"{PG_DSN}?schema={schema}"
-    await drop_schema(schema)
+    try:
+        yield f"{PG_DSN}?schema={schema}"
+    finally:
+        await drop_schema(schema)
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A URL for ``open_store``: a fresh SQLite file, or a fresh PostgreSQL schema."""
+    async with fresh_store_url(backend, tmp_path / "thinkloop.db") as url:
+        yield url
 
 
 @pytest_asyncio.fixture(loop_scope="function")
