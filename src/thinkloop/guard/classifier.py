@@ -153,17 +153,14 @@ class Classifier:
         clone.threshold = threshold
         return clone
 
+    @functools.cached_property
     def grams(self) -> Grams:
         """The char n-grams' vocabulary for numpy (guard/ngrams.py), built on first use."""
-        grams = self.__dict__.get("_grams")
-        if grams is None:
-            grams = self.__dict__["_grams"] = Grams(self.char.terms, self.char.coef,
-                                                    self.word.terms, self.word.coef)
-        return grams
+        return Grams(self.char.terms, self.char.coef, self.word.terms, self.word.coef)
 
     def verdict(self, text: str) -> Verdict:
         w = self.word.contributions(_word_ngrams(text))
-        c = self.char.weigh(_char_counts(self.char, text, self.grams()
+        c = self.char.weigh(_char_counts(self.char, text, self.grams
                                          if len(text) > NUMPY_CHARS else None))
         z = self.intercept + sum(w.values()) + sum(c.values())
         top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
@@ -216,7 +213,7 @@ class Classifier:
             return None  # few distinct words: few distinct windows, each scored once
         import numpy as np
 
-        bounds = self.grams().word_bounds(lowered)
+        bounds = self.grams.word_bounds(lowered)
         if bounds is None:
             return None
         chars, tokens = bounds
@@ -325,7 +322,7 @@ class _Windows:
         for k in key:
             if k not in self.chars:
                 # A long word (a base64 blob among prose) by numpy, as verdict counts it.
-                self.chars[k] = (list(clf.grams().char_counts(k).elements())
+                self.chars[k] = (list(clf.grams.char_counts(k).elements())
                                  if len(k) > NUMPY_CHARS else _indices(clf.char, _char_ngrams(k)))
                 self.tokens[k] = _TOKEN.findall(k)
         tokens = list(itertools.chain.from_iterable(self.tokens[k] for k in key))
