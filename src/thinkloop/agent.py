@@ -436,15 +436,17 @@ class Agent:
         return await self.sessions.finish_owed(
             lambda session, user: self._config(session, False, user), limit)
 
-    def hand_back(self, run_id: str) -> bool:
+    def hand_back(self, run_id: str, on_stop: Callable[[], None] | None = None,
+                  ) -> asyncio.Future[bool] | None:
         """Stop a run here without recording its end, so that another process resumes it from
-        its last checkpoint (a worker that is shutting down); ``False`` if it is not running
-        here. Its session keeps nothing of it, as for any run that did not finish."""
-        recorder = self.runbook.by_run.get(run_id) if self.runbook is not None else None
-        if recorder is None:
-            return False
-        recorder.owned = False
-        return self.registry.abort(run_id)
+        its last checkpoint (a worker that is shutting down). It stops at once, or, if tool
+        calls are in flight, once they have finished and their results are durably
+        checkpointed (no new call begins meanwhile): a finished call never runs again.
+
+        The future is True once it stopped (``on_stop`` runs just before), False if it ended
+        on its own first; None: it is not running here. Its session keeps nothing of it, as
+        for any run that did not finish."""
+        return self.runbook.hand_back(run_id, on_stop) if self.runbook is not None else None
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""

@@ -19,7 +19,7 @@ has a result. Each row holds only what is new, so a step costs the same at step 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -75,6 +75,7 @@ class Checkpointer:
     steps: int = 0
     calls_step: int = -1  # the step whose calls are saved
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _last: Awaitable[None] | None = None  # the last row queued (a queueing store)
     _queued: bool = field(init=False)  # asked once: a runtime protocol check is slow
 
     def __post_init__(self) -> None:
@@ -94,9 +95,17 @@ class Checkpointer:
         go in one commit instead of one each (issue 38)."""
         blob = self._blob(data)
         if self._queued:
-            cast(QueuedCheckpoints, self.store).queue_checkpoint(self.run_id, kind, blob)
+            self._last = cast(QueuedCheckpoints, self.store).queue_checkpoint(
+                self.run_id, kind, blob)
         else:
             await self.store.add_checkpoint(self.run_id, kind, blob)
+
+    async def durable(self) -> None:
+        """Every row written so far committed (a queueing store commits them later): before
+        the run is handed to another process."""
+        last, self._last = self._last, None
+        if last is not None:
+            await asyncio.shield(last)  # a cancel here must not cancel the store's write
 
     def saved(self, state: RunState) -> None:
         """A recovered run: what its checkpoints hold already."""

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from thinkloop.aborts import AbortWatcher
 from thinkloop.checkpoints import Checkpointer
 from thinkloop.core.errors import RunAccessError
 from thinkloop.core.events import Chunk, Event, Handoff
+from thinkloop.handover import Handover
 from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
 from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (
@@ -60,6 +63,9 @@ class RunRecorder:
     owned: bool = True
     # Continuing a run whose process died (from its checkpoints).
     recovering: bool = False
+    # Its tool calls in flight and a hand-back waiting for them (``thinkloop.handover``).
+    handover: Handover | None = None
+    cancel: Callable[[], object] | None = None  # stops the run (its registry's abort)
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _writer: asyncio.Task[None] | None = None
     # Its sub-agents' rows (parent_id: this run), and the task writing them in order.
@@ -73,6 +79,16 @@ class RunRecorder:
     def __post_init__(self) -> None:
         self._audit = isinstance(self.store, AuditLog)
         self._traces = isinstance(self.store, TraceStore)
+
+    def handed(self) -> Handover:
+        if self.handover is None:
+            self.handover = Handover(self._stop_here)
+        return self.handover
+
+    def _stop_here(self) -> None:
+        self.owned = False  # its end is not recorded: another process goes on with it
+        if self.cancel is not None:
+            self.cancel()
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, Handoff):
@@ -236,6 +252,10 @@ async def _not_ended(recorder: RunRecorder, store: RunRecords) -> None:
         raise RunAccessError(f"run {now.id} ended ({now.status}) while resuming")
 
 
+async def _none() -> None:
+    pass
+
+
 async def _safely(write: Any, state: RunState) -> None:
     # Observability never fails the run it observes; a store that cannot take the record
     # is logged (the run's own session save reports a store that is really down).
@@ -290,12 +310,23 @@ class RunBook:
     async def _calls(self, ctx: ToolHookContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
         if recorder is not None and recorder.checkpoints is not None:
-            await _safely(recorder.checkpoints.calls(ctx.state), ctx.state)
+            ckpt, state = recorder.checkpoints, ctx.state
+            await recorder.handed().call_begins(lambda: _safely(ckpt.calls(state), state))
 
     async def _result(self, ctx: ToolHookContext) -> None:
         recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None and recorder.checkpoints is not None and ctx.result:
-            await _safely(recorder.checkpoints.result(ctx.result), ctx.state)
+        if recorder is not None and recorder.checkpoints is not None:
+            ckpt, state, result = recorder.checkpoints, ctx.state, ctx.result
+            await recorder.handed().call_ends(
+                lambda: _safely(ckpt.result(result), state) if result else _none(),
+                lambda: _safely(ckpt.durable(), state))
+
+    def hand_back(self, run_id: str, on_stop: Callable[[], None] | None = None,
+                  ) -> asyncio.Future[bool] | None:
+        """Stop ``run_id`` here for another process to resume (``thinkloop.handover``);
+        None: it is not running here. See :meth:`thinkloop.Agent.hand_back`."""
+        recorder = self.by_run.get(run_id)
+        return recorder.handed().ask(on_stop) if recorder is not None else None
 
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
@@ -311,6 +342,7 @@ class RunBook:
             checkpoints = Checkpointer(self.store, state.run_id)
         recorder = RunRecorder(self.store, record, base=base, spans=spans,
                                checkpoints=checkpoints, recovering=recovering)
+        recorder.cancel = functools.partial(self._cancel, state.run_id)
         tracked = self._tracked(state.run_id, recorded(scope, recorder, self.store), recorder)
         return tracked, recorder.on_event
 
@@ -328,6 +360,8 @@ class RunBook:
                 await self._prune(cfg.session_id)
             finally:
                 self.by_run.pop(run_id, None)
+                if recorder.handover is not None:
+                    recorder.handover.ended()
                 if self.aborts is not None:
                     self.aborts.forget(run_id)
 
@@ -343,42 +377,6 @@ class RunBook:
             await store.prune_checkpoints(session_id, keep)
         except Exception:  # old checkpoints staying is no reason to fail the run
             log.exception("pruning the checkpoints of session %s failed", session_id)
-
-
-class AbortWatcher:
-    """Polls the store for abort requests on this agent's runs (``thinkloop runs abort``)
-    and cancels them; it runs only while the agent has runs in progress."""
-
-    def __init__(self, store: AbortRequests, cancel: Callable[[str], object],
-                 interval_s: float = 0.25) -> None:
-        self.store = store
-        self.cancel = cancel
-        self.interval_s = interval_s
-        self.runs: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
-
-    def watch(self, run_id: str) -> None:
-        self.runs.add(run_id)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._poll())
-
-    def forget(self, run_id: str) -> None:
-        self.runs.discard(run_id)
-        if not self.runs and self._task is not None:
-            self._task.cancel()  # nothing left to watch: no task outlives the agent's runs
-            self._task = None
-
-    async def _poll(self) -> None:
-        while self.runs:
-            await asyncio.sleep(self.interval_s)
-            try:
-                asked = await self.store.abort_requests(sorted(self.runs))
-            except Exception:
-                log.exception("polling abort requests failed")
-                continue
-            for run_id in asked:
-                self.runs.discard(run_id)
-                self.cancel(run_id)
 
 
 def run_memories(records: Sequence[MemoryRecord], run: RunRecord, later: Sequence[RunRecord] = (),

@@ -77,6 +77,14 @@ def echo(text: str, ctx: ToolContext) -> str:
         os.close(fd)
     return text
 
+def held(text: str, ctx: ToolContext) -> str:
+    """Echo the text back once RELEASE_FILE exists (it records that it ran at once)."""
+    import time
+    echo(text, ctx)
+    while not os.path.exists(os.environ["RELEASE_FILE"]):
+        time.sleep(0.01)
+    return text
+
 def crash(reason: str) -> str:
     """Stop this process at once, as a lost machine would."""
     os.kill(os.getpid(), 9)
@@ -97,7 +105,8 @@ def _plugin_site(root: Path) -> Path:
     (site / "echo_recorder.py").write_text(PLUGIN)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-recorder\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(
-        "[thinkloop.tools]\necho = echo_recorder:echo\ncrash = echo_recorder:crash\n")
+        "[thinkloop.tools]\necho = echo_recorder:echo\ncrash = echo_recorder:crash\n"
+        "held = echo_recorder:held\n")
     return site
 
 
@@ -123,7 +132,7 @@ class Fleet:
             "THINKLOOP_QUEUE_URL": REDIS_URL, "THINKLOOP_WORKER_PREFIX": self.prefix,
             "THINKLOOP_WORKER_LEASE_S": "4", "THINKLOOP_WORKER_POLL_S": "0.05",
             "THINKLOOP_GATEWAY_PER_USER_RUNS": "500", "THINKLOOP_GATEWAY_MAX_RUNS": "1000",
-            "RECORD_FILE": str(self.records)})
+            "RECORD_FILE": str(self.records), "RELEASE_FILE": str(root / "release")})
         self.gateways: list[tuple[subprocess.Popen[bytes], str]] = []
         self.workers: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []

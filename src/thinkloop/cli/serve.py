@@ -143,7 +143,8 @@ def worker(
         help="This worker's name in /metrics (default: host-pid).")] = None,
 ) -> None:
     """Execute the runs 'thinkloop serve --queue' queues (needs PostgreSQL and Redis).
-    SIGTERM finishes the runs in progress for worker.drain_s, then hands the rest back."""
+    SIGTERM finishes the runs in progress for worker.drain_s, then hands the rest back
+    (each once its tool calls in flight are checkpointed, for up to worker.handback_s)."""
     import asyncio
 
     try:

@@ -245,6 +245,10 @@ class WorkerSettings(BaseModel):
                             "it ends failed")
     drain_s: float = Field(20.0, ge=0, description="on SIGTERM, how long runs may finish "
                            "before the rest are handed back to other workers")
+    handback_s: float = Field(30.0, ge=0, description="on SIGTERM after drain_s, how long "
+                              "tool calls in flight may take to finish (a run is handed back "
+                              "once its calls are checkpointed); after it, the worker exits "
+                              "and their runs move when their leases expire")
     poll_s: float = Field(0.1, gt=0, description="how often an idle worker looks for runs")
     prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
                         description="Redis key prefix: fleets sharing one Redis stay apart")

@@ -93,6 +93,10 @@ class Pump:
         self.handle: RunHandle | None = None
         self.dropping = False  # handed back: its cancellation is not the run's end
 
+    def drop(self) -> None:
+        """The run is handed back: its events from here (its stop) are not the run's."""
+        self.dropping = True
+
     def publish(self, event: Event) -> None:
         if self.dropping:
             return

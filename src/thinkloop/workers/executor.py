@@ -36,6 +36,7 @@ class Job:
     agent: Agent
     handle: RunHandle
     pump: Pump
+    job_id: str  # its arq job
     children: bytes = b"[]"  # its sub-agents as last written to its row
 
 
@@ -53,6 +54,11 @@ class Executor:
         # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
         # while it is here.
         self.leases: dict[str, str] = {}
+        # Jobs whose fate arq must leave alone (neither finish nor re-queue them): handing
+        # back, left with a call running, or taken by another worker (a lost lease).
+        self.settling: set[str] = set()
+        self.abandoned: list[str] = []  # runs left with a tool call running (SIGTERM)
+        self._renewed_at = time.monotonic()  # the last renewal Redis took
         self._tasks: list[asyncio.Task[None]] = []
         self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
 
@@ -143,7 +149,7 @@ class Executor:
                 return  # aborted while queued
             await self.bus.running_on(self.name, 1)
             try:
-                await self._run(row, resumed=old == "running")
+                await self._run(row, job_id, resumed=old == "running")
             finally:
                 await self.bus.running_on(self.name, -1)
         finally:
@@ -173,9 +179,13 @@ class Executor:
                 for job_id in held:
                     pipe.pexpire(in_progress_key_prefix + job_id, ms)
                 kept = await pipe.execute()
-        except Exception:  # Redis is away: the runs go on until a lease is known lost
+        except Exception:  # Redis is away: the runs go on until a lease may have expired
             log.exception("the leases of %d runs could not be renewed", len(held))
+            if time.monotonic() - self._renewed_at > self.settings.lease_s * 2 / 3:
+                for job_id, run_id in held.items():  # another worker may take them soon
+                    self._lost(job_id, run_id)
             return
+        self._renewed_at = time.monotonic()
         for (job_id, run_id), ok in zip(held.items(), kept, strict=True):
             if ok or job_id not in self.leases:
                 continue
@@ -189,17 +199,22 @@ class Executor:
                 self._lost(job_id, run_id)
 
     def _lost(self, job_id: str, run_id: str) -> None:
+        """Another worker may take the run: stop it here once its calls in flight are
+        checkpointed (its PostgreSQL lock keeps the other's resume out until then), and
+        leave its job to whoever holds it now."""
+        if job_id not in self.leases:
+            return
         log.error("run %s: lease lost; handing it back", run_id)
         self.leases.pop(job_id, None)
+        self.settling.add(job_id)
         job = self.jobs.get(run_id)
         if job is not None:
-            job.pump.dropping = True
             try:
-                job.agent.hand_back(job.row.id)
+                job.agent.hand_back(job.row.id, job.pump.drop)
             except Exception:  # the other leases are still to keep
                 log.exception("run %s could not be handed back", job.row.id)
 
-    async def _run(self, row: RunRow, *, resumed: bool) -> None:
+    async def _run(self, row: RunRow, job_id: str, *, resumed: bool) -> None:
         aborted, last = await self.bus.starting(row.id)
         if aborted:
             await self._end(row, "cancelled", "aborted before it started")
@@ -214,7 +229,7 @@ class Executor:
             if handle is None:
                 return
             pump.handle = handle
-            self.jobs[row.id] = Job(row, agent, handle, pump)
+            self.jobs[row.id] = Job(row, agent, handle, pump, job_id)
             await self._pump(self.jobs[row.id])
         finally:
             self.jobs.pop(row.id, None)
@@ -257,12 +272,19 @@ class Executor:
         try:
             result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:
-            await self._hand_back(job, forwarding)
+            if not await self._hand_back(job, forwarding):  # it ended meanwhile
+                await self._finish(job, await asyncio.shield(forwarding))
             raise
-        if pump.dropping:  # the lease was lost: another worker has the run
-            return
-        await pump.close()
-        view = {**result_view(result, job.row.session), "children": _children(handle)}
+        except RunAccessError as exc:  # alive on another worker (a stale lease): later
+            log.warning("run %s: %s; retrying", job.row.id, exc)
+            await self.bus.bump(job.row.id, "handbacks")
+            raise Retry(defer=self.settings.lease_s) from None
+        if not pump.dropping:  # dropping: the lease was lost, another worker has the run
+            await self._finish(job, result)
+
+    async def _finish(self, job: Job, result: RunResult) -> None:
+        await job.pump.close()
+        view = {**result_view(result, job.row.session), "children": _children(job.handle)}
         await self.bus.finish(job.row, result.status, view)
         text = answer_text(result)
         for target in job.row.deliver_to:  # a scheduled run's answer, where it says
@@ -285,15 +307,38 @@ class Executor:
                     except Exception:  # Redis away: the next look tries again
                         log.warning("run %s: its sub-agents could not be written", job.row.id)
 
-    async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> None:
-        """SIGTERM: stop the run without ending it; the next worker resumes it."""
-        job.pump.dropping = True
-        if not job.agent.hand_back(job.row.id):
-            job.handle.cancel()  # it had not begun: nothing of it is recorded
+    async def _hand_back(self, job: Job, forwarding: asyncio.Task[RunResult]) -> bool:
+        """SIGTERM: stop the run without ending it, once its tool calls in flight are
+        checkpointed, so that the next worker resumes it and runs no finished call again.
+        False: it ended on its own meanwhile. Calls still running after
+        ``worker.handback_s``: the run is abandoned (its job left to lease expiry, never
+        re-queued while a call may run here) and the worker exits without waiting."""
+        self.settling.add(job.job_id)  # arq re-queues it only once it has stopped here
+        stopped = job.agent.hand_back(job.row.id, job.pump.drop)
+        if stopped is None:  # it had not begun: nothing of it is recorded
+            job.pump.drop()
+            job.handle.cancel()
+        elif not stopped.done():
+            log.warning("run %s waits for its tool calls in flight before it is handed back",
+                        job.row.id)
+            try:
+                async with asyncio.timeout(self.settings.handback_s):
+                    await asyncio.shield(stopped)
+            except TimeoutError:
+                log.error("run %s: its tool calls still run after %gs; left to its lease",
+                          job.row.id, self.settings.handback_s)
+                self.leases.pop(job.job_id, None)
+                self.abandoned.append(job.row.id)
+                return True
+        if stopped is not None and not await stopped:
+            self.settling.discard(job.job_id)
+            return False
         await asyncio.gather(forwarding, return_exceptions=True)
         await self.bus.bump(job.row.id, "handbacks")
         await self.bus.count_up("handbacks")
+        self.settling.discard(job.job_id)
         log.info("run %s handed back", job.row.id)
+        return True
 
     async def _end(self, row: RunRow, status: str, reason: str) -> None:
         """End a run that did not (or could not) execute here, in Redis and in the store."""

@@ -3,7 +3,8 @@
 It serves the same agents as ``thinkloop serve`` (``--agents agents.yaml``, agents in the
 store), built by the gateway's recipe, with approvals and questions answered through any
 gateway. SIGTERM stops taking runs, lets those in progress finish for ``worker.drain_s``,
-then hands the rest back (each resumes on another worker from its last checkpoint).
+then hands the rest back (each resumes on another worker from its last checkpoint), each
+once its tool calls in flight are checkpointed (worker.handback_s).
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ class FleetWorker(Worker):
             timestamp_ms(), self.queue_read_limit, free, in_progress_key_prefix])
         await super().start_jobs(list(waiting))
 
+    async def finish_job(self, job_id: str, *args: Any, **kwargs: Any) -> None:
+        executor: Executor = self.ctx["thinkloop"]
+        if job_id in executor.settling:
+            # Its run left here for another worker (a lost lease) or for its lease's expiry
+            # (a call still running): re-queueing or finishing it here would free a lease
+            # that is not this worker's to free.
+            executor.settling.discard(job_id)
+            return
+        await super().finish_job(job_id, *args, **kwargs)
+
 
 def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule], Any]:
     """Queue a due schedule's run (unless it is queued already), counted among the fleet's
@@ -100,6 +111,17 @@ def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule
         await queue_run(pool, bus, store, row)
 
     return queue
+
+
+def _exit_now(runs: list[str]) -> None:
+    """Runs were left with a tool call still running here (SIGTERM, past
+    ``worker.handback_s``): nothing stops a call in a thread, and it must not go on beside
+    the run's next worker, which takes it when its lease expires. Exit at once, as a killed
+    worker would (waiting for the agents to close would wait for those calls)."""
+    log.error("exiting with the tool calls of %d runs still running: %s", len(runs),
+              ", ".join(runs))
+    logging.shutdown()
+    os._exit(0)
 
 
 def worker_name() -> str:
@@ -140,5 +162,7 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
         # control channel stops first, the pool closes last.
         await executor.stop()
         await worker.close()
+        if executor.abandoned:
+            _exit_now(executor.abandoned)
         await executor.aclose()
         await store.aclose()
