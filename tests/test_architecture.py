@@ -20,7 +20,7 @@ ROOT = Path(thinkloop.__file__).parent
 
 # Lowest first. A unit is a top-level module or package of thinkloop.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in (
-    "text spotlight lifetime tuning _lazy offload arithmetic wakeups",
+    "text spotlight lifetime tuning _lazy offload arithmetic wakeups handover",
     "core",
     "types errors events plugins settings",
     "models store protocols sandbox runs",
@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "guard",
     "memory judgement",
     "loop",
-    "tracing directspans checkpoints runlog",
+    "tracing directspans checkpoints runlog aborts",
     "session",
     "agent",
     "subagents build api",
