@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -447,6 +448,13 @@ class Agent:
         on its own first; None: it is not running here. Its session keeps nothing of it, as
         for any run that did not finish."""
         return self.runbook.hand_back(run_id, on_stop) if self.runbook is not None else None
+
+    def waiting_for_person(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+        """Around a tool call's wait for a person's answer (``ask_human``): a hand-back
+        need not wait for that call (the run asks again where it resumes)."""
+        if self.runbook is None:
+            return contextlib.nullcontext()
+        return self.runbook.waiting_for_person(run_id)
 
     async def resume_run(self, run_id: str) -> RunResult:
         """``start_resume_run`` run to its end."""

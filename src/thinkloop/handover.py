@@ -12,7 +12,8 @@ the next process ran the call again (issue 31).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 
@@ -27,6 +28,7 @@ class Handover:
 
     stop: Callable[[], None]  # stops the run here without recording its end
     calls: int = 0
+    idle: int = 0  # of them, waiting for a person (ask_human): nothing to lose by stopping
     asked: asyncio.Future[bool] | None = None
     on_stop: Callable[[], None] | None = None
 
@@ -36,7 +38,7 @@ class Handover:
         if self.asked is None:
             self.asked = asyncio.get_running_loop().create_future()
             self.on_stop = on_stop
-            if self.calls == 0:
+            if self.calls == self.idle:
                 self._now()
         return self.asked
 
@@ -60,8 +62,20 @@ class Handover:
                 await durable()
         finally:
             self.calls -= 1
-        if self.asked is not None and self.calls == 0:
+        if self.asked is not None and self.calls == self.idle:
             self._now()
+
+    @contextlib.contextmanager
+    def waiting_for_person(self) -> Iterator[None]:
+        """A call in flight waits for a person's answer: a hand-over need not wait for it
+        (the next process asks again; the question has no other effect)."""
+        self.idle += 1
+        try:
+            if self.asked is not None and self.calls == self.idle:
+                self._now()
+            yield
+        finally:
+            self.idle -= 1
 
     def ended(self) -> None:
         """The run ended (on its own, or stopped)."""

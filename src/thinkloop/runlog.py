@@ -328,6 +328,11 @@ class RunBook:
         recorder = self.by_run.get(run_id)
         return recorder.handed().ask(on_stop) if recorder is not None else None
 
+    def waiting_for_person(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+        recorder = self.by_run.get(run_id)
+        return (recorder.handed().waiting_for_person() if recorder is not None
+                else contextlib.nullcontext())
+
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
         spans: Callable[..., list[SpanRecord]] | None = None, recovering: bool = False,

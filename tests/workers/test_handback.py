@@ -83,3 +83,36 @@ def test_a_call_still_running_after_the_grace_is_left_to_the_lease_not_requeued(
         assert fleet.executions() == [(run_id, "step 1")] * 2
         assert fleet.metric("thinkloop_fleet_handbacks") == 0
         assert fleet.metric("thinkloop_fleet_lease_expiries") == 1
+
+
+def _waiting_question(fleet: Fleet, run_id: str, seen: str | None = None) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        waits = fleet.status(fleet.g1, run_id)["waiting_for"]
+        if waits and waits[0]["kind"] == "question" and waits[0]["id"] != seen:
+            return str(waits[0]["id"])
+        assert time.monotonic() < deadline, fleet.logs()
+        time.sleep(0.05)
+
+
+def test_a_run_waiting_for_a_person_is_handed_back_at_once_and_asks_again(
+        pair: Fleet) -> None:
+    pair.model.enqueue(
+        Reply(body=completion(tool_calls=[("ask_human", {"question": "Which number?"})])),
+        Reply(body=completion("It is six.")))
+    run_id = pair.start(pair.g1, "asker", "pick a number")
+    first = _waiting_question(pair, run_id)
+    i = ["h1", "h2"].index(pair.status(pair.g1, run_id)["worker"])
+    leaving = pair.workers[i]
+    leaving.send_signal(signal.SIGTERM)
+    assert leaving.wait(60) == 0, pair.logs()
+    # Its call waited for a person, not for an effect: no grace, no lease to wait out.
+    assert "left to its lease" not in _log(pair, i)
+    again = _waiting_question(pair, run_id, first)  # asked again on the other worker
+    r = pair.post(f"{pair.g1}/v1/runs/{run_id}/input", json={"id": again, "answer": "six"},
+                  timeout=10)
+    assert r.status_code == 200, r.text
+    (view,) = pair.wait_done(pair.g1, [run_id], timeout=60)
+    assert (view["status"], view["text"]) == ("completed", "It is six."), view
+    assert pair.metric("thinkloop_fleet_handbacks") == 1
+    assert pair.metric("thinkloop_fleet_lease_expiries") == 0

@@ -11,12 +11,13 @@ goes on, it expires ``lease_s`` after its worker dies, and arq hands the job to 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import uuid
 from typing import Any
 
-from thinkloop.api import ApprovalRequest, Decision, RunHandle, RunResult, is_silent
+from thinkloop.api import Agent, ApprovalRequest, Decision, RunHandle, RunResult, is_silent
 from thinkloop.channels import Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
@@ -91,6 +92,7 @@ class Pump:
         self.outbox, self.run_id = outbox, run_id
         self.seq = seq
         self.handle: RunHandle | None = None
+        self.agent: Agent | None = None
         self.dropping = False  # handed back: its cancellation is not the run's end
 
     def drop(self) -> None:
@@ -154,8 +156,10 @@ class FleetHub(InputHub):
         future = self._register(run_id, qid, "question")  # before anyone sees it
         await self.bus.waiting(run_id, qid, "question")
         self._publish(run_id, InputRequested(run_id, 0, qid, "question", question.text))
+        agent = self.pumps[run_id].agent
         try:
-            answer = await self._wait(run_id, qid, future)
+            with agent.waiting_for_person(run_id) if agent else contextlib.nullcontext():
+                answer = await self._wait(run_id, qid, future)
         finally:
             await asyncio.shield(self.bus.waiting(run_id, qid, None))
         return answer.text or ""

@@ -221,6 +221,7 @@ class Executor:
             return
         agent = await self.router.get(row.agent)
         pump = Pump(self.outbox, row.id, last)
+        pump.agent = agent
         self.pumps[row.id] = pump
         if row.deliver_to:
             self.hub.targets[row.id] = row.deliver_to
