@@ -171,7 +171,8 @@ class Executor:
     async def _renew(self, held: dict[str, str]) -> None:
         """Keep the leases (arq's in-progress keys) of the jobs ``held`` (job -> run), in one
         round trip; a lost lease stops its run here."""
-        if not held:
+        if not held:  # no lease to lose: the fence below counts from here
+            self._renewed_at = time.monotonic()
             return
         ms = int(self.settings.lease_s * 1000)
         try:
