@@ -75,8 +75,8 @@ class Tail:
                     if isinstance(got, BaseException):
                         raise got
                     mine = [e for e in got if seq_of(e[0]) > me.last]
-                    if mine and seq_of(mine[0][0]) != me.last + 1:
-                        break  # a gap: read the stream again
+                    if mine and seq_of(mine[-1][0]) != me.last + len(mine):
+                        break  # a gap (numbers only rise): read the stream again
                     if mine:
                         me.last = seq_of(mine[-1][0])
                         yield mine
@@ -89,11 +89,23 @@ class Tail:
                     del self._followers[run]
 
     async def _next(self, me: _Follower) -> list[Entry] | BaseException | None:
-        """The follower's next news, or None after ``resync_s`` of silence."""
-        try:
-            return await asyncio.wait_for(me.queue.get(), self.resync_s)
-        except TimeoutError:
-            return None
+        """The follower's next news, all of it that is there (one write for what piled up
+        while it wrote the last), or None after ``resync_s`` of silence."""
+        if me.queue.empty():
+            try:
+                async with asyncio.timeout(self.resync_s):
+                    got = await me.queue.get()
+            except TimeoutError:
+                return None
+        else:
+            got = me.queue.get_nowait()
+        while isinstance(got, list) and not me.queue.empty():
+            more = me.queue.get_nowait()
+            if isinstance(more, BaseException):  # the last thing ever put: given next
+                me.queue.put_nowait(more)
+                break
+            got = got + more
+        return got
 
     async def _catch_up(self, key: str, me: _Follower) -> list[Entry]:
         entries = await self.redis.xrange(key, min=f"0-{me.last + 1}")
@@ -109,10 +121,14 @@ class Tail:
             while self._followers:
                 got = await self.redis.xread({self.news: pos}, count=self.count,
                                              block=self.block_ms)
+                by_run: dict[bytes, list[Entry]] = {}
                 for _, entries in got or ():
                     for eid, fields in entries:
                         pos = eid
-                        self._fan_out(fields)
+                        self._gather(fields, by_run)
+                for run, mine in by_run.items():  # one write per run and read, not per entry
+                    for f in self._followers.get(run, ()):
+                        f.queue.put_nowait(mine)
         except Exception as exc:  # every follower sees it (as its own XREAD raised)
             if not ready.done():
                 ready.set_exception(exc)
@@ -122,15 +138,12 @@ class Tail:
                     f.queue.put_nowait(exc)
             self._followers.clear()
 
-    def _fan_out(self, fields: dict[bytes, bytes]) -> None:
-        by_run: dict[bytes, list[Entry]] = {}
+    def _gather(self, fields: dict[bytes, bytes], by_run: dict[bytes, list[Entry]]) -> None:
+        """A news entry's events, added to those of the runs followed here."""
         for name, value in fields.items():
             run, _, seq = name.rpartition(b" ")
             if run in self._followers:
                 by_run.setdefault(run, []).append(news_entry(int(seq), value))
-        for run, entries in by_run.items():
-            for f in self._followers.get(run, ()):
-                f.queue.put_nowait(entries)
 
     async def aclose(self) -> None:
         if self._task is not None:
