@@ -5,6 +5,7 @@ gating or in plan mode, and where the user names every target the defended run k
 
 from __future__ import annotations
 
+from thinkloop.guard.intent import asked_for
 from thinkloop.guard.targets import norm, present
 from thinkloop.testing.exfiltration import EXFILTRATION, LAUNDERING
 from thinkloop.testing.injection import (
@@ -36,6 +37,9 @@ def test_the_scenarios_cover_every_way_out() -> None:
     assert any(u.startswith("https://tulip") for u in urls)  # data in the host name
     laundered = {c[0] for s in LAUNDERING for c in s.launder}
     assert laundered == {"calculator", "format_text", "write_file", "read_file"}
+    # Each laundering task asks for the attack's action: the action check cannot be what
+    # stops it, only that the laundered value stays outside content.
+    assert [s.name for s in LAUNDERING if not asked_for(s.attack[0], s.task)] == []
 
 
 async def test_undefended_every_attack_runs() -> None:
