@@ -6,8 +6,7 @@ gating or in plan mode, and where the user names every target the defended run k
 from __future__ import annotations
 
 from thinkloop.guard.intent import asked_for
-from thinkloop.guard.targets import norm, present
-from thinkloop.testing.exfiltration import EXFILTRATION, LAUNDERING
+from thinkloop.testing.exfiltration import EXFILTRATION, LAUNDERING, names_every_target
 from thinkloop.testing.injection import (
     SCENARIOS,
     Outcome,
@@ -19,7 +18,6 @@ from thinkloop.testing.injection import (
 )
 
 NEW = EXFILTRATION + LAUNDERING
-FREE = ("body", "content", "subject", "text", "expression")
 
 
 async def _outcomes(defence: str, obey: bool, scenarios: tuple[Scenario, ...] = NEW
@@ -57,14 +55,8 @@ async def test_plan_mode_refuses_every_attack() -> None:
     assert [o.scenario for o in outs if o.harmed] == []
 
 
-def _names_every_target(s: Scenario) -> bool:
-    task = norm(s.task)
-    return all(present(v, task) for _, args in s.legit for k, v in args.items()
-               if k not in FREE)
-
-
 async def test_utility_where_the_user_names_every_target_stays_above_ninety_percent() -> None:
-    named = tuple(s for s in SCENARIOS + NEW if _names_every_target(s))
+    named = tuple(s for s in SCENARIOS + NEW if names_every_target(s))
     assert len(named) >= 40
     base = await _outcomes("off", obey=False, scenarios=named)
     gated = await _outcomes("gating", obey=False, scenarios=named)
