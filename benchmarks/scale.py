@@ -13,7 +13,8 @@ runs at once over HTTP, follows each over SSE, and measures:
   where it goes: the same at Redis (a probe process reading every run's stream as the
   worker writes it: the worker's share), and how late this client's own loop wakes (a
   client starved of CPU reads late whatever the fleet does);
-* CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N.
+* CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N
+  (and the gateway's part alone).
 
 The baseline, measured in the same run, is the library alone: the same N runs with
 ``Agent.start`` in one process, recorded in PostgreSQL as the workers record them (run rows,
@@ -329,7 +330,8 @@ def table(args: argparse.Namespace, base: dict[str, float],
           f"medians of {args.repeat}; "
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
     head = (f"{'':20}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
-            f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'queueing':>10}")
+            f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'gateway':>9}"
+            f"{'queueing':>10}")
     print(head + "\n" + " " * 20 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
           f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}")
     print(f"{'library alone':20}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
