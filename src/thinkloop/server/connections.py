@@ -124,6 +124,7 @@ class Guarded:
     # Set where the parser cannot cap a growing head itself (httptools); h11 does (None).
     max_head_bytes: ClassVar[int | None] = None
     _head_timer: asyncio.TimerHandle | None = None
+    _heading = False  # a head is arriving (httptools' callbacks say so)
     _head_bytes = 0  # bytes of the head still arriving (with max_head_bytes)
     # uvicorn's protocols' own, typed here for the mixin.
     cycle: Any
@@ -165,19 +166,30 @@ class Guarded:
             self.transport.close()  # a head that did not come in time: a slow client
 
     def data_received(self, data: bytes) -> None:
-        heading = self.idle
+        was_heading = self._heading
         super().data_received(data)  # type: ignore[misc]
-        if not self.idle:
-            self._disarm()  # a request is being served: its body has a timeout of its own
-            self._head_bytes = 0
-            return
-        if self.max_head_bytes is not None and heading and not self.transport.is_closing():
+        # A chunk that only continued a head counts (the one it began in may hold a body's
+        # end before it): what a head holds is at most the cap and one read.
+        if (self.max_head_bytes is not None and was_heading and self._heading
+                and not self.transport.is_closing()):
             self._head_bytes += len(data)
             if self._head_bytes > self.max_head_bytes:
                 self._head_too_large()
                 return
-        if self._head_timer is None and not self.transport.is_closing():
+        if not self.idle:
+            self._disarm()  # a request is being served: its body has a timeout of its own
+        elif self._head_timer is None and not self.transport.is_closing():
             self._arm(self.head_timeout_s)  # the first byte of the next head starts its clock
+
+    # The httptools parser's callbacks (h11 never calls them): where a head begins and ends,
+    # also one pipelined behind a request still being served.
+    def on_message_begin(self) -> None:
+        self._heading, self._head_bytes = True, 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        self._heading = False
+        super().on_headers_complete()  # type: ignore[misc]
 
     def _head_too_large(self) -> None:
         """A head still arriving past the cap: 400 and closed, as h11 answers one."""
