@@ -16,7 +16,7 @@ take the gateway's file descriptors.
   places are kept above the budget), so the gateway can always say how it is.
 
 Why httptools: per request and per SSE write it costs the gateway less CPU than h11's
-pure-Python parser and framing (``benchmarks/server.py --as-served --http``, docs/performance.md).
+pure-Python parser and framing (``benchmarks/server_parser.py``: 0.62-0.80x per request).
 Complete heads over ``max_header_bytes`` are refused by :mod:`thinkloop.server.doors` (431),
 bodies too.
 """
