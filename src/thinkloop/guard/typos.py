@@ -11,6 +11,7 @@ all of them at once) by conditions every typo meets, and checks only the rest.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -143,7 +144,7 @@ def _maybe(words: list[str]) -> list[str]:
         diff = counts[near] - kcounts
         maybe[near[(np.maximum(-diff, 0).sum(axis=1) <= limit[near])
                    & (np.maximum(diff, 0).sum(axis=1) <= limit[near])]] = True
-    return [w for w, m in zip(words, maybe.tolist(), strict=True) if m]
+    return list(itertools.compress(words, maybe.tolist()))
 
 
 def _popcount(x: Any) -> Any:
