@@ -235,13 +235,17 @@ def _searcher(engine: Any) -> Any:
 
 
 def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None,
-             data: bytes | None = None) -> Iterator[re.Match[str]]:
+             data: bytes | None = None, screen: re.Pattern[str] | None = None
+             ) -> Iterator[re.Match[str]]:
     """``regex.finditer(text, pos, endpos)``, in time linear in the text where RE2 is there.
 
     ``data`` is ``text`` encoded as UTF-8, when the caller has it (it is reused across
-    patterns)."""
+    patterns). ``screen``: what RE2 runs instead of ``regex``'s own relaxed form, a pattern
+    that matches wherever ``regex`` does (at the same start), or more; for a regex whose
+    relaxed form matches almost anywhere (a back-reference read as "anything")."""
     end = len(text) if endpos is None else min(endpos, len(text))
-    engine = _compiled(regex.pattern, regex.flags) if available() and end - pos > SHORT \
+    source = regex if screen is None else screen
+    engine = _compiled(source.pattern, source.flags) if available() and end - pos > SHORT \
         else None
     if engine is None:
         yield from regex.finditer(text, pos, end)
