@@ -19,8 +19,7 @@ from thinkloop.guard import input as input_guard
 from thinkloop.judgement.secrets import Vault
 from thinkloop.loop import run as loop_run
 from thinkloop.server import GatewayConfig
-from thinkloop.testing.openai_server import OpenAIServer
-from thinkloop.testing.openai_server import Reply, completion
+from thinkloop.testing.openai_server import OpenAIServer, Reply, completion
 
 MEGABYTE_LINE = "ai " * 350_000  # one line of a megabyte: the shape that froze the gateway
 LONGEST_TASK = "ai " * 66_666  # a message as long as the gateway takes (200,000 characters)

@@ -13,7 +13,7 @@ Each part is a hook plugin, switched on through :class:`Judgement`:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,9 @@ from thinkloop.tools.subagents import SubAgents
 
 if TYPE_CHECKING:
     from thinkloop.core.run import RunConfig, RunState
-    from thinkloop.loop.handle import Scope
+
+    # A run's scope, as thinkloop.loop.handle.Scope (judgement sits below the loop).
+    Scope = Callable[[RunConfig, RunState], AbstractAsyncContextManager[None]]
 
 PARTS = ("assess", "select", "sensitive", "learn")
 
