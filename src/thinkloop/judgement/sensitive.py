@@ -240,12 +240,15 @@ class SensitivityGuard:
         if vault is not None and vault.by_value:
             ctx.emit(SecretsRedacted, where="task", count=len(vault.by_value))
 
-    def drop(self, ctx: HookContext) -> None:
+    async def drop(self, ctx: HookContext) -> None:
         vault = self.vaults.pop(ctx.run_id, None)
         text = getattr(ctx, "text", None)
-        if vault is not None and isinstance(text, str) and vault.secrets_in(text):
+        if vault is None or not isinstance(text, str) or not vault.by_value:
+            return
+        # A long answer is searched in a worker thread, as every long scan (offload.py).
+        if await off_loop(len(text), vault.secrets_in, text):
             ctx.emit(SecretsRedacted, where="answer")
-            ctx.text = vault.hide(text)  # type: ignore[attr-defined]
+            ctx.text = await off_loop(len(text), vault.hide, text)  # type: ignore[attr-defined]
 
     def mark(self, ctx: ToolHookContext) -> None:
         CURRENT.set(ctx)
