@@ -142,7 +142,11 @@ class RunRecorder:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(_safely(self.flush(), state))
 
-    async def started(self) -> None:
+    async def started(self, task: str) -> None:
+        """The first row; ``task`` is the run's as it starts (a long one has its secrets
+        hidden by then, after the record was made)."""
+        if self.base is None:
+            self.record = replace(self.record, task=task)
         await self.store.save_run(self.record)
 
     async def ended(self, state: RunState, error: BaseException | None = None) -> None:
@@ -208,7 +212,7 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
                 else:
                     await stack.enter_async_context(scope(cfg, state))
                     _claim(recorder, await stack.enter_async_context(alive))
-                await _safely(recorder.started(), state)
+                await _safely(recorder.started(state.task), state)
                 yield
         except BaseException as exc:
             error = exc
