@@ -69,7 +69,7 @@ def others_are_answered_meanwhile(stack: Stack, held: Held, ana_run: str) -> Non
     then Ana's scan goes on and her run completes."""
     ana, ben = stack.client(stack.gateway.key("ana")), stack.client(stack.gateway.key("ben"))
     with ana, ben:
-        wait_for(held.started.is_set, 30)
+        wait_for(held.started.is_set, 120)  # a megabyte streamed in, at any load
         assert ben.get("/healthz").status_code == 200
         r = ben.post("/v1/runs", json={"agent": "helper", "task": "Say hello."})
         assert r.status_code == 202, r.text
