@@ -18,8 +18,10 @@ run).
 Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
 [--compare /path/to/other/checkout] [--as-served] [--profile FILE] [--memory-trace]
 
-``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (the h11
-protocol with its connection budget), not uvicorn's defaults (httptools).
+``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (its guarded
+protocol: the connection budget, head timeout and cap; httptools when installed), not
+uvicorn's defaults (httptools, unguarded). ``--http h11 httptools``: as served, once on each
+parser, in turn (a gateway column each), to compare what the parser costs.
 
 ``--compare TREE``: the gateway of another checkout (``TREE/src``) is measured too, in turn
 with this one's and the library's, so before and after share the machine's load.
@@ -104,7 +106,7 @@ def serve_model(port: int, delay_s: float) -> None:
     asyncio.run(main())
 
 
-def serve_gateway(port: int, runs: int, as_served: bool = False) -> None:
+def serve_gateway(port: int, runs: int, as_served: bool = False, http: str = "auto") -> None:
     """The gateway under uvicorn's defaults (httptools when installed), or ``as_served``:
     under ``thinkloop serve``'s uvicorn configuration (h11 and the connection budget, with
     the per-client cap raised to the load: every run comes from one client here)."""
@@ -126,7 +128,9 @@ def serve_gateway(port: int, runs: int, as_served: bool = False) -> None:
     if as_served:
         from thinkloop.server.connections import uvicorn_config
 
-        uvicorn.Server(uvicorn_config(app, config)).run()
+        # (``http`` only when asked: an older checkout's uvicorn_config has no such option.)
+        options = {} if http == "auto" else {"http": http}
+        uvicorn.Server(uvicorn_config(app, config, **options)).run()
         return
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096,
                 timeout_keep_alive=60)
@@ -314,6 +318,8 @@ def main() -> None:
                         help="tracemalloc the gateway: what the active runs hold")
     parser.add_argument("--as-served", action="store_true",
                         help="run the gateway under thinkloop serve's uvicorn configuration")
+    parser.add_argument("--http", nargs="+", choices=["auto", "h11", "httptools"],
+                        help="as served, on each of these parsers in turn")
     parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
     parser.add_argument("--compare", metavar="TREE",
                         help="also measure the gateway of another checkout (its src/), in turn")
@@ -324,7 +330,8 @@ def main() -> None:
     if args.role == "model":
         return serve_model(args.port, args.model_delay)
     if args.role == "gateway":
-        return serve_gateway(args.port, args.runs, args.as_served)
+        return serve_gateway(args.port, args.runs, args.as_served or bool(args.http),
+                             (args.http or ["auto"])[0])
     if args.role == "direct":
         return direct(args.runs)
 
@@ -337,13 +344,16 @@ def main() -> None:
           str(args.model_delay), *(["--as-served"] if args.as_served else [])]
     model = subprocess.Popen([*me, "--role", "model", "--port", str(model_port)], env=env)
     # Each measurement: a fresh THINKLOOP_HOME (the default store starts empty), in turn.
-    trees = {"gateway": None, **({"before": args.compare} if args.compare else {})}
+    trees: dict[str, tuple[str | None, str | None]] = (
+        {http: (None, http) for http in args.http} if args.http
+        else {"gateway": (None, None), **({"before": (args.compare, None)} if args.compare
+                                          else {})})
     found: dict[str, list[dict[str, float]]] = {k: [] for k in [*trees, "library"]}
     loads = [os.getloadavg()[0]]
     try:
         for _ in range(args.repeat):
-            for name, tree in trees.items():
-                found[name].append(measure_gateway(me, env, tree, args))
+            for name, (tree, http) in trees.items():
+                found[name].append(measure_gateway(me, env, tree, args, http))
             home = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
             found["library"].append(json.loads(subprocess.run(
                 [*me, "--role", "direct"], env=home, check=True, capture_output=True,
@@ -356,13 +366,15 @@ def main() -> None:
 
 
 def measure_gateway(me: list[str], env: dict[str, str], tree: str | None,
-                    args: argparse.Namespace) -> dict[str, float]:
-    """One gateway process (from ``tree``'s source when given) under the load, then gone."""
+                    args: argparse.Namespace, http: str | None = None) -> dict[str, float]:
+    """One gateway process (from ``tree``'s source when given; on the parser ``http`` when
+    given) under the load, then gone."""
     port = free_port()
     env = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
     if tree is not None:
         env["PYTHONPATH"] = str(Path(tree) / "src")
-    gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(port)], env=env)
+    gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(port),
+                                *(["--http", http] if http else [])], env=env)
     try:
         wait_up(f"http://127.0.0.1:{port}/healthz", gateway)
         time.sleep(0.5)
@@ -389,7 +401,7 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
           f"{args.model_delay:g}s ({os.cpu_count()} cores); medians of {args.repeat}, "
           f"load {min(loads):.1f}-{max(loads):.1f}"
           + (f"; before: {args.compare}" if args.compare else "")
-          + ("; as served (h11)" if args.as_served else "") + "\n")
+          + ("; as served" if args.as_served or args.http else "") + "\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
     print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))

@@ -50,6 +50,7 @@ from thinkloop.loop.result import RunResult
 from thinkloop.memory.manager import Memory
 from thinkloop.models.catalog import facts_of
 from thinkloop.models.registry import ModelRegistry, resolve_model
+from thinkloop.offload import OFF_LOOP_CHARS
 from thinkloop.protocols import ToolCallProtocol, get_protocol
 from thinkloop.runlog import RunBook
 from thinkloop.runs import RunRegistry
@@ -358,11 +359,16 @@ class Agent:
         cfg = self._config(session, stream_model, user_id, mode, inputs is not None,
                            parent_run_id)
         run_id = run_id or uuid.uuid4().hex
-        if self.judgement is not None:  # secrets in the task never reach the model or events
+        scope: Scope = (self.sessions.turn if inputs is None
+                        else functools.partial(self.sessions.turn, context=inputs))
+        # Secrets in the task never reach the model or events; a long task is searched for
+        # them in a worker thread, first thing in the run (see offload.py).
+        if self.judgement is not None and len(task) >= OFF_LOOP_CHARS:
+            scope = self.judgement.hiding_first(scope, run_id, task)
+            task = ""
+        elif self.judgement is not None:
             task = self.judgement.hide_task(run_id, task)
         state = RunState(run_id, task, [], None)
-        scope = (self.sessions.turn if inputs is None
-                 else functools.partial(self.sessions.turn, context=inputs))
         return self._launch(cfg, state, scope, events)
 
     async def start_many(self, tasks: Iterable[str], *, slice_ms: float = 8.0,

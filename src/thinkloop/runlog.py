@@ -34,6 +34,7 @@ from thinkloop.store.base import (
     CheckpointPruning,
     CheckpointStore,
     MemoryRecord,
+    QueuedCheckpoints,
     RunRecord,
     RunRecords,
     SpanRecord,
@@ -71,14 +72,17 @@ class RunRecorder:
     # Its sub-agents' rows (parent_id: this run), and the task writing them in order.
     children: dict[str, RunRecord] = field(default_factory=dict)
     _child_writes: asyncio.Task[None] | None = None
-    # What the store keeps, asked once: a runtime protocol check costs ~60 µs, and the step
-    # path asked three times a step (issue 38's profile).
+    # What the store keeps, asked once per store (RunBook): a runtime protocol check costs
+    # 20-60 µs, and the step path asked three times a step (issue 38's profile). None: ask.
+    audit: bool | None = None
+    traces: bool | None = None
     _audit: bool = field(init=False)
     _traces: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self._audit = isinstance(self.store, AuditLog)
-        self._traces = isinstance(self.store, TraceStore)
+        self._audit = isinstance(self.store, AuditLog) if self.audit is None else self.audit
+        self._traces = (isinstance(self.store, TraceStore) if self.traces is None
+                        else self.traces)
 
     def handed(self) -> Handover:
         if self.handover is None:
@@ -158,7 +162,11 @@ class RunRecorder:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(_safely(self.flush(), state))
 
-    async def started(self) -> None:
+    async def started(self, task: str) -> None:
+        """The first row; ``task`` is the run's as it starts (a long one has its secrets
+        hidden by then, after the record was made)."""
+        if self.base is None:
+            self.record = replace(self.record, task=task)
         await self.store.save_run(self.record)
 
     async def ended(self, state: RunState, error: BaseException | None = None) -> None:
@@ -200,7 +208,8 @@ def new_record(
                      cfg.session_id, cfg.user_id, state.task, parent_id=parent_id)
 
 
-def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
+def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords,
+             locking: bool | None = None) -> Scope:
     """``scope`` with the run's row written before it and its end recorded after it.
 
     A checkpointed run holds a lock named after it while it runs, so that a resume from
@@ -212,8 +221,9 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
     @contextlib.asynccontextmanager
     async def wrapped(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
         error: BaseException | None = None
-        alive = (store.try_lock("run:" + state.run_id)
-                 if recorder.checkpoints is not None and isinstance(store, TryLocking)
+        can_lock = isinstance(store, TryLocking) if locking is None else locking
+        alive = (cast(TryLocking, store).try_lock("run:" + state.run_id)
+                 if recorder.checkpoints is not None and can_lock
                  else contextlib.nullcontext(True))
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -224,7 +234,7 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords) -> Scope:
                 else:
                     await stack.enter_async_context(scope(cfg, state))
                     _claim(recorder, await stack.enter_async_context(alive))
-                await _safely(recorder.started(), state)
+                await _safely(recorder.started(state.task), state)
                 yield
         except BaseException as exc:
             error = exc
@@ -277,7 +287,12 @@ class RunBook:
         self.keep_checkpoints = keep_checkpoints
         self.agent = agent
         self.checkpoints = checkpoints and isinstance(store, CheckpointStore)
-        self._step_records = isinstance(store, StepRecords)  # asked once (see RunRecorder)
+        # What the store keeps, asked once (see RunRecorder), not once or twice a run.
+        self._step_records = isinstance(store, StepRecords)
+        self._audit = isinstance(store, AuditLog)
+        self._traces = isinstance(store, TraceStore)
+        self._locking = isinstance(store, TryLocking)
+        self._queued = isinstance(store, QueuedCheckpoints)
         self.by_run: dict[str, RunRecorder] = {}
         self._cancel = cancel
         self.aborts = (AbortWatcher(store, self._abort) if isinstance(store, AbortRequests)
@@ -343,12 +358,15 @@ class RunBook:
             record = replace(record, started_at=base.started_at, parent_id=base.parent_id,
                              task=base.task or record.task)
         checkpoints = None
-        if self.checkpoints and isinstance(self.store, CheckpointStore):
-            checkpoints = Checkpointer(self.store, state.run_id)
+        if self.checkpoints:  # the store is a CheckpointStore (asked in __init__)
+            checkpoints = Checkpointer(cast(CheckpointStore, self.store), state.run_id,
+                                       queued=self._queued)
         recorder = RunRecorder(self.store, record, base=base, spans=spans,
-                               checkpoints=checkpoints, recovering=recovering)
+                               checkpoints=checkpoints, recovering=recovering,
+                               audit=self._audit, traces=self._traces)
         recorder.cancel = functools.partial(self._cancel, state.run_id)
-        tracked = self._tracked(state.run_id, recorded(scope, recorder, self.store), recorder)
+        tracked = self._tracked(state.run_id,
+                                recorded(scope, recorder, self.store, self._locking), recorder)
         return tracked, recorder.on_event
 
     def _tracked(self, run_id: str, inner: Scope, recorder: RunRecorder) -> Scope:

@@ -67,7 +67,7 @@ agents:
 class Gateway:
     """uvicorn serving ``create_app`` on a free loopback port, in a background thread."""
 
-    def __init__(self, config: GatewayConfig, store_path: Path) -> None:
+    def __init__(self, config: GatewayConfig, store_path: Path, http: str = "auto") -> None:
         self.config = config
         self.store_path = store_path
         self.store = SQLiteStore(store_path)
@@ -81,7 +81,8 @@ class Gateway:
         import uvicorn
 
         # The limits `thinkloop serve` runs with (thinkloop.server.connections).
-        self.server = uvicorn.Server(uvicorn_config(app, config, lifespan="on",
+        # (``http``: the parser, uvicorn_config's choice by default.)
+        self.server = uvicorn.Server(uvicorn_config(app, config, http=http, lifespan="on",
                                                     timeout_graceful_shutdown=5))
         self.thread = threading.Thread(target=self._serve, daemon=True)
 

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.server.conftest import wait_for
+from tests.server.conftest import Gateway, wait_for
+
+from thinkloop.server import GatewayConfig
 
 FD_LIMIT = 512  # the gateway's: 1,100 connections exhausted it before
 FLOOD = 1100
@@ -198,3 +200,28 @@ def test_a_client_holding_every_place_leaves_room_for_healthz(tmp_path: Path) ->
                 s.close()
         time.sleep(0.3)
         assert httpx.get(base + "/v1/agents", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_a_head_growing_past_its_cap_is_refused_on_either_parser(tmp_path: Path,
+                                                                  http: str) -> None:
+    """A head still arriving past ``max_header_bytes`` is answered 400 and closed, before it
+    completes (its memory is bounded), on either of uvicorn's parsers: h11 caps it itself,
+    httptools has no cap (the guarded protocol counts). A complete head over the cap is the
+    doors' 431 (test_doors)."""
+    pytest.importorskip(http)
+    cfg = GatewayConfig(no_auth=True, max_header_bytes=4096, header_timeout_s=30)
+    with Gateway(cfg, tmp_path / "gateway.db", http=http) as gw, \
+            socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+        got = b""
+        with contextlib.suppress(OSError):  # the gateway may close while this still sends
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: ")
+            for _ in range(40):  # 40 KB, a kilobyte at a time, never ending the head
+                s.sendall(b"a" * 1024)
+                time.sleep(0.01)
+        with contextlib.suppress(OSError):
+            while chunk := s.recv(4096):
+                got += chunk
+        assert got.startswith(b"HTTP/1.1 400 "), got[:200]
+        # And the gateway still serves.
+        assert httpx.get(gw.url + "/healthz", timeout=10).status_code == 200

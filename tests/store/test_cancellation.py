@@ -63,9 +63,11 @@ async def test_chaos_random_cancels_lose_no_completed_turn_and_leave_every_op_wo
     await store.set_facts("u0", {"warm": "up"})
     completed: dict[str, set[int]] = {}
     cancelled = 0
-    deadline = time.monotonic() + 12
+    # Thousands of cancels on each store, however loaded the machine: the deadline only
+    # keeps a store that has stopped answering from hanging the suite.
+    deadline = time.monotonic() + 120
     n = 0
-    while n < 2000 and time.monotonic() < deadline:
+    while (n < 2000 or cancelled < 1000) and time.monotonic() < deadline:
         batch = []
         for _ in range(rng.choice((1, 1, 2, 3))):
             op, session, turn = _ops(store, n)
@@ -85,7 +87,7 @@ async def test_chaos_random_cancels_lose_no_completed_turn_and_leave_every_op_wo
             if session:
                 completed.setdefault(session, set()).add(turn)
     print(f"{n} operations, {cancelled} cancelled")
-    assert n >= 500 and cancelled >= 200, (n, cancelled)
+    assert n >= 2000 and cancelled >= 1000, (n, cancelled)
 
     # Every later operation works ...
     await store.save_turn("after", [Message.user("q"), Message.assistant("a")], [])

@@ -11,8 +11,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import redis
 from tests.server.sse import read_events
-from tests.workers.conftest import Fleet
+from tests.workers.conftest import REDIS_URL, Fleet
 from websockets.asyncio.client import connect
 
 from thinkloop.testing.openai_server import Reply, completion
@@ -369,3 +370,29 @@ def test_schedules_through_the_api_of_any_gateway(fleet: Fleet) -> None:
     gone = fleet.delete(f"{fleet.g1}/v1/schedules/{made['id']}", timeout=10)
     assert gone.status_code == 200 and gone.json() == {"id": made["id"], "deleted": True}
     assert fleet.delete(f"{fleet.g2}/v1/schedules/{made['id']}", timeout=10).status_code == 404
+
+
+def test_a_follower_misses_nothing_when_the_fleet_news_loses_entries(fleet: Fleet) -> None:
+    """A gateway reads every run's events from one fleet-wide news stream; entries it never
+    sees there (trimmed while it was stopped) come from the run's own stream, in order,
+    once, the run's end included."""
+    gateway = fleet.gateways[1][0]
+    run_id = fleet.start(fleet.g1, "slow")
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=fleet.g2, timeout=30) as c2:
+        following = pool.submit(read_events, c2, run_id)
+        time.sleep(0.3)
+        r = redis.Redis.from_url(REDIS_URL)
+        gateway.send_signal(signal.SIGSTOP)
+        try:  # the news this gateway would read next is gone when it wakes
+            for _ in range(100):
+                r.delete(f"{fleet.prefix}:news")
+                time.sleep(0.02)
+        finally:
+            gateway.send_signal(signal.SIGCONT)
+            r.close()
+        got, end = following.result()
+    assert end == {"run_id": run_id, "status": "completed"}
+    with httpx.Client(base_url=fleet.g1, timeout=30) as c1:
+        whole, _ = read_events(c1, run_id)
+    assert [e["id"] for e in got] == list(range(1, len(whole) + 1))
+    assert got == whole and whole[-1]["type"] == "run.completed"

@@ -51,6 +51,21 @@ def _word_ngrams(text: str) -> list[str]:
     return out
 
 
+def _word_counts(part: _Part, text: str) -> Counter[int]:
+    """``part``'s indices of ``_word_ngrams(text)``, counted: each distinct token and pair of
+    tokens looked up once (a string per bigram took 0.3 s on 1 MB of "%41"). The indices come
+    in the order ``_word_ngrams`` first has them, so the weights add up in the same order."""
+    tokens = _TOKEN.findall(text.lower())
+    counts: Counter[int] = Counter()
+    for gram, n in Counter(tokens).items():
+        if (i := part.index.get(gram)) is not None:
+            counts[i] = n
+    for (a, b), n in Counter(itertools.pairwise(tokens)).items():
+        if (i := part.index.get(f"{a} {b}")) is not None:
+            counts[i] = n
+    return counts
+
+
 def _char_ngrams(text: str) -> list[str]:
     out: list[str] = []
     for word in _SPACES.sub(" ", text.lower()).split():
@@ -159,7 +174,7 @@ class Classifier:
         return Grams(self.char.terms, self.char.coef, self.word.terms, self.word.coef)
 
     def verdict(self, text: str) -> Verdict:
-        w = self.word.contributions(_word_ngrams(text))
+        w = self.word.weigh(_word_counts(self.word, text))
         c = self.char.weigh(_char_counts(self.char, text, self.grams
                                          if len(text) > NUMPY_CHARS else None))
         z = self.intercept + sum(w.values()) + sum(c.values())

@@ -52,6 +52,18 @@ def search(regex: re.Pattern[str], text: str, data: bytes | None = None) -> re.M
     return next(finditer(regex, text, data=data), None)
 
 
+def may_match(regex: re.Pattern[str], text: str, data: bytes | None = None) -> bool:
+    """False only if ``regex`` matches nowhere in ``text``: one RE2 pass of its relaxed form,
+    with no start confirmed by ``re`` (confirming the start of a megabyte-long match read it
+    all again in Python, 0.1 s); ``regex.search`` without RE2, or for a short text."""
+    engine = _compiled(regex.pattern, regex.flags) if available() and len(text) > SHORT \
+        else None
+    if engine is None:
+        return regex.search(text) is not None
+    data = encode(text) if data is None else data
+    return bool(_searcher(engine)(data, 0, len(data)) >= 0)
+
+
 def _char(c: int) -> str:
     return chr(c) if chr(c).isalnum() and c < 128 else f"\\x{{{c:x}}}"
 
@@ -156,7 +168,18 @@ def encode(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+        if len(text) <= SHORT:
+            return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+    # Encoded with each surrogate as its 3 bytes (ED A0-BF 80-BF: no character's UTF-8 has
+    # ED then A0-BF), which numpy then overwrites with U+FFFD's 3 bytes: re.sub replaced
+    # 400,000 surrogates of a 1 MB text in 0.3 s. (Python keeps a pair of surrogates as two
+    # code points: each is replaced.)
+    import numpy as np
+
+    data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8).copy()
+    at = np.nonzero((data[:-2] == 0xED) & (data[1:-1] >= 0xA0) & (data[1:-1] <= 0xBF))[0]
+    data[at], data[at + 1], data[at + 2] = 0xEF, 0xBF, 0xBD
+    return data.tobytes()
 
 
 class _Offsets:
@@ -212,13 +235,17 @@ def _searcher(engine: Any) -> Any:
 
 
 def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None,
-             data: bytes | None = None) -> Iterator[re.Match[str]]:
+             data: bytes | None = None, screen: re.Pattern[str] | None = None
+             ) -> Iterator[re.Match[str]]:
     """``regex.finditer(text, pos, endpos)``, in time linear in the text where RE2 is there.
 
     ``data`` is ``text`` encoded as UTF-8, when the caller has it (it is reused across
-    patterns)."""
+    patterns). ``screen``: what RE2 runs instead of ``regex``'s own relaxed form, a pattern
+    that matches wherever ``regex`` does (at the same start), or more; for a regex whose
+    relaxed form matches almost anywhere (a back-reference read as "anything")."""
     end = len(text) if endpos is None else min(endpos, len(text))
-    engine = _compiled(regex.pattern, regex.flags) if available() and end - pos > SHORT \
+    source = regex if screen is None else screen
+    engine = _compiled(source.pattern, source.flags) if available() and end - pos > SHORT \
         else None
     if engine is None:
         yield from regex.finditer(text, pos, end)
@@ -243,3 +270,52 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
         if nxt > end:
             return
         at = offsets.to_byte(nxt)
+
+
+def possible(regexes: tuple[re.Pattern[str], ...], text: str, data: bytes | None = None
+             ) -> frozenset[int] | None:
+    """The indices of ``regexes`` that may match in ``text`` (``data``: its UTF-8), by one
+    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) and
+    that cannot match without one of a few words (guard/prefilter.py) is ruled out when the
+    text holds none of them, as RE2 reads case: each of its matches through RE2 holds one.
+    A long view's 28 passes, one per injection pattern, cost 50-90 ms a megabyte; a text
+    that is no attack holds the words of few of them."""
+    if not available() or len(text) <= SHORT:
+        return None
+    screen = _screen(tuple((r.pattern, r.flags) for r in regexes))
+    if screen is None:
+        return None
+    words, always = screen
+    try:
+        hits = words.Match(encode(text) if data is None else data) or ()
+    except re2.error:  # pragma: no cover - a set of words compiles and runs
+        return None
+    return always.union(hits)
+
+
+@functools.lru_cache(maxsize=64)
+def _screen(regexes: tuple[tuple[str, int], ...]) -> tuple[Any, frozenset[int]] | None:
+    """An RE2 set with an entry per regex (its words, any case; an entry that matches
+    nothing for the regexes screened out of it), and the regexes it cannot rule out."""
+    from thinkloop.guard import prefilter
+
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    words = re2.Set.SearchSet(options)
+    always: set[int] = set()
+    for i, (pattern, flags) in enumerate(regexes):
+        regex = re.compile(pattern, flags)
+        found = prefilter.factors(regex) if _compiled(pattern, flags) is not None else None
+        if found is None:
+            always.add(i)
+            entry = "[^\\x{0}-\\x{10FFFF}]"  # matches nothing: the index stays the regex's
+        else:
+            entry = "(?i)(?:" + "|".join("".join(map(_char, map(ord, w)))
+                                        for w in sorted(found)) + ")"
+        if words.Add(entry.encode()) != i:
+            return None
+    try:
+        words.Compile()
+    except re2.error:  # pragma: no cover
+        return None
+    return words, frozenset(always)

@@ -13,11 +13,15 @@ runs and in ``hint_confidence`` (60%) of the runs where anything followed T, the
 carries a hint naming N. Both are words for one request, never history (``nudge`` events).
 With a durable store (``ToolFollows``: SQLite, PostgreSQL) the counts live there, per agent,
 so they survive a restart and every process serving the agent learns from all its runs;
-without one they are this process's.
+without one they are this process's. What the store said is kept for ``FOLLOWS_TTL_S``
+(another process's runs show within that), and dropped at once when this agent learns: a
+store round trip on every step's request was a tenth of the default agent's CPU per model
+call (issue 38's profile), for counts that change once per finished run.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from itertools import pairwise
 
@@ -38,6 +42,7 @@ FOLLOW_UPS = (
 HINT = ("[Quartermaster] After {last}, runs of this agent called {next} next in {pct}% of "
         "{runs} runs. Consider {next} if it fits this task.")
 MAX_TOOLS = 500  # tools the table follows (a bound, whatever the tools' names)
+FOLLOWS_TTL_S = 5.0  # how long what the store said about a tool's followers is kept
 
 
 class RoundFollowUps:
@@ -47,6 +52,8 @@ class RoundFollowUps:
         self.store = store
         # previous tool -> next tool -> runs in which next followed previous (no store)
         self.follows: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        # (agent, previous tool) -> (when read, what the store said): the store's counts
+        self._read: dict[tuple[str, str], tuple[float, dict[str, int]]] = {}
 
     def hooks(self) -> list[Hook]:
         return [Hook("pre_reason", self.follow_up, name="guard.rounds"),
@@ -63,7 +70,7 @@ class RoundFollowUps:
 
     async def hint(self, last: str, agent: str = "") -> tuple[str, int, int] | None:
         """(next tool, runs it followed ``last``, runs anything did) when confident."""
-        after = (Counter(await self.store.tool_follows(agent, last)) if self.store is not None
+        after = (Counter(await self._stored(agent, last)) if self.store is not None
                  else self.follows.get(last))
         if not after:
             return None
@@ -73,6 +80,19 @@ class RoundFollowUps:
         if count >= s.hint_min_runs and count >= s.hint_confidence * runs:
             return nxt, count, runs
         return None
+
+    async def _stored(self, agent: str, last: str) -> dict[str, int]:
+        """The store's counts of what followed ``last``, read at most once a TTL."""
+        assert self.store is not None
+        now = time.monotonic()
+        kept = self._read.get((agent, last))
+        if kept is not None and now - kept[0] < FOLLOWS_TTL_S:
+            return kept[1]
+        after = await self.store.tool_follows(agent, last)
+        if len(self._read) >= MAX_TOOLS:
+            self._read.clear()
+        self._read[(agent, last)] = (now, after)
+        return after
 
     async def follow_up(self, ctx: ReasonContext) -> None:
         steps = ctx.state.steps
@@ -108,6 +128,8 @@ class RoundFollowUps:
         pairs = sorted(set(pairwise(names)))
         if self.store is not None:
             await self.store.add_tool_follows(ctx.cfg.agent_id, pairs)
+            for prev, _ in pairs:  # this agent's next request reads what it just learned
+                self._read.pop((ctx.cfg.agent_id, prev), None)
             return
         for prev, nxt in pairs:
             if prev in self.follows or len(self.follows) < MAX_TOOLS:

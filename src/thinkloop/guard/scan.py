@@ -12,7 +12,6 @@ back to the original, so a finding's ``span`` always points into the text the ca
 
 from __future__ import annotations
 
-import base64
 import binascii
 import codecs
 import functools
@@ -21,6 +20,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from thinkloop.guard import linear, prefilter, typos
 from thinkloop.guard.patterns import (
@@ -58,13 +58,15 @@ _SPLIT_SCREEN = re.compile("|".join(rf"[^\W_]{re.escape(sep)}(?:[^\W_]{re.escape
                                     for sep in " .-_*·|/"))
 _LEET_TABLE = str.maketrans(_LEET)
 _MIXED = re.compile(r"[a-z][0-9@$]|[0-9@$][a-z]")
-# A whole run of letters, digits, @ and $ that mixes them. It starts only where a run does
-# (the lookbehind), so the backtracking to find the mix stays within one run: linear.
-_MIXED_RUN = re.compile(r"(?<![a-z0-9@$])[a-z0-9@$]*?(?:[a-z][0-9@$]|[0-9@$][a-z])[a-z0-9@$]*")
+# A whole run of digits, @ and $ with no letter: the leet view leaves these as they are. It
+# starts only where a run does (the lookbehind), so a failed try stays within one run: linear.
+_PURE_RUN = re.compile(r"(?<![a-z0-9@$])([0-9@$]+)(?![a-z0-9@$])")
 _ROT_HINT = re.compile(r"\brot\s*-?\s*13|caesar|cipher|decode|decrypt|unscramble")
 _REV_HINT = re.compile(r"backwards?|revers|right[\s-]+to[\s-]+left|mirror")
 _B64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
-_HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){10,}\b")
+# A word of 20 or more hex digits; an odd count is refused after the match. The same matches
+# as pairs of digits repeated, which re matched a group at a time (0.25 s on 1 MB of digits).
+_HEX = re.compile(r"\b[0-9a-fA-F]{20,}\b")
 # Runs of words holding %XX escapes. A match starts only where a word does ((?<!\S)): tried
 # from every position, the scan of one long word was quadratic (20 KB: 1.5 s).
 _PCT = re.compile(r"(?<!\S)\S*%[0-9a-fA-F]{2}\S*(?:\s+\S*%[0-9a-fA-F]{2}\S*)*")
@@ -74,7 +76,9 @@ _PCT = re.compile(r"(?<!\S)\S*%[0-9a-fA-F]{2}\S*(?:\s+\S*%[0-9a-fA-F]{2}\S*)*")
 class _View:
     name: str
     text: str
-    origin: Sequence[int]  # origin[i] = index in the original text of text[i]
+    # origin[i] = index in the original text of text[i]: a range, a tuple, a numpy array or a
+    # _Skipping (long views), read by index and length.
+    origin: Any
     whole: tuple[int, int] | None = None  # decoded views: every match spans the encoded run
     data: bytes | None = None  # the text as UTF-8 for RE2, when it was needed before
 
@@ -86,6 +90,10 @@ def _canonical(text: str, base: int = 0) -> _View:
     # and rewritten by one C pass (str.translate); a loop per character took 1 s on 1 MB.
     distinct = "".join(set(text))
     fold = _folds(distinct)
+    if not fold:  # nothing changes (lone surrogates, scripts with no case)
+        return _View("text", text, range(base, base + len(text)))
+    if len(text) > linear.SHORT and not any(0xD800 <= ord(c) <= 0xDFFF for c in distinct):
+        return _canonical_long(text, base, fold)
     out = text.translate(fold)
     if all(len(v) == 1 for v in fold.values()):
         return _View("text", out, range(base, base + len(text)))
@@ -97,8 +105,51 @@ def _canonical(text: str, base: int = 0) -> _View:
                                                            sizes)))
     import numpy as np  # a base dependency; each index repeated in C
 
+    # The map stays a numpy array: a list of a million ints took 0.2 s to build.
     origin = np.repeat(np.arange(base, base + len(text)), np.frombuffer(sizes, np.uint8))
-    return _View("text", out, origin.tolist())
+    return _View("text", out, origin)
+
+
+def _canonical_long(text: str, base: int, fold: dict[int, str]) -> _View:
+    """``_canonical`` of a long text by numpy over its code points (str.translate with a
+    dict costs a lookup per character: 0.3 s on 1 MB of mixed scripts): each code point
+    looked up in a table of what it becomes, and the characters that become several (a
+    ligature) written by one fancy-indexing pass over their occurrences."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    top = max(fold) + 1
+    into = np.arange(top, dtype=np.uint32)  # code point -> code point it becomes (1 to 1)
+    sizes = np.ones(top, dtype=np.int64)  # code point -> how many it becomes
+    flat, at = [0], np.zeros(top, dtype=np.int64)  # the longer ones' code points, and where
+    for c, v in fold.items():
+        sizes[c] = len(v)
+        if len(v) == 1:
+            into[c] = ord(v)
+        elif len(v) > 1:
+            at[c] = len(flat)
+            flat.extend(map(ord, v))
+    folded = codes < top
+    size = np.ones(len(codes), dtype=np.int64)
+    size[folded] = sizes[codes[folded]]
+    origin = np.arange(base, base + len(text))
+    if not (size != 1).any():
+        out = codes.copy()
+        out[folded] = into[codes[folded]]
+        return _View("text", out.tobytes().decode("utf-32-le"), origin)
+    origin = np.repeat(origin, size)  # each index as often as its character's fold is long
+    begin = np.cumsum(size) - size  # where each character's fold begins in the view
+    out = np.zeros(int(size.sum()), dtype=np.uint32)
+    one = size == 1
+    out[begin[one]] = np.where(folded[one], into[np.where(folded, codes, 0)[one]],
+                               codes[one])
+    many = np.nonzero(size > 1)[0]
+    if len(many):
+        k = size[many]
+        nth = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        out[np.repeat(begin[many], k) + nth] = np.array(flat, dtype=np.uint32)[
+            np.repeat(at[codes[many]], k) + nth]
+    return _View("text", out.tobytes().decode("utf-32-le"), origin)
 
 
 def _folds(chars: str) -> dict[int, str]:
@@ -120,23 +171,28 @@ def _folds(chars: str) -> dict[int, str]:
 
 
 def _leet(view: _View) -> _View | None:
-    # Only inside runs that hold a letter, so plain numbers ("2024", "$5") stay as they are.
-    # Such a run holds a letter next to a digit, @ or $: without one anywhere (one C search)
-    # there is no leet view, and only the runs that have one are translated. (A Python call
-    # per word took seconds on a 1 MB text.)
+    # Only inside runs (of letters, digits, @ and $) that hold a letter, so plain numbers
+    # ("2024", "$5") stay as they are. Such a run holds a letter next to a digit, @ or $:
+    # without one anywhere (one C search) there is no leet view. Translating a run of letters
+    # changes nothing, so the text is translated whole but for its runs with no letter, split
+    # out in C (a Python call per run took 0.3 s on a 1 MB base64 word cut by "/" and "+").
     if linear.search(_MIXED, view.text, view.data) is None:
         return None
-    text = _MIXED_RUN.sub(lambda m: m.group().translate(_LEET_TABLE), view.text)
+    parts = _PURE_RUN.split(view.text)  # the runs kept as they are at the odd indices
+    parts[0::2] = map(str.translate, parts[0::2], itertools.repeat(_LEET_TABLE))
+    text = "".join(parts)
     return _View("leet", text, view.origin) if text != view.text else None
 
 
 def _collapsed(view: _View) -> _View | None:
-    if linear.available() and len(view.text) > linear.SHORT \
-            and linear.search(_SPLIT_SCREEN, view.text, view.data) is None:
-        return None
-    splits = [m.span() for m in _SPLIT.finditer(view.text)]
+    # Where RE2 finds the screen alone: re's lookbehind tried at every letter of a megabyte
+    # took 0.1 s.
+    splits = [m.span() for m in linear.finditer(_SPLIT, view.text, data=view.data,
+                                                screen=_SPLIT_SCREEN)]
     if not splits:
         return None
+    if len(view.text) > linear.SHORT:
+        return _collapsed_long(view, splits)
     keep = bytearray(b"\x01") * len(view.text)  # C bytes, not a list of a million bools
     for start, end in splits:
         keep[start + 1:end:2] = bytes(len(range(start + 1, end, 2)))
@@ -145,44 +201,84 @@ def _collapsed(view: _View) -> _View | None:
     return _View("collapsed", text, origin)
 
 
-_LETTERS = re.compile(r"[a-z]{4,}")
+def _collapsed_long(view: _View, splits: list[tuple[int, int]]) -> _View:
+    """``_collapsed`` of a long text: every split's letters (every second character) and the
+    text between splits, sliced and joined by C maps, and a map that finds an index past the
+    dropped separators by binary search (a Python step per split, and the text and map
+    rebuilt a character at a time, took 0.3 s on 1 MB of random words)."""
+    import numpy as np
+
+    text = view.text
+    bounds = [0, *itertools.chain.from_iterable(splits), len(text)]
+    steps = itertools.cycle((1, 2))  # between splits whole, in a split every second one
+    out = "".join(map(text.__getitem__, map(slice, bounds[:-1], bounds[1:], steps)))
+    start, end = np.array(splits, dtype=np.int64).T
+    count = (end - start - 1) // 2  # a split is letter, separator, ..., letter
+    nth = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    dropped = np.repeat(start + 1, count) + 2 * nth
+    return _View("collapsed", out, _Skipping(view.origin, dropped))
+
+
+class _Skipping:
+    """A view's map with some of its indices dropped (in order), read one index at a time:
+    index i of what is kept is i plus the number of dropped indices before it."""
+
+    def __init__(self, origin: Sequence[int], dropped: Any) -> None:
+        import numpy as np
+
+        self.origin = origin
+        self.size = len(origin) - len(dropped)
+        self.shifted = dropped - np.arange(len(dropped))  # dropped index - drops before it
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int) -> int:
+        if not -self.size <= i < self.size:
+            raise IndexError(i)
+        i %= self.size
+        return int(self.origin[i + int(self.shifted.searchsorted(i, side="right"))])
+
+
+_LETTERS = re.compile(r"([a-z]{4,})")
 
 
 def _typos(view: _View) -> _View | None:
-    # Most texts hold no typo of a key word: their distinct words (one C pass) say so.
-    found = typos.typo_words(set(_LETTERS.findall(view.text)))
+    # The text split in C into its words (odd indices) and what lies between them.
+    parts = _LETTERS.split(view.text)
+    words = parts[1::2]
+    # Most texts hold no typo of a key word: their distinct words say so.
+    found = typos.typo_words(set(words))
     if not found:
         return None
-    # re rewrites the text in C, calling back only at a typo (a Python step for each word,
-    # or each typo with its piece of the map, took 0.2-0.3 s on a 1 MB text of them).
-    hits: list[tuple[int, int, int]] = []
-
-    def fix(m: re.Match[str]) -> str:
-        key = found.get(m.group())
-        if key is None:
-            return m.group()
-        hits.append((m.start(), m.end() - m.start(), len(key)))
-        return key
-
-    text = _LETTERS.sub(fix, view.text)
+    # Each word swapped for its key word, if it is a typo, by C maps (a callback per word
+    # from re.sub took 0.5 s on a 1 MB text of typos).
+    fixed = parts.copy()
+    fixed[1::2] = map(found.get, words, words)
+    text = "".join(fixed)
     if all(size == len(key) for size, key in zip(map(len, found), found.values(),
                                                    strict=True)):
         return _View("typo", text, view.origin)  # letters swapped or changed: the same map
-    return _View("typo", text, typos.stretched(view.origin, hits))
+    return _View("typo", text, typos.stretched(view.origin, parts, found))
 
 
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(view name, decoded text, span of the encoded run) for runs that decode to text."""
     utf8 = linear.encode(text) if linear.available() else None
-    for m in linear.finditer(_B64, text, data=utf8):
+    # _B64 by re: a run of its class, from each start at most 16 characters tried in vain, so
+    # linear; through RE2 each of 10,000 runs in 1 MB of random words was a call more.
+    # Each searched by re only if RE2 finds a run anywhere: re's tries at every letter of a
+    # megabyte with no run cost 0.1 s a pattern.
+    for m in _B64.finditer(text) if linear.may_match(_B64, text, utf8) else ():
         raw = m.group()
         try:
-            data = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+            data = binascii.a2b_base64(raw + "=" * (-len(raw) % 4), strict_mode=True)
         except (binascii.Error, ValueError):
             continue
         yield "base64", data.decode("utf-8", "replace"), m.span()
-    for m in _HEX.finditer(text):
-        yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()
+    for m in _HEX.finditer(text) if linear.may_match(_HEX, text, utf8) else ():
+        if not len(m.group()) % 2:
+            yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()
     for m in linear.finditer(_PCT, text, data=utf8):
         yield "percent", _unquote(m.group()), m.span()
 
@@ -192,12 +288,34 @@ _ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
 
 def _unquote(run: str) -> str:
     """``urllib.parse.unquote``, with its per-escape Python loop done by C maps instead (a
-    1 MB run of escapes took 0.3 s)."""
+    1 MB run of escapes took 0.3 s), or by numpy for a long run (a part per escape: 0.25 s
+    on 1 MB)."""
+    if len(run) > linear.SHORT and run.isascii():
+        return _unquote_ascii(run)
     parts = _ESCAPE.split(run)
     out: list[bytes] = [b""] * len(parts)
     out[0::2] = map(str.encode, parts[0::2])
     out[1::2] = map(bytes.fromhex, parts[1::2])
     return b"".join(out).decode("utf-8", "replace")
+
+
+def _unquote_ascii(run: str) -> str:
+    """``_unquote`` of an ASCII run, by numpy: each "%" with two hex digits after it becomes
+    their byte (escapes cannot overlap: a hex digit is no "%"), the digits are dropped."""
+    import numpy as np
+
+    raw = np.frombuffer(run.encode("ascii"), dtype=np.uint8)
+    value = np.full(256, -1, dtype=np.int16)
+    for digits in ("0123456789", "abcdef", "ABCDEF"):
+        value[np.frombuffer(digits.encode(), dtype=np.uint8)] = \
+            np.arange(len(digits)) + (0 if digits[0] == "0" else 10)
+    high, low = value[raw[1:-1]], value[raw[2:]]
+    at = np.nonzero((raw[:-2] == ord("%")) & (high >= 0) & (low >= 0))[0]
+    out = raw.copy()
+    out[at] = high[at] * 16 + low[at]
+    keep = np.ones(len(raw), dtype=bool)
+    keep[at + 1] = keep[at + 2] = False
+    return out[keep].tobytes().decode("utf-8", "replace")
 
 
 def _printable(text: str) -> bool:
@@ -237,10 +355,14 @@ def _views(text: str) -> Iterator[_View]:
 def _span(view: _View, start: int, end: int) -> tuple[int, int]:
     if view.whole is not None:
         return view.whole
-    picked = view.origin[start:end] or (view.origin[min(start, len(view.origin) - 1)],)
+    origin, size = view.origin, len(view.origin)
+    if start < min(end, size):
+        first, last = origin[start], origin[min(end, size) - 1]
+    else:
+        first = last = origin[min(start, size - 1)]
     # Every view's map runs one way (the reversed view's backwards): its ends are its bounds.
-    first, last = picked[0], picked[-1]
-    return (min(first, last), max(first, last) + 1)
+    # (int(): a map may be a numpy array.)
+    return (int(min(first, last)), int(max(first, last)) + 1)
 
 
 # Without RE2 (guard/linear.py), long views are matched a window at a time (each window's
@@ -291,10 +413,12 @@ def scan_input(
     """
     found: dict[tuple[str, tuple[int, int]], Finding] = {}
     pats = tuple(patterns)
+    regexes = tuple(p.regex for p in pats)
     for view in _views(text):
         data = view.data if view.data is not None or not linear.available() \
             else linear.encode(view.text)
-        for p in pats:
+        maybe = linear.possible(regexes, view.text, data)  # None: any pattern may match
+        for p in pats if maybe is None else (pats[i] for i in sorted(maybe)):
             for m in itertools.islice(_matches(p.regex, view.text, data), PER_VIEW):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(

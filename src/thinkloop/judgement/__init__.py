@@ -12,8 +12,10 @@ Each part is a hook plugin, switched on through :class:`Judgement`:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.model import Model
@@ -33,6 +35,12 @@ from thinkloop.judgement.sensitive import (
 from thinkloop.judgement.signals import DECISIONS, Assessment, Decision, heuristic, signals
 from thinkloop.side_calls import UsageMeter, side_call
 from thinkloop.tools.subagents import SubAgents
+
+if TYPE_CHECKING:
+    from thinkloop.core.run import RunConfig, RunState
+
+    # A run's scope, as thinkloop.loop.handle.Scope (judgement sits below the loop).
+    Scope = Callable[[RunConfig, RunState], AbstractAsyncContextManager[None]]
 
 PARTS = ("assess", "select", "sensitive", "learn")
 
@@ -96,6 +104,21 @@ class JudgementPlugins:
 
     def hide_task(self, run_id: str, task: str) -> str:
         return self.sensitive.hide_task(run_id, task) if self.sensitive is not None else task
+
+    def hiding_first(self, scope: Scope, run_id: str, task: str) -> Scope:
+        """``scope`` entered once ``task``, with its secrets hidden in a worker thread, is the
+        run's task: for a task too long to scan on the event loop (``offload.off_loop``).
+        Until then the run's task is empty, so nothing shows the secrets meanwhile."""
+        sensitive = self.sensitive
+
+        @asynccontextmanager
+        async def hidden(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
+            state.task = task if sensitive is None \
+                else await sensitive.hide_long_task(run_id, task)
+            async with scope(cfg, state):
+                yield
+
+        return hidden
 
     async def aclose(self) -> None:
         """Close the pool's models (their HTTP clients), for shells that own them."""

@@ -182,10 +182,19 @@ def cost_of(usage: Usage, model_name: str) -> float | None:
         calc = info.calc_price(GenaiUsage(input_tokens=usage.input_tokens,
                                           output_tokens=usage.output_tokens), where)
         return float(calc.total_price)
-    hand = lookup(model_name, HAND_PRICES)
+    hand = _hand_price(model_name, len(HAND_PRICES))
     if hand is None:
         return None
     return float(usage.input_tokens * hand[0] + usage.output_tokens * hand[1]) / 1_000_000
+
+
+@functools.lru_cache(maxsize=256)
+def _hand_price(model_name: str, rows: int) -> tuple[float, float] | None:
+    """The hand table's price, looked up once per name (every model call is priced; a name
+    the table lacks was looked up anew each time). ``rows``: a price added later to the
+    table is found."""
+    found = lookup(model_name, HAND_PRICES)
+    return None if found is None else (float(found[0]), float(found[1]))
 
 
 @functools.lru_cache(maxsize=256)

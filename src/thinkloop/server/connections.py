@@ -1,10 +1,13 @@
-"""Connections under a budget: uvicorn's HTTP/1.1 protocol (h11) with what it leaves to the
-application, so that cheap floods cannot take the gateway's file descriptors.
+"""Connections under a budget: uvicorn's HTTP/1.1 protocol (httptools when installed, the
+``perf`` extra; else h11) with what it leaves to the application, so that cheap floods cannot
+take the gateway's file descriptors.
 
 - A request's head must arrive within ``header_timeout_s`` of its first byte (of the
   connection's opening, for the first request): half-sent requests are dropped. uvicorn's own
   keep-alive timer stops at the first byte of the next request, so a head sent a byte at a
   time was never dropped.
+- A head still arriving may grow to ``max_header_bytes`` (then 400 and the connection
+  closes): h11 caps it itself; httptools has no cap, so the guarded protocol counts.
 - Each client address holds at most ``per_client_connections``, and all together at most a
   budget under the open-file limit: ``max_connections``, lowered to ``RLIMIT_NOFILE -
   fd_reserve`` less what asyncio may accept before admitting (``3 * ACCEPT_BATCH``). At a cap, the
@@ -12,7 +15,10 @@ application, so that cheap floods cannot take the gateway's file descriptors.
   room; if every one is busy, the new connection may only ask ``/healthz`` (a few such
   places are kept above the budget), so the gateway can always say how it is.
 
-Heads are capped by h11 (``max_header_bytes``); bodies by :mod:`thinkloop.server.doors`.
+Why httptools: per request and per SSE write it costs the gateway less CPU than h11's
+pure-Python parser and framing (``benchmarks/server_parser.py``: 0.62-0.80x per request).
+Complete heads over ``max_header_bytes`` are refused by :mod:`thinkloop.server.doors` (431),
+bodies too.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -45,7 +51,7 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 class _Conn:
     client: str
     transport: asyncio.Transport
-    protocol: GuardedH11
+    protocol: Guarded
     opened: float
 
     @property
@@ -55,7 +61,8 @@ class _Conn:
     @property
     def evictable(self) -> bool:
         """Not serving a request: idle, or its head still coming (a WebSocket is busy)."""
-        return self.transport.get_protocol() is self.protocol and self.protocol.idle
+        protocol: object = self.transport.get_protocol()
+        return protocol is self.protocol and self.protocol.idle
 
 
 class ConnectionBudget:
@@ -107,22 +114,34 @@ class ConnectionBudget:
         self._conns.pop(transport, None)
 
 
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol, admitted by a :class:`ConnectionBudget`, with a head timeout.
+class Guarded:
+    """What the gateway adds to uvicorn's HTTP protocols (mixed in before one of them):
+    admission by a :class:`ConnectionBudget`, a head timeout, a cap on a head still arriving.
     Subclassed per server by :func:`uvicorn_config` (uvicorn makes one per connection)."""
 
     budget: ClassVar[ConnectionBudget]
     head_timeout_s: ClassVar[float]
+    # Set where the parser cannot cap a growing head itself (httptools); h11 does (None).
+    max_head_bytes: ClassVar[int | None] = None
     _head_timer: asyncio.TimerHandle | None = None
+    _heading = False  # a head is arriving (httptools' callbacks say so)
+    _head_bytes = 0  # bytes of the head still arriving (with max_head_bytes)
+    # uvicorn's protocols' own, typed here for the mixin.
+    cycle: Any
+    app: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    client: tuple[str, int] | None
 
     @property
     def idle(self) -> bool:
-        return self.cycle is None or self.cycle.response_complete
+        return self.cycle is None or bool(self.cycle.response_complete)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
         client = self.client[0] if self.client else "?"
-        place = self.budget.admit(_Conn(client, transport, self, time.monotonic()))
+        place = self.budget.admit(_Conn(client, cast(asyncio.Transport, transport), self,
+                                        time.monotonic()))
         if place == "refused":
             transport.close()
             return
@@ -142,24 +161,73 @@ class GuardedH11(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_timer = None
-        if self.idle and self.transport.get_protocol() is self:
+        protocol: object = self.transport.get_protocol()
+        if self.idle and protocol is self:
             self.transport.close()  # a head that did not come in time: a slow client
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
+        was_heading = self._heading
+        super().data_received(data)  # type: ignore[misc]
+        # A chunk that only continued a head counts (the one it began in may hold a body's
+        # end before it): what a head holds is at most the cap and one read.
+        if (self.max_head_bytes is not None and was_heading and self._heading
+                and not self.transport.is_closing()):
+            self._head_bytes += len(data)
+            if self._head_bytes > self.max_head_bytes:
+                self._head_too_large()
+                return
         if not self.idle:
             self._disarm()  # a request is being served: its body has a timeout of its own
         elif self._head_timer is None and not self.transport.is_closing():
             self._arm(self.head_timeout_s)  # the first byte of the next head starts its clock
 
-    def handle_websocket_upgrade(self, event: Any) -> None:
+    # The httptools parser's callbacks (h11 never calls them): where a head begins and ends,
+    # also one pipelined behind a request still being served.
+    def on_message_begin(self) -> None:
+        self._heading, self._head_bytes = True, 0
+        super().on_message_begin()  # type: ignore[misc]
+
+    def on_headers_complete(self) -> None:
+        self._heading = False
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def _head_too_large(self) -> None:
+        """A head still arriving past the cap: 400 and closed, as h11 answers one."""
         self._disarm()
-        super().handle_websocket_upgrade(event)
+        send_400 = getattr(self, "send_400_response", None)
+        if send_400 is not None:
+            send_400("Request head too large (gateway.max_header_bytes).")
+        else:
+            self.transport.close()
+
+    def handle_websocket_upgrade(self, *event: Any) -> None:
+        self._disarm()
+        super().handle_websocket_upgrade(*event)  # type: ignore[misc]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self.budget.release(self.transport)
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+class GuardedH11(Guarded, H11Protocol):
+    """uvicorn's h11 protocol, guarded (h11 caps a growing head itself)."""
+
+
+def guarded_protocol(http: str) -> type[Guarded]:
+    """The guarded protocol class for ``http``: ``"httptools"``, ``"h11"``, or ``"auto"``
+    (httptools when it is installed)."""
+    if http in ("auto", "httptools"):
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+        except ImportError:
+            if http == "httptools":
+                raise
+        else:
+            return type("GuardedHttpTools", (Guarded, HttpToolsProtocol), {})
+    if http not in ("auto", "h11"):
+        raise ValueError(f"http must be auto, httptools or h11, not {http!r}")
+    return GuardedH11
 
 
 def healthz_only(app: Any) -> ASGIApp:
@@ -192,12 +260,16 @@ def connection_budget(cfg: GatewayConfig) -> int:
     return max(8, min(cfg.max_connections, room))
 
 
-def uvicorn_config(app: Any, cfg: GatewayConfig, **options: Any) -> uvicorn.Config:
+def uvicorn_config(app: Any, cfg: GatewayConfig, http: str = "auto",
+                   **options: Any) -> uvicorn.Config:
     """The uvicorn configuration ``thinkloop serve`` runs ``app`` with: its limits from
-    ``cfg`` (``options``: any other of uvicorn's, e.g. ``log_level``)."""
+    ``cfg``, on ``http`` (see :func:`guarded_protocol`; ``options``: any other of uvicorn's,
+    e.g. ``log_level``)."""
     budget = ConnectionBudget(connection_budget(cfg), cfg.per_client_connections)
-    protocol = type("GatewayHTTP", (GuardedH11,), {"budget": budget,
-                                                   "head_timeout_s": cfg.header_timeout_s})
+    base = guarded_protocol(http)
+    protocol = type("GatewayHTTP", (base,), {
+        "budget": budget, "head_timeout_s": cfg.header_timeout_s,
+        "max_head_bytes": None if issubclass(base, GuardedH11) else cfg.max_header_bytes})
     options = {"log_level": "warning", "timeout_graceful_shutdown": 10, **options}
     return uvicorn.Config(
         app, host=cfg.host, port=cfg.port, http=protocol,

@@ -70,6 +70,8 @@ class Pager:
     def holds(self, session_id: str | None, run_id: str) -> bool:
         """Is there truncated output this session (or run) may read on? Only then is
         ``read_more`` offered: it would be one more tool for the model to weigh."""
+        if not self.held:  # asked before every model call; most runs never page
+            return False
         scope = _scope(session_id, run_id)
         return any(h.scope == scope for h in self.held.values())
 

@@ -8,6 +8,8 @@ Everything a gateway and a worker say to each other goes through here, under one
                       every gateway numbers them alike and ``Last-Event-ID: N`` resumes at
                       ``0-N``; an explicit id also refuses a second writer's duplicates; the
                       last entry (``end``) closes it
+* ``{p}:news``         every run's new events again, a field ``"{id} {N}"`` each, an entry
+                      per write: a gateway reads this one stream for all the runs it follows
 * ``{p}:active`` and ``{p}:active:{user}``  sets of runs in progress (the fleet's limits)
 * ``{p}:ctl``          pub/sub: aborts and answers for whichever worker holds the run
 * ``{p}:wait:{id}``    what a run waits on (input id -> approval | question)
@@ -28,72 +30,13 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from thinkloop.workers import scripts
 from thinkloop.workers.tail import Tail
 
-# Take a slot for a run: refused (0) over the user's or the fleet's limit.
-_RESERVE = """
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[1])
-return 1
-"""
-# Take a slot and write the run's row in one round trip (the submit path): KEYS active,
-# active:user, run:id; ARGV run id, per-user limit, fleet limit, row TTL, then field pairs.
-_CREATE = """
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[3], unpack(ARGV, 5))
-redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
-return 1
-"""
-# arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
-# queued once per id. KEYS job key, result key, queue; ARGV job, TTL ms, score, id.
-_ENQUEUE = """
-if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
-redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
-return 1
-"""
-# Move a run from one status to another only if it is in one of the expected ones.
-_MOVE = """
-local now = redis.call('HGET', KEYS[1], 'status')
-if not now then return false end
-for s in string.gmatch(ARGV[1], '[^,]+') do
-  if s == now then
-    for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-    return now
-  end
-end
-return false
-"""
-# An answer is taken once: whoever removes the wait delivers it; a second answer finds none.
-_ANSWER = """
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return 1
-end
-return 0
-"""
-# A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last,
-# its slots freed, its keys kept keep_s. KEYS run, ev, active, active:user, wait, abort;
-# ARGV status, finished_at, view, keep_s, run id.
-_FINISH = """
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-local n = 0
-if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
-redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'end', ARGV[1])
-redis.call('SREM', KEYS[3], ARGV[5])
-redis.call('SREM', KEYS[4], ARGV[5])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
-redis.call('DEL', KEYS[5], KEYS[6])
-return n + 1
-"""
 END = "end"
+# Entries (one per outbox write) the news keeps: a gateway more than this far behind reads
+# what it missed from the runs' own streams (Tail's resync).
+NEWS_LEN = 10_000
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
 
@@ -156,12 +99,13 @@ class Bus:
         self.p = prefix
         self.keep_s = int(max(60, keep_s))
         self.tail: Tail | None = None  # a gateway's one reader of the streams it follows
-        self._reserve = redis.register_script(_RESERVE)
-        self._move = redis.register_script(_MOVE)
-        self._answer = redis.register_script(_ANSWER)
-        self._create = redis.register_script(_CREATE)
-        self._enqueue = redis.register_script(_ENQUEUE)
-        self._finish = redis.register_script(_FINISH)
+        self._reserve = redis.register_script(scripts.RESERVE)
+        self._move = redis.register_script(scripts.MOVE)
+        self._answer = redis.register_script(scripts.ANSWER)
+        self._create = redis.register_script(scripts.CREATE)
+        self._enqueue = redis.register_script(scripts.ENQUEUE)
+        self._finish = redis.register_script(scripts.FINISH)
+        self._append = redis.register_script(scripts.APPEND)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -170,6 +114,12 @@ class Bus:
     def queue(self) -> str:
         """arq's queue (a sorted set of job ids)."""
         return self.key("queue")
+
+    @property
+    def news(self) -> str:
+        """The fleet's news: every run's new events, in the order written (see
+        :class:`~thinkloop.workers.tail.Tail`)."""
+        return self.key("news")
 
     @property
     def control(self) -> str:
@@ -240,9 +190,9 @@ class Bus:
         await self._finish(
             keys=[self.key("run", row.id), self.key("ev", row.id), self.key("active"),
                   self.key("active", row.user), self.key("wait", row.id),
-                  self.key("abort", row.id)],
+                  self.key("abort", row.id), self.news],
             args=[status, repr(time.time()), orjson.dumps(view, default=str), self.keep_s,
-                  row.id])
+                  row.id, NEWS_LEN])
 
     async def starting(self, run_id: str) -> tuple[bool, int]:
         """Whether an abort was asked for the run, and its last event's number (what a
@@ -293,13 +243,14 @@ class Bus:
     # --- events ----------------------------------------------------------------------------
 
     async def append_batches(self, batches: Mapping[str, tuple[int, list[bytes]]]) -> None:
-        """Events of many runs (run -> first number, events) in one round trip; a number
-        taken already (a second writer) is refused by Redis and skipped."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for run_id, (first, items) in batches.items():
-                for i, data in enumerate(items):
-                    pipe.xadd(self.key("ev", run_id), {"e": data}, id=f"0-{first + i}")
-            await pipe.execute(raise_on_error=False)
+        """Events of many runs (run -> first number, events) in one round trip, into their
+        runs' streams and the fleet's news; a number taken already (a second writer) is
+        refused by Redis and left out of both."""
+        keys, args = [self.news], list[str | int | bytes]([NEWS_LEN])
+        for run_id, (first, items) in batches.items():
+            keys.append(self.key("ev", run_id))
+            args += [run_id, first, len(items), *items]
+        await self._append(keys=keys, args=args)
 
     async def follow(self, run_id: str, after: int = 0,
                      block_ms: int = 1000) -> AsyncIterator[tuple[int, bytes | None, str]]:

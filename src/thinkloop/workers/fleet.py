@@ -146,7 +146,7 @@ class RedisFleet:
         self.pool = pool
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
-        self.bus.tail = Tail(pool)
+        self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))

@@ -1,0 +1,97 @@
+"""The fleet's Lua scripts in Redis (see :mod:`thinkloop.workers.bus`): each is one round
+trip where the commands it runs would be several, and atomic where that matters."""
+
+# Take a slot for a run: refused (0) over the user's or the fleet's limit.
+RESERVE = """
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+# Take a slot and write the run's row in one round trip (the submit path): KEYS active,
+# active:user, run:id; ARGV run id, per-user limit, fleet limit, row TTL, then field pairs.
+CREATE = """
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return -2 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+return 1
+"""
+# arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
+# queued once per id. KEYS job key, result key, queue; ARGV job, TTL ms, score, id.
+ENQUEUE = """
+if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
+return 1
+"""
+# Move a run from one status to another only if it is in one of the expected ones.
+MOVE = """
+local now = redis.call('HGET', KEYS[1], 'status')
+if not now then return false end
+for s in string.gmatch(ARGV[1], '[^,]+') do
+  if s == now then
+    for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    return now
+  end
+end
+return false
+"""
+# An answer is taken once: whoever removes the wait delivers it; a second answer finds none.
+ANSWER = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
+return 0
+"""
+# A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last
+# (in the run's stream and the fleet's news), its slots freed, its keys kept keep_s. KEYS run,
+# ev, active, active:user, wait, abort, news; ARGV status, finished_at, view, keep_s, run id,
+# the news' length.
+FINISH = """
+redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local n = 0
+if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'end', ARGV[1])
+redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', ARGV[5] .. ' ' .. (n + 1),
+           'end:' .. ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[5])
+redis.call('SREM', KEYS[4], ARGV[5])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+redis.call('DEL', KEYS[5], KEYS[6])
+return n + 1
+"""
+# Events of many runs in one round trip: each into its run's stream as entry 0-N (a number
+# taken already, by a second writer, is refused there and left out of the rest), then those
+# taken into the fleet's news, one entry per 1000 events, a field "run N" per event. The news
+# carries the events themselves: a gateway reads that one stream, not one per run it follows.
+# KEYS news, then the runs' streams; ARGV the news' length, then per run: its id, first
+# number, how many, its events.
+APPEND = """
+local out = {}
+local a = 2
+for k = 2, #KEYS do
+  local run, first, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  a = a + 3
+  for i = 0, n - 1 do
+    local r = redis.pcall('XADD', KEYS[k], '0-' .. (first + i), 'e', ARGV[a + i])
+    if type(r) ~= 'table' or not r.err then
+      out[#out + 1] = run .. ' ' .. (first + i)
+      out[#out + 1] = ARGV[a + i]
+      if #out >= 2000 then
+        redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out))
+        out = {}
+      end
+    end
+  end
+  a = a + n
+end
+if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
+return 1
+"""
