@@ -266,10 +266,19 @@ def test_a_killed_worker_leaves_its_runs_to_the_other_each_call_executed_once(
 def test_a_worker_stopped_with_sigterm_hands_back_its_runs(fleet: Fleet) -> None:
     leaving = fleet.worker("w4", THINKLOOP_WORKER_DRAIN_S="0")
     fleet.wait_ready()
-    ids = fleet.start_in_step(fleet.g2, "slow", 12)
+    # The runs start on the leaving worker: the others are paused meanwhile (which worker
+    # polls first is chance, and a fast gateway queued all 12 inside one poll of another).
+    others = [w for w in fleet.live_workers() if w is not leaving]
+    for w in others:
+        w.send_signal(signal.SIGSTOP)
+    try:
+        ids = fleet.start_in_step(fleet.g2, "slow", 12)
+    finally:
+        for w in others:
+            w.send_signal(signal.SIGCONT)
     try:
         on_leaving = fleet.runs_on("w4")
-        assert on_leaving > 0
+        assert on_leaving == 12
         before = fleet.metric("thinkloop_fleet_handbacks")
         leaving.send_signal(signal.SIGTERM)
         assert leaving.wait(15) == 0, fleet.logs()
