@@ -281,6 +281,26 @@ def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     assert "exit^code:^0" in results[5] and "1^passed" in results[5]  # and fixed
 
 
+def _with_slow_memory_jobs(
+    server: OpenAIServer, home: Path, *options: str,
+) -> subprocess.Popen[str]:
+    """``thinkloop run "My name is Ada." OPTIONS`` started against a model that answers at once
+    and whose memory jobs' calls (a slow extraction model) hang for a minute each."""
+    import os
+    import sys
+
+    server.clear()
+    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
+                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
+         "My name is Ada.", "--model", "openai:fake", *options],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**base, **_env(server), "THINKLOOP_HOME": str(home)})
+
+
 def _ctrl_c_while_the_memory_jobs_hang(
     server: OpenAIServer, home: Path,
 ) -> tuple[int, str, list[tuple[object, ...]]]:
@@ -288,21 +308,10 @@ def _ctrl_c_while_the_memory_jobs_hang(
     extraction model): the answer must come first, then Ctrl-C while a job's call is in
     flight. Returns the exit code, what stderr said after Ctrl-C, and the owed jobs' rows
     as they were just before it."""
-    import os
     import signal
-    import sys
     import time
 
-    server.clear()
-    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
-                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
-         "My name is Ada.", "--model", "openai:fake", "--session", "first-hour"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**base, **_env(server), "THINKLOOP_HOME": str(home)})
+    proc = _with_slow_memory_jobs(server, home, "--session", "first-hour")
     assert proc.stdout is not None and proc.stderr is not None
     try:
         assert proc.stdout.readline() == "Nice to meet you, Ada.\n"  # before the jobs end
@@ -499,21 +508,10 @@ def test_json_prints_the_result_before_the_memory_jobs_and_keeps_it_on_ctrl_c(
 ) -> None:
     """``--json --session`` printed its document only after the memory jobs (a minute with a
     slow extraction model), and Ctrl-C in that wait lost it."""
-    import os
     import signal
-    import sys
     import time
 
-    server.clear()
-    server.enqueue(Reply(body=completion("Nice to meet you, Ada.")),
-                   *[Reply(body=completion("{}"), delay_s=60)] * 4)
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "THINKLOOP_MODEL")}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from thinkloop.cli.app import main; main()", "run",
-         "My name is Ada.", "--model", "openai:fake", "--session", "json-first", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**base, **_env(server), "THINKLOOP_HOME": str(tmp_path)})
+    proc = _with_slow_memory_jobs(server, tmp_path, "--session", "json-first", "--json")
     assert proc.stdout is not None
     try:
         doc = json.loads(proc.stdout.readline())
