@@ -427,7 +427,10 @@ def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: P
     first = subprocess.Popen([*cli, "one", "--model", "openai:fake", "--session", "shared"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        time.sleep(2.5)  # the first run holds the session while its model call is slow
+        deadline = time.monotonic() + 120
+        while not server.requests:  # it holds the session from before its (slow) model call
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr
+            time.sleep(0.05)
         second = thinkloop("run", "two", "--model", "openai:fake", "--session", "shared",
                            env={**_env(server), "THINKLOOP_HOME": str(tmp_path)})
         out, _err = first.communicate(timeout=120)
