@@ -74,6 +74,11 @@ class ToolPolicy:
     rules: tuple[ArgRule, ...] = ()
     rate_limits: Mapping[str, int] = field(default_factory=dict)  # glob -> calls per run
 
+    @property
+    def limits_tools(self) -> bool:
+        """Whether ``permits`` can refuse a tool by name (an allow or deny list, or roles)."""
+        return self.allow is not None or bool(self.deny) or bool(self.roles)
+
     def role_of(self, user_id: str | None) -> str | None:
         if user_id is not None and user_id in self.user_roles:
             return self.user_roles[user_id]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -41,6 +42,7 @@ class _Origin:
     host_header: bytes
 
 
+@functools.lru_cache(maxsize=64)  # a model posts to one URL: parse it once, not per call
 def _origin(url: str) -> _Origin:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
