@@ -61,7 +61,8 @@ ALLOW = Verdict("allow")
 
 
 def _matches(name: str, globs: Sequence[str]) -> bool:
-    return any(fnmatchcase(name, g) for g in globs)
+    # Asked for every tool call, most often of an empty deny list: no generator for that.
+    return bool(globs) and any(fnmatchcase(name, g) for g in globs)
 
 
 @dataclass(frozen=True)
