@@ -25,6 +25,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable
 from itertools import pairwise
+from operator import itemgetter
 
 from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
@@ -79,7 +80,8 @@ class RoundFollowUps:
         if not after:
             return None
         runs = sum(after.values())
-        nxt, count = Counter(after).most_common(1)[0]
+        # Counter.most_common(1)'s choice (the first of the largest) without a Counter.
+        nxt, count = max(after.items(), key=itemgetter(1))
         s = self.settings
         if count >= s.hint_min_runs and count >= s.hint_confidence * runs:
             return nxt, count, runs
