@@ -73,3 +73,15 @@ def test_only_the_windows_that_can_reach_the_bar_are_scored(
     scored.clear()
     assert clf.scan(text) == found
     assert len(scored) == windows
+
+
+def test_longer_terms_are_found_whose_prefixes_are_not_terms() -> None:
+    """numpy looks a 4- or 5-gram up only where its first 3 (or 4) characters start a longer
+    term: terms whose prefixes are not terms themselves, and equal terms, are found as the
+    classifier slices them."""
+    terms = ["gnor", "ignor", "nore", " ign", "re ", "ore", "xyzab", "yza", "é😈x", "ab c"]
+    coef = [1.0] * len(terms)
+    clf = Classifier(["x"], [1.0], [1.0], terms, [1.0] * len(terms), coef, 0.0, 0.5)
+    samples = [*texts(6, 100), "ignore ignored xyzab xyzabc yza é😈x  ab c gnore"]
+    for text in samples:
+        assert clf.grams.char_counts(text.lower()) == _char_counts(clf.char, text), repr(text)
