@@ -27,6 +27,16 @@ from typing import Any
 
 BITS = 7  # bits per character code: codes 1..127 (a byte each)
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
+# ASCII's characters that are not word characters (\w is exactly str.isalnum() or "_").
+_NOT_WORD = {c: " " for c in range(128) if not (chr(c).isalnum() or c == ord("_"))}
+
+
+def tokens(lowered: str) -> list[str]:
+    """``_TOKEN.findall(lowered)``: for ASCII text, its words once every other character is
+    a space (C-level, 2-3 times faster than the regex's 25-70 ms a megabyte)."""
+    if not lowered.isascii():
+        return _TOKEN.findall(lowered)
+    return [w for w in lowered.translate(_NOT_WORD).split() if len(w) > 1]
 
 
 class Grams:
@@ -90,12 +100,13 @@ class Grams:
         self.triple[(row.ravel() + 1) * self.base + three % self.base] = value
         self.longer = values[4], values[5]
 
-    def _codes(self, lowered: str) -> Any:
-        """The codes of ``" " + lowered + " "``: whitespace is the space's code."""
+    def _codes(self, lowered: str, chars: set[str] | None = None) -> Any:
+        """The codes of ``" " + lowered + " "``: whitespace is the space's code. ``chars``:
+        the set of ``lowered``'s characters, if the caller has it already."""
         import numpy as np
 
         table = {ord(c): chr(self.space if c.isspace() else self.code.get(c, 0))
-                 for c in set(lowered) | {" "}}
+                 for c in (set(lowered) if chars is None else chars) | {" "}}
         return np.frombuffer((" " + lowered + " ").translate(table).encode("latin-1"),
                              dtype=np.uint8)
 
@@ -104,9 +115,11 @@ class Grams:
         index into ``" " + lowered + " "``. The 3-grams of every position are looked up,
         the 4-grams only where the 3-gram starts a longer term, the 5-grams where the
         4-gram does (a few percent of the positions on random text)."""
+        return self._found(self._codes(lowered))
+
+    def _found(self, codes: Any) -> tuple[Any, Any]:
         import numpy as np
 
-        codes = self._codes(lowered)
         inner = codes != self.space
         digits = codes.astype(np.int32)
         size, base = len(codes), self.base
@@ -151,25 +164,26 @@ class Grams:
         as the classifier tells them (then nothing is skipped)."""
         import numpy as np
 
-        codes = self._codes(lowered)
+        present = set(lowered)
+        codes = self._codes(lowered, present)
         inner = codes != self.space
         begins = inner & ~np.concatenate(([False], inner[:-1]))
         word_of = np.cumsum(begins) - 1  # the word each character is in (for non-spaces)
         words = int(begins.sum())
-        starts, ids = self.found(lowered)
+        starts, ids = self._found(codes)
         chars = np.bincount(word_of[starts + 1], weights=self.char_square[ids],
                             minlength=words)
-        tokens = _TOKEN.findall(lowered)
-        table = {ord(c): "\x01" if c.isalnum() or c == "_" else "\x00" for c in set(lowered)}
+        found = tokens(lowered)
+        table = {ord(c): "\x01" if c.isalnum() or c == "_" else "\x00" for c in present}
         wordy = np.frombuffer(("\x00" + lowered + "\x00").translate(table).encode("latin-1"),
                               dtype=np.uint8).astype(bool)
         run_start = np.nonzero(wordy[1:] & ~wordy[:-1])[0]  # index into " " + lowered
         run_end = np.nonzero(~wordy[1:] & wordy[:-1])[0]
         long_runs = run_start[run_end - run_start >= 2]
-        if len(long_runs) != len(tokens):
+        if len(long_runs) != len(found):
             return None
-        weights = np.fromiter(map(self.token_square.get, tokens, itertools.repeat(0.0)),
-                              dtype=np.float64, count=len(tokens))
+        weights = np.fromiter(map(self.token_square.get, found, itertools.repeat(0.0)),
+                              dtype=np.float64, count=len(found))
         tokens_sq = np.bincount(word_of[long_runs + 1], weights=weights, minlength=words)
         return chars, tokens_sq
 
