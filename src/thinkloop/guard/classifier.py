@@ -62,7 +62,7 @@ def _word_counts(part: _Part, text: str) -> Counter[int]:
     for gram, n in distinct.items():
         if (i := part.index.get(gram)) is not None:
             counts[i] = n
-    if part.firsts.isdisjoint(distinct):
+    if len(text) > NUMPY_CHARS and part.firsts.isdisjoint(distinct):
         return counts  # no token starts a bigram term (1 MB of "%41": 0.35 M pairs unmade)
     for (a, b), n in Counter(itertools.pairwise(tokens)).items():
         if (i := part.index.get(f"{a} {b}")) is not None:
