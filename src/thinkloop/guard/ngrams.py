@@ -173,18 +173,23 @@ class Grams:
         starts, ids = self._found(codes)
         chars = np.bincount(word_of[starts + 1], weights=self.char_square[ids],
                             minlength=words)
-        found = tokens(lowered)
         table = {ord(c): "\x01" if c.isalnum() or c == "_" else "\x00" for c in present}
         wordy = np.frombuffer(("\x00" + lowered + "\x00").translate(table).encode("latin-1"),
                               dtype=np.uint8).astype(bool)
-        run_start = np.nonzero(wordy[1:] & ~wordy[:-1])[0]  # index into " " + lowered
-        run_end = np.nonzero(~wordy[1:] & wordy[:-1])[0]
-        long_runs = run_start[run_end - run_start >= 2]
-        if len(long_runs) != len(found):
+        runs = np.nonzero(wordy[1:] & ~wordy[:-1])[0]  # index into " " + lowered
+        if lowered.isascii():
+            # Every run, one-character ones too, without the filter ``tokens`` spends a Python
+            # step a word on: the tokeniser makes no term of one character, so they weigh 0.0
+            # and add nothing (a hand-made one would only loosen the bound).
+            found = lowered.translate(_NOT_WORD).split()
+        else:
+            found = _TOKEN.findall(lowered)
+            runs = runs[np.nonzero(~wordy[1:] & wordy[:-1])[0] - runs >= 2]
+        if len(runs) != len(found):
             return None
         weights = np.fromiter(map(self.token_square.get, found, itertools.repeat(0.0)),
                               dtype=np.float64, count=len(found))
-        tokens_sq = np.bincount(word_of[long_runs + 1], weights=weights, minlength=words)
+        tokens_sq = np.bincount(word_of[runs + 1], weights=weights, minlength=words)
         return chars, tokens_sq
 
 
