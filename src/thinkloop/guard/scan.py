@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from thinkloop.guard import linear, prefilter, typos
+from thinkloop.guard import blobs, linear, prefilter, typos
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -44,11 +44,13 @@ class Finding:
     why: str = ""
 
 
-# Cyrillic and Greek letters that look like Latin ones.
+# Cyrillic and Greek letters that look like Latin ones; and the dotless "ı", which Python's
+# re reads as "i" when ignoring case and RE2 does not (a long text's views are screened by
+# RE2: "ıgnore previous instructions" was found in a message and missed in a long text).
 _HOMOGLYPHS = str.maketrans({
     "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "i", "ј": "j",
     "ѕ": "s", "ԁ": "d", "ɡ": "g", "һ": "h", "ӏ": "l", "α": "a", "ο": "o", "ε": "e", "ι": "i",
-    "ν": "v", "τ": "t", "κ": "k", "ρ": "p",
+    "ν": "v", "τ": "t", "κ": "k", "ρ": "p", "ı": "i",
 })
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 # One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
@@ -244,13 +246,18 @@ _LETTERS = re.compile(r"([a-z]{4,})")
 
 
 def _typos(view: _View) -> _View | None:
+    # Most texts hold no typo of a key word: their distinct words say so, a long text's
+    # read from its bytes in bulk (typos.candidates) without splitting it.
+    if len(view.text) > linear.SHORT:
+        found = typos.typo_words(typos.candidates(
+            view.data if view.data is not None else linear.encode(view.text)))
+    else:
+        found = typos.typo_words(set(_LETTERS.split(view.text)[1::2]))
+    if not found:
+        return None
     # The text split in C into its words (odd indices) and what lies between them.
     parts = _LETTERS.split(view.text)
     words = parts[1::2]
-    # Most texts hold no typo of a key word: their distinct words say so.
-    found = typos.typo_words(set(words))
-    if not found:
-        return None
     # Each word swapped for its key word, if it is a typo, by C maps (a callback per word
     # from re.sub took 0.5 s on a 1 MB text of typos).
     fixed = parts.copy()
@@ -265,17 +272,22 @@ def _typos(view: _View) -> _View | None:
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(view name, decoded text, span of the encoded run) for runs that decode to text."""
     utf8 = linear.encode(text) if linear.available() else None
-    # _B64 by re: a run of its class, from each start at most 16 characters tried in vain, so
-    # linear; through RE2 each of 10,000 runs in 1 MB of random words was a call more.
-    # Each searched by re only if RE2 finds a run anywhere: re's tries at every letter of a
-    # megabyte with no run cost 0.1 s a pattern.
-    for m in _B64.finditer(text) if linear.may_match(_B64, text, utf8) else ():
-        raw = m.group()
+    # _B64 by re on a message; in a long text, where RE2 finds a run at all, by numpy
+    # (guard/blobs.py: the same spans, less runs that can only be binary), as re tried up to
+    # 16 characters at each letter (13 ms on 1 MB of random words) and RE2 cost a call a run.
+    runs: Iterable[tuple[int, int]] = ()
+    if len(text) <= linear.SHORT:
+        runs = (m.span() for m in _B64.finditer(text))
+    elif linear.may_match(_B64, text, utf8):
+        runs = blobs.base64_runs(text, utf8 if utf8 is not None else linear.encode(text),
+                                 text_only=True)
+    for start, end in runs:
+        raw = text[start:end]
         try:
             data = binascii.a2b_base64(raw + "=" * (-len(raw) % 4), strict_mode=True)
         except (binascii.Error, ValueError):
             continue
-        yield "base64", data.decode("utf-8", "replace"), m.span()
+        yield "base64", data.decode("utf-8", "replace"), (start, end)
     for m in _HEX.finditer(text) if linear.may_match(_HEX, text, utf8) else ():
         if not len(m.group()) % 2:
             yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()
