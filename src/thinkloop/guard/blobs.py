@@ -15,6 +15,19 @@ import functools
 from typing import Any
 
 
+def runs(mask: Any) -> tuple[Any, Any]:
+    """The starts and ends of the maximal runs of True in ``mask`` (a numpy bool array): two
+    bool comparisons a byte, where np.diff's int8 copies took 4 ms on 1 MB."""
+    import numpy as np
+
+    edges = np.flatnonzero(mask[1:] != mask[:-1]) + 1
+    if len(mask) and mask[0]:
+        edges = np.concatenate(([0], edges))
+    if len(mask) and mask[-1]:
+        edges = np.concatenate((edges, [len(mask)]))
+    return edges[0::2], edges[1::2]
+
+
 @functools.lru_cache(maxsize=1)
 def _base64_class() -> Any:
     import numpy as np
@@ -35,9 +48,7 @@ def base64_runs(text: str, data: bytes, shortest: int = 16, text_only: bool = Fa
     import numpy as np
 
     raw = np.frombuffer(data, dtype=np.uint8)
-    inside = _base64_class()[raw]
-    edges = np.flatnonzero(np.diff(inside.view(np.int8), prepend=0, append=0))
-    starts, ends = edges[0::2], edges[1::2]
+    starts, ends = runs(np.take(_base64_class(), raw))
     keep = ends - starts >= shortest
     if text_only:  # the short runs: a long one costs one C call a kilobyte anyway
         short = keep & (ends - starts < _LONG)

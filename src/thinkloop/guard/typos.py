@@ -131,19 +131,30 @@ def candidates(data: bytes) -> set[str]:
     megabyte (prose: 250,000 words), and most texts hold no word that passes."""
     import numpy as np
 
+    from thinkloop.guard.blobs import runs
+
     raw = np.frombuffer(data, dtype=np.uint8)
     letter = (raw >= 97) & (raw <= 122)
-    edges = np.flatnonzero(np.diff(letter.view(np.int8), prepend=0, append=0))
-    starts, ends = edges[0::2], edges[1::2]
-    keep = ends - starts >= 4
+    starts, ends = runs(letter)
+    keep = (ends - starts >= 4) & (ends - starts <= _WIDTH)  # longer: no key's typo
     starts, ends = starts[keep], ends[keep]
     if not len(starts):
         return set()
-    bits = np.zeros(len(raw) + 1, dtype=np.int64)  # one past the end: a run may end there
-    bits[:-1][letter] = np.left_shift(1, raw[letter].astype(np.int64) - 97)
+    # Each byte's letter as a bit (none for others), by a table; one past the end, as a
+    # run may end there.
+    bits = np.take(_letter_bits(), np.concatenate((raw, np.zeros(1, dtype=np.uint8))))
     # OR over [start, end) of each run; the odd results (between runs) are dropped.
     masks = np.bitwise_or.reduceat(bits, np.stack((starts, ends), axis=1).ravel())[0::2]
     return _survivors(raw, starts, ends - starts, masks)
+
+
+@functools.lru_cache(maxsize=1)
+def _letter_bits() -> Any:
+    import numpy as np
+
+    table = np.zeros(256, dtype=np.int32)
+    table[97:123] = np.left_shift(1, np.arange(26, dtype=np.int32))
+    return table
 
 
 # A typo is at most the longest key word and two edits long: each fits in 16 bytes, two
@@ -161,38 +172,44 @@ def _survivors(codes: Any, starts: Any, lengths: Any, masks: Any) -> set[str]:
     Counted with repeats, it lacks at most ``limit`` of the key's letters and has at most
     ``limit`` more (an edit changes the counts by one letter each way at most; a
     transposition not at all): random words passed the distinct letters' test by the
-    thousand, each then an edit distance in Python (0.2 s on 1 MB). Each test runs on the
-    words the ones before left, the last on each distinct word once (a text of the key
+    thousand, each then an edit distance in Python (0.2 s on 1 MB). The first tests run on
+    every word, the counts on each distinct word that passed them, once (a text of the key
     words over and over has tens of thousands of each)."""
     import numpy as np
 
     first, second = codes[starts], codes[starts + 1]
     limit = np.where(lengths >= 8, 2, 1)
     absent = np.invert(masks) & (1 << 26) - 1  # the letters each word lacks
-    alphabet = np.arange(97, 123, dtype=np.uint8)
-    found: set[str] = set()
+    near = np.zeros(len(starts), dtype=bool)
     for c, keys in _BY_FIRST.items():
         group = np.flatnonzero((first == ord(c)) | (second == ord(c)))
         for key, letters in keys:
             kmask = sum(1 << (ord(k) - 97) for k in letters)
-            near = group[(np.abs(lengths[group] - len(key)) <= limit[group])
-                         & (_popcount(absent[group] & kmask) <= limit[group])]
-            if not len(near):
-                continue
-            size = lengths[near]
-            row = np.repeat(np.arange(len(near)), size)
-            nth = np.arange(len(row)) - np.repeat(np.cumsum(size) - size, size)
-            words = np.zeros((len(near), _WIDTH), dtype=np.uint8)  # each padded with NULs
-            words[row, nth] = codes[np.repeat(starts[near], size) + nth]
-            words = _distinct(words)
-            counts = (words[:, :, None] == alphabet).sum(axis=1)
+            near[group[(np.abs(lengths[group] - len(key)) <= limit[group])
+                       & (_popcount(absent[group] & kmask) <= limit[group])]] = True
+    at = np.flatnonzero(near)
+    if not len(at):
+        return set()
+    # Each word's 16 bytes from where it starts (a row of a sliding window), past its end
+    # made NULs.
+    padded = np.concatenate((codes, np.zeros(_WIDTH, dtype=np.uint8)))
+    words = np.lib.stride_tricks.sliding_window_view(padded, _WIDTH)[starts[at]]
+    words[np.arange(_WIDTH) >= lengths[at][:, None]] = 0
+    words = _distinct(words)
+    size = (words != 0).sum(axis=1)
+    room = np.where(size >= 8, 2, 1)
+    counts = (words[:, :, None] == np.arange(97, 123, dtype=np.uint8)).sum(axis=1)
+    found: set[str] = set()
+    for c, keys in _BY_FIRST.items():
+        group = np.flatnonzero((words[:, 0] == ord(c)) | (words[:, 1] == ord(c)))
+        for key, _ in keys:
             kcounts = np.bincount(np.frombuffer(key.encode(), dtype=np.uint8) - 97,
                                   minlength=26)
-            diff = counts - kcounts
-            room = np.where((words != 0).sum(axis=1) >= 8, 2, 1)
-            ok = ((np.maximum(-diff, 0).sum(axis=1) <= room)
-                  & (np.maximum(diff, 0).sum(axis=1) <= room))
-            found.update(w.tobytes().rstrip(b"\0").decode("ascii") for w in words[ok])
+            diff = counts[group] - kcounts
+            ok = ((np.abs(size[group] - len(key)) <= room[group])
+                  & (np.maximum(-diff, 0).sum(axis=1) <= room[group])
+                  & (np.maximum(diff, 0).sum(axis=1) <= room[group]))
+            found.update(w.tobytes().rstrip(b"\0").decode("ascii") for w in words[group[ok]])
     return found
 
 
