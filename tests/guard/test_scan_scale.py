@@ -420,3 +420,27 @@ def test_base64_runs_left_out_as_binary_decode_to_no_text() -> None:
             continue
         assert not scan._printable(data.decode("utf-8", "replace")), raw
     assert {parts[0], parts[1], parts[3]} <= {text[s:e] for s, e in kept}
+
+
+def test_a_long_typo_view_by_numpy_is_the_split_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``typos.fixed`` builds a long ASCII view's typo view from its bytes: the same text
+    and map as splitting it into words, with keys longer, shorter and as long as their
+    typos, typos at the ends, and typos inside longer runs left alone."""
+    import random
+
+    from thinkloop.guard import typos
+
+    rng = random.Random(4)
+    parts = ["ignre", "iggnore", "ignroe", "prevous", "instrucitons", "xignre", "ignrex",
+             "ignore", "the", "a", " ", "  ", ", ", "\n", "ignre.", "abcd"]
+    for _ in range(10):
+        text = "".join(rng.choices(parts, k=4000))
+        view = scan._canonical(text)
+        view = replace(view, data=linear.encode(view.text))
+        fast = scan._typos(view)
+        monkeypatch.setattr(typos, "FEW", 0)  # the split text's way
+        slow = scan._typos(view)
+        monkeypatch.undo()
+        assert fast is not None and slow is not None
+        assert fast.text == slow.text
+        assert list(fast.origin) == list(slow.origin)

@@ -255,6 +255,11 @@ def _typos(view: _View) -> _View | None:
         found = typos.typo_words(set(_LETTERS.split(view.text)[1::2]))
     if not found:
         return None
+    if len(view.text) > linear.SHORT and view.data is not None and \
+            len(view.data) == len(view.text):  # ASCII: by numpy over its bytes
+        made = typos.fixed(view.data, view.origin, found)
+        if made is not None:
+            return _View("typo", *made)
     # The text split in C into its words (odd indices) and what lies between them.
     parts = _LETTERS.split(view.text)
     words = parts[1::2]
