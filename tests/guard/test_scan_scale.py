@@ -263,8 +263,9 @@ def test_the_canonical_view_folds_each_distinct_character_once(
 
     for start in (0x80, 0x1000, 0x2000, 0x3000, 0xD000, 0xFB00, 0x1D400, 0xE0000):
         text = "".join(map(chr, range(start, start + 0x1000)))
-        view = _canonical(text, 7)
-        assert (view.text, tuple(view.origin)) == one_at_a_time(text, 7), hex(start)
+        for whole in (text, text + text[::-1]):  # a message, and a long text (numpy)
+            view = _canonical(whole, 7)
+            assert (view.text, tuple(view.origin)) == one_at_a_time(whole, 7), hex(start)
     calls = []
     normalize = unicodedata.normalize
     monkeypatch.setattr(unicodedata, "normalize", lambda f, s: calls.append(f) or normalize(f, s))

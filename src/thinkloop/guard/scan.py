@@ -90,12 +90,16 @@ def _canonical(text: str, base: int = 0) -> _View:
         return _View("text", text.lower(), range(base, base + len(text)))
     # Each character is folded alone, so the text is folded a distinct character at a time
     # and rewritten by one C pass (str.translate); a loop per character took 1 s on 1 MB.
-    distinct = "".join(set(text))
+    codes = _code_points(text) if len(text) > linear.SHORT else None
+    # A long text's distinct characters counted by numpy: set() made a string object of
+    # each character beyond Latin-1 (20 ms on 1 MB of mixed scripts).
+    distinct = "".join(set(text)) if codes is None else \
+        "".join(map(chr, _distinct_codes(codes)))
     fold = _folds(distinct)
     if not fold:  # nothing changes (lone surrogates, scripts with no case)
         return _View("text", text, range(base, base + len(text)))
-    if len(text) > linear.SHORT and not any(0xD800 <= ord(c) <= 0xDFFF for c in distinct):
-        return _canonical_long(text, base, fold)
+    if codes is not None and not any(0xD800 <= ord(c) <= 0xDFFF for c in distinct):
+        return _canonical_long(text, base, fold, codes)
     out = text.translate(fold)
     if all(len(v) == 1 for v in fold.values()):
         return _View("text", out, range(base, base + len(text)))
@@ -112,14 +116,26 @@ def _canonical(text: str, base: int = 0) -> _View:
     return _View("text", out, origin)
 
 
-def _canonical_long(text: str, base: int, fold: dict[int, str]) -> _View:
+def _code_points(text: str) -> Any:
+    import numpy as np
+
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _distinct_codes(codes: Any) -> list[int]:
+    """The distinct values of ``codes`` (code points), in order."""
+    import numpy as np
+
+    return list(np.flatnonzero(np.bincount(codes)).tolist())
+
+
+def _canonical_long(text: str, base: int, fold: dict[int, str], codes: Any) -> _View:
     """``_canonical`` of a long text by numpy over its code points (str.translate with a
     dict costs a lookup per character: 0.3 s on 1 MB of mixed scripts): each code point
     looked up in a table of what it becomes, and the characters that become several (a
     ligature) written by one fancy-indexing pass over their occurrences."""
     import numpy as np
 
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     top = max(fold) + 1
     into = np.arange(top, dtype=np.uint32)  # code point -> code point it becomes (1 to 1)
     sizes = np.ones(top, dtype=np.int64)  # code point -> how many it becomes
