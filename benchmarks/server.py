@@ -130,7 +130,12 @@ def serve_gateway(port: int, runs: int, as_served: bool = False, http: str = "au
 
         # (``http`` only when asked: an older checkout's uvicorn_config has no such option.)
         options = {} if http == "auto" else {"http": http}
-        uvicorn.Server(uvicorn_config(app, config, **options)).run()
+        server = uvicorn.Server(uvicorn_config(app, config, **options))
+        with contextlib.suppress(ImportError):  # an older checkout: thinkloop serve did not
+            from thinkloop.api import tune_gc
+
+            tune_gc()  # as thinkloop serve does
+        server.run()
         return
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096,
                 timeout_keep_alive=60)
