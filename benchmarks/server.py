@@ -16,12 +16,17 @@ The baseline, measured in the same run, is the library alone: the same N runs st
 run).
 
 Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
-[--compare /path/to/other/checkout] [--as-served] [--profile FILE] [--memory-trace]
+[--compare /path/to/other/checkout] [--as-served] [--tune-library] [--profile FILE]
+[--memory-trace]
 
 ``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (its guarded
 protocol: the connection budget, head timeout and cap; httptools when installed), not
 uvicorn's defaults (httptools, unguarded). ``--http h11 httptools``: as served, once on each
 parser, in turn (a gateway column each), to compare what the parser costs.
+
+``--as-served`` also tunes the gateway's collector as ``thinkloop serve`` does
+(``thinkloop.tuning.tune_gc``, when the checkout has it); ``--tune-library`` tunes the
+library baseline's the same way, the fair comparison for that one cut.
 
 ``--compare TREE``: the gateway of another checkout (``TREE/src``) is measured too, in turn
 with this one's and the library's, so before and after share the machine's load.
@@ -169,13 +174,18 @@ def trace_on_signal() -> None:
     signal.signal(signal.SIGUSR1, snap)
 
 
-def direct(runs: int) -> None:
-    """The baseline: the same runs through the library alone, in this process."""
+def direct(runs: int, tune: bool = False) -> None:
+    """The baseline: the same runs through the library alone, in this process (``tune``:
+    with the collector tuned as ``thinkloop serve`` tunes it)."""
     from thinkloop.agent import Agent
     from thinkloop.tools.base import make_tool
 
     async def main() -> dict[str, float]:
         agent = Agent("openai:steps-3", tools=[make_tool(echo)], guard=False, max_steps=8)
+        if tune:
+            from thinkloop.tuning import tune_gc
+
+            tune_gc()
         idle = rss_mb(os.getpid())
         peak = idle
         cpu0 = time.process_time()
@@ -325,6 +335,8 @@ def main() -> None:
                         help="run the gateway under thinkloop serve's uvicorn configuration")
     parser.add_argument("--http", nargs="+", choices=["auto", "h11", "httptools"],
                         help="as served, on each of these parsers in turn")
+    parser.add_argument("--tune-library", action="store_true",
+                        help="the library baseline with the collector tuned too (tune_gc)")
     parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
     parser.add_argument("--compare", metavar="TREE",
                         help="also measure the gateway of another checkout (its src/), in turn")
@@ -338,7 +350,7 @@ def main() -> None:
         return serve_gateway(args.port, args.runs, args.as_served or bool(args.http),
                              (args.http or ["auto"])[0])
     if args.role == "direct":
-        return direct(args.runs)
+        return direct(args.runs, args.tune_library)
 
     model_port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
@@ -346,7 +358,8 @@ def main() -> None:
     if args.memory_trace:
         env["BENCH_TRACEMALLOC"] = "1"
     me = [sys.executable, __file__, "--runs", str(args.runs), "--model-delay",
-          str(args.model_delay), *(["--as-served"] if args.as_served else [])]
+          str(args.model_delay), *(["--as-served"] if args.as_served else []),
+          *(["--tune-library"] if args.tune_library else [])]
     model = subprocess.Popen([*me, "--role", "model", "--port", str(model_port)], env=env)
     # Each measurement: a fresh THINKLOOP_HOME (the default store starts empty), in turn.
     trees: dict[str, tuple[str | None, str | None]] = (
@@ -406,7 +419,8 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
           f"{args.model_delay:g}s ({os.cpu_count()} cores); medians of {args.repeat}, "
           f"load {min(loads):.1f}-{max(loads):.1f}"
           + (f"; before: {args.compare}" if args.compare else "")
-          + ("; as served" if args.as_served or args.http else "") + "\n")
+          + ("; as served" if args.as_served or args.http else "")
+          + ("; library with tune_gc" if args.tune_library else "") + "\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
     print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))
