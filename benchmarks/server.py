@@ -6,7 +6,9 @@ calls, then an answer; every reply delayed by ``--model-delay`` so runs overlap)
 which starts N runs at once, follows each over SSE and measures:
 
 * runs/s: N divided by the time from the first POST to the last run's end;
-* event latency: receive time minus the event's own timestamp, p50 and p99 over all events;
+* event latency: receive time minus the event's own timestamp, p50 and p99 over all events
+  (the client's own loop lag counts in it: its p99 is printed beside it, the lateness of a
+  10 ms sleep in the client);
 * memory per active run: (peak RSS of the gateway - its RSS after a warm-up run) / N;
 * CPU per run: the gateway process's CPU time (its threads' too) over the runs / N, which
   the machine's load sways far less than runs/s.
@@ -275,7 +277,18 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
                 peak = max(peak, rss_mb(gateway_pid))
                 await asyncio.sleep(0.05)
 
+        lags: list[float] = []
+
+        async def lag() -> None:
+            """The client's own loop lag: how late a 10 ms sleep wakes (an event read late
+            by the client counts in its latency too)."""
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - t - 0.01)
+
         watcher = asyncio.create_task(watch())
+        lagger = asyncio.create_task(lag())
         cpu0 = cpu_s(gateway_pid)
         async with spying(gateway_pid, profile):
             t0 = time.perf_counter()
@@ -283,14 +296,17 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
             elapsed = time.perf_counter() - t0
         cpu = cpu_s(gateway_pid) - cpu0
         watcher.cancel()
+        lagger.cancel()
     bad = [s for s in statuses if s != "completed"]
+    lags.sort()
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
     latencies.sort()
     return {"runs_per_s": runs / elapsed, "events": len(latencies),
             "p50_ms": statistics.median(latencies) * 1000,
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
             "mb_per_run": (peak - idle) / runs, "idle_mb": idle,
-            "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0)}
+            "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0),
+            "client_lag_p99_ms": lags[int(len(lags) * 0.99) - 1] * 1000 if lags else 0.0}
 
 
 @contextlib.asynccontextmanager
@@ -433,6 +449,7 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
     print(f"{'memory ratio to library':28}" + "".join(
         f"{med(n, 'mb_per_run') / med('library', 'mb_per_run'):>14.2f}" for n in gws))
     for key, label in (("p50_ms", "event latency p50 (ms)"), ("p99_ms", "event latency p99 (ms)"),
+                       ("client_lag_p99_ms", "client loop lag p99 (ms)"),
                        ("events", "events delivered"), ("reconnects", "SSE reconnects"),
                        ("idle_mb", "gateway idle RSS (MB)")):
         print(f"{label:28}" + "".join(f"{med(n, key):>14.1f}" for n in gws))
