@@ -141,3 +141,17 @@ def test_a_cached_message_encoding_holds_its_own_size_not_the_encoders_buffer() 
         tracemalloc.stop()
     held = sum(s.size_diff for s in after.compare_to(before, "filename"))
     assert held < 3 * len(body)  # the 200 cached encodings and the body; 4 KB each was 800 KB
+
+
+def test_a_changed_copy_of_an_encoded_message_is_encoded_anew() -> None:
+    """``dataclasses.replace`` copies every init field: a memo of the old wire encoding must
+    not come along, or the copy is sent with the original's text (a recap, a thought)."""
+    from dataclasses import replace
+
+    from thinkloop.models.openai_wire import encode_messages
+
+    asked = Message.user("What is my name?")
+    encode_messages([asked], OPENAI)
+    recapped = replace(asked, content="Earlier the user said: Ada.\n\nWhat is my name?")
+    assert b"Ada" in encode_messages([recapped], OPENAI)
+    assert b"Ada" not in encode_messages([asked], OPENAI)
