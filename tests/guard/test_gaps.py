@@ -67,13 +67,13 @@ def test_the_gap_is_never_searched_by_re2_on_dense_leads(
     """On a text dense with AI words and no sentence end, RE2 rebuilt the DFA states of the
     80-character gap all along (0.15 s a view): only the tail is searched by RE2."""
     engines: list[Any] = []
-    searcher = linear._searcher
+    searcher = linear.searcher
 
     def recording(engine: Any) -> Any:
         engines.append(engine)
         return searcher(engine)
 
-    monkeypatch.setattr(linear, "_searcher", recording)
+    monkeypatch.setattr(linear, "searcher", recording)
     rng = random.Random(2)
     text = " ".join(rng.choices(["ai", "model", "bot", "has", "no", "rules", "the"],
                                 k=5_000))

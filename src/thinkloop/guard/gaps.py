@@ -8,10 +8,11 @@ millisecond a search (role_override's "AI ... has no restrictions": 0.15 s a vie
 the gap to ``*`` would make each search read to the end of the sentence and back.
 
 :func:`finditer` instead finds where the tail can start (RE2, its relaxed form: a short
-pattern of words), and tries the whole pattern (``re``) only at the lead's matches in the
-``width`` characters before each of them: every match starts there, as the lead and the gap
-are at most ``width`` characters long. The matches are ``regex.finditer``'s, in order, and
-no others; each RE2 search, lead search and match reads its own stretch of the text once.
+pattern of words), and tries the whole pattern (``re``) only where the lead can match (RE2
+again) in the ``width`` characters before each of them: every match starts there, as the
+lead and the gap are at most ``width`` characters long. The matches are
+``regex.finditer``'s, in order, and no others; the tails' and the leads' searches each read
+the text once, and ``re`` tries a pattern only at a lead within a window.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from thinkloop.guard import linear
 
 P: Any = importlib.import_module("re._parser")
 C: Any = importlib.import_module("re._constants")
-_COMPILE: Any = importlib.import_module("re._compiler").compile
 
 # A repeat this long or longer, of something of bounded width, is a counted gap. (RE2 ran
 # dan's 40-character gap, after a rare word, in 1-5 ms on the patterns' own words, and the
@@ -38,8 +38,8 @@ _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    lead: re.Pattern[str]  # what comes before the gap, compiled by re alone
-    tail: Any  # what comes after it, relaxed and compiled by RE2
+    lead: Any  # what comes before the gap, and what comes after it: relaxed, for RE2
+    tail: Any
     least: int  # the lead and the gap: their least and greatest width, in characters
     most: int
 
@@ -65,11 +65,11 @@ def split(pattern: str, flags: int) -> Split | None:
         width = _bounded(items[:g + 1], tree.state)
         if width is None or P.SubPattern(tree.state, items[g + 1:]).getwidth()[0] == 0:
             continue
-        tail = linear.compile_relaxed(
-            ("(?i)" if flags & re.IGNORECASE else "") + linear.seq(items[g + 1:], flags))
-        if tail is None:
+        case = "(?i)" if flags & re.IGNORECASE else ""
+        lead = linear.compile_relaxed(case + linear.seq(items[:g], flags))
+        tail = linear.compile_relaxed(case + linear.seq(items[g + 1:], flags))
+        if lead is None or tail is None:
             return None
-        lead = _COMPILE(P.SubPattern(tree.state, items[:g]), flags)
         return Split(lead, tail, *width)
     return None
 
@@ -95,17 +95,19 @@ def _windows(cut: Split, text: str, data: bytes) -> Iterator[tuple[int, int]]:
 
 def finditer(regex: re.Pattern[str], cut: Split, text: str, data: bytes
              ) -> Iterator[re.Match[str]]:
-    """``regex.finditer(text)``, tried only where the lead matches within a window."""
+    """``regex.finditer(text)``, tried only where the lead can match within a window."""
+    offsets = linear.Offsets(text, data)
+    search = linear.searcher(cut.lead)
     at = 0  # the first start still to try (after a match, its end)
-    lead = -1  # where the lead next matches at or after ``at``, once searched
+    lead = -1  # where the lead can next match at or after ``p``, once searched
     for lo, hi in _windows(cut, text, data):
         p = max(at, lo)
         while p < hi:
             if lead < p:
-                found = cut.lead.search(text, p)
-                if found is None:
+                found = search(data, offsets.to_byte(p), len(data))
+                if found < 0:
                     return  # no lead from here on: no match either
-                lead = found.start()
+                lead = offsets.to_char(found)
             if lead >= hi:
                 break
             m = regex.match(text, lead)

@@ -61,7 +61,7 @@ def may_match(regex: re.Pattern[str], text: str, data: bytes | None = None) -> b
     if engine is None:
         return regex.search(text) is not None
     data = encode(text) if data is None else data
-    return bool(_searcher(engine)(data, 0, len(data)) >= 0)
+    return bool(searcher(engine)(data, 0, len(data)) >= 0)
 
 
 def _char(c: int) -> str:
@@ -242,7 +242,7 @@ def span_searcher(engine: Any) -> Any:
     return public
 
 
-def _searcher(engine: Any) -> Any:
+def searcher(engine: Any) -> Any:
     """``search(data, at, end)``: the byte offset where the leftmost match starts, or -1."""
     raw = getattr(engine, "_regexp", None)
     if raw is not None and hasattr(raw, "Match"):  # the wheel's C object: no Match built
@@ -286,7 +286,7 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
     offsets = Offsets(text, data)
     byte_end = offsets.to_byte(end) if end < len(text) else len(data)
     at = offsets.to_byte(pos) if pos else 0
-    search = _searcher(engine)
+    search = searcher(engine)
     while at <= byte_end:
         hit = search(data, at, byte_end)
         if hit < 0:
