@@ -61,7 +61,7 @@ def may_match(regex: re.Pattern[str], text: str, data: bytes | None = None) -> b
     if engine is None:
         return regex.search(text) is not None
     data = encode(text) if data is None else data
-    return bool(_searcher(engine)(data, 0, len(data)) >= 0)
+    return bool(searcher(engine)(data, 0, len(data)) >= 0)
 
 
 def _char(c: int) -> str:
@@ -102,7 +102,7 @@ def _class(items: list[tuple[Any, Any]]) -> str:
     return f"[{'^' if negated else ''}{''.join(parts)}]"
 
 
-def _seq(items: list[tuple[Any, Any]], flags: int) -> str:
+def seq(items: list[tuple[Any, Any]], flags: int) -> str:
     return "".join(_node(op, av, flags) for op, av in items)
 
 
@@ -122,14 +122,14 @@ def _node(op: Any, av: Any, flags: int) -> str:
         bound = "" if high is C.MAXREPEAT else str(high)
         # Lazy whatever the original: only where a match starts counts, and a lazy repeat
         # lets RE2 stop at the first end it finds instead of reading on for the longest.
-        return f"(?:{_seq(list(sub), flags)}){{{low},{bound}}}?"
+        return f"(?:{seq(list(sub), flags)}){{{low},{bound}}}?"
     if op is C.SUBPATTERN:
         _, add, _, sub = av
-        return f"(?:{_seq(list(sub), flags | add)})"
+        return f"(?:{seq(list(sub), flags | add)})"
     if op is C.ATOMIC_GROUP:
-        return f"(?:{_seq(list(av), flags)})"
+        return f"(?:{seq(list(av), flags)})"
     if op is C.BRANCH:
-        return "(?:" + "|".join(_seq(list(b), flags) for b in av[1]) + ")"
+        return "(?:" + "|".join(seq(list(b), flags) for b in av[1]) + ")"
     if op is C.AT and av is C.AT_BEGINNING and flags & re.MULTILINE:
         return "(?m:^)"  # kept: starts only after a newline, as in re
     if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
@@ -144,19 +144,26 @@ def relaxed(regex: re.Pattern[str]) -> str:
     tree = P.parse(regex.pattern, regex.flags)
     flags = regex.flags | tree.state.flags
     prefix = "(?i)" if flags & re.IGNORECASE else ""
-    return prefix + _seq(list(tree), flags)
+    return prefix + seq(list(tree), flags)
 
 
 @functools.lru_cache(maxsize=512)
 def _compiled(pattern: str, flags: int) -> Any:
+    try:
+        return compile_relaxed(relaxed(re.compile(pattern, flags)))
+    except (ValueError, re.error):
+        return None
+
+
+def compile_relaxed(source: str) -> Any:
+    """An RE2 pattern's engine, or None (no RE2, or a pattern it refuses)."""
     if re2 is None:
         return None
+    options = re2.Options()
+    options.max_mem = 64 << 20
     try:
-        source = relaxed(re.compile(pattern, flags))
-        options = re2.Options()
-        options.max_mem = 64 << 20
         return re2.compile(source.encode(), options)
-    except (ValueError, re2.error, re.error):
+    except re2.error:
         return None
 
 
@@ -182,7 +189,7 @@ def encode(text: str) -> bytes:
     return data.tobytes()
 
 
-class _Offsets:
+class Offsets:
     """Byte offsets of a UTF-8 text to character offsets and back, moving forward only."""
 
     def __init__(self, text: str, data: bytes) -> None:
@@ -218,7 +225,24 @@ class _Offsets:
         return self.byte
 
 
-def _searcher(engine: Any) -> Any:
+def span_searcher(engine: Any) -> Any:
+    """``search(data, at, end)``: the byte span of the leftmost match, or None."""
+    raw = getattr(engine, "_regexp", None)
+    if raw is not None and hasattr(raw, "Match"):
+        anchor = re2._Anchor.UNANCHORED
+
+        def fast(data: bytes, at: int, end: int) -> tuple[int, int] | None:
+            first, last = raw.Match(anchor, data, at, end)[0]
+            return None if first < 0 else (int(first), int(last))
+        return fast
+
+    def public(data: bytes, at: int, end: int) -> tuple[int, int] | None:
+        hit = engine.search(data, at, end)
+        return None if hit is None else (int(hit.start()), int(hit.end()))
+    return public
+
+
+def searcher(engine: Any) -> Any:
     """``search(data, at, end)``: the byte offset where the leftmost match starts, or -1."""
     raw = getattr(engine, "_regexp", None)
     if raw is not None and hasattr(raw, "Match"):  # the wheel's C object: no Match built
@@ -252,10 +276,17 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
         return
     if data is None:
         data = encode(text)
-    offsets = _Offsets(text, data)
+    from thinkloop.guard import gaps
+
+    cut = gaps.split(regex.pattern, regex.flags) if screen is None and pos == 0 and \
+        end == len(text) else None
+    if cut is not None:  # a counted gap: tried only before its rarer tail (guard/gaps.py)
+        yield from gaps.finditer(regex, cut, text, data)
+        return
+    offsets = Offsets(text, data)
     byte_end = offsets.to_byte(end) if end < len(text) else len(data)
     at = offsets.to_byte(pos) if pos else 0
-    search = _searcher(engine)
+    search = searcher(engine)
     while at <= byte_end:
         hit = search(data, at, byte_end)
         if hit < 0:
@@ -275,47 +306,57 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
 def possible(regexes: tuple[re.Pattern[str], ...], text: str, data: bytes | None = None
              ) -> frozenset[int] | None:
     """The indices of ``regexes`` that may match in ``text`` (``data``: its UTF-8), by one
-    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) and
-    that cannot match without one of a few words (guard/prefilter.py) is ruled out when the
-    text holds none of them, as RE2 reads case: each of its matches through RE2 holds one.
+    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) is
+    ruled out when the text lacks one of its pieces (guard/pieces.py: runs of its parts, as
+    RE2 patterns, each matching a part of every match), or all the words one of which it
+    cannot match without (guard/prefilter.py), as RE2 reads case.
     A long view's 28 passes, one per injection pattern, cost 50-90 ms a megabyte; a text
-    that is no attack holds the words of few of them."""
+    that is no attack holds the pieces of few of them."""
     if not available() or len(text) <= SHORT:
         return None
     screen = _screen(tuple((r.pattern, r.flags) for r in regexes))
     if screen is None:
         return None
-    words, always = screen
+    entries, needs = screen
     try:
-        hits = words.Match(encode(text) if data is None else data) or ()
+        hits = frozenset(entries.Match(encode(text) if data is None else data) or ())
     except re2.error:  # pragma: no cover - a set of words compiles and runs
         return None
-    return always.union(hits)
+    return frozenset(i for i, need in enumerate(needs) if need <= hits)
 
 
 @functools.lru_cache(maxsize=64)
-def _screen(regexes: tuple[tuple[str, int], ...]) -> tuple[Any, frozenset[int]] | None:
-    """An RE2 set with an entry per regex (its words, any case; an entry that matches
-    nothing for the regexes screened out of it), and the regexes it cannot rule out."""
-    from thinkloop.guard import prefilter
+def _screen(regexes: tuple[tuple[str, int], ...]
+            ) -> tuple[Any, tuple[frozenset[int], ...]] | None:
+    """An RE2 set of every regex's pieces and words (any case), and for each regex the
+    entries that must all match for it to (none: a regex the set cannot rule out).
+
+    One set, not one per regex: a set's DFA reads the text once for all its entries. (Its
+    DFA never gives up, as a single regex's does when it builds states too often: the
+    entries are kept to words and short runs, whose states stay few.)"""
+    from thinkloop.guard import pieces, prefilter
 
     options = re2.Options()
     options.max_mem = 64 << 20
-    words = re2.Set.SearchSet(options)
-    always: set[int] = set()
-    for i, (pattern, flags) in enumerate(regexes):
+    entries = re2.Set.SearchSet(options)
+    needs: list[frozenset[int]] = []
+    for pattern, flags in regexes:
         regex = re.compile(pattern, flags)
         found = prefilter.factors(regex) if _compiled(pattern, flags) is not None else None
         if found is None:
-            always.add(i)
-            entry = "[^\\x{0}-\\x{10FFFF}]"  # matches nothing: the index stays the regex's
-        else:
-            entry = "(?i)(?:" + "|".join("".join(map(_char, map(ord, w)))
-                                        for w in sorted(found)) + ")"
-        if words.Add(entry.encode()) != i:
-            return None
+            needs.append(frozenset())
+            continue
+        sources = [*pieces.pieces(regex), "(?i)(?:" + "|".join(
+            "".join(map(_char, map(ord, w))) for w in sorted(found)) + ")"]
+        need = set()
+        for source in sources:
+            try:
+                need.add(entries.Add(source.encode()))
+            except re2.error:  # a piece RE2 refuses: one condition fewer, still sound
+                continue
+        needs.append(frozenset(need))
     try:
-        words.Compile()
+        entries.Compile()
     except re2.error:  # pragma: no cover
         return None
-    return words, frozenset(always)
+    return entries, tuple(needs)
