@@ -6,7 +6,9 @@ calls, then an answer; every reply delayed by ``--model-delay`` so runs overlap)
 which starts N runs at once, follows each over SSE and measures:
 
 * runs/s: N divided by the time from the first POST to the last run's end;
-* event latency: receive time minus the event's own timestamp, p50 and p99 over all events;
+* event latency: receive time minus the event's own timestamp, p50 and p99 over all events
+  (the client's own loop lag counts in it: its p99 is printed beside it, the lateness of a
+  10 ms sleep in the client);
 * memory per active run: (peak RSS of the gateway - its RSS after a warm-up run) / N;
 * CPU per run: the gateway process's CPU time (its threads' too) over the runs / N, which
   the machine's load sways far less than runs/s.
@@ -16,12 +18,17 @@ The baseline, measured in the same run, is the library alone: the same N runs st
 run).
 
 Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
-[--compare /path/to/other/checkout] [--as-served] [--profile FILE] [--memory-trace]
+[--compare /path/to/other/checkout] [--as-served] [--tune-library] [--profile FILE]
+[--memory-trace]
 
 ``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (its guarded
 protocol: the connection budget, head timeout and cap; httptools when installed), not
 uvicorn's defaults (httptools, unguarded). ``--http h11 httptools``: as served, once on each
 parser, in turn (a gateway column each), to compare what the parser costs.
+
+``--as-served`` also tunes the gateway's collector as ``thinkloop serve`` does
+(``thinkloop.tuning.tune_gc``, when the checkout has it); ``--tune-library`` tunes the
+library baseline's the same way, the fair comparison for that one cut.
 
 ``--compare TREE``: the gateway of another checkout (``TREE/src``) is measured too, in turn
 with this one's and the library's, so before and after share the machine's load.
@@ -130,7 +137,12 @@ def serve_gateway(port: int, runs: int, as_served: bool = False, http: str = "au
 
         # (``http`` only when asked: an older checkout's uvicorn_config has no such option.)
         options = {} if http == "auto" else {"http": http}
-        uvicorn.Server(uvicorn_config(app, config, **options)).run()
+        server = uvicorn.Server(uvicorn_config(app, config, **options))
+        with contextlib.suppress(ImportError):  # an older checkout: thinkloop serve did not
+            from thinkloop.api import tune_gc
+
+            tune_gc()  # as thinkloop serve does
+        server.run()
         return
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096,
                 timeout_keep_alive=60)
@@ -164,13 +176,18 @@ def trace_on_signal() -> None:
     signal.signal(signal.SIGUSR1, snap)
 
 
-def direct(runs: int) -> None:
-    """The baseline: the same runs through the library alone, in this process."""
+def direct(runs: int, tune: bool = False) -> None:
+    """The baseline: the same runs through the library alone, in this process (``tune``:
+    with the collector tuned as ``thinkloop serve`` tunes it)."""
     from thinkloop.agent import Agent
     from thinkloop.tools.base import make_tool
 
     async def main() -> dict[str, float]:
         agent = Agent("openai:steps-3", tools=[make_tool(echo)], guard=False, max_steps=8)
+        if tune:
+            from thinkloop.tuning import tune_gc
+
+            tune_gc()
         idle = rss_mb(os.getpid())
         peak = idle
         cpu0 = time.process_time()
@@ -260,7 +277,18 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
                 peak = max(peak, rss_mb(gateway_pid))
                 await asyncio.sleep(0.05)
 
+        lags: list[float] = []
+
+        async def lag() -> None:
+            """The client's own loop lag: how late a 10 ms sleep wakes (an event read late
+            by the client counts in its latency too)."""
+            while True:
+                t = time.perf_counter()
+                await asyncio.sleep(0.01)
+                lags.append(time.perf_counter() - t - 0.01)
+
         watcher = asyncio.create_task(watch())
+        lagger = asyncio.create_task(lag())
         cpu0 = cpu_s(gateway_pid)
         async with spying(gateway_pid, profile):
             t0 = time.perf_counter()
@@ -268,14 +296,17 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
             elapsed = time.perf_counter() - t0
         cpu = cpu_s(gateway_pid) - cpu0
         watcher.cancel()
+        lagger.cancel()
     bad = [s for s in statuses if s != "completed"]
+    lags.sort()
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
     latencies.sort()
     return {"runs_per_s": runs / elapsed, "events": len(latencies),
             "p50_ms": statistics.median(latencies) * 1000,
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
             "mb_per_run": (peak - idle) / runs, "idle_mb": idle,
-            "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0)}
+            "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0),
+            "client_lag_p99_ms": lags[int(len(lags) * 0.99) - 1] * 1000 if lags else 0.0}
 
 
 @contextlib.asynccontextmanager
@@ -320,6 +351,8 @@ def main() -> None:
                         help="run the gateway under thinkloop serve's uvicorn configuration")
     parser.add_argument("--http", nargs="+", choices=["auto", "h11", "httptools"],
                         help="as served, on each of these parsers in turn")
+    parser.add_argument("--tune-library", action="store_true",
+                        help="the library baseline with the collector tuned too (tune_gc)")
     parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
     parser.add_argument("--compare", metavar="TREE",
                         help="also measure the gateway of another checkout (its src/), in turn")
@@ -333,7 +366,7 @@ def main() -> None:
         return serve_gateway(args.port, args.runs, args.as_served or bool(args.http),
                              (args.http or ["auto"])[0])
     if args.role == "direct":
-        return direct(args.runs)
+        return direct(args.runs, args.tune_library)
 
     model_port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
@@ -341,7 +374,8 @@ def main() -> None:
     if args.memory_trace:
         env["BENCH_TRACEMALLOC"] = "1"
     me = [sys.executable, __file__, "--runs", str(args.runs), "--model-delay",
-          str(args.model_delay), *(["--as-served"] if args.as_served else [])]
+          str(args.model_delay), *(["--as-served"] if args.as_served else []),
+          *(["--tune-library"] if args.tune_library else [])]
     model = subprocess.Popen([*me, "--role", "model", "--port", str(model_port)], env=env)
     # Each measurement: a fresh THINKLOOP_HOME (the default store starts empty), in turn.
     trees: dict[str, tuple[str | None, str | None]] = (
@@ -401,7 +435,8 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
           f"{args.model_delay:g}s ({os.cpu_count()} cores); medians of {args.repeat}, "
           f"load {min(loads):.1f}-{max(loads):.1f}"
           + (f"; before: {args.compare}" if args.compare else "")
-          + ("; as served" if args.as_served or args.http else "") + "\n")
+          + ("; as served" if args.as_served or args.http else "")
+          + ("; library with tune_gc" if args.tune_library else "") + "\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
     print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))
@@ -414,6 +449,7 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
     print(f"{'memory ratio to library':28}" + "".join(
         f"{med(n, 'mb_per_run') / med('library', 'mb_per_run'):>14.2f}" for n in gws))
     for key, label in (("p50_ms", "event latency p50 (ms)"), ("p99_ms", "event latency p99 (ms)"),
+                       ("client_lag_p99_ms", "client loop lag p99 (ms)"),
                        ("events", "events delivered"), ("reconnects", "SSE reconnects"),
                        ("idle_mb", "gateway idle RSS (MB)")):
         print(f"{label:28}" + "".join(f"{med(n, key):>14.1f}" for n in gws))

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
     from thinkloop.tools.plugins import load_plugin_tools
     from thinkloop.tools.workspace import Workspace
+    from thinkloop.tuning import tune_gc
     from thinkloop.wakeups import Wakeups
 
 _EXPORTS: dict[str, str] = {
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "scan_input": "thinkloop.guard",
     "system_mounts": "thinkloop.sandbox.bwrap",
     "tools_prompt": "thinkloop.models.decision",
+    "tune_gc": "thinkloop.tuning",
     "unwrap": "thinkloop.spotlight",
     "validation_summary": "thinkloop.text",
 }
@@ -168,6 +170,7 @@ __all__ = [
     "scan_input",
     "system_mounts",
     "tools_prompt",
+    "tune_gc",
     "unwrap",
     "validation_summary",
 ]

@@ -225,3 +225,42 @@ def test_a_head_growing_past_its_cap_is_refused_on_either_parser(tmp_path: Path,
         assert got.startswith(b"HTTP/1.1 400 "), got[:200]
         # And the gateway still serves.
         assert httpx.get(gw.url + "/healthz", timeout=10).status_code == 200
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.closed = False
+        self.looked = 0  # how often the budget asked whether it is closing
+
+    def is_closing(self) -> bool:
+        self.looked += 1
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_protocol(self) -> object:
+        return None
+
+
+def test_the_budget_walks_the_open_connections_only_at_a_cap() -> None:
+    """Below its caps an admission looks at no other connection (it walked them all, twice:
+    quadratic in the connections a burst opens); at a cap the closed ones still make room."""
+    from typing import Any, cast
+
+    from thinkloop.server.connections import ConnectionBudget, _Conn
+
+    budget = ConnectionBudget(total=300, per_client=200)
+    conns = [_Conn("10.0.0.1", cast(Any, _FakeTransport()), cast(Any, None), 0.0)
+             for _ in range(200)]
+    for conn in conns:
+        assert budget.admit(conn) == "ok"
+    assert sum(cast(Any, c.transport).looked for c in conns) == 0
+    # At the client's cap: a connection closed without telling (an upgraded one) makes room.
+    cast(Any, conns[0].transport).closed = True
+    newcomer = _Conn("10.0.0.1", cast(Any, _FakeTransport()), cast(Any, None), 0.0)
+    assert budget.admit(newcomer) == "ok"
+    assert len(budget) == 200 and budget.evicted == 0
+    budget.release(cast(Any, newcomer.transport))
+    budget.release(cast(Any, newcomer.transport))  # twice: counted once
+    assert len(budget) == 199

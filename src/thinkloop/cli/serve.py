@@ -51,6 +51,7 @@ def serve(
     try:
         import uvicorn
 
+        from thinkloop.api import tune_gc
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
         from thinkloop.server.connections import uvicorn_config
@@ -85,6 +86,10 @@ def serve(
         + (" (runs queued for workers)" if fleet else ""), highlight=False)
     server = uvicorn.Server(uvicorn_config(
         create_app(config, settings=settings, services=services, fleet=fleet), config))
+    # A process of many runs: the start-up objects out of the collector's full passes (each
+    # walked them all and stalled the loop ~80 ms: most of the event p99 at 200 runs) and
+    # rarer young passes (benchmarks/server.py --as-served; docs/performance.md, goal 4).
+    tune_gc()
     # uvicorn stops on Ctrl-C and then raises it again (as uvicorn.run does, ends here).
     try:
         with contextlib.suppress(KeyboardInterrupt), _quiet_after(refused):

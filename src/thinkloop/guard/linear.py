@@ -275,47 +275,57 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
 def possible(regexes: tuple[re.Pattern[str], ...], text: str, data: bytes | None = None
              ) -> frozenset[int] | None:
     """The indices of ``regexes`` that may match in ``text`` (``data``: its UTF-8), by one
-    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) and
-    that cannot match without one of a few words (guard/prefilter.py) is ruled out when the
-    text holds none of them, as RE2 reads case: each of its matches through RE2 holds one.
+    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) is
+    ruled out when the text lacks one of its pieces (guard/pieces.py: runs of its parts, as
+    RE2 patterns, each matching a part of every match), or all the words one of which it
+    cannot match without (guard/prefilter.py), as RE2 reads case.
     A long view's 28 passes, one per injection pattern, cost 50-90 ms a megabyte; a text
-    that is no attack holds the words of few of them."""
+    that is no attack holds the pieces of few of them."""
     if not available() or len(text) <= SHORT:
         return None
     screen = _screen(tuple((r.pattern, r.flags) for r in regexes))
     if screen is None:
         return None
-    words, always = screen
+    entries, needs = screen
     try:
-        hits = words.Match(encode(text) if data is None else data) or ()
+        hits = frozenset(entries.Match(encode(text) if data is None else data) or ())
     except re2.error:  # pragma: no cover - a set of words compiles and runs
         return None
-    return always.union(hits)
+    return frozenset(i for i, need in enumerate(needs) if need <= hits)
 
 
 @functools.lru_cache(maxsize=64)
-def _screen(regexes: tuple[tuple[str, int], ...]) -> tuple[Any, frozenset[int]] | None:
-    """An RE2 set with an entry per regex (its words, any case; an entry that matches
-    nothing for the regexes screened out of it), and the regexes it cannot rule out."""
-    from thinkloop.guard import prefilter
+def _screen(regexes: tuple[tuple[str, int], ...]
+            ) -> tuple[Any, tuple[frozenset[int], ...]] | None:
+    """An RE2 set of every regex's pieces and words (any case), and for each regex the
+    entries that must all match for it to (none: a regex the set cannot rule out).
+
+    One set, not one per regex: a set's DFA reads the text once for all its entries. (Its
+    DFA never gives up, as a single regex's does when it builds states too often: the
+    entries are kept to words and short runs, whose states stay few.)"""
+    from thinkloop.guard import pieces, prefilter
 
     options = re2.Options()
     options.max_mem = 64 << 20
-    words = re2.Set.SearchSet(options)
-    always: set[int] = set()
-    for i, (pattern, flags) in enumerate(regexes):
+    entries = re2.Set.SearchSet(options)
+    needs: list[frozenset[int]] = []
+    for pattern, flags in regexes:
         regex = re.compile(pattern, flags)
         found = prefilter.factors(regex) if _compiled(pattern, flags) is not None else None
         if found is None:
-            always.add(i)
-            entry = "[^\\x{0}-\\x{10FFFF}]"  # matches nothing: the index stays the regex's
-        else:
-            entry = "(?i)(?:" + "|".join("".join(map(_char, map(ord, w)))
-                                        for w in sorted(found)) + ")"
-        if words.Add(entry.encode()) != i:
-            return None
+            needs.append(frozenset())
+            continue
+        sources = [*pieces.pieces(regex), "(?i)(?:" + "|".join(
+            "".join(map(_char, map(ord, w))) for w in sorted(found)) + ")"]
+        need = set()
+        for source in sources:
+            try:
+                need.add(entries.Add(source.encode()))
+            except re2.error:  # a piece RE2 refuses: one condition fewer, still sound
+                continue
+        needs.append(frozenset(need))
     try:
-        words.Compile()
+        entries.Compile()
     except re2.error:  # pragma: no cover
         return None
-    return words, frozenset(always)
+    return entries, tuple(needs)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from thinkloop.guard import linear, prefilter, typos
+from thinkloop.guard import blobs, linear, prefilter, typos
 from thinkloop.guard.patterns import (
     DEFAULT_PATTERNS,
     SEVERITY_RANK,
@@ -44,11 +44,13 @@ class Finding:
     why: str = ""
 
 
-# Cyrillic and Greek letters that look like Latin ones.
+# Cyrillic and Greek letters that look like Latin ones; and the dotless "ı", which Python's
+# re reads as "i" when ignoring case and RE2 does not (a long text's views are screened by
+# RE2: "ıgnore previous instructions" was found in a message and missed in a long text).
 _HOMOGLYPHS = str.maketrans({
     "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "i", "ј": "j",
     "ѕ": "s", "ԁ": "d", "ɡ": "g", "һ": "h", "ӏ": "l", "α": "a", "ο": "o", "ε": "e", "ι": "i",
-    "ν": "v", "τ": "t", "κ": "k", "ρ": "p",
+    "ν": "v", "τ": "t", "κ": "k", "ρ": "p", "ı": "i",
 })
 _LEET = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
 # One letter, then the same separator after every letter: "i.g.n.o.r.e", "i g n o r e".
@@ -88,12 +90,16 @@ def _canonical(text: str, base: int = 0) -> _View:
         return _View("text", text.lower(), range(base, base + len(text)))
     # Each character is folded alone, so the text is folded a distinct character at a time
     # and rewritten by one C pass (str.translate); a loop per character took 1 s on 1 MB.
-    distinct = "".join(set(text))
+    codes = _code_points(text) if len(text) > linear.SHORT else None
+    # A long text's distinct characters counted by numpy: set() made a string object of
+    # each character beyond Latin-1 (20 ms on 1 MB of mixed scripts).
+    distinct = "".join(set(text)) if codes is None else \
+        "".join(map(chr, _distinct_codes(codes)))
     fold = _folds(distinct)
     if not fold:  # nothing changes (lone surrogates, scripts with no case)
         return _View("text", text, range(base, base + len(text)))
-    if len(text) > linear.SHORT and not any(0xD800 <= ord(c) <= 0xDFFF for c in distinct):
-        return _canonical_long(text, base, fold)
+    if codes is not None:  # long, and no lone surrogates
+        return _canonical_long(text, base, fold, codes)
     out = text.translate(fold)
     if all(len(v) == 1 for v in fold.values()):
         return _View("text", out, range(base, base + len(text)))
@@ -110,14 +116,31 @@ def _canonical(text: str, base: int = 0) -> _View:
     return _View("text", out, origin)
 
 
-def _canonical_long(text: str, base: int, fold: dict[int, str]) -> _View:
+def _code_points(text: str) -> Any:
+    """``text``'s code points (numpy), or None for a text with lone surrogates (encoding
+    them through "surrogatepass" cost a handler call each: 45 ms on 1 MB of them)."""
+    import numpy as np
+
+    try:
+        return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    except UnicodeEncodeError:
+        return None
+
+
+def _distinct_codes(codes: Any) -> list[int]:
+    """The distinct values of ``codes`` (code points), in order."""
+    import numpy as np
+
+    return list(np.flatnonzero(np.bincount(codes)).tolist())
+
+
+def _canonical_long(text: str, base: int, fold: dict[int, str], codes: Any) -> _View:
     """``_canonical`` of a long text by numpy over its code points (str.translate with a
     dict costs a lookup per character: 0.3 s on 1 MB of mixed scripts): each code point
     looked up in a table of what it becomes, and the characters that become several (a
     ligature) written by one fancy-indexing pass over their occurrences."""
     import numpy as np
 
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     top = max(fold) + 1
     into = np.arange(top, dtype=np.uint32)  # code point -> code point it becomes (1 to 1)
     sizes = np.ones(top, dtype=np.int64)  # code point -> how many it becomes
@@ -244,13 +267,23 @@ _LETTERS = re.compile(r"([a-z]{4,})")
 
 
 def _typos(view: _View) -> _View | None:
+    # Most texts hold no typo of a key word: their distinct words say so, a long text's
+    # read from its bytes in bulk (typos.candidates) without splitting it.
+    if len(view.text) > linear.SHORT:
+        found = typos.typo_words(typos.candidates(
+            view.data if view.data is not None else linear.encode(view.text)))
+    else:
+        found = typos.typo_words(set(_LETTERS.split(view.text)[1::2]))
+    if not found:
+        return None
+    if len(view.text) > linear.SHORT and view.data is not None and \
+            len(view.data) == len(view.text):  # ASCII: by numpy over its bytes
+        made = typos.fixed(view.data, view.origin, found)
+        if made is not None:
+            return _View("typo", *made)
     # The text split in C into its words (odd indices) and what lies between them.
     parts = _LETTERS.split(view.text)
     words = parts[1::2]
-    # Most texts hold no typo of a key word: their distinct words say so.
-    found = typos.typo_words(set(words))
-    if not found:
-        return None
     # Each word swapped for its key word, if it is a typo, by C maps (a callback per word
     # from re.sub took 0.5 s on a 1 MB text of typos).
     fixed = parts.copy()
@@ -265,17 +298,22 @@ def _typos(view: _View) -> _View | None:
 def _decoded_blobs(text: str) -> Iterator[tuple[str, str, tuple[int, int]]]:
     """(view name, decoded text, span of the encoded run) for runs that decode to text."""
     utf8 = linear.encode(text) if linear.available() else None
-    # _B64 by re: a run of its class, from each start at most 16 characters tried in vain, so
-    # linear; through RE2 each of 10,000 runs in 1 MB of random words was a call more.
-    # Each searched by re only if RE2 finds a run anywhere: re's tries at every letter of a
-    # megabyte with no run cost 0.1 s a pattern.
-    for m in _B64.finditer(text) if linear.may_match(_B64, text, utf8) else ():
-        raw = m.group()
+    # _B64 by re on a message; in a long text, where RE2 finds a run at all, by numpy
+    # (guard/blobs.py: the same spans, less runs that can only be binary), as re tried up to
+    # 16 characters at each letter (13 ms on 1 MB of random words) and RE2 cost a call a run.
+    runs: Iterable[tuple[int, int]] = ()
+    if len(text) <= linear.SHORT:
+        runs = (m.span() for m in _B64.finditer(text))
+    elif linear.may_match(_B64, text, utf8):
+        runs = blobs.base64_runs(text, utf8 if utf8 is not None else linear.encode(text),
+                                 text_only=True)
+    for start, end in runs:
+        raw = text[start:end]
         try:
             data = binascii.a2b_base64(raw + "=" * (-len(raw) % 4), strict_mode=True)
         except (binascii.Error, ValueError):
             continue
-        yield "base64", data.decode("utf-8", "replace"), m.span()
+        yield "base64", data.decode("utf-8", "replace"), (start, end)
     for m in _HEX.finditer(text) if linear.may_match(_HEX, text, utf8) else ():
         if not len(m.group()) % 2:
             yield "hex", bytes.fromhex(m.group()).decode("utf-8", "replace"), m.span()

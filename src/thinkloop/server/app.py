@@ -15,29 +15,16 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thinkloop.api import validation_summary
-from thinkloop.core.errors import (
-    ConfigError,
-    ConflictError,
-    NotFoundError,
-    RequestError,
-    RunLimitError,
-    UnknownAgentError,
-)
 from thinkloop.core.settings import Settings, gateway_token_file, load_settings
 from thinkloop.core.tool import Tool
 from thinkloop.server.config import GatewayConfig
 from thinkloop.server.doors import Doors, cookie_name, publish_token, withdraw_token
+from thinkloop.server.errors import HANDLERS, error, error_response
 from thinkloop.server.gateway import FleetFactory, Gateway
+from thinkloop.server.lanes import Lanes
 from thinkloop.server.sse import stop_streams_on_exit
 
 PAGE = Path(__file__).with_name("static") / "index.html"
-
-
-def error(status: int, message: str, kind: str = "invalid_request_error",
-          headers: dict[str, str] | None = None) -> JSONResponse:
-    """One error shape for every endpoint (OpenAI's, so its clients show the message)."""
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}},
-                        status_code=status, headers=headers)
 
 
 def validation_message(exc: RequestValidationError) -> str:
@@ -99,6 +86,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
     app = FastAPI(title="thinkloop gateway", lifespan=lifespan, docs_url="/docs",
                   redoc_url=None)
     app.state.token_file = token_file
+    # The doors first, then the fast lanes of the two requests every run makes (lanes.py).
+    app.add_middleware(Lanes)
     app.add_middleware(Doors, config=cfg, token=token)
     app.include_router(rest_router)
     app.include_router(stream_router)
@@ -114,23 +103,8 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
         kind = "authentication_error" if exc.status_code == 401 else "invalid_request_error"
         return error(exc.status_code, str(exc.detail), kind, dict(exc.headers or {}))
 
-    @app.exception_handler(NotFoundError)
-    @app.exception_handler(UnknownAgentError)
-    async def _not_found(_: Request, exc: Exception) -> JSONResponse:
-        return error(404, str(exc), "not_found_error")
-
-    @app.exception_handler(ConflictError)
-    @app.exception_handler(RequestError)  # the rest of the caller's (a paused session, ...)
-    async def _conflict(_: Request, exc: Exception) -> JSONResponse:
-        return error(409, str(exc), "conflict_error")
-
-    @app.exception_handler(RunLimitError)
-    async def _limited(_: Request, exc: Exception) -> JSONResponse:
-        return error(429, str(exc), "rate_limit_error", {"Retry-After": "1"})
-
-    @app.exception_handler(ConfigError)
-    async def _bad(_: Request, exc: Exception) -> JSONResponse:
-        return error(400, str(exc))
+    for cls in HANDLERS:
+        app.add_exception_handler(cls, _handled)
 
     @app.get("/", include_in_schema=False)
     async def page(request: Request) -> HTMLResponse:
@@ -157,6 +131,13 @@ def create_app(config: GatewayConfig | None = None, *, store: Any = None,
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+async def _handled(_: Request, exc: Exception) -> Response:
+    response = error_response(exc)
+    if response is None:  # not one of the table's: registered only for those
+        raise exc
+    return response
 
 
 def _lines(values: dict[str, float]) -> bytes:

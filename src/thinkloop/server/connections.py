@@ -72,6 +72,7 @@ class ConnectionBudget:
         self.total = total
         self.per_client = per_client
         self._conns: dict[asyncio.Transport, _Conn] = {}
+        self._clients: dict[str, int] = {}  # open connections by client address
         self.evicted = 0  # for the tests and the logs: how many made room
         self.refused = 0
 
@@ -82,15 +83,28 @@ class ConnectionBudget:
     def _prune(self) -> None:
         # Upgraded (WebSocket) connections end without telling us: closed ones go here.
         for transport in [t for t, c in self._conns.items() if c.gone]:
-            del self._conns[transport]
+            self._drop(transport)
+
+    def _drop(self, transport: asyncio.Transport) -> None:
+        conn = self._conns.pop(transport, None)
+        if conn is not None:
+            left = self._clients[conn.client] - 1
+            if left:
+                self._clients[conn.client] = left
+            else:
+                del self._clients[conn.client]
 
     def admit(self, conn: _Conn) -> str:
         """``"ok"``, ``"healthz"`` (over a cap with nothing to evict: /healthz only) or
-        ``"refused"``; the connection is counted unless refused."""
-        self._prune()
-        mine = [c for c in self._conns.values() if c.client == conn.client]
+        ``"refused"``; the connection is counted unless refused. The open connections are
+        walked only at a cap (each admission walked them all twice: O(n) per connection,
+        0.1 ms a run at 400 open)."""
+        if (self._clients.get(conn.client, 0) >= self.per_client
+                or len(self._conns) >= self.total):
+            self._prune()  # closed ones hold no place: count again without them
         place = "ok"
-        if len(mine) >= self.per_client and not self._evict(mine):
+        if self._clients.get(conn.client, 0) >= self.per_client and not self._evict(
+                [c for c in self._conns.values() if c.client == conn.client]):
             place = "healthz"
         if place == "ok" and len(self._conns) >= self.total and not self._evict(
                 list(self._conns.values())):
@@ -99,6 +113,7 @@ class ConnectionBudget:
             self.refused += 1
             return "refused"
         self._conns[conn.transport] = conn
+        self._clients[conn.client] = self._clients.get(conn.client, 0) + 1
         return place
 
     def _evict(self, conns: list[_Conn]) -> bool:
@@ -106,12 +121,12 @@ class ConnectionBudget:
         if oldest is None:
             return False
         oldest.transport.close()
-        del self._conns[oldest.transport]
+        self._drop(oldest.transport)
         self.evicted += 1
         return True
 
     def release(self, transport: asyncio.Transport) -> None:
-        self._conns.pop(transport, None)
+        self._drop(transport)
 
 
 class Guarded:

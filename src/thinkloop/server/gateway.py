@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from thinkloop.api import (
+    Agent,
     GatewayStore,
     RunHandle,
     RunRegistry,
@@ -24,6 +25,7 @@ from thinkloop.api import (
     Store,
     UserFiles,
 )
+from thinkloop.build import AgentSpec
 from thinkloop.core.errors import ConfigError, ConflictError, NotFoundError, UnknownAgentError
 from thinkloop.core.events import Event
 from thinkloop.core.settings import Settings, load_settings
@@ -71,9 +73,12 @@ class Gateway:
         wiring = Wiring(self.settings, store, self.hub.approver, self.hub.channel(),
                         config.approval_timeout_s, tuple(tools), self.runs)
         self.router = AgentRouter(Definitions(store, config.agents_file),
-                                  lambda name, spec: build_agent(name, spec, wiring),
+                                  lambda name, spec: self._build(name, spec, wiring),
                                   config.agent_ttl_s)
         self._pumps: set[asyncio.Task[None]] = set()
+        # The runs started here by id, until they end: their agents' subscriber publishes
+        # their events as they are emitted (see _on_event).
+        self._following: dict[str, LiveRun] = {}
         self.streams = Streams()  # the open SSE responses, ended when the server stops
         self.fleet = fleet(store, self.settings, config) if fleet is not None else None
 
@@ -109,12 +114,15 @@ class Gateway:
         self.live.reserve(who.user)
         try:
             key = session_key(who.user, session) if session else None
+            # events=False: nothing queues them for an iterator; the agent's subscriber
+            # publishes them (_on_event).
             handle = agent.start(task, session=key, user_id=who.user if remember else None,
-                                 stream_model=stream)
+                                 stream_model=stream, events=False)
         except BaseException:
             self.live.release(who.user)
             raise
         run = LiveRun(handle.run_id, who.user, agent_name, session, handle)
+        self._following[run.id] = run  # before its first event: its task has not run yet
         self.live.add(run)
         pump = asyncio.get_running_loop().create_task(self._pump(run))
         self._pumps.add(pump)
@@ -129,15 +137,28 @@ class Gateway:
         self.live.add(run)
         return Adopted(run, self.metrics)
 
+    def _build(self, name: str, spec: AgentSpec, wiring: Wiring) -> Agent:
+        agent = build_agent(name, spec, wiring)
+        agent.subscribe(self._on_event)
+        return agent
+
+    def _on_event(self, event: Event) -> None:
+        """Every event of the gateway's agents, as it is emitted: a run started here gets it
+        numbered and kept for its followers, in the emitting call (a task woken per event
+        to move it from the handle's queue cost each run ~20 loop turns). What a run emits
+        after its result is out (post-turn jobs) was never streamed, nor is it now."""
+        run = self._following.get(event.run_id)
+        if run is not None and not run.handle.done:
+            run.publish(event)
+            self.metrics.observe(event)
+
     async def _pump(self, run: LiveRun) -> None:
-        """Number and keep the run's events; record how it ended; free its slot."""
+        """Record how the run ended (its events are published as they come: _on_event);
+        free its slot."""
         result: RunResult | None = None
         error: str | None = None
         ended = "failed"
         try:
-            async for event in run.handle:
-                run.publish(event)
-                self.metrics.observe(event)
             result = await run.handle.result()
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -149,6 +170,7 @@ class Gateway:
             log.exception("run %s failed outside its loop", run.id)
             error = f"{type(exc).__name__}: {exc}"
         finally:
+            self._following.pop(run.id, None)
             run.finish(result, error, ended)
             self.live.release(run.user)
             self.metrics.finished(run.status)

@@ -13,6 +13,7 @@ from thinkloop.core.spec import BOOTSTRAP_FILE_MAX, BOOTSTRAP_FILES, USER_FILES
 from thinkloop.server.agents import DEFAULT_AGENT, file_view, parse_definition
 from thinkloop.server.auth import Principal
 from thinkloop.server.deps import admin, caller, gateway
+from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
 
@@ -55,8 +56,16 @@ class InputRequest(BaseModel):
 
 @router.post("/runs", status_code=202)
 async def start_run(body: RunRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    run = await gw.submit(who, body.agent, body.task, body.session, body.stream,
-                          priority=body.priority)
+    return started(await submit(gw, who, body), body)
+
+
+async def submit(gw: Gateway, who: Principal, body: RunRequest) -> Followed:
+    return await gw.submit(who, body.agent, body.task, body.session, body.stream,
+                           priority=body.priority)
+
+
+def started(run: Followed, body: RunRequest) -> dict[str, Any]:
+    """What ``POST /v1/runs`` answers (the route and its fast lane)."""
     return {"id": run.id, "status": run.status, "agent": run.agent, "session": run.session,
             "priority": body.priority, "events": f"/v1/runs/{run.id}/events"}
 

@@ -57,6 +57,12 @@ async def run_events(
     start = after if after is not None else _int(last_event_id)
     key = key_from_headers(request.headers.get("authorization"),
                            request.headers.get("x-api-key"))
+    return event_stream(gw, run, start, key)
+
+
+def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> EventStream:
+    """The SSE response of ``run``'s events after ``start`` (the route's and the fast
+    lane's): a revoked ``key`` ends it (with auth)."""
 
     async def events() -> AsyncIterator[bytes]:
         follow = batches(run, start)
