@@ -173,6 +173,13 @@ def default_tracing(*, stored: bool, settings: Settings | None = None) -> Tracin
     return current_tracing()
 
 
+@functools.lru_cache(maxsize=128)
+def _reads(kind: type) -> bool:
+    """Whether a run's trace is built from events of this type (see RunTrace.on_event)."""
+    return issubclass(kind, (RunStarted, LlmRequest, LlmResponse, ToolCalled, ToolReturned,
+                             RunCompleted, RunFailed, RunCancelled))
+
+
 class RunTrace:
     """The spans of one run, built from its events (see the module docstring)."""
 
@@ -194,6 +201,11 @@ class RunTrace:
         self._tokens: tuple[Token[Context], Token[RunTrace | None]] | None = None
 
     def on_event(self, event: Event) -> None:
+        # Called with every event of the run (chunks, guards, steps...): one cached lookup by
+        # type passes over the many it does not read, where the match tried seven patterns.
+        kind: type = type(event)
+        if not _reads(kind):
+            return
         match event:
             case RunStarted():
                 self._start()

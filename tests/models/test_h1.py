@@ -11,6 +11,8 @@ import trustme
 
 from thinkloop import Agent
 from thinkloop.core.errors import ModelConnectionError, ModelRateLimitError, ModelTimeoutError
+from thinkloop.core.model import ModelSettings
+from thinkloop.core.types import TextDelta
 from thinkloop.models.h1 import H1Transport
 from thinkloop.models.openai_compat import OpenAICompatModel
 from thinkloop.models.transport import HttpTransport
@@ -111,6 +113,37 @@ async def test_sse_over_tls_with_chunks_split_inside_lines() -> None:
     assert got == ['{"a":1}', "x\u2028y", "two\nlines"]
     assert [d async for d in t.post_sse(_url(server, "https"), b"{}", H, 5)] == got
     assert conns == 1  # the stream was read to its end: its connection was reused
+    await t.aclose()
+    await _stop(server)
+
+
+async def test_one_network_read_of_token_events_is_one_batch_and_one_delta_per_kind(
+) -> None:
+    """A read holding many token events is folded before anything acts on it: one batch from
+    the transport, one delta per kind from the model (the text and its order unchanged)."""
+    def event(delta: str) -> str:
+        return f'data: {{"model":"m","choices":[{{"index":0,"delta":{delta}}}]}}\n\n'
+
+    body = "".join([event('{"reasoning_content":"hmm "}'), event('{"reasoning_content":"ok"}'),
+                    *(event(f'{{"content":"{w} "}}') for w in ("one", "two", "three")),
+                    "data: [DONE]\n\n"]).encode()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            await _read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+        await reader.read(1)
+        writer.close()
+
+    server = await _serve(handler)
+    t = H1Transport()
+    batches = [b async for b in t.post_sse_batches(_url(server), b"{}", H, 5)]
+    assert len(batches) == 1 and len(batches[0]) == 5
+    model = OpenAICompatModel("m", base_url=_url(server).removesuffix("/chat/completions"),
+                              transport=t)
+    items = [i async for i in model.stream([], [], ModelSettings())]
+    assert items[:-1] == [TextDelta("hmm ok", "thought"), TextDelta("one two three ")]
     await t.aclose()
     await _stop(server)
 

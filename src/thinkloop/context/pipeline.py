@@ -75,7 +75,7 @@ def _window_settings(window: int) -> ContextSettings:
 
 def _with_content(m: Message, content: str) -> Message:
     # A fresh cache: the old one memoises the wire encoding of the old content.
-    return replace(m, content=content, cache={})
+    return replace(m, content=content)
 
 
 def _system_head(messages: Sequence[Message]) -> int:

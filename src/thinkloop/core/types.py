@@ -79,8 +79,12 @@ class Message:
     name: str | None = None
     thought: str | None = None
     parts: tuple[ContentPart, ...] = ()
-    # Provider-private memo of this message's wire encoding, keyed by wire format.
-    cache: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # Provider-private memo of this message's wire encoding, keyed by wire format. Not an
+    # init field, so ``dataclasses.replace`` gives a changed copy an empty memo instead of
+    # the original's encoding (which would send the old text).
+    cache: dict[Any, Any] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
 
     @staticmethod
     def system(text: str) -> Message:

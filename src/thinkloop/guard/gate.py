@@ -35,6 +35,8 @@ class ToolGate:
                 self.counts.drop_hook("guard.policy")]
 
     def filter_tools(self, ctx: ReasonContext) -> None:
+        if not self.policy.limits_tools:
+            return  # nothing to hide: no glob matched per tool before every model call
         user = ctx.cfg.user_id
         ctx.tools = [t for t in ctx.tools if self.policy.permits(t.name, user) is None]
 

@@ -61,7 +61,7 @@ def may_match(regex: re.Pattern[str], text: str, data: bytes | None = None) -> b
     if engine is None:
         return regex.search(text) is not None
     data = encode(text) if data is None else data
-    return bool(_searcher(engine)(data, 0, len(data)) >= 0)
+    return bool(searcher(engine)(data, 0, len(data)) >= 0)
 
 
 def _char(c: int) -> str:
@@ -102,7 +102,7 @@ def _class(items: list[tuple[Any, Any]]) -> str:
     return f"[{'^' if negated else ''}{''.join(parts)}]"
 
 
-def _seq(items: list[tuple[Any, Any]], flags: int) -> str:
+def seq(items: list[tuple[Any, Any]], flags: int) -> str:
     return "".join(_node(op, av, flags) for op, av in items)
 
 
@@ -122,14 +122,14 @@ def _node(op: Any, av: Any, flags: int) -> str:
         bound = "" if high is C.MAXREPEAT else str(high)
         # Lazy whatever the original: only where a match starts counts, and a lazy repeat
         # lets RE2 stop at the first end it finds instead of reading on for the longest.
-        return f"(?:{_seq(list(sub), flags)}){{{low},{bound}}}?"
+        return f"(?:{seq(list(sub), flags)}){{{low},{bound}}}?"
     if op is C.SUBPATTERN:
         _, add, _, sub = av
-        return f"(?:{_seq(list(sub), flags | add)})"
+        return f"(?:{seq(list(sub), flags | add)})"
     if op is C.ATOMIC_GROUP:
-        return f"(?:{_seq(list(av), flags)})"
+        return f"(?:{seq(list(av), flags)})"
     if op is C.BRANCH:
-        return "(?:" + "|".join(_seq(list(b), flags) for b in av[1]) + ")"
+        return "(?:" + "|".join(seq(list(b), flags) for b in av[1]) + ")"
     if op is C.AT and av is C.AT_BEGINNING and flags & re.MULTILINE:
         return "(?m:^)"  # kept: starts only after a newline, as in re
     if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
@@ -144,19 +144,26 @@ def relaxed(regex: re.Pattern[str]) -> str:
     tree = P.parse(regex.pattern, regex.flags)
     flags = regex.flags | tree.state.flags
     prefix = "(?i)" if flags & re.IGNORECASE else ""
-    return prefix + _seq(list(tree), flags)
+    return prefix + seq(list(tree), flags)
 
 
 @functools.lru_cache(maxsize=512)
 def _compiled(pattern: str, flags: int) -> Any:
+    try:
+        return compile_relaxed(relaxed(re.compile(pattern, flags)))
+    except (ValueError, re.error):
+        return None
+
+
+def compile_relaxed(source: str) -> Any:
+    """An RE2 pattern's engine, or None (no RE2, or a pattern it refuses)."""
     if re2 is None:
         return None
+    options = re2.Options()
+    options.max_mem = 64 << 20
     try:
-        source = relaxed(re.compile(pattern, flags))
-        options = re2.Options()
-        options.max_mem = 64 << 20
         return re2.compile(source.encode(), options)
-    except (ValueError, re2.error, re.error):
+    except re2.error:
         return None
 
 
@@ -182,7 +189,7 @@ def encode(text: str) -> bytes:
     return data.tobytes()
 
 
-class _Offsets:
+class Offsets:
     """Byte offsets of a UTF-8 text to character offsets and back, moving forward only."""
 
     def __init__(self, text: str, data: bytes) -> None:
@@ -218,7 +225,24 @@ class _Offsets:
         return self.byte
 
 
-def _searcher(engine: Any) -> Any:
+def span_searcher(engine: Any) -> Any:
+    """``search(data, at, end)``: the byte span of the leftmost match, or None."""
+    raw = getattr(engine, "_regexp", None)
+    if raw is not None and hasattr(raw, "Match"):
+        anchor = re2._Anchor.UNANCHORED
+
+        def fast(data: bytes, at: int, end: int) -> tuple[int, int] | None:
+            first, last = raw.Match(anchor, data, at, end)[0]
+            return None if first < 0 else (int(first), int(last))
+        return fast
+
+    def public(data: bytes, at: int, end: int) -> tuple[int, int] | None:
+        hit = engine.search(data, at, end)
+        return None if hit is None else (int(hit.start()), int(hit.end()))
+    return public
+
+
+def searcher(engine: Any) -> Any:
     """``search(data, at, end)``: the byte offset where the leftmost match starts, or -1."""
     raw = getattr(engine, "_regexp", None)
     if raw is not None and hasattr(raw, "Match"):  # the wheel's C object: no Match built
@@ -252,10 +276,17 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
         return
     if data is None:
         data = encode(text)
-    offsets = _Offsets(text, data)
+    from thinkloop.guard import gaps
+
+    cut = gaps.split(regex.pattern, regex.flags) if screen is None and pos == 0 and \
+        end == len(text) else None
+    if cut is not None:  # a counted gap: tried only before its rarer tail (guard/gaps.py)
+        yield from gaps.finditer(regex, cut, text, data)
+        return
+    offsets = Offsets(text, data)
     byte_end = offsets.to_byte(end) if end < len(text) else len(data)
     at = offsets.to_byte(pos) if pos else 0
-    search = _searcher(engine)
+    search = searcher(engine)
     while at <= byte_end:
         hit = search(data, at, byte_end)
         if hit < 0:

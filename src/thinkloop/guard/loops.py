@@ -28,7 +28,7 @@ from typing import Literal
 import orjson
 
 from thinkloop.core.events import GuardBlocked
-from thinkloop.core.types import Step, ToolCall, ToolResult
+from thinkloop.core.types import ToolCall, ToolResult
 from thinkloop.guard.run_memory import RunMemory
 from thinkloop.hooks import Hook, RunState, ToolHookContext
 
@@ -71,6 +71,18 @@ class _Run:
     streaks: dict[str, tuple[str, int]] = field(default_factory=dict)
     streaked: int = 0
     changes_state: frozenset[str] | None = None  # the run's tools that are not idempotent
+    # Each call's key, worked out once: a call's key was serialised up to five times (the
+    # check, the loop test, the step's signature, the results and the streaks). By id, with
+    # the call held so that its id stays its own for the run.
+    keys: dict[int, tuple[ToolCall, str]] = field(default_factory=dict)
+
+    def key(self, call: ToolCall) -> str:
+        kept = self.keys.get(id(call))
+        if kept is not None and kept[0] is call:
+            return kept[1]
+        key = call_key(call)
+        self.keys[id(call)] = (call, key)
+        return key
 
     def earlier(self, state: RunState, key: str,
                 changes_state: frozenset[str]) -> tuple[int, ToolResult] | None:
@@ -81,7 +93,7 @@ class _Run:
                 self.results.clear()
             for r in step.results:
                 if not r.is_error:
-                    self.results.setdefault(call_key(r.call), (step.index, r))
+                    self.results.setdefault(self.key(r.call), (step.index, r))
         self.scanned = len(state.steps)
         return self.results.get(key)
 
@@ -89,7 +101,7 @@ class _Run:
         """How many times in a row the call ``key`` got the same result (0: never made)."""
         for step in state.steps[self.streaked:]:
             for r in step.results:
-                k = call_key(r.call)
+                k = self.key(r.call)
                 last, count = self.streaks.get(k, ("", 0))
                 self.streaks[k] = (r.content, count + 1 if count and last == r.content else 1)
         self.streaked = len(state.steps)
@@ -97,8 +109,9 @@ class _Run:
 
     def history(self, state: RunState, with_args: bool) -> list[frozenset[str]]:
         """The signature of every step that made calls (``with_args``: the same each time)."""
-        self.signatures += [_signature(s, with_args) for s in state.steps[self.signed:]
-                            if s.tool_calls]
+        self.signatures += [
+            frozenset(self.key(c) if with_args else c.name for c in s.tool_calls)
+            for s in state.steps[self.signed:] if s.tool_calls]
         self.signed = len(state.steps)
         return self.signatures
 
@@ -106,10 +119,6 @@ class _Run:
 def call_key(call: ToolCall) -> str:
     args = orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS, default=str).decode()
     return f"{call.name}:{args}"
-
-
-def _signature(step: Step, with_args: bool) -> frozenset[str]:
-    return frozenset(call_key(c) if with_args else c.name for c in step.tool_calls)
 
 
 def loop_pattern(history: list[frozenset[str]], this: str, repeat_limit: int) -> str | None:
@@ -144,10 +153,10 @@ class LoopGuard:
             return
         run = self.runs.get(ctx)
         seen = run.step_calls.setdefault(ctx.step, {})
-        key = call_key(call)
+        key = run.key(call)
         first_in_step = not seen
         repeatable = ctx.tool is not None and not ctx.tool.idempotent
-        if self.settings.detect_loops and first_in_step and self._loop(ctx, run, call):
+        if self.settings.detect_loops and first_in_step and self._loop(ctx, run, call, key):
             return
         if self.settings.dedup and not repeatable:
             if key in seen:
@@ -164,12 +173,11 @@ class LoopGuard:
                     ctx.withhold_tools(ANSWER_NOW.format(name=call.name))
         seen.setdefault(key, call.id)
 
-    def _loop(self, ctx: ToolHookContext, run: _Run, call: ToolCall) -> bool:
+    def _loop(self, ctx: ToolHookContext, run: _Run, call: ToolCall, key: str) -> bool:
         limit = self.settings.repeat_limit
         if self.settings.rule == "same_tool":
             pattern = loop_pattern(run.history(ctx.state, False), call.name, limit)
         else:
-            key = call_key(call)
             pattern = loop_pattern(run.history(ctx.state, True), key, limit)
             if pattern is None and limit >= 2 and run.same_results(ctx.state, key) >= limit:
                 pattern = (f"{call.name} returned the same result for the same arguments the "

@@ -61,7 +61,8 @@ ALLOW = Verdict("allow")
 
 
 def _matches(name: str, globs: Sequence[str]) -> bool:
-    return any(fnmatchcase(name, g) for g in globs)
+    # Asked for every tool call, most often of an empty deny list: no generator for that.
+    return bool(globs) and any(fnmatchcase(name, g) for g in globs)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ class ToolPolicy:
     default_role: str | None = None
     rules: tuple[ArgRule, ...] = ()
     rate_limits: Mapping[str, int] = field(default_factory=dict)  # glob -> calls per run
+
+    @property
+    def limits_tools(self) -> bool:
+        """Whether ``permits`` can refuse a tool by name (an allow or deny list, or roles)."""
+        return self.allow is not None or bool(self.deny) or bool(self.roles)
 
     def role_of(self, user_id: str | None) -> str | None:
         if user_id is not None and user_id in self.user_roles:

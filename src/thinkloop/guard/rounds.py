@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Awaitable
 from itertools import pairwise
+from operator import itemgetter
 
 from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
@@ -70,47 +72,69 @@ class RoundFollowUps:
 
     async def hint(self, last: str, agent: str = "") -> tuple[str, int, int] | None:
         """(next tool, runs it followed ``last``, runs anything did) when confident."""
-        after = (Counter(await self._stored(agent, last)) if self.store is not None
-                 else self.follows.get(last))
+        after = self._known(agent, last)
+        return self._confident(await self._stored(agent, last) if after is None else after)
+
+    def _confident(self, after: dict[str, int] | Counter[str] | None
+                   ) -> tuple[str, int, int] | None:
         if not after:
             return None
         runs = sum(after.values())
-        nxt, count = after.most_common(1)[0]
+        # Counter.most_common(1)'s choice (the first of the largest) without a Counter.
+        nxt, count = max(after.items(), key=itemgetter(1))
         s = self.settings
         if count >= s.hint_min_runs and count >= s.hint_confidence * runs:
             return nxt, count, runs
         return None
 
-    async def _stored(self, agent: str, last: str) -> dict[str, int]:
-        """The store's counts of what followed ``last``, read at most once a TTL."""
-        assert self.store is not None
-        now = time.monotonic()
+    def _known(self, agent: str, last: str) -> dict[str, int] | Counter[str] | None:
+        """What followed ``last`` as far as known without a trip to the store; None: the
+        store must be read (nothing kept, or kept longer than the TTL)."""
+        if self.store is None:
+            return self.follows.get(last) or {}
         kept = self._read.get((agent, last))
-        if kept is not None and now - kept[0] < FOLLOWS_TTL_S:
+        if kept is not None and time.monotonic() - kept[0] < FOLLOWS_TTL_S:
             return kept[1]
+        return None
+
+    async def _stored(self, agent: str, last: str) -> dict[str, int]:
+        """The store's counts of what followed ``last``, kept for a TTL."""
+        assert self.store is not None
         after = await self.store.tool_follows(agent, last)
         if len(self._read) >= MAX_TOOLS:
             self._read.clear()
-        self._read[(agent, last)] = (now, after)
+        self._read[(agent, last)] = (time.monotonic(), after)
         return after
 
-    async def follow_up(self, ctx: ReasonContext) -> None:
+    def follow_up(self, ctx: ReasonContext) -> Awaitable[None] | None:
+        """Before each request after a round of tool calls. A plain call unless the store
+        must be read (at most once a TTL per tool): most requests make no coroutine."""
         steps = ctx.state.steps
         if not ctx.tools or not steps or not steps[-1].tool_calls:
-            return  # not a re-prompt after tool results (or the tool-less final call)
+            return None  # not a re-prompt after tool results (or the tool-less final call)
         limit = ctx.state.max_steps or ctx.cfg.limits.max_steps
         if limit - ctx.state.step <= self.settings.urgency_at and self.settings.urgency:
-            return  # the urgency nudge speaks now
+            return None  # the urgency nudge speaks now
+        last = steps[-1].tool_calls[-1].name
+        after = self._known(ctx.cfg.agent_id, last) if self.settings.hints else {}
+        if after is None:
+            return self._follow_up_read(ctx, limit, last)
+        self._say(ctx, limit, last, self._confident(after))
+        return None
+
+    async def _follow_up_read(self, ctx: ReasonContext, limit: int, last: str) -> None:
+        after = await self._stored(ctx.cfg.agent_id, last)
+        self._say(ctx, limit, last, self._confident(after))
+
+    def _say(self, ctx: ReasonContext, limit: int, last: str,
+             found: tuple[str, int, int] | None) -> None:
         extra: list[Message] = []
-        rounds = sum(1 for s in steps if s.tool_calls)
+        rounds = sum(1 for s in ctx.state.steps if s.tool_calls)
         level = self.level(rounds, limit)
         if level:
             extra.append(Message.notice(FOLLOW_UPS[level - 1].format(n=rounds)))
             ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
-        last = steps[-1].tool_calls[-1].name
-        found = await self.hint(last, ctx.cfg.agent_id) if self.settings.hints else None
-        offered = {t.name for t in ctx.tools}
-        if found is not None and found[0] in offered:
+        if found is not None and found[0] in {t.name for t in ctx.tools}:
             nxt, count, runs = found
             pct = round(100 * count / runs)
             extra.append(Message.notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))

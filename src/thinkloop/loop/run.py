@@ -165,7 +165,7 @@ def answer_message(assistant: Message, clean: str) -> Message:
     """The final assistant message as the session keeps it: the sanitized answer, no calls."""
     if assistant.content == clean and not assistant.tool_calls:
         return assistant
-    return replace(assistant, content=clean, tool_calls=(), cache={})
+    return replace(assistant, content=clean, tool_calls=())
 
 
 def end(state: RunState, status: RunStatus, error: str | None = None) -> None:

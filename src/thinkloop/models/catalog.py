@@ -14,7 +14,9 @@ wrapper (retry, fallback, overflow recovery, tracing) forwards its inner model's
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -145,6 +147,12 @@ def facts(model_name: str) -> ModelFacts:
     return ModelFacts(model_name, window, None, kinds)
 
 
+# A model object's facts, kept while the object lives: asked before every model call (the
+# history pipeline's window, a wrapper's facts), and building them cost a dataclass replace.
+_OF_MODEL: weakref.WeakKeyDictionary[Any, tuple[str, Any, ModelFacts]] = (
+    weakref.WeakKeyDictionary())
+
+
 def facts_of(model: Any) -> ModelFacts:
     """A model object's facts: its own (``model.facts``, which every wrapper forwards from
     the model it wraps) where it has them, else the catalog's for its name with the window
@@ -152,10 +160,20 @@ def facts_of(model: Any) -> ModelFacts:
     own = getattr(model, "facts", None)
     if isinstance(own, ModelFacts):
         return own
-    found = facts(str(model.name))
+    name = str(model.name)
     window = getattr(model, "context_window", None)
-    return replace(found, window=window if isinstance(window, int) else found.window,
+    try:
+        kept = _OF_MODEL.get(model)
+    except TypeError:  # not weakly referable or not hashable: worked out each time
+        kept = None
+    if kept is not None and kept[0] == name and kept[1] == window:
+        return kept[2]
+    found = facts(name)
+    made = replace(found, window=window if isinstance(window, int) else found.window,
                    inputs=frozenset({"text"}) | input_kinds(model))
+    with contextlib.suppress(TypeError):
+        _OF_MODEL[model] = (name, window, made)
+    return made
 
 
 def facts_of_all(models: Sequence[Any]) -> ModelFacts:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -41,6 +42,7 @@ class _Origin:
     host_header: bytes
 
 
+@functools.lru_cache(maxsize=64)  # a model posts to one URL: parse it once, not per call
 def _origin(url: str) -> _Origin:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -230,6 +232,16 @@ class H1Transport:
     async def post_sse(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
     ) -> AsyncIterator[str]:
+        async for batch in self.post_sse_batches(url, body, headers, timeout_s):
+            for data in batch:
+                yield data
+
+    async def post_sse_batches(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[list[str]]:
+        """The SSE ``data`` payloads, a list per network read: a reader that folds a read's
+        events before acting on them pays its per-item costs (a generator hop, a deadline,
+        an event for subscribers) once per read instead of once per token."""
         origin = _origin(url)
         deadline = asyncio.get_running_loop().time() + timeout_s
         conn: _Conn | None = None
@@ -243,15 +255,19 @@ class H1Transport:
                     if conn.status >= 400:
                         text = (await self._body(conn)).decode("utf-8", "replace")
                         raise http_error(conn.status, text, conn.headers)
-                async for data in _sse_data(conn, deadline):
-                    if data == "[DONE]":
+                async for batch in _sse_data(conn, deadline):
+                    if "[DONE]" in batch:
                         # The body's end usually came in the same read: take it without
                         # waiting, and the connection goes back to the pool.
                         while not conn.chunks.empty():
                             conn.chunks.get_nowait()
+                        done = [d for d in batch[:batch.index("[DONE]")] if d]
+                        if done:
+                            yield done
                         break
-                    if data:
-                        yield data
+                    batch = [d for d in batch if d]
+                    if batch:
+                        yield batch
         finally:
             if conn is not None:
                 self._release(origin, conn)
@@ -285,31 +301,41 @@ def _model_errors(url: str, timeout_s: float) -> Iterator[None]:
         raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
 
 
-async def _sse_data(conn: _Conn, deadline: float) -> AsyncIterator[str]:
+async def _sse_data(conn: _Conn, deadline: float) -> AsyncIterator[list[str]]:
     """Each event's ``data`` (its lines joined by newlines), as the SSE spec reads them: lines
-    end at CRLF, LF or CR (only those: JSON may hold a raw U+2028), a blank line ends an event."""
+    end at CRLF, LF or CR (only those: JSON may hold a raw U+2028), a blank line ends an event.
+    One list per wake-up: every body part already received is read at once."""
     decoder: Any = codecs.getincrementaldecoder("utf-8")("replace")
     buf, data = "", list[str]()
-    while True:
-        async with asyncio.timeout_at(deadline):
-            chunk = await conn.next_chunk()
-        buf += decoder.decode(chunk or b"", final=chunk is None)
-        if chunk is not None and buf.endswith("\r"):
+    ended = False
+    while not ended:
+        if conn.chunks.empty():
+            async with asyncio.timeout_at(deadline):
+                parts = [await conn.next_chunk()]
+        else:
+            parts = []
+        while not conn.chunks.empty() and (not parts or parts[-1] is not None):
+            parts.append(await conn.next_chunk())  # queued: returns without waiting
+        ended = parts[-1] is None
+        raw = b"".join(p for p in parts if p is not None)
+        buf += decoder.decode(raw, final=ended)
+        if not ended and buf.endswith("\r"):
             text, buf = buf[:-1], "\r"  # its LF may come in the next chunk
         else:
             text, buf = buf, ""
         *lines, rest = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         buf = rest + buf
-        if chunk is None:
+        if ended:
             lines.append(buf)
             lines.append("")
+        out: list[str] = []
         for line in lines:
             if not line:
                 if data:
-                    yield "\n".join(data)
+                    out.append("\n".join(data))
                 data = []
             elif line == "data" or line.startswith("data:"):
                 value = line[5:]
                 data.append(value[1:] if value.startswith(" ") else value)
-        if chunk is None:
-            return
+        if out:
+            yield out

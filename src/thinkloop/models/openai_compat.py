@@ -6,7 +6,7 @@ separate so presets differ only in data.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from thinkloop.core.model import ModelSettings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -80,17 +80,27 @@ class OpenAICompatModel:
     ) -> AsyncIterator[TextDelta | ModelResponse]:
         body = self._body(messages, tools, settings, True)
 
-        async def opened() -> tuple[AsyncIterator[str], str | None]:
+        async def opened() -> tuple[AsyncIterator[list[str]], list[str] | None]:
             # Retry only the opening of the stream; a stream that broke mid-way is not replayed.
-            events = self.transport.post_sse(self.url, body, self.headers, settings.timeout_s)
+            events = _batches(self.transport, self.url, body, self.headers, settings.timeout_s)
             first = await anext(events, None)
             return events, first
 
         events, first = await with_retries(self.retry, opened)
         acc = StreamAccumulator()
         pending = [first] if first is not None else []
-        async for raw in _chain(pending, events):
-            text, kind = acc.feed(raw)
+        async for batch in _chain(pending, events):
+            # A read's events are folded before anything downstream sees them: one delta per
+            # kind and read, not one per token (each costs a hop and a chunk event).
+            text, kind = "", "text"
+            for raw in batch:
+                piece, piece_kind = acc.feed(raw)
+                if not piece:
+                    continue
+                if text and piece_kind != kind:
+                    yield TextDelta(text, kind)  # type: ignore[arg-type]
+                    text = ""
+                text, kind = text + piece, piece_kind
             if text:
                 yield TextDelta(text, kind)  # type: ignore[arg-type]
         yield priced(acc.response(), self.name)
@@ -99,8 +109,22 @@ class OpenAICompatModel:
         await self.transport.aclose()
 
 
-async def _chain(first: list[str], rest: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _chain(first: list[list[str]], rest: AsyncIterator[list[str]]
+                 ) -> AsyncIterator[list[str]]:
     for item in first:
         yield item
     async for item in rest:
         yield item
+
+
+async def _batches(transport: Transport, url: str, body: bytes, headers: Mapping[str, str],
+                   timeout_s: float) -> AsyncIterator[list[str]]:
+    """The stream's events a network read at a time where the transport can tell (the
+    httptools one), else one at a time."""
+    batches = getattr(transport, "post_sse_batches", None)
+    if batches is not None:
+        async for batch in batches(url, body, headers, timeout_s):
+            yield batch
+        return
+    async for data in transport.post_sse(url, body, headers, timeout_s):
+        yield [data]

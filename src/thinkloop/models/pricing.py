@@ -6,7 +6,6 @@ hand table for what it lacks). A model with no known price leaves the cost unkno
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from thinkloop.core.types import ModelResponse, Usage
 from thinkloop.models.catalog import HAND_PRICES, cost_of, lookup
@@ -36,9 +35,11 @@ def with_cost(usage: Usage, model_id: str,
             usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
     else:
         cost = cost_of(usage, model_id)
+    # Built directly: dataclasses.replace walks the fields (about 4 µs, on every model call).
+    u = usage
     if cost is None:
-        return replace(usage, cost_usd=0.0, unpriced=max(usage.requests, 1))
-    return replace(usage, cost_usd=cost, unpriced=0)
+        return Usage(u.requests, u.input_tokens, u.output_tokens, 0.0, max(u.requests, 1))
+    return Usage(u.requests, u.input_tokens, u.output_tokens, cost, 0)
 
 
 def priced(response: ModelResponse, model_name: str) -> ModelResponse:
@@ -47,4 +48,6 @@ def priced(response: ModelResponse, model_name: str) -> ModelResponse:
     provider = model_name.split(":", 1)[0] if ":" in model_name else ""
     name = f"{provider}:{response.model}" if response.model and provider else (
         response.model or model_name)
-    return replace(response, usage=with_cost(response.usage, name))
+    r = response
+    return ModelResponse(r.message, with_cost(r.usage, name), r.finish_reason, r.model,
+                         r.fallbacks, r.cut_chars, r.window)
