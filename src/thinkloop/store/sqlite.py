@@ -131,6 +131,11 @@ async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
 def _in_one_tx(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
     """On the database thread: ``work`` in one write transaction."""
     conn.execute("BEGIN IMMEDIATE")
+    _finish(conn, work)
+
+
+def _finish(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
+    """``work`` and COMMIT inside the transaction just begun, or ROLLBACK on any error."""
     try:
         work(conn)
         conn.execute("COMMIT")
@@ -185,13 +190,7 @@ def _here(conn: sqlite3.Connection, work: Work) -> bool:
         raise
     finally:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000:.0f}")
-    try:
-        work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+    _finish(conn, work)
     return True
 
 
