@@ -55,7 +55,11 @@ class Confinement:
         path = (self.data / name).resolve()
         # Under the home's own "workspaces" folder: a workspace elsewhere inside the home is
         # refused by the settings (the model would edit the group's store and prompt files).
-        (path / "workspaces").mkdir(parents=True, exist_ok=True)
+        # A group made before that kept its files in "workspace": they move along once.
+        legacy, current = path / "workspace", path / "workspaces"
+        if legacy.is_dir() and not legacy.is_symlink() and not current.exists():
+            legacy.rename(current)
+        current.mkdir(parents=True, exist_ok=True)
         return path
 
     def command(self, group: str) -> tuple[list[str], dict[str, str]]:
