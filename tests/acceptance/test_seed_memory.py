@@ -138,7 +138,8 @@ async def test_the_history_turn_limit_is_set_from_agent(
 @pytest.mark.parametrize("how", ["flag", "environment"])
 def test_the_history_turn_limit_is_set_from_the_cli_and_the_settings(
         llm: OpenAIServer, tmp_path: Path, how: str) -> None:
-    env = {**os.environ, "THINKLOOP_HOME": str(tmp_path), "THINKLOOP_MODEL": "compat:steps-0"}
+    env = {**os.environ, "THINKLOOP_HOME": str(tmp_path / "home"),
+           "THINKLOOP_MODEL": "compat:steps-0"}
     extra = ["--history-turns", "1"] if how == "flag" else []
     if how == "environment":
         env["THINKLOOP_HISTORY_TURNS"] = "1"

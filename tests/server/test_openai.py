@@ -56,7 +56,8 @@ def test_streaming(stack: Stack) -> None:
     stack.model.enqueue(
         Reply(body=completion("Let me check.",
                               tool_calls=[("calculator", {"expression": "2**8"})])),
-        Reply(body=completion("2**8 is 256, a byte's worth of values.")),
+        # Paced as a real model's tokens are: a burst is read, and streamed on, as one delta.
+        Reply(body=completion("2**8 is 256, a byte's worth of values."), pace_s=0.02),
     )
     oai = client(stack, stack.gateway.key("ana"))
     stream = oai.chat.completions.create(

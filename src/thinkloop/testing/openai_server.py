@@ -38,6 +38,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     sse: list[dict[str, Any]] | None = None
+    # Seconds between streamed events, as a real model's tokens arrive over time; without
+    # it a stream comes in one burst, which a client reads (and folds) as one delta.
+    pace_s: float = 0.0
 
 
 def completion(
@@ -320,6 +323,8 @@ class OpenAIServer:
             payload = b"data: " + (orjson.dumps(event) if event else b"[DONE]") + b"\n\n"
             writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             await writer.drain()
+            if reply.pace_s:
+                await asyncio.sleep(reply.pace_s)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
