@@ -83,6 +83,7 @@ def _char_ngrams(text: str) -> list[str]:
 
 NUMPY_CHARS = 20_000  # longer texts have their char n-grams found by numpy (guard/ngrams.py)
 DISTINCT_WORDS = 2_000  # a long text with more has its windows bounded before they are scored
+BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored by numpy
 LONG_WORD = 2520  # a word longer than this is counted a piece at a time (see _char_counts)
 
 
@@ -187,9 +188,11 @@ class Classifier:
         c = self.char.weigh(_char_counts(self.char, text, self.grams
                                          if len(text) > NUMPY_CHARS else None))
         z = self.intercept + sum(w.values()) + sum(c.values())
-        top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
-        return Verdict(1.0 / (1.0 + math.exp(-z)),
-                       tuple(self.word.terms[i] for i, v in top if v > 0))
+        return Verdict(1.0 / (1.0 + math.exp(-z)), self._top(w))
+
+    def _top(self, weighed: dict[int, float]) -> tuple[str, ...]:
+        top = sorted(weighed.items(), key=lambda kv: -kv[1])[:3]
+        return tuple(self.word.terms[i] for i, v in top if v > 0)
 
     def score(self, text: str) -> float:
         return self.verdict(text).score
@@ -203,7 +206,10 @@ class Classifier:
         bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
         score = _Windows(self, text) if len(spans) > 1 else None
         chosen: list[int] = list(range(len(spans)))
-        if score is not None:
+        scored = self._bulk(score, len(spans)) if score is not None else None
+        if scored is not None:
+            chosen = [i for i, s in enumerate(scored) if s >= bar]
+        elif score is not None:
             hopeless = self._hopeless(score, len(spans), bar)
             if hopeless is not None:
                 chosen = [i for i, h in enumerate(hopeless) if not h]
@@ -211,9 +217,20 @@ class Classifier:
         verdicts: dict[tuple[str, ...], Verdict] = {}
         for i in chosen:
             span = spans[i]
+            if scored is not None and found and found[-1].span[1] >= span[0]:
+                # Over the bar, so "high" as the finding it joins (the bar of a long text is
+                # the high mark), whose reason stays: no verdict needed for it.
+                last = found.pop()
+                found.append(Finding("classifier", (last.span[0], span[1]), last.severity,
+                                     "classifier", "classifier", last.why))
+                continue
             key = score.key(i) if score is not None else ()
-            v = verdicts.get(key) or verdicts.setdefault(
-                key, self.verdict(text[span[0]:span[1]]))
+            if scored is not None:  # the score by numpy, the n-grams named as verdict's
+                v = Verdict(scored[i], self._top(self.word.weigh(
+                    _word_counts(self.word, text[span[0]:span[1]]))))
+            else:
+                v = verdicts.get(key) or verdicts.setdefault(
+                    key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
                 continue
             severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
@@ -227,6 +244,18 @@ class Classifier:
                 why = last.why
             found.append(Finding("classifier", span, severity, "classifier", "classifier", why))
         return found
+
+    def _bulk(self, score: _Windows, windows: int) -> list[float] | None:
+        """Every window's score by numpy (guard/bulk.py), for a long text of at most
+        ``BULK_WORDS`` distinct words; None otherwise (then windows are scored one by one)."""
+        words = score.split()
+        if len(score.text) <= NUMPY_CHARS or _distinct_over(words, BULK_WORDS) \
+                or windows != max(0, -(-len(words) // (WINDOW // 2)) - 1):
+            return None
+        from thinkloop.guard import bulk
+
+        scored = bulk.scores(self, words, windows, WINDOW)
+        return None if scored is None else list(scored.tolist())
 
     def _hopeless(self, score: _Windows, windows: int, bar: float) -> list[bool] | None:
         """For each window of a long text, whether it cannot score ``bar``: an upper bound of
