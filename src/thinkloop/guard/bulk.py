@@ -114,6 +114,8 @@ def _part(part: _Part, pos: Any, last: Any, ids: Any, windows: int, step: int,
             ok = (w >= 0) & (w < windows) & (last < w * step + window)
             keys.append(w[ok] * size + ids[ok])
         key = np.sort(np.concatenate(keys), kind="stable")
+        if not len(key):
+            return np.zeros(windows)
         at = np.nonzero(np.concatenate(([True], key[1:] != key[:-1])))[0]
         counts = np.diff(np.append(at, len(key)))
         term, win = key[at] % size, key[at] // size
@@ -146,10 +148,13 @@ def _by_halves(half: Any, ids: Any, windows: int, size: int) -> tuple[Any, Any, 
     both = np.concatenate((key[first] - kind(size), key[second]))  # window * size + term
     order = np.argsort(both, kind="stable")
     both, n = both[order], np.concatenate((counts[first], counts[second]))[order]
-    at = np.nonzero(np.concatenate(([True], both[1:] != both[:-1])))[0]
     if not len(both):
         return both, both, both
-    return both[at] // size, both[at] % size, np.add.reduceat(n, at)
+    # A term is in a window once or twice (once a half): add the second count to the first.
+    again = np.nonzero(both[1:] == both[:-1])[0]
+    n[again] += n[again + 1]
+    at = np.nonzero(np.concatenate(([True], both[1:] != both[:-1])))[0]
+    return both[at] // size, both[at] % size, n[at]
 
 
 def _token_ids(clf: Classifier) -> dict[str, int]:
