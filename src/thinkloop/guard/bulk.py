@@ -31,9 +31,8 @@ def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any 
 
     from thinkloop.guard import classifier as c
 
-    index: dict[str, int] = {}
-    seq = np.fromiter((index.setdefault(w, len(index)) for w in words), dtype=np.int64,
-                      count=len(words))
+    index = {w: i for i, w in enumerate(dict.fromkeys(words))}  # C loops but the distinct
+    seq = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
     step = window // 2
     if _distinct_windows(seq, len(index), windows, step) * REPEATS < windows:
         return None  # few distinct windows: each scored once in Python is cheaper
