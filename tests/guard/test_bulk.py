@@ -80,7 +80,7 @@ def test_a_scan_finds_what_scoring_window_by_window_finds(
     monkeypatch.setattr(bulk, "scores", counting)
     found = clf.scan(text)
     assert calls == [True]  # numpy scored the windows
-    monkeypatch.setattr(clf_module, "BULK_WORDS", -1)  # one window at a time
+    monkeypatch.setattr(bulk, "BULK_WORDS", -1)  # one window at a time
     assert clf.scan(text) == found
     assert calls == [True]
 

@@ -19,7 +19,21 @@ if TYPE_CHECKING:
     from thinkloop.guard.classifier import Classifier, _Part
 
 
+BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored here
 REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
+
+
+def scan_scores(clf: Classifier, text: str, words: list[str], windows: int) -> list[float] | None:
+    """Every window's score for ``Classifier.scan``: for a text over ``NUMPY_CHARS`` of at
+    most ``BULK_WORDS`` distinct words (``words``: its \\S+ words, lowered) whose windows
+    mostly differ; None otherwise (then windows are scored one by one)."""
+    from thinkloop.guard import classifier as c
+
+    if len(text) <= c.NUMPY_CHARS or c._distinct_over(words, BULK_WORDS) \
+            or windows != max(0, -(-len(words) // (c.WINDOW // 2)) - 1):
+        return None
+    scored = scores(clf, words, windows, c.WINDOW)
+    return None if scored is None else list(scored.tolist())
 
 
 def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any | None:

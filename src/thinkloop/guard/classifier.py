@@ -10,7 +10,9 @@ stays close to a lean one's. Long texts are scored in overlapping windows of wor
 injection buried in a long document is not diluted by it; each window over the threshold is a
 finding that names the score and the n-grams that pushed it up. A text over ``NUMPY_CHARS``
 (scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
-windows that cannot reach the threshold skipped unscored.
+windows that cannot reach the threshold skipped unscored; one of few distinct words (attack
+words in random order: every window near the bar) has every window scored by numpy at once
+(guard/bulk.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from thinkloop.guard import ngrams
+from thinkloop.guard import bulk, ngrams
 from thinkloop.guard.ngrams import Grams
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
@@ -83,7 +85,6 @@ def _char_ngrams(text: str) -> list[str]:
 
 NUMPY_CHARS = 20_000  # longer texts have their char n-grams found by numpy (guard/ngrams.py)
 DISTINCT_WORDS = 2_000  # a long text with more has its windows bounded before they are scored
-BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored by numpy
 LONG_WORD = 2520  # a word longer than this is counted a piece at a time (see _char_counts)
 
 
@@ -206,7 +207,8 @@ class Classifier:
         bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
         score = _Windows(self, text) if len(spans) > 1 else None
         chosen: list[int] = list(range(len(spans)))
-        scored = self._bulk(score, len(spans)) if score is not None else None
+        scored = bulk.scan_scores(self, score.text, score.split(), len(spans)) \
+            if score is not None else None
         if scored is not None:
             chosen = [i for i, s in enumerate(scored) if s >= bar]
         elif score is not None:
@@ -224,11 +226,11 @@ class Classifier:
                 found.append(Finding("classifier", (last.span[0], span[1]), last.severity,
                                      "classifier", "classifier", last.why))
                 continue
-            key = score.key(i) if score is not None else ()
             if scored is not None:  # the score by numpy, the n-grams named as verdict's
                 v = Verdict(scored[i], self._top(self.word.weigh(
                     _word_counts(self.word, text[span[0]:span[1]]))))
             else:
+                key = score.key(i) if score is not None else ()
                 v = verdicts.get(key) or verdicts.setdefault(
                     key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
@@ -244,18 +246,6 @@ class Classifier:
                 why = last.why
             found.append(Finding("classifier", span, severity, "classifier", "classifier", why))
         return found
-
-    def _bulk(self, score: _Windows, windows: int) -> list[float] | None:
-        """Every window's score by numpy (guard/bulk.py), for a long text of at most
-        ``BULK_WORDS`` distinct words; None otherwise (then windows are scored one by one)."""
-        words = score.split()
-        if len(score.text) <= NUMPY_CHARS or _distinct_over(words, BULK_WORDS) \
-                or windows != max(0, -(-len(words) // (WINDOW // 2)) - 1):
-            return None
-        from thinkloop.guard import bulk
-
-        scored = bulk.scores(self, words, windows, WINDOW)
-        return None if scored is None else list(scored.tolist())
 
     def _hopeless(self, score: _Windows, windows: int, bar: float) -> list[bool] | None:
         """For each window of a long text, whether it cannot score ``bar``: an upper bound of
