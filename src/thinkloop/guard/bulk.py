@@ -29,18 +29,21 @@ def scan_scores(clf: Classifier, text: str, words: list[str], windows: int) -> l
     mostly differ; None otherwise (then windows are scored one by one)."""
     from thinkloop.guard import classifier as c
 
+    step = c.WINDOW // 2
     if len(text) <= c.NUMPY_CHARS or c._distinct_over(words, BULK_WORDS) \
-            or windows != max(0, -(-len(words) // (c.WINDOW // 2)) - 1):
+            or windows != max(0, -(-len(words) // step) - 1):
         return None
-    scored = scores(clf, words, windows, c.WINDOW)
-    return None if scored is None else list(scored.tolist())
+    # Window i is halves i and i + 1: the distinct pairs of halves are the distinct windows.
+    # Few: each scored once in Python is cheaper (1 MB of one sentence), and needs no numpy.
+    halves = [tuple(words[i:i + step]) for i in range(0, len(words), step)]
+    if len(set(itertools.pairwise(halves))) * REPEATS < windows:
+        return None
+    return list(scores(clf, words, windows, c.WINDOW).tolist())
 
 
-def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any | None:
+def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any:
     """The score of each of the ``windows`` windows of ``words`` (the text's \\S+ words,
-    lowered), window ``i`` being ``words[i * window // 2:i * window // 2 + window]``; None
-    if few of the windows differ (1 MB of one repeated sentence: a few distinct windows,
-    which ``_Windows`` scores once each in less time than numpy takes for all)."""
+    lowered), window ``i`` being ``words[i * window // 2:i * window // 2 + window]``."""
     import numpy as np
 
     from thinkloop.guard import classifier as c
@@ -48,8 +51,6 @@ def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any 
     index = {w: i for i, w in enumerate(dict.fromkeys(words))}  # C loops but the distinct
     seq = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
     step = window // 2
-    if _distinct_windows(seq, len(index), windows, step) * REPEATS < windows:
-        return None  # few distinct windows: each scored once in Python is cheaper
     distinct = list(index)
     chars = [list(clf.grams.char_counts(k).elements()) if len(k) > c.NUMPY_CHARS
              else c._indices(clf.char, c._char_ngrams(k)) for k in distinct]
@@ -75,23 +76,6 @@ def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any 
     char = _part(clf.char, char_pos, None, char_ids, windows, step, window)
     z = clf.intercept + word + char
     return 1.0 / (1.0 + np.exp(-z))
-
-
-def _distinct_windows(seq: Any, distinct: int, windows: int, step: int) -> int:
-    """How many of the windows differ, about: a hash of each window's words (a collision
-    only makes the count smaller, so the text is scored one window at a time)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    word = rng.integers(1, 1 << 62, size=distinct + 1, dtype=np.uint64)
-    groups = -(-len(seq) // step)
-    padded = np.full(groups * step, distinct, dtype=np.int64)
-    padded[:len(seq)] = seq
-    powers = rng.integers(1, 1 << 62, size=step, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        group = (word[padded].reshape(groups, step) * powers).sum(axis=1, dtype=np.uint64)
-        window = group[:-1] * np.uint64(0x9E3779B97F4A7C15) + group[1:]
-    return len(np.unique(window[:windows]))
 
 
 def _expand(seq: Any, per_word: list[list[int]]) -> tuple[Any, Any]:
