@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 
 BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored here
+SAMPLE = 2_000  # the windows whose repeats are counted (the first ones)
 REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
 
 
@@ -30,13 +31,14 @@ def scan_scores(clf: Classifier, text: str, words: list[str], windows: int) -> l
     from thinkloop.guard import classifier as c
 
     step = c.WINDOW // 2
-    if len(text) <= c.NUMPY_CHARS or c._distinct_over(words, BULK_WORDS) \
-            or windows != max(0, -(-len(words) // step) - 1):
+    if len(text) <= c.NUMPY_CHARS or windows != max(0, -(-len(words) // step) - 1):
         return None
     # Window i is halves i and i + 1: the distinct pairs of halves are the distinct windows.
-    # Few: each scored once in Python is cheaper (1 MB of one sentence), and needs no numpy.
-    halves = [tuple(words[i:i + step]) for i in range(0, len(words), step)]
-    if len(set(itertools.pairwise(halves))) * REPEATS < windows:
+    # Few among the first ones: each scored once in Python is cheaper (1 MB of a sentence),
+    # and needs no numpy (a text that repeats only at first is scored as before this path).
+    halves = [tuple(words[i:i + step]) for i in range(0, min(len(words), SAMPLE * step), step)]
+    if len(set(itertools.pairwise(halves))) * REPEATS < len(halves) - 1 \
+            or c._distinct_over(words, BULK_WORDS):
         return None
     return list(scores(clf, words, windows, c.WINDOW).tolist())
 
