@@ -50,7 +50,13 @@ TEXTS = [*edge_texts(), *hostile_texts()]
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
-def test_bulk_scores_are_the_windows_scores(text: str) -> None:
+@pytest.mark.parametrize("chunk", [bulk.CHUNK, 7])
+def test_bulk_scores_are_the_windows_scores(
+    text: str, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every window scores the same, with the windows scored a few at a time too (7: a
+    chunk's last window ends in the next chunk's half)."""
+    monkeypatch.setattr(bulk, "CHUNK", chunk)
     clf = Classifier.load()
     words = text.lower().split()
     windows = len(_windows(text))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 
 BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored here
+CHUNK = 2_000  # windows scored together (their arrays: a few MB)
 SAMPLE = 2_000  # the windows whose repeats are counted (the first ones)
 REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
 
@@ -58,8 +59,24 @@ def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any:
              else c._indices(clf.char, c._char_ngrams(k)) for k in distinct]
     vocab = _token_ids(clf)
     tokens = [[vocab.get(t, -1) for t in c._TOKEN.findall(k)] for k in distinct]
-    char_pos, char_ids = _expand(seq, chars)
-    token_pos, token_ids = _expand(seq, tokens)
+    tables = _tables(chars), _tables(tokens)
+    out = []
+    for at in range(0, windows, CHUNK):
+        # A chunk of windows at a time: arrays of a few MB, not 30 (sorting 4 million keys),
+        # which also left glibc's allocator serving later scans' arrays more slowly.
+        n = min(CHUNK, windows - at)
+        part = seq[at * step:min(len(seq), (at + n + 1) * step)]
+        out.append(_chunk(clf, part, tables, n, step, window))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _chunk(clf: Classifier, seq: Any, tables: tuple[Any, Any], windows: int, step: int,
+           window: int) -> Any:
+    """The scores of the first ``windows`` windows of the words ``seq`` (distinct ids)."""
+    import numpy as np
+
+    char_pos, char_ids = _expand(seq, tables[0])
+    token_pos, token_ids = _expand(seq, tables[1])
     known = token_ids >= 0
     unigrams, bigrams, first = _word_terms(clf)
     uni = np.where(known, unigrams[np.maximum(token_ids, 0)], -1)
@@ -80,15 +97,23 @@ def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any:
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def _expand(seq: Any, per_word: list[list[int]]) -> tuple[Any, Any]:
-    """For the word sequence ``seq`` (distinct word ids), each id of each word's list in
-    order, and the position of the word it came from."""
+def _tables(per_word: list[list[int]]) -> tuple[Any, Any, Any]:
+    """Each distinct word's ids as one array: their counts, all of them, where each starts."""
     import numpy as np
 
     lens = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
     flat = np.fromiter(itertools.chain.from_iterable(per_word), dtype=np.int64,
                        count=int(lens.sum()))
     offsets = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
+    return lens, flat, offsets
+
+
+def _expand(seq: Any, tables: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+    """For the word sequence ``seq`` (distinct word ids), each id of each word's list in
+    order (``tables``: the lists as ``_tables`` joins them), and the position of its word."""
+    import numpy as np
+
+    lens, flat, offsets = tables
     n = lens[seq]
     total = int(n.sum())
     pos = np.repeat(np.arange(len(seq)), n)
