@@ -12,7 +12,7 @@ from thinkloop.agent import Agent, AgentOptions
 from thinkloop.errors import ConfigError
 from thinkloop.models.scripted import ScriptedModel, reply
 from thinkloop.models.scripted import call as model_call
-from thinkloop.settings import describe, load_settings
+from thinkloop.settings import Settings, describe, load_settings
 from thinkloop.spotlight import unwrap
 from thinkloop.tools.builtin import Toolbox
 
@@ -77,9 +77,43 @@ def test_the_home_moves_the_store_and_the_tools_workspace(tmp_path: Path) -> Non
     url = load_settings(env={"THINKLOOP_HOME": str(tmp_path),
                              "THINKLOOP_DATABASE_URL": "postgresql://h/db"}, cwd=tmp_path)
     assert url.store_location == "postgresql://h/db"
-    own = load_settings({"tools.workspace": tmp_path / "ws"},
+    own = load_settings({"tools.workspace": tmp_path / "workspaces" / "ws"},
                         env={"THINKLOOP_HOME": str(tmp_path)}, cwd=tmp_path)
-    assert own.tools.workspace == tmp_path / "ws"
+    assert own.tools.workspace == tmp_path / "workspaces" / "ws"
+
+
+@pytest.mark.parametrize(("where", "clash"), [
+    ("home", "holds"), ("home-parent", "holds"), ("inside-home", "is inside")])
+def test_a_tools_workspace_that_holds_or_lies_inside_the_home_is_a_config_error(
+    tmp_path: Path, where: str, clash: str
+) -> None:
+    # Not only `run --workspace`: the variable and the library's own Settings are refused alike
+    # (the model would get the store and the agent's own bootstrap files to edit).
+    home = tmp_path / "home"
+    chosen = {"home": home, "home-parent": tmp_path,
+              "inside-home": home / "agents" / "thinkloop"}[where]
+    chosen.mkdir(parents=True, exist_ok=True)
+    why = (f"{chosen} {clash} THINKLOOP_HOME ({home.resolve()}); choose the project's own "
+           "directory, or set THINKLOOP_HOME outside it")
+    env = {"THINKLOOP_HOME": str(home), "THINKLOOP_TOOLS_WORKSPACE": str(chosen)}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env=env, cwd=tmp_path)
+    assert str(caught.value) == f"invalid settings: tools.workspace (environment): {why}"
+    with pytest.raises(ConfigError, match=re.escape(f"tools.workspace (argument): {why}")):
+        load_settings({"tools.workspace": chosen}, env={"THINKLOOP_HOME": str(home)},
+                      cwd=tmp_path)
+    with pytest.raises(ValueError, match=re.escape(why)):
+        Settings(home=home, tools={"workspace": chosen})
+
+
+def test_the_homes_own_workspaces_folder_and_a_folder_beside_it_are_allowed(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    for chosen in (home / "workspaces", home / "workspaces" / "team", tmp_path / "project"):
+        s = load_settings(env={"THINKLOOP_HOME": str(home),
+                               "THINKLOOP_TOOLS_WORKSPACE": str(chosen)}, cwd=tmp_path)
+        assert s.tools.workspace == chosen
 
 
 async def test_the_file_tools_write_under_thinkloop_home(

@@ -65,23 +65,27 @@ def test_a_run_in_bubblewrap_gets_its_secrets_only_through_the_payload(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
     server.clear()
-    server.enqueue(Reply(body=completion("Sunny all day."), delay_s=3))
+    server.enqueue(Reply(body=completion("Sunny all day.")))
+    server.pause()  # the child waits for its model (no fixed delay) until looked at
     with hosted(tmp_path, seed_payload(server.base_url)) as host:
-        attempt = host.next_block()
-        assert attempt["type"] == "attempt" and attempt["attempt"] == 1
-        while not server.requests:  # the child is waiting for its model: look at it now
-            time.sleep(0.05)
-        children = descendants(host.proc.pid)
-        assert len(children) >= 2  # bwrap and the Python process it confines
-        seen = b""
-        for pid in children:
-            for name in ("cmdline", "environ"):
-                seen += Path(f"/proc/{pid}/{name}").read_bytes()
-        assert b"thinkloop" in seen and b"--stdio" in seen
-        assert SECRET.encode() not in seen and HOST_ONLY.encode() not in seen
-        # Inside, a fresh mount namespace: the host's files are not there.
-        python = children[-1]
-        assert os.readlink(f"/proc/{python}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        try:
+            attempt = host.next_block()
+            assert attempt["type"] == "attempt" and attempt["attempt"] == 1
+            while not server.held:  # the child is waiting for its model: look at it now
+                time.sleep(0.05)
+            children = descendants(host.proc.pid)
+            assert len(children) >= 2  # bwrap and the Python process it confines
+            seen = b""
+            for pid in children:
+                for name in ("cmdline", "environ"):
+                    seen += Path(f"/proc/{pid}/{name}").read_bytes()
+            assert b"thinkloop" in seen and b"--stdio" in seen
+            assert SECRET.encode() not in seen and HOST_ONLY.encode() not in seen
+            # Inside, a fresh mount namespace: the host's files are not there.
+            python = children[-1]
+            assert os.readlink(f"/proc/{python}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        finally:
+            server.resume()
         final = host.next_block()
         assert host.finish() == 0
     assert final["status"] == "success" and final["result"] == "Sunny all day."

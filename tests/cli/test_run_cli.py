@@ -252,6 +252,27 @@ def test_a_workspace_that_is_missing_or_holds_the_home_is_refused_before_any_cal
     assert server.requests == []
 
 
+@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["worker"]],
+                         ids=["run", "serve", "worker"])
+def test_a_workspace_variable_inside_the_home_is_refused_by_every_command(
+    server: OpenAIServer, tmp_path: Path, command: list[str]
+) -> None:
+    # The same rule as --workspace, where the settings are read: the variable is refused too.
+    home = tmp_path / "home"
+    inside = home / "agents" / "thinkloop"
+    inside.mkdir(parents=True)
+    server.clear()
+    proc = thinkloop(*command, env=_env(server, THINKLOOP_HOME=str(home),
+                                        THINKLOOP_MODEL="openai:fake",
+                                        THINKLOOP_TOOLS_WORKSPACE=str(inside)))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: invalid settings: tools.workspace (environment): {inside} is inside "
+        f"THINKLOOP_HOME ({home.resolve()}); choose the project's own directory, or set "
+        "THINKLOOP_HOME outside it")
+    assert server.requests == []
+
+
 def test_fix_a_bug_and_run_the_tests_in_a_project_with_every_default_on(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -406,7 +427,10 @@ def test_a_run_waiting_for_its_session_says_so(server: OpenAIServer, tmp_path: P
     first = subprocess.Popen([*cli, "one", "--model", "openai:fake", "--session", "shared"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        time.sleep(2.5)  # the first run holds the session while its model call is slow
+        deadline = time.monotonic() + 120
+        while not server.requests:  # it holds the session from before its (slow) model call
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr
+            time.sleep(0.05)
         second = thinkloop("run", "two", "--model", "openai:fake", "--session", "shared",
                            env={**_env(server), "THINKLOOP_HOME": str(tmp_path)})
         out, _err = first.communicate(timeout=120)

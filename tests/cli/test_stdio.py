@@ -84,7 +84,8 @@ def test_secrets_reach_tools_as_env_and_are_never_written(
                  "approve": "auto",
                  "secrets": {"OPENAI_API_KEY": SECRET, "BUILD_LABEL": LABEL,
                              "OPENAI_BASE_URL": server.base_url}},
-                env={"THINKLOOP_TOOLS_WORKSPACE": str(tmp_path)})
+                # Beside the home, not holding it (the settings refuse that).
+                env={"THINKLOOP_TOOLS_WORKSPACE": str(tmp_path / "workspace")})
     assert proc.returncode == 0, proc.stderr
     # The tool saw the variable: its output went back to the model.
     (out,) = tool_results(server.requests[1])

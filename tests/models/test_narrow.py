@@ -21,7 +21,7 @@ from thinkloop.tools.builtin import builtin_tools
 
 
 def _specs(tmp_path: Path) -> list[ToolSpec]:
-    settings = load_settings({"tools.workspace": tmp_path})
+    settings = load_settings({"tools.workspace": tmp_path / "ws"})  # beside the home
     return [t.spec for t in builtin_tools(settings.tools)]
 
 

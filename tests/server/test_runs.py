@@ -22,18 +22,21 @@ def calling(call_id: str, name: str, args: dict[str, object]) -> Reply:
 def test_start_returns_at_once_then_events_stream_and_the_run_is_readable(stack: Stack) -> None:
     stack.model.clear()
     stack.model.enqueue(
-        Reply(body=completion(tool_calls=[("calculator", {"expression": "12*7"})]),
-              delay_s=1.0),
+        Reply(body=completion(tool_calls=[("calculator", {"expression": "12*7"})])),
         Reply(body=completion("12*7 is 84.")),
     )
+    stack.model.pause()  # the model answers only once the run was seen running
     with stack.client(stack.gateway.key("ana")) as c:
-        r = c.post("/v1/runs", json={"agent": "helper", "task": "What is 12*7?",
-                                     "session": "math"})
-        assert r.status_code == 202, r.text
-        run_id = r.json()["id"]
-        # It answered before the model did (the first reply takes a second).
-        assert r.json()["status"] == "running"
-        assert c.get(f"/v1/runs/{run_id}").json()["status"] == "running"
+        try:
+            r = c.post("/v1/runs", json={"agent": "helper", "task": "What is 12*7?",
+                                         "session": "math"})
+            assert r.status_code == 202, r.text
+            run_id = r.json()["id"]
+            # It answered before the model did.
+            assert r.json()["status"] == "running"
+            assert c.get(f"/v1/runs/{run_id}").json()["status"] == "running"
+        finally:
+            stack.model.resume()
         events, end = read_events(c, run_id)
         assert end == {"run_id": run_id, "status": "completed"}
         types = [e["type"] for e in events]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,12 @@ async def site() -> AsyncIterator[str]:
     async def image(_: web.Request) -> web.Response:
         return web.Response(body=b"\x89PNG....", content_type="image/png")
 
+    done = asyncio.Event()  # set at teardown: the slow page answers only after every test
+
     async def slow(_: web.Request) -> web.Response:
-        await asyncio.sleep(1.5)
+        # Late for a 0.5 s fetch either way; the teardown no longer waits out a fixed sleep.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), 5)
         return web.Response(text="late")
 
     async def redirect(_: web.Request) -> web.Response:
@@ -75,6 +80,7 @@ async def site() -> AsyncIterator[str]:
     await tcp.start()
     port = runner.addresses[0][1]
     yield f"http://127.0.0.1:{port}"
+    done.set()
     await runner.cleanup()
 
 

@@ -344,15 +344,11 @@ def _workspace(path: Path | None, settings: Settings | None) -> Path | None:
     chosen = path.expanduser().resolve()
     if not chosen.is_dir():
         raise fail(f"--workspace {path}: no such directory")
-    home = (settings or _settings()).home.expanduser().resolve()
-    if home == chosen or chosen in home.parents:
-        # The model would get the session store and the agent's own prompt files to edit.
-        raise fail(f"--workspace {path} holds THINKLOOP_HOME ({home}); choose the project's "
-                   f"own directory, or set THINKLOOP_HOME outside it")
-    if home in chosen.parents and (home / "workspaces") not in (chosen, *chosen.parents):
-        # e.g. home/agents/thinkloop: the agent's own bootstrap files, editable by the model.
-        raise fail(f"--workspace {path} is inside THINKLOOP_HOME ({home}); choose the "
-                   f"project's own directory, or set THINKLOOP_HOME outside it")
+    from thinkloop.core.settings import workspace_clash
+
+    clash = workspace_clash(chosen, (settings or _settings()).home)
+    if clash:  # the same rule the settings apply to THINKLOOP_TOOLS_WORKSPACE
+        raise fail(f"--workspace {path} {clash}")
     return chosen
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "default_home",
     "gateway_token_file",
     "llama_cache_under",
+    "workspace_clash",
     "workspace_under",
 ]
 
@@ -80,6 +81,21 @@ def gateway_token_file(home: Path, port: int) -> Path:
 def workspace_under(home: Path) -> Path:
     """The file and shell tools' base directory inside a thinkloop home."""
     return Path(home).expanduser() / "workspaces" / "thinkloop"
+
+
+def workspace_clash(workspace: Path, home: Path) -> str | None:
+    """Why the tools may not work in ``workspace`` with this ``home`` (None: they may): one
+    that holds the home, or lies inside it but for its own ``workspaces`` folder, would give
+    the model the session store and the agent's own bootstrap files to edit."""
+    chosen, home = Path(workspace).expanduser().resolve(), Path(home).expanduser().resolve()
+    if home == chosen or chosen in home.parents:
+        clash = "holds"
+    elif home in chosen.parents and (home / "workspaces") not in (chosen, *chosen.parents):
+        clash = "is inside"  # e.g. home/agents/thinkloop
+    else:
+        return None
+    return (f"{clash} THINKLOOP_HOME ({home}); choose the project's own directory, or set "
+            "THINKLOOP_HOME outside it")
 
 
 class ToolSettings(BaseModel):

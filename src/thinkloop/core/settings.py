@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from thinkloop.core.errors import ConfigError
@@ -49,6 +50,7 @@ from thinkloop.core.sections import (
     WorkerSettings,
     default_home,
     llama_cache_under,
+    workspace_clash,
     workspace_under,
 )
 
@@ -149,6 +151,16 @@ class Settings(BaseSettings):
                 data = {**data, group: {key: where, **dict(data.get(group) or {})}}
         return data
 
+    @model_validator(mode="after")
+    def _workspace_outside_home(self) -> Settings:
+        """Checked here, where every shell and the library read the settings, not only on
+        ``run --workspace``: THINKLOOP_TOOLS_WORKSPACE inside the home is refused alike."""
+        clash = workspace_clash(self.tools.workspace, self.home)
+        if clash:
+            raise PydanticCustomError("workspace_clash", "{path} {clash}", {
+                "path": str(self.tools.workspace), "clash": clash, "setting": "tools.workspace"})
+        return self
+
     @property
     def store_location(self) -> str:
         """``database_url``, else the SQLite file in the home."""
@@ -225,7 +237,8 @@ def _invalid(exc: ValidationError, origins: Mapping[str, Origin]) -> str:
     """One line per bad setting, naming where it came from (so the user knows what to fix)."""
     lines = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"])
+        # A check across settings names the one to change (model-level errors have no loc).
+        key = ".".join(str(p) for p in err["loc"]) or err.get("ctx", {}).get("setting", "")
         lines.append(f"{key} ({origins.get(key, 'default')}): {err['msg']}")
     return "invalid settings: " + "; ".join(lines)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from thinkloop.core.run import RunState
 from thinkloop.core.types import ToolSpec
+from thinkloop.guard.patterns import DEFAULT_PATTERNS
 from thinkloop.loop.notices import NOT_AN_ANSWER_NOTICE, is_internal_echo
 from thinkloop.spotlight import strip_echo
 
@@ -21,6 +22,13 @@ __all__ = ["NOT_AN_ANSWER_NOTICE", "why_not_an_answer"]
 # Tools whose results only confirm what they did: never the answer to a question.
 BOOKKEEPING_TOOLS = frozenset({"remember", "forget"})
 _TAG = re.compile(r"</?[A-Za-z_][^<>]*>|&lt;/?[A-Za-z_][^<>]*?(?:&gt;|>|$)|&[a-z]+;")
+# The names the input guard shows the model in a note ("looks like a prompt injection
+# (ignore_instructions, classifier)"): a small model once answered with them.
+_GUARD_NOTE = re.compile(r"looks like a prompt injection \(([^()]*)\)")
+# The default patterns' machine names: no prose is made of them. (Plain words such as
+# "exfiltration" or "classifier" count only when this run's notes showed them.)
+_PATTERN_NAMES = frozenset(p.name for p in DEFAULT_PATTERNS if "_" in p.name)
+_LABEL_SPLIT = re.compile(r"[\s,;:()\[\]{}\"'`.]+")
 _CALL = re.compile(r"^`?([A-Za-z_][\w.-]*)(\(.*\))?`?\.?$", re.DOTALL)
 
 
@@ -45,6 +53,8 @@ def why_not_an_answer(text: str, tools: Sequence[ToolSpec], state: RunState) -> 
         return f"only named the tool {call.group(1)!r}"
     if _is_markup(text):
         return "was markup, not prose"
+    if _only_guard_labels(text, state):
+        return "only named the input guard's patterns"
     norm = _norm(text)
     for name, content, is_error in _results(state):
         if norm and norm == _norm(content) and (is_error or name in BOOKKEEPING_TOOLS):
@@ -60,6 +70,17 @@ def _is_markup(text: str) -> bool:
     stripped = _TAG.sub(" ", text)
     letters = sum(c.isalnum() for c in stripped)
     return letters < max(3, sum(c.isalnum() for c in text) // 3)
+
+
+def _only_guard_labels(text: str, state: RunState) -> bool:
+    """The reply is the guard's pattern names or detector labels and nothing else, once or
+    repeated (``(ignore_instructions) (ignore_instructions)``)."""
+    words = {w.lower() for w in _LABEL_SPLIT.split(text) if w}
+    if not words or words <= _PATTERN_NAMES:
+        return bool(words)
+    shown = {n.strip().lower() for _, content, _ in _results(state)
+             for names in _GUARD_NOTE.findall(content) for n in names.split(",")}
+    return words <= shown | _PATTERN_NAMES
 
 
 def _called(state: RunState) -> set[str]:

@@ -13,7 +13,8 @@ check there (host, origin, token, key, sizes) comes first.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -21,6 +22,8 @@ from thinkloop.server.deps import identify
 from thinkloop.server.doors import ASGIApp, Message, Receive, Scope, Send
 from thinkloop.server.errors import error_response
 from thinkloop.server.gateway import Gateway
+
+T = TypeVar("T")
 
 RUNS = "/v1/runs"
 RUN_PREFIX = RUNS + "/"
@@ -58,15 +61,9 @@ class Lanes:
         if body is None or who is None:
             await self.app(scope, receive, send)  # the application says what is wrong
             return
-        try:
-            run = await submit(gw, who, body)
-        except Exception as exc:
-            response = error_response(exc)
-            if response is None:
-                raise
-            await response(scope, receive, send)
-            return
-        await _json(send, 202, started(run, body))
+        run = await _or_error(submit(gw, who, body), scope, receive, send)
+        if run is not None:
+            await _json(send, 202, started(run, body))
 
     async def events(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         from thinkloop.server.auth import key_from_headers
@@ -79,16 +76,26 @@ class Lanes:
         if start is None or who is None:
             await self.app(scope, receive, send)
             return
-        try:
-            run = await gw.run(who, run_id)
-        except Exception as exc:
-            response = error_response(exc)
-            if response is None:
-                raise
-            await response(scope, receive, send)
+        run = await _or_error(gw.run(who, run_id), scope, receive, send)
+        if run is None:
             return
         key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))
         await event_stream(gw, run, start, key)(scope, receive, send)
+
+
+async def _or_error(
+    work: Awaitable[T], scope: Scope, receive: Receive, send: Send
+) -> T | None:
+    """What ``work`` gives, or None once the error table's answer to its error is sent (an
+    error the table does not know goes up, to the application's own handler)."""
+    try:
+        return await work
+    except Exception as exc:
+        response = error_response(exc)
+        if response is None:
+            raise
+        await response(scope, receive, send)
+        return None
 
 
 def _headers(scope: Scope) -> dict[str, str]:

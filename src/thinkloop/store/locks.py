@@ -44,47 +44,63 @@ def session_key(session_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def _open_locked(path: Path) -> int | None:
+    """The lock file's descriptor with its ``flock`` taken, or None if another holds it.
+
+    A holder unlinks the file as it lets go (one file per session would otherwise pile up
+    for ever), so a lock taken on a file no longer at ``path`` is no lock: try again on the
+    file that is there now."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = -1
+        if current == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)
+
+
+def _release(path: Path, fd: int) -> None:
+    # Unlinked while still held: a waiter that opened this file finds it gone and reopens.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    os.close(fd)
+
+
 @contextlib.asynccontextmanager
 async def file_lock(
     path: Path, poll_s: float = 0.005, max_poll_s: float = 0.05
 ) -> AsyncIterator[None]:
     """An exclusive ``flock`` taken by polling, so waiting stays cancellable."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    delay = poll_s
+    while (fd := _open_locked(path)) is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_poll_s)
     try:
-        delay = poll_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, max_poll_s)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(fd)
+        _release(path, fd)
 
 
 @contextlib.contextmanager
 def try_file_lock(path: Path) -> Iterator[bool]:
     """Take the ``flock`` only if it is free; yields whether it was taken."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_locked(path)
+    if fd is None:
+        yield False
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield True
     finally:
-        os.close(fd)
+        _release(path, fd)
 
 
 def lock_path(lock_dir: Path, session_id: str) -> Path:

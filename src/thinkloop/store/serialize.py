@@ -24,8 +24,10 @@ def _given(d: dict[str, Any], **optional: Any) -> dict[str, Any]:
 
 
 def _call(c: ToolCall) -> dict[str, Any]:
-    return _given({"id": c.id, "name": c.name, "arguments": c.arguments},
-                  parse_error=c.parse_error)
+    d = {"id": c.id, "name": c.name, "arguments": c.arguments}
+    if c.parse_error is not None:
+        d["parse_error"] = c.parse_error
+    return d
 
 
 def _part(p: ContentPart) -> dict[str, Any]:
@@ -35,10 +37,22 @@ def _part(p: ContentPart) -> dict[str, Any]:
 
 
 def message_to_dict(m: Message) -> dict[str, Any]:
-    return _given(
-        {"role": m.role}, content=m.content or None,
-        tool_calls=[_call(c) for c in m.tool_calls] or None, tool_call_id=m.tool_call_id,
-        name=m.name, thought=m.thought, parts=[_part(p) for p in m.parts] or None)
+    # Key by key rather than through _given: every checkpoint row serialises the run's new
+    # messages, and the merges of _given cost more than the fields (issue 38's profile).
+    d: dict[str, Any] = {"role": m.role}
+    if m.content:
+        d["content"] = m.content
+    if m.tool_calls:
+        d["tool_calls"] = [_call(c) for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        d["name"] = m.name
+    if m.thought is not None:
+        d["thought"] = m.thought
+    if m.parts:
+        d["parts"] = [_part(p) for p in m.parts]
+    return d
 
 
 def message_from_dict(d: dict[str, Any]) -> Message:

@@ -131,6 +131,11 @@ async def _immediate(db: aiosqlite.Connection) -> AsyncIterator[_Tx]:
 def _in_one_tx(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
     """On the database thread: ``work`` in one write transaction."""
     conn.execute("BEGIN IMMEDIATE")
+    _finish(conn, work)
+
+
+def _finish(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], None]) -> None:
+    """``work`` and COMMIT inside the transaction just begun, or ROLLBACK on any error."""
     try:
         work(conn)
         conn.execute("COMMIT")
@@ -164,6 +169,35 @@ def _statements(stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> Work 
     return work if rendered else None
 
 
+def _here(conn: sqlite3.Connection, work: Work) -> bool:
+    """``work`` in one transaction on the event loop's own thread, if SQLite's write lock is
+    free at once (False: another connection holds it; nothing was done).
+
+    A group's commit is a few small inserts and a WAL append (no fsync with
+    ``synchronous=NORMAL``; the WAL checkpoint, which syncs, is taken off this path), tens
+    of µs; the trip to aiosqlite's thread and back (two thread hand-offs, the GIL passed
+    back and forth, a task to settle it) cost more than the work (issue 38's profile). Only
+    the wait for another process's lock would stall the loop, so that is never waited for
+    here: the busy timeout is 0 while the lock is taken, and a busy database goes the
+    thread's way, which waits as before. The commit is the same commit on the same
+    connection, so what is durable and when is unchanged."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:  # any BUSY_*
+            return False
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000:.0f}")
+    _finish(conn, work)
+    return True
+
+
+# Inline commits between two WAL checkpoints (SQLite's own: every 1000 pages, on commit).
+CHECKPOINT_EVERY = 200
+
+
 async def _rollback(db: aiosqlite.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):
         await db.execute("ROLLBACK")
@@ -185,6 +219,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         self._open_lock = asyncio.Lock()
         self._local = LocalLocks()
         self._writes: GroupCommit[Work] = GroupCommit(self._commit)
+        self._since_checkpoint = 0  # group commits since the last WAL checkpoint
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
 
     async def _open(self) -> aiosqlite.Connection:
@@ -196,8 +231,11 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                     check_length(self.path)
                 try:
+                    # Used from the event loop's thread too (group commits, see _here);
+                    # never at once: every use holds the store's transaction lock.
                     db = await aiosqlite.connect(self.path, isolation_level=None,
-                                                 timeout=BUSY_TIMEOUT_S)
+                                                 timeout=BUSY_TIMEOUT_S,
+                                                 check_same_thread=False)
                 except Exception as exc:
                     raise StoreError(
                         f"cannot open SQLite database {self.path}: {one_line(exc)}") from exc
@@ -205,6 +243,9 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
                     await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000:.0f}")
                     await _use_wal(db)
                     await db.execute("PRAGMA synchronous=NORMAL")
+                    # The WAL checkpoint (it fsyncs) runs on the thread, every
+                    # CHECKPOINT_EVERY group commits, not inside a commit on the loop.
+                    await db.execute("PRAGMA wal_autocheckpoint=0")
                     async with _immediate(db) as tx:  # one migrator at a time
                         await migrate(tx, "sqlite", self._migrate_upto)
                 except BaseException as exc:
@@ -249,8 +290,10 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Tx]:
-        async with self._held() as db, _immediate(db) as tx:
-            yield tx
+        async with self._held() as db:
+            async with _immediate(db) as tx:
+                yield tx
+            await self._wal_kept(db)
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         async with self._held() as db:
@@ -265,7 +308,20 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
                 w(conn)
 
         async with self._held() as db:
-            await _on_thread(db, work)
+            if not _here(db._conn, work):
+                await _on_thread(db, work)
+            await self._wal_kept(db)
+
+    async def _wal_kept(self, db: aiosqlite.Connection) -> None:
+        """After a write: the WAL checkpointed every CHECKPOINT_EVERY writes, on the
+        database thread (SQLite's own autocheckpoint is off: it ran inside a commit, and
+        syncs, which on the loop's thread would stall every run)."""
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._since_checkpoint = 0
+            # Read to its end: a cursor left open keeps its statement in progress, and the
+            # next COMMIT fails ("SQL statements in progress").
+            await settled(db.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)"))
 
     async def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """Rows appended, committed with whatever else is queued (one trip for all)."""

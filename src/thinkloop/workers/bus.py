@@ -90,6 +90,18 @@ class RunRow:
         return self.finished_at is not None
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What :meth:`Bus.take` found: what it did (``take`` when the run is now running on
+    the worker), the run's row as it was before, and for ``take`` whether an abort was asked
+    and the run's last event's number."""
+
+    what: str
+    row: RunRow | None
+    aborted: bool = False
+    last: int = 0
+
+
 class Bus:
     """One fleet's keys in one Redis (``redis`` is shared: the caller closes it)."""
 
@@ -106,6 +118,7 @@ class Bus:
         self._enqueue = redis.register_script(scripts.ENQUEUE)
         self._finish = redis.register_script(scripts.FINISH)
         self._append = redis.register_script(scripts.APPEND)
+        self._take = redis.register_script(scripts.TAKE)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -194,14 +207,17 @@ class Bus:
             args=[status, repr(time.time()), orjson.dumps(view, default=str), self.keep_s,
                   row.id, NEWS_LEN])
 
-    async def starting(self, run_id: str) -> tuple[bool, int]:
-        """Whether an abort was asked for the run, and its last event's number (what a
-        worker starting it needs), in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(self.key("abort", run_id))
-            pipe.xrevrange(self.key("ev", run_id), count=1)
-            aborted, last = await pipe.execute()
-        return bool(aborted), int(last[0][0].split(b"-")[1]) if last else 0
+    async def take(self, run_id: str, job_key: str, job_try: int, max_deaths: int,
+                   lease_ms: int, worker: str, abort_asked: bool) -> Taken:
+        """A worker takes the run of an arq job (``job_key`` its lease), in one round trip
+        (see :data:`~thinkloop.workers.scripts.TAKE` for what it does and returns)."""
+        got = await self._take(
+            keys=[self.key("run", run_id), self.key("ev", run_id), self.key("abort", run_id),
+                  job_key, self.key("running")],
+            args=[job_try, max_deaths, lease_ms, worker, "1" if abort_asked else "0"])
+        h = dict(zip(got[1][::2], got[1][1::2], strict=True))
+        return Taken(got[0].decode(), RunRow.of(run_id, h) if h else None,
+                     bool(got[2]) if len(got) > 2 else False, int(got[3]) if len(got) > 3 else 0)
 
     # --- limits ----------------------------------------------------------------------------
 

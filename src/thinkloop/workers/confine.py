@@ -53,7 +53,13 @@ class Confinement:
     def folder(self, group: str) -> Path:
         name = _GROUP_CHARS.sub("_", group).strip("._")[:64] or "default"
         path = (self.data / name).resolve()
-        (path / "workspace").mkdir(parents=True, exist_ok=True)
+        # Under the home's own "workspaces" folder: a workspace elsewhere inside the home is
+        # refused by the settings (the model would edit the group's store and prompt files).
+        # A group made before that kept its files in "workspace": they move along once.
+        legacy, current = path / "workspace", path / "workspaces"
+        if legacy.is_dir() and not legacy.is_symlink() and not current.exists():
+            legacy.rename(current)
+        current.mkdir(parents=True, exist_ok=True)
         return path
 
     def command(self, group: str) -> tuple[list[str], dict[str, str]]:
@@ -65,7 +71,7 @@ class Confinement:
                 "PATH", SYSTEM_PATH)})
         env = _passed({"PATH": SYSTEM_PATH, "HOME": str(folder),
                        "THINKLOOP_HOME": str(folder),
-                       "THINKLOOP_TOOLS_WORKSPACE": str(folder / "workspace"),
+                       "THINKLOOP_TOOLS_WORKSPACE": str(folder / "workspaces"),
                        # The whole process is confined: its commands run in it as they are.
                        "THINKLOOP_TOOLS_SANDBOX": "none", **self.extra_env})
         child = [sys.executable, "-m", "thinkloop", "run", "--stdio"]
@@ -82,7 +88,7 @@ class Confinement:
         if shutil.which(engine) is None:
             raise ConfigError(f"engine {engine!r} is not installed")
         env = {"THINKLOOP_HOME": CONTAINER_DATA, "HOME": CONTAINER_DATA,
-               "THINKLOOP_TOOLS_WORKSPACE": f"{CONTAINER_DATA}/workspace",
+               "THINKLOOP_TOOLS_WORKSPACE": f"{CONTAINER_DATA}/workspaces",
                "THINKLOOP_TOOLS_SANDBOX": "none", **self.extra_env}
         argv = [engine, "run", "--rm", "-i", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", "256",

@@ -20,7 +20,7 @@ from thinkloop.core.settings import WorkerSettings
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.bus import Bus, RunRow, Taken
 from thinkloop.workers.connect import FleetStore
 from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
 
@@ -123,35 +123,37 @@ class Executor:
     # --- one run -----------------------------------------------------------------------------
 
     async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
-        row = await self.bus.get(run_id)
-        if row is None or row.done:
-            return  # forgotten, or ended by an earlier try that died before arq knew
+        # `thinkloop runs abort` writes to the store: read before the take, which cancels a
+        # queued run it names instead of moving it to running.
+        asked = bool(await self.store.abort_requests([run_id]))
         self.leases[job_id] = run_id
         try:
-            # At once (arq took the job for its own week-long timeout), then every
-            # lease_s / 3 with every other run's (_keep_leases).
-            await self._renew({job_id: run_id})
+            # The lease is renewed at once (arq took the job for its own week-long timeout),
+            # then every lease_s / 3 with every other run's (_keep_leases).
+            took = await self.bus.take(
+                run_id, in_progress_key_prefix + job_id, job_try, self.settings.max_deaths,
+                int(self.settings.lease_s * 1000), self.name, asked)
+            self._renewed_at = time.monotonic()
+            row = took.row
+            if took.what == "lost":
+                self._lost(job_id, run_id)
+            if row is None or took.what in ("gone", "lost"):
+                return  # forgotten, ended by an earlier try that died, or taken
             deaths = job_try - 1 - row.handbacks
             if deaths > row.deaths:  # the try before this one died under the run
                 await self._dead(row, deaths)
-            if deaths >= self.settings.max_deaths:
+            if took.what == "moved":
+                return  # aborted while queued
+            if took.what == "dying":
                 await self.bus.count_up("failed_deaths")
                 await self._end(row, "failed", f"its worker died {deaths} times")
-                return
-            if row.status == "queued" and await self.store.abort_requests([run_id]):
-                # `thinkloop runs abort` (through the store) before any worker took it.
-                if await self.bus.move(run_id, ("queued",), status="cancelling"):
-                    await self._end(row, "cancelled", "aborted while queued")
-                return
-            old = await self.bus.move(run_id, ("queued", "running"), status="running",
-                                      worker=self.name)
-            if old is None:
-                return  # aborted while queued
-            await self.bus.running_on(self.name, 1)
-            try:
-                await self._run(row, job_id, resumed=old == "running")
-            finally:
-                await self.bus.running_on(self.name, -1)
+            elif took.what == "abort":
+                await self._end(row, "cancelled", "aborted while queued")
+            else:
+                try:
+                    await self._run(row, job_id, took, resumed=row.status == "running")
+                finally:
+                    await self.bus.running_on(self.name, -1)
         finally:
             self.leases.pop(job_id, None)
 
@@ -215,9 +217,9 @@ class Executor:
             except Exception:  # the other leases are still to keep
                 log.exception("run %s could not be handed back", job.row.id)
 
-    async def _run(self, row: RunRow, job_id: str, *, resumed: bool) -> None:
-        aborted, last = await self.bus.starting(row.id)
-        if aborted:
+    async def _run(self, row: RunRow, job_id: str, took: Taken, *, resumed: bool) -> None:
+        last = took.last
+        if took.aborted:
             await self._end(row, "cancelled", "aborted before it started")
             return
         agent = await self.router.get(row.agent)

@@ -95,3 +95,33 @@ end
 if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
 return 1
 """
+# A worker takes a run in one round trip (it was five: the row, its lease, the move to
+# running, the worker's count, the abort flag and last event number). KEYS run, ev, abort,
+# the arq job's in-progress key (the lease), running; ARGV the job's try, max deaths, lease
+# ms, the worker, "1" if the store holds an abort request. Returns {what, the row as it was,
+# aborted, last event number}: what is gone (no row, or ended), lost (another holds the
+# lease), dying (too many deaths: not moved), abort (aborted while queued: now cancelling),
+# moved (in another status) or take (now running here).
+TAKE = """
+local h = redis.call('HGETALL', KEYS[1])
+local row = {}
+for i = 1, #h, 2 do row[h[i]] = h[i + 1] end
+if #h == 0 or (row['finished_at'] or '') ~= '' then return {'gone', h} end
+if redis.call('PEXPIRE', KEYS[4], ARGV[3]) == 0 then
+  if not redis.call('SET', KEYS[4], '1', 'PX', ARGV[3], 'NX') then return {'lost', h} end
+end
+local deaths = tonumber(ARGV[1]) - 1 - tonumber(row['handbacks'] or '0')
+if deaths >= tonumber(ARGV[2]) then return {'dying', h} end
+local status = row['status']
+if status == 'queued' and ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], 'status', 'cancelling')
+  return {'abort', h}
+end
+if status ~= 'queued' and status ~= 'running' then return {'moved', h} end
+redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[4])
+redis.call('HINCRBY', KEYS[5], ARGV[4], 1)
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local n = 0
+if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+return {'take', h, redis.call('EXISTS', KEYS[3]), n}
+"""
