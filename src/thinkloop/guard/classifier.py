@@ -10,7 +10,9 @@ stays close to a lean one's. Long texts are scored in overlapping windows of wor
 injection buried in a long document is not diluted by it; each window over the threshold is a
 finding that names the score and the n-grams that pushed it up. A text over ``NUMPY_CHARS``
 (scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
-windows that cannot reach the threshold skipped unscored.
+windows that cannot reach the threshold skipped unscored; one of few distinct words (attack
+words in random order: every window near the bar) has every window scored by numpy at once
+(guard/bulk.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from thinkloop.guard import ngrams
+from thinkloop.guard import bulk, ngrams
 from thinkloop.guard.ngrams import Grams
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
@@ -187,9 +189,11 @@ class Classifier:
         c = self.char.weigh(_char_counts(self.char, text, self.grams
                                          if len(text) > NUMPY_CHARS else None))
         z = self.intercept + sum(w.values()) + sum(c.values())
-        top = sorted(w.items(), key=lambda kv: -kv[1])[:3]
-        return Verdict(1.0 / (1.0 + math.exp(-z)),
-                       tuple(self.word.terms[i] for i, v in top if v > 0))
+        return Verdict(1.0 / (1.0 + math.exp(-z)), self._top(w))
+
+    def _top(self, weighed: dict[int, float]) -> tuple[str, ...]:
+        top = sorted(weighed.items(), key=lambda kv: -kv[1])[:3]
+        return tuple(self.word.terms[i] for i, v in top if v > 0)
 
     def score(self, text: str) -> float:
         return self.verdict(text).score
@@ -203,7 +207,11 @@ class Classifier:
         bar = self.threshold if len(spans) <= 1 else (1 + self.threshold) / 2
         score = _Windows(self, text) if len(spans) > 1 else None
         chosen: list[int] = list(range(len(spans)))
-        if score is not None:
+        scored = bulk.scan_scores(self, score.text, score.split(), len(spans)) \
+            if score is not None else None
+        if scored is not None:
+            chosen = [i for i, s in enumerate(scored) if s >= bar]
+        elif score is not None:
             hopeless = self._hopeless(score, len(spans), bar)
             if hopeless is not None:
                 chosen = [i for i, h in enumerate(hopeless) if not h]
@@ -211,9 +219,20 @@ class Classifier:
         verdicts: dict[tuple[str, ...], Verdict] = {}
         for i in chosen:
             span = spans[i]
-            key = score.key(i) if score is not None else ()
-            v = verdicts.get(key) or verdicts.setdefault(
-                key, self.verdict(text[span[0]:span[1]]))
+            if scored is not None and found and found[-1].span[1] >= span[0]:
+                # Over the bar, so "high" as the finding it joins (the bar of a long text is
+                # the high mark), whose reason stays: no verdict needed for it.
+                last = found.pop()
+                found.append(Finding("classifier", (last.span[0], span[1]), last.severity,
+                                     "classifier", "classifier", last.why))
+                continue
+            if scored is not None:  # the score by numpy, the n-grams named as verdict's
+                v = Verdict(scored[i], self._top(self.word.weigh(
+                    _word_counts(self.word, text[span[0]:span[1]]))))
+            else:
+                key = score.key(i) if score is not None else ()
+                v = verdicts.get(key) or verdicts.setdefault(
+                    key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
                 continue
             severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"

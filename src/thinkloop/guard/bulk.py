@@ -1,0 +1,218 @@
+"""Every window of a long text of few distinct words scored at once, by numpy.
+
+A text of attack words in random order reads as an attack everywhere: no window's bound
+(``Classifier._hopeless``) rules it out, every window differs, and scoring each in Python
+took 4 µs a character (1 MB: 16,000 windows, seconds). Here a distinct word's n-grams and
+tokens are found once (as ``_Windows`` finds them), each window's terms are its words'
+(a term in a window of 20 words lies in two windows), and a window's terms are counted by
+sorting (window, term) keys: the counts, the TF-IDF weights and their sums are then the
+same arithmetic for every window as ``Classifier.verdict``'s, summed in another order (so a
+score may differ from the per-window one in its last bits).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from thinkloop.guard.classifier import Classifier, _Part
+
+
+BULK_WORDS = 20_000  # a long text with at most this many distinct words is scored here
+CHUNK = 2_000  # windows scored together (their arrays: a few MB)
+SAMPLE = 2_000  # the windows whose repeats are counted (the first ones)
+REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
+
+
+def scan_scores(clf: Classifier, text: str, words: list[str], windows: int) -> list[float] | None:
+    """Every window's score for ``Classifier.scan``: for a text over ``NUMPY_CHARS`` of at
+    most ``BULK_WORDS`` distinct words (``words``: its \\S+ words, lowered) whose windows
+    mostly differ; None otherwise (then windows are scored one by one)."""
+    from thinkloop.guard import classifier as c
+
+    step = c.WINDOW // 2
+    if len(text) <= c.NUMPY_CHARS or windows != max(0, -(-len(words) // step) - 1):
+        return None
+    # Window i is halves i and i + 1: the distinct pairs of halves are the distinct windows.
+    # Few among the first ones: each scored once in Python is cheaper (1 MB of a sentence),
+    # and needs no numpy (a text that repeats only at first is scored as before this path).
+    halves = [tuple(words[i:i + step]) for i in range(0, min(len(words), SAMPLE * step), step)]
+    if len(set(itertools.pairwise(halves))) * REPEATS < len(halves) - 1 \
+            or c._distinct_over(words, BULK_WORDS):
+        return None
+    return list(scores(clf, words, windows, c.WINDOW).tolist())
+
+
+def scores(clf: Classifier, words: list[str], windows: int, window: int) -> Any:
+    """The score of each of the ``windows`` windows of ``words`` (the text's \\S+ words,
+    lowered), window ``i`` being ``words[i * window // 2:i * window // 2 + window]``."""
+    import numpy as np
+
+    from thinkloop.guard import classifier as c
+
+    index = {w: i for i, w in enumerate(dict.fromkeys(words))}  # C loops but the distinct
+    seq = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
+    step = window // 2
+    distinct = list(index)
+    chars = [list(clf.grams.char_counts(k).elements()) if len(k) > c.NUMPY_CHARS
+             else c._indices(clf.char, c._char_ngrams(k)) for k in distinct]
+    vocab = _token_ids(clf)
+    tokens = [[vocab.get(t, -1) for t in c._TOKEN.findall(k)] for k in distinct]
+    tables = _tables(chars), _tables(tokens)
+    out = []
+    for at in range(0, windows, CHUNK):
+        # A chunk of windows at a time: arrays of a few MB, not 30 (sorting 4 million keys),
+        # which also left glibc's allocator serving later scans' arrays more slowly.
+        n = min(CHUNK, windows - at)
+        part = seq[at * step:min(len(seq), (at + n + 1) * step)]
+        out.append(_chunk(clf, part, tables, n, step, window))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _chunk(clf: Classifier, seq: Any, tables: tuple[Any, Any], windows: int, step: int,
+           window: int) -> Any:
+    """The scores of the first ``windows`` windows of the words ``seq`` (distinct ids)."""
+    import numpy as np
+
+    char_pos, char_ids = _expand(seq, tables[0])
+    token_pos, token_ids = _expand(seq, tables[1])
+    known = token_ids >= 0
+    unigrams, bigrams, first = _word_terms(clf)
+    uni = np.where(known, unigrams[np.maximum(token_ids, 0)], -1)
+    # A pair of consecutive tokens, by their ids: a bigram term if its key is in the table.
+    pair = token_ids[:-1] * (len(unigrams) + 1) + token_ids[1:]
+    slot = np.minimum(np.searchsorted(bigrams, pair), max(len(bigrams) - 1, 0))
+    hit = known[:-1] & known[1:]
+    if len(bigrams):
+        hit &= bigrams[slot] == pair
+    else:
+        hit &= False
+    pos = np.concatenate((token_pos[np.nonzero(uni >= 0)[0]], token_pos[:-1][hit]))
+    last = np.concatenate((token_pos[np.nonzero(uni >= 0)[0]], token_pos[1:][hit]))
+    ids = np.concatenate((uni[uni >= 0], first[slot[hit]]))
+    word = _part(clf.word, pos, last, ids, windows, step, window)
+    char = _part(clf.char, char_pos, None, char_ids, windows, step, window)
+    z = clf.intercept + word + char
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _tables(per_word: list[list[int]]) -> tuple[Any, Any, Any]:
+    """Each distinct word's ids as one array: their counts, all of them, where each starts."""
+    import numpy as np
+
+    lens = np.fromiter(map(len, per_word), dtype=np.int64, count=len(per_word))
+    flat = np.fromiter(itertools.chain.from_iterable(per_word), dtype=np.int64,
+                       count=int(lens.sum()))
+    offsets = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
+    return lens, flat, offsets
+
+
+def _expand(seq: Any, tables: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+    """For the word sequence ``seq`` (distinct word ids), each id of each word's list in
+    order (``tables``: the lists as ``_tables`` joins them), and the position of its word."""
+    import numpy as np
+
+    lens, flat, offsets = tables
+    n = lens[seq]
+    total = int(n.sum())
+    pos = np.repeat(np.arange(len(seq)), n)
+    starts = np.concatenate(([0], np.cumsum(n)[:-1])) if len(n) else n
+    at = np.repeat(offsets[seq] - starts, n) + np.arange(total)
+    return pos, flat[at] if total else np.zeros(0, dtype=np.int64)
+
+
+def _part(part: _Part, pos: Any, last: Any, ids: Any, windows: int, step: int,
+          window: int) -> Any:
+    """One vectoriser's contribution to each window's score: a term from word ``pos`` to word
+    ``last`` (None: the same word) counts in window ``i`` if the window holds both."""
+    import numpy as np
+
+    size = len(part.terms)
+    if last is None:
+        win, term, counts = _by_halves(pos // step, ids, windows, size)
+    else:
+        keys = []
+        for shift in (1, 0):
+            w = pos // step - shift
+            ok = (w >= 0) & (w < windows) & (last < w * step + window)
+            keys.append(w[ok] * size + ids[ok])
+        key = np.sort(np.concatenate(keys), kind="stable")
+        if not len(key):
+            return np.zeros(windows)
+        at = np.nonzero(np.concatenate(([True], key[1:] != key[:-1])))[0]
+        counts = np.diff(np.append(at, len(key)))
+        term, win = key[at] % size, key[at] // size
+    # Sublinear tf as verdict has it, (1 + log c) * idf, then its square and its product
+    # with the coefficient; most counts are 1, so log is taken once per distinct count.
+    tf = 1.0 + np.log(np.arange(1, int(counts.max(initial=1)) + 1, dtype=np.float64))
+    weight = tf[counts - 1] * np.frombuffer(part.idf, dtype=np.float64)[term]
+    coef = np.frombuffer(part.coef, dtype=np.float32).astype(np.float64)[term]
+    norm = np.sqrt(np.bincount(win, weights=weight * weight, minlength=windows))
+    dot = np.bincount(win, weights=weight * coef, minlength=windows)
+    return np.divide(dot, norm, out=np.zeros(windows), where=norm > 0)
+
+
+def _by_halves(half: Any, ids: Any, windows: int, size: int) -> tuple[Any, Any, Any]:
+    """(window, term, count) of each term in each window, for terms within a word (word
+    ``i``'s half ``half[i]``; window ``w`` is halves ``w`` and ``w + 1``). Counted by half
+    first: one sort of the terms, then each window's two halves merged (two ascending runs,
+    which a stable sort merges in one pass) rather than every term sorted twice."""
+    import numpy as np
+
+    # 32-bit keys where they fit (1 MB of words: 10^9), halving what the sorts move.
+    kind = np.int32 if (windows + 2) * size < 1 << 31 else np.int64
+    key = half.astype(kind) * kind(size) + ids.astype(kind)
+    key = np.sort(key, kind="stable")  # ascending halves: timsort's runs
+    at = np.nonzero(np.concatenate(([True], key[1:] != key[:-1])))[0]
+    counts = np.diff(np.append(at, len(key))).astype(kind)
+    key = key[at]
+    halves = key // size
+    first, second = (halves >= 1) & (halves <= windows), halves < windows
+    both = np.concatenate((key[first] - kind(size), key[second]))  # window * size + term
+    order = np.argsort(both, kind="stable")
+    both, n = both[order], np.concatenate((counts[first], counts[second]))[order]
+    if not len(both):
+        return both, both, both
+    # A term is in a window once or twice (once a half): add the second count to the first.
+    again = np.nonzero(both[1:] == both[:-1])[0]
+    n[again] += n[again + 1]
+    at = np.nonzero(np.concatenate(([True], both[1:] != both[:-1])))[0]
+    return both[at] // size, both[at] % size, n[at]
+
+
+def _token_ids(clf: Classifier) -> dict[str, int]:
+    return _word_tables(clf)[0]
+
+
+def _word_terms(clf: Classifier) -> tuple[Any, Any, Any]:
+    return _word_tables(clf)[1:]
+
+
+def _word_tables(clf: Classifier) -> tuple[dict[str, int], Any, Any, Any]:
+    """The word vocabulary as ids: each token a bigram term or a unigram term holds; the
+    unigram term of each token id (-1: none); the bigram terms' keys (first token id times
+    the tokens plus one, plus the second's), sorted, and the term id of each."""
+    import numpy as np
+
+    cached = clf.__dict__.get("_bulk_words")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    vocab: dict[str, int] = {}
+    for term in clf.word.terms:
+        for t in term.split(" "):
+            vocab.setdefault(t, len(vocab))
+    unigrams = np.full(len(vocab), -1, dtype=np.int64)
+    keys, ids = [], []
+    for term in clf.word.terms:
+        a, _, b = term.partition(" ")
+        if b:
+            keys.append(vocab[a] * (len(vocab) + 1) + vocab[b])
+            ids.append(clf.word.index[term])  # as the per-window path looks it up
+        else:
+            unigrams[vocab[a]] = clf.word.index[term]
+    order = np.argsort(np.array(keys, dtype=np.int64), kind="stable")
+    tables = (vocab, unigrams, np.array(keys, dtype=np.int64)[order],
+              np.array(ids, dtype=np.int64)[order])
+    clf.__dict__["_bulk_words"] = tables
+    return tables
