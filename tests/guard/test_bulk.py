@@ -49,14 +49,23 @@ def hostile_texts() -> list[str]:
 TEXTS = [*edge_texts(), *hostile_texts()]
 
 
+# How the character n-grams are counted: as a chunk chooses, by sorting, in a dense table,
+# and in a dense table a few rows at a time (a block's last window ends in the next block).
+COUNTING = {"chosen": {}, "sorted": {"DENSE": 0}, "dense": {"DENSE": 1 << 40},
+            "dense rows": {"DENSE": 1 << 40, "CELLS": 1}}
+
+
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
 @pytest.mark.parametrize("chunk", [bulk.CHUNK, 7])
+@pytest.mark.parametrize("counting", list(COUNTING))
 def test_bulk_scores_are_the_windows_scores(
-    text: str, chunk: int, monkeypatch: pytest.MonkeyPatch
+    text: str, chunk: int, counting: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every window scores the same, with the windows scored a few at a time too (7: a
-    chunk's last window ends in the next chunk's half)."""
+    chunk's last window ends in the next chunk's half), however n-grams are counted."""
     monkeypatch.setattr(bulk, "CHUNK", chunk)
+    for name, value in COUNTING[counting].items():
+        monkeypatch.setattr(bulk, name, value)
     clf = Classifier.load()
     words = text.lower().split()
     windows = len(_windows(text))
