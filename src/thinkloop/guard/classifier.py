@@ -210,8 +210,8 @@ class Classifier:
         scored = bulk.scan_scores(self, score.text, score.split(), len(spans)) \
             if score is not None else None
         if scored is not None:
-            chosen = [i for i, s in enumerate(scored) if s >= bar]
-        elif score is not None:
+            return bulk.findings(self, text, spans, scored, bar)
+        if score is not None:
             hopeless = self._hopeless(score, len(spans), bar)
             if hopeless is not None:
                 chosen = [i for i, h in enumerate(hopeless) if not h]
@@ -219,20 +219,8 @@ class Classifier:
         verdicts: dict[tuple[str, ...], Verdict] = {}
         for i in chosen:
             span = spans[i]
-            if scored is not None and found and found[-1].span[1] >= span[0]:
-                # Over the bar, so "high" as the finding it joins (the bar of a long text is
-                # the high mark), whose reason stays: no verdict needed for it.
-                last = found.pop()
-                found.append(Finding("classifier", (last.span[0], span[1]), last.severity,
-                                     "classifier", "classifier", last.why))
-                continue
-            if scored is not None:  # the score by numpy, the n-grams named as verdict's
-                v = Verdict(scored[i], self._top(self.word.weigh(
-                    _word_counts(self.word, text[span[0]:span[1]]))))
-            else:
-                key = score.key(i) if score is not None else ()
-                v = verdicts.get(key) or verdicts.setdefault(
-                    key, self.verdict(text[span[0]:span[1]]))
+            key = score.key(i) if score is not None else ()
+            v = verdicts.get(key) or verdicts.setdefault(key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
                 continue
             severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
