@@ -52,7 +52,7 @@ TEXTS = [*edge_texts(), *hostile_texts()]
 # How the character n-grams are counted: as a chunk chooses, by sorting, in a dense table,
 # and in a dense table a few rows at a time (a block's last window ends in the next block).
 COUNTING = {"chosen": {}, "sorted": {"DENSE": 0}, "dense": {"DENSE": 1 << 40},
-            "dense rows": {"DENSE": 1 << 40, "CELLS": 1}}
+            "dense rows": {"DENSE": 1 << 40, "CELLS": 1, "ROWS": 1}}
 
 
 @pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))

@@ -26,7 +26,8 @@ CHUNK = 2_000  # windows scored together (their arrays: a few MB)
 SAMPLE = 2_000  # the windows whose repeats are counted (the first ones)
 REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
 DENSE = 16  # a dense (half, term) table of at most this many cells per term found: counted so
-CELLS = 1 << 18  # the cells of a dense table counted at once
+CELLS = 1 << 14  # the cells of a dense table counted at once (in cache: 1 << 18 was slower)
+ROWS = 64  # but at least this many windows' (thousands of terms: fewer numpy calls)
 
 
 def scan_scores(clf: Classifier, text: str, words: list[str], windows: int) -> list[float] | None:
@@ -212,7 +213,7 @@ def _dense(part: _Part, terms: Any, half: Any, local: Any, windows: int) -> Any:
     tf = np.zeros(int(np.bincount(half).max(initial=0)) * 2 + 1)
     tf[1:] = 1.0 + np.log(np.arange(1, len(tf), dtype=np.float64))
     dot, norm = np.zeros(windows), np.zeros(windows)
-    rows = max(1, CELLS // n)  # a table of a few MB at a time (see scores' chunks)
+    rows = max(ROWS, CELLS // n)  # a small table at a time, in cache
     for lo in range(0, windows, rows):
         hi = min(windows, lo + rows)
         a, b = np.searchsorted(half, (lo, hi + 1))
