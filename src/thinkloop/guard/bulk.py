@@ -25,7 +25,7 @@ BULK_WORDS = 20_000  # a long text with at most this many distinct words is scor
 CHUNK = 2_000  # windows scored together (their arrays: a few MB)
 SAMPLE = 2_000  # the windows whose repeats are counted (the first ones)
 REPEATS = 4  # fewer than one window in this many distinct: scored one by one instead
-DENSE = 16  # a dense (half, term) table of at most this many cells per term found: counted so
+DENSE = 32  # a dense (half, term) table of at most this many cells per term found: counted so
 CELLS = 1 << 14  # the cells of a dense table counted at once (in cache: 1 << 18 was slower)
 ROWS = 64  # but at least this many windows' (thousands of terms: fewer numpy calls)
 
