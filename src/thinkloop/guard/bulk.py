@@ -4,8 +4,9 @@ A text of attack words in random order reads as an attack everywhere: no window'
 (``Classifier._hopeless``) rules it out, every window differs, and scoring each in Python
 took 4 µs a character (1 MB: 16,000 windows, seconds). Here a distinct word's n-grams and
 tokens are found once (as ``_Windows`` finds them), each window's terms are its words'
-(a term in a window of 20 words lies in two windows), and a window's terms are counted by
-sorting (window, term) keys: the counts, the TF-IDF weights and their sums are then the
+(a term in a window of 20 words lies in two windows), and a window's terms are counted in a
+dense (half, term) table where the text's words hold few terms, else by sorting (window,
+term) keys: the counts, the TF-IDF weights and their sums are then the
 same arithmetic for every window as ``Classifier.verdict``'s, summed in another order (so a
 score may differ from the per-window one in its last bits).
 """
