@@ -166,14 +166,14 @@ class Doors:
                 while True:
                     message = await receive()
                     if message["type"] != "http.request":  # gone: nobody to answer
-                        return _replay(b"", receive, message)
+                        return replayed(b"", receive, message)
                     chunks.append(message.get("body", b""))
                     size += len(chunks[-1])
                     if size > limit:
                         raise Refused(413, f"the body is over {limit} bytes "
                                            "(gateway.max_body_bytes)")
                     if not message.get("more_body"):
-                        return _replay(b"".join(chunks), receive)
+                        return replayed(b"".join(chunks), receive)
         except TimeoutError:
             raise Refused(408, f"the body took over {self.config.body_timeout_s:g}s "
                                "(gateway.body_timeout_s)") from None
@@ -197,7 +197,9 @@ async def drain(headers: dict[str, str], receive: Receive, timeout_s: float) -> 
                     return
 
 
-def _replay(body: bytes, receive: Receive, first: Message | None = None) -> Receive:
+def replayed(body: bytes, receive: Receive, first: Message | None = None) -> Receive:
+    """``receive`` with the body already read (``first``, else ``body`` as one message)
+    given again first."""
     pending: list[Message] = [first or {"type": "http.request", "body": body,
                                         "more_body": False}]
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import orjson
 
 from thinkloop.server.deps import identify
-from thinkloop.server.doors import ASGIApp, Message, Receive, Scope, Send
+from thinkloop.server.doors import ASGIApp, Message, Receive, Scope, Send, replayed
 from thinkloop.server.errors import error_response
 from thinkloop.server.gateway import Gateway
 
@@ -53,7 +53,7 @@ class Lanes:
         from thinkloop.server.routes import started, submit
 
         message = await receive()  # the doors read the body whole: one message
-        receive = _replay(message, receive)
+        receive = replayed(b"", receive, first=message)
         headers = _headers(scope)
         gw: Gateway = scope["app"].state.gateway
         body = _run_request(message, headers)
@@ -133,15 +133,6 @@ def _after(query: bytes, last_event_id: str | None) -> int | None:
     if name == b"after" and value.isdigit() and len(value) < 19:
         return int(value)
     return None
-
-
-def _replay(first: Message, receive: Receive) -> Receive:
-    pending = [first]
-
-    async def replay() -> Message:
-        return pending.pop() if pending else await receive()
-
-    return replay
 
 
 async def _json(send: Send, status: int, content: dict[str, Any]) -> None:
