@@ -18,22 +18,19 @@ the text once, and ``re`` tries a pattern only at a lead within a window.
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from thinkloop.guard import linear
+from thinkloop.guard import linear, prefilter
 
-P: Any = importlib.import_module("re._parser")
-C: Any = importlib.import_module("re._constants")
+P, C = linear.P, linear.C
 
 # A repeat this long or longer, of something of bounded width, is a counted gap. (RE2 ran
 # dan's 40-character gap, after a rare word, in 1-5 ms on the patterns' own words, and the
 # split in 1-18 ms: its tail's words are common there. Nothing to gain.)
 GAP = 60
-_REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +57,7 @@ def split(pattern: str, flags: int) -> Split | None:
     flags |= tree.state.flags
     for g in range(len(items) - 1, 0, -1):
         op, av = items[g]
-        if op not in _REPEATS or av[1] >= C.MAXREPEAT or av[1] < GAP:
+        if op not in prefilter.REPEATS or av[1] >= C.MAXREPEAT or av[1] < GAP:
             continue
         width = _bounded(items[:g + 1], tree.state)
         if width is None or P.SubPattern(tree.state, items[g + 1:]).getwidth()[0] == 0:
