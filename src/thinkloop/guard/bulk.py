@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from thinkloop.guard.classifier import Classifier, _Part
-    from thinkloop.guard.patterns import Severity
     from thinkloop.guard.scan import Finding
 
 
@@ -57,7 +56,6 @@ def findings(clf: Classifier, text: str, spans: list[tuple[int, int]], scored: l
     long text (the high mark), every window is "high"; a finding is built once per run (a
     finding remade per window joining it was 15,000 objects a megabyte)."""
     from thinkloop.guard import classifier as c
-    from thinkloop.guard.scan import Finding
 
     runs: list[list[int]] = []
     for i, s in enumerate(scored):
@@ -73,11 +71,7 @@ def findings(clf: Classifier, text: str, spans: list[tuple[int, int]], scored: l
         # The score by numpy, the n-grams named as verdict's.
         v = c.Verdict(scored[first], clf._top(clf.word.weigh(
             c._word_counts(clf.word, text[start:end]))))
-        severity: Severity = "high" if v.score >= (1 + clf.threshold) / 2 else "medium"
-        why = (f"score {v.score:.2f} >= {bar:.2f}"
-               + (f"; strongest n-grams: {', '.join(v.top)}" if v.top else ""))
-        found.append(Finding("classifier", (start, spans[last][1]), severity, "classifier",
-                             "classifier", why))
+        found.append(clf.finding((start, spans[last][1]), v, bar))
     return found
 
 

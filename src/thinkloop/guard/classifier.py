@@ -27,7 +27,7 @@ import zipfile
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -223,17 +223,21 @@ class Classifier:
             v = verdicts.get(key) or verdicts.setdefault(key, self.verdict(text[span[0]:span[1]]))
             if v.score < bar:
                 continue
-            severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
-            why = (f"score {v.score:.2f} >= {bar:.2f}"
-                   + (f"; strongest n-grams: {', '.join(v.top)}" if v.top else ""))
+            finding = self.finding(span, v, bar)
             if found and found[-1].span[1] >= span[0]:  # overlapping windows: one finding
                 last = found.pop()
-                span = (last.span[0], span[1])
-                if last.severity == "high" or severity == "high":
-                    severity = "high"
-                why = last.why
-            found.append(Finding("classifier", span, severity, "classifier", "classifier", why))
+                severity: Severity = "high" if "high" in (last.severity, finding.severity) \
+                    else finding.severity
+                finding = replace(last, span=(last.span[0], span[1]), severity=severity)
+            found.append(finding)
         return found
+
+    def finding(self, span: tuple[int, int], v: Verdict, bar: float) -> Finding:
+        """A window's finding: its verdict's score against ``bar`` and strongest n-grams."""
+        severity: Severity = "high" if v.score >= (1 + self.threshold) / 2 else "medium"
+        why = (f"score {v.score:.2f} >= {bar:.2f}"
+               + (f"; strongest n-grams: {', '.join(v.top)}" if v.top else ""))
+        return Finding("classifier", span, severity, "classifier", "classifier", why)
 
     def _hopeless(self, score: _Windows, windows: int, bar: float) -> list[bool] | None:
         """For each window of a long text, whether it cannot score ``bar``: an upper bound of
