@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 import stat
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from types import MappingProxyType
 
 from thinkloop.context.sections import ContextFile
 from thinkloop.core.errors import ConfigError
+from thinkloop.core.filestamp import Stamp, settled, stamp_of
 from thinkloop.core.spec import BOOTSTRAP_FILES, USER_FILES
 
 TEMPLATES: Mapping[str, str] = MappingProxyType({
@@ -58,7 +58,6 @@ CONTEXT_FILE_PREAMBLE = (
 )
 _SAFE = re.compile(r"[^A-Za-z0-9._@-]")
 PATHS_KEPT = 4096  # joined paths (and texts) a Bootstrap keeps (a few per agent)
-SETTLED_NS = 1_000_000_000  # a file unchanged this long is read once (see Texts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,13 +207,12 @@ class StoredFiles:
 
 
 class Texts:
-    """Files' texts kept with the (mtime, size, inode) they were read at: a file is read
-    again once any of them changed. A text read within a second of its file's last change is
-    not kept (two writes within one tick of the file system's clock can leave the same mtime
-    and size), so an edit always shows on the next load."""
+    """Files' texts kept with the stamp they were read at (core/filestamp.py): a file is
+    read again once it changed, and a text read while the file had not settled is not kept,
+    so an edit always shows on the next load."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self._kept: dict[str, tuple[Stamp, str]] = {}
 
     def get(self, path: Path) -> str | None:
         """The file's text, or None when it is not a regular file (absent, a folder)."""
@@ -226,12 +224,12 @@ class Texts:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        stamp = stamp_of(st)
         hit = self._kept.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
         text = _read(path)
-        if time.time_ns() - st.st_mtime_ns > SETTLED_NS:
+        if settled(stamp):
             if len(self._kept) >= PATHS_KEPT:
                 self._kept.clear()
             self._kept[key] = (stamp, text)

@@ -19,6 +19,7 @@ from thinkloop.api import Agent, Approver, GatewayStore, RunRegistry, Store, val
 from thinkloop.build import APPROVE_MODES, AgentSpec
 from thinkloop.core.channel import Channel
 from thinkloop.core.errors import ConfigError, NotFoundError, UnknownAgentError
+from thinkloop.core.filestamp import Stamp, settled, stamp_of
 from thinkloop.core.settings import GATEWAY_APPROVAL_TIMEOUT_S, Settings
 from thinkloop.core.spec import BOOTSTRAP_FILES, TeamMember
 
@@ -59,23 +60,21 @@ class Definitions:
     def __init__(self, store: GatewayStore, file: Path | None = None) -> None:
         self.store = store
         self.file = file
-        # The file's definitions as last read, with the file's (mtime, size, inode) then and
-        # whether it was settled (unchanged for a second before the read: two writes within
-        # one tick of the file system's clock can leave the same mtime). Every run asks for
-        # its agent, and parsing the YAML each time was a thread hop per run.
-        self._read: tuple[tuple[int, int, int], bool, dict[str, AgentSpec]] | None = None
+        # The file's definitions as last read, with the file's stamp then and whether it had
+        # settled (core/filestamp.py). Every run asks for its agent, and parsing the YAML
+        # each time was a thread hop per run.
+        self._read: tuple[Stamp, bool, dict[str, AgentSpec]] | None = None
 
     async def _from_file(self) -> dict[str, AgentSpec]:
         if self.file is None:
             return {}
         try:
-            st = self.file.stat()
-            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            stamp = stamp_of(self.file.stat())
         except OSError:
             stamp = (-1, -1, -1)  # unreadable: load_agents_file says why
         if self._read is None or self._read[0] != stamp or not self._read[1]:
-            settled = time.time_ns() - stamp[0] > 1_000_000_000
-            self._read = (stamp, settled, await asyncio.to_thread(load_agents_file, self.file))
+            self._read = (stamp, settled(stamp),
+                          await asyncio.to_thread(load_agents_file, self.file))
         return dict(self._read[2])
 
     async def all(self) -> dict[str, AgentSpec]:
