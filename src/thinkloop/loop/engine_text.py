@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from thinkloop.core.run import RunState
 from thinkloop.core.types import ToolSpec
+from thinkloop.guard.input import NAMED
 from thinkloop.guard.patterns import DEFAULT_PATTERNS
 from thinkloop.loop.notices import NOT_AN_ANSWER_NOTICE, is_internal_echo
 from thinkloop.spotlight import strip_echo
@@ -24,7 +25,7 @@ BOOKKEEPING_TOOLS = frozenset({"remember", "forget"})
 _TAG = re.compile(r"</?[A-Za-z_][^<>]*>|&lt;/?[A-Za-z_][^<>]*?(?:&gt;|>|$)|&[a-z]+;")
 # The names the input guard shows the model in a note ("looks like a prompt injection
 # (ignore_instructions, classifier)"): a small model once answered with them.
-_GUARD_NOTE = re.compile(r"looks like a prompt injection \(([^()]*)\)")
+_GUARD_NOTE = re.compile(re.escape(NAMED).replace(re.escape("{names}"), "([^()]*)"))
 # The default patterns' machine names: no prose is made of them. (Plain words such as
 # "exfiltration" or "classifier" count only when this run's notes showed them.)
 _PATTERN_NAMES = frozenset(p.name for p in DEFAULT_PATTERNS if "_" in p.name)
