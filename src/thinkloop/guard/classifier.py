@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from thinkloop.guard import bulk, ngrams
+from thinkloop.guard import bulk, ngrams, reasons
 from thinkloop.guard.ngrams import Grams
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
@@ -210,7 +210,7 @@ class Classifier:
         scored = bulk.scan_scores(self, score.text, score.split(), len(spans)) \
             if score is not None else None
         if scored is not None:
-            return bulk.findings(self, text, spans, scored, bar)
+            return reasons.findings(self, spans, scored, bar)
         if score is not None:
             hopeless = self._hopeless(score, len(spans), bar)
             if hopeless is not None:
