@@ -4,6 +4,10 @@ with its ties, and a scan of a long text counts no window's n-grams in Python.""
 
 from __future__ import annotations
 
+import random
+import sys
+from types import SimpleNamespace
+
 import pytest
 
 from thinkloop.guard import bulk, reasons
@@ -63,3 +67,37 @@ def test_a_long_texts_findings_count_no_window_in_python(
     monkeypatch.setattr(bulk, "BULK_WORDS", -1)  # one window at a time, as verdict counts
     assert clf.scan(text) == found
     assert counted
+
+
+def _neumaier(values: list[float]) -> float:
+    """Python 3.12's ``sum`` of floats, as CPython adds them."""
+    total, error = 0.0, 0.0
+    for x in values:
+        after = total + x
+        error += (total - after) + x if abs(total) >= abs(x) else (x - after) + total
+        total = after
+    return total + error
+
+
+@pytest.mark.parametrize("version", [(3, 11), (3, 12)])
+def test_a_windows_norm_adds_its_weights_as_sum_does(
+    version: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Added one at a time, and from Python 3.12 with each rounding compensated, as ``sum``:
+    numpy's pairwise sums differ in the last bit, and so would a ranking's ties."""
+    import numpy as np
+
+    monkeypatch.setattr(reasons, "sys", SimpleNamespace(version_info=version))
+    rng = random.Random(5)
+    rows = [[rng.choice([1.0, 1e-16, 3e-17, 0.1, 7.0]) for _ in range(rng.randrange(1, 40))]
+            for _ in range(50)]
+    values = np.array([v for row in rows for v in row])
+    row = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+    starts = np.searchsorted(row, np.arange(len(rows)))
+    naive = [float(np.add.accumulate(r)[-1]) for r in rows]
+    compensated = [_neumaier(r) for r in rows]
+    assert naive != compensated  # the rows' sums round differently added either way
+    want = compensated if version >= (3, 12) else naive
+    assert reasons._sums(values, row, starts, len(rows)).tolist() == want
+    if sys.version_info[:2] == version:  # the running Python's own sum
+        assert want == [sum(r) for r in rows]

@@ -14,6 +14,7 @@ by weight, ties in that order; so each reason is the one ``verdict`` gives.
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
 from thinkloop.guard import bulk
@@ -60,9 +61,8 @@ def strongest(clf: Classifier, ids: bulk.Ids, windows: list[int]) -> list[tuple[
     part = clf.word
     tf = np.array([1.0 + math.log(n) for n in range(1, int(count.max()) + 1)])
     weight = tf[count - 1] * np.frombuffer(part.idf, dtype=np.float64)[term]
-    starts = np.searchsorted(row, np.arange(len(windows)))
-    rank = np.arange(len(row)) - starts[row]  # the term's place in its window's order
-    norm = np.sqrt(_sums(weight * weight, row, rank, starts, len(windows)))
+    starts = np.searchsorted(row, np.arange(len(windows)))  # where each window's terms start
+    norm = np.sqrt(_sums(weight * weight, row, starts, len(windows)))
     value = weight / norm[row] * np.frombuffer(part.coef, dtype=np.float32)[term].astype(float)
     # By window, strongest first, then as first met (two stable sorts: lexsort took longer).
     order = np.argsort(-value, kind="stable")
@@ -111,19 +111,27 @@ def _terms(clf: Classifier, ids: bulk.Ids, windows: Any, window: int) -> tuple[A
     return rows[order], terms[order], count[order]
 
 
-def _sums(values: Any, row: Any, rank: Any, starts: Any, windows: int) -> Any:
+def _sums(values: Any, row: Any, starts: Any, windows: int) -> Any:
     """Each window's ``values`` added one at a time in order, as Python's ``sum`` adds them
     (numpy's sums pair them up, which can differ in the last bit): a column of every window
-    at a time, the windows ordered longest first so each column is a prefix of them."""
+    at a time, the windows ordered longest first so each column is a prefix of them. From
+    Python 3.12, ``sum`` compensates each addition's rounding (Neumaier's algorithm); so do
+    these then."""
     import numpy as np
 
     lens = np.bincount(row, minlength=windows)
     longest = np.argsort(-lens, kind="stable")
     begin, size = starts[longest], lens[longest]
-    total = np.zeros(windows)
+    total, error = np.zeros(windows), np.zeros(windows)
+    compensated = sys.version_info >= (3, 12)
     for column in range(int(lens.max(initial=0))):
         n = int(np.searchsorted(-size, -column, side="left"))  # windows longer than column
-        total[:n] += values[begin[:n] + column]
+        x, before = values[begin[:n] + column], total[:n]
+        after = before + x
+        if compensated:
+            error[:n] += np.where(np.abs(before) >= np.abs(x), (before - after) + x,
+                                  (x - after) + before)
+        total[:n] = after
     out = np.zeros(windows)
-    out[longest] = total
+    out[longest] = total + error if compensated else total
     return out
