@@ -12,7 +12,7 @@ finding that names the score and the n-grams that pushed it up. A text over ``NU
 (scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
 windows that cannot reach the threshold skipped unscored; one of few distinct words (attack
 words in random order: every window near the bar) has every window scored by numpy at once
-(guard/bulk.py).
+(guard/bulk.py), and its findings' n-grams named so too (guard/reasons.py).
 """
 
 from __future__ import annotations
