@@ -305,11 +305,12 @@ def finditer(regex: re.Pattern[str], text: str, pos: int = 0, endpos: int | None
 
 def possible(regexes: tuple[re.Pattern[str], ...], text: str, data: bytes | None = None
              ) -> frozenset[int] | None:
-    """The indices of ``regexes`` that may match in ``text`` (``data``: its UTF-8), by one
-    RE2 pass for all of them, or None (any may). A regex that RE2 runs (:func:`finditer`) is
-    ruled out when the text lacks one of its pieces (guard/pieces.py: runs of its parts, as
-    RE2 patterns, each matching a part of every match), or all the words one of which it
-    cannot match without (guard/prefilter.py), as RE2 reads case.
+    """The indices of ``regexes`` that may match in ``text`` (``data``: its UTF-8), by an
+    RE2 pass of each of ``SETS`` sets for all of them, or None (any may). A regex that RE2
+    runs (:func:`finditer`) is ruled out when the text lacks one of its pieces
+    (guard/pieces.py: runs of its parts, as RE2 patterns, each matching a part of every
+    match), or all the words one of which it cannot match without (guard/prefilter.py), as
+    RE2 reads case.
     A long view's 28 passes, one per injection pattern, cost 50-90 ms a megabyte; a text
     that is no attack holds the pieces of few of them."""
     if not available() or len(text) <= SHORT:
