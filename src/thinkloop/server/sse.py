@@ -32,6 +32,11 @@ PING_S = 15.0
 EXIT_POLL_S = 0.5  # how often the shutdown watcher looks (sse_starlette's figure)
 
 
+class Last(bytes):
+    """A stream's last chunk (its end frame): written with the response's end, in one write
+    (one socket send a stream fewer, where the end frame and the body's end were two)."""
+
+
 def frame(data: str, event: str) -> bytes:
     """One SSE frame of a one-line ``data`` (``ServerSentEvent(data, event=...)``'s bytes)."""
     return f"event: {event}\r\ndata: {data}\r\n\r\n".encode()
@@ -57,8 +62,8 @@ class Streams:
 
 class EventStream(Response):
     """An SSE response of ``chunks`` (SSE frames, one or more each): written as they come,
-    a ping comment every ``ping_s``, until they end (then the response ends), the
-    client goes or the server stops (``streams``)."""
+    a ping comment every ``ping_s``, until they end or one is :class:`Last` (then the
+    response ends), the client goes or the server stops (``streams``)."""
 
     def __init__(self, chunks: AsyncIterator[bytes], streams: Streams,
                  ping_s: float = PING_S) -> None:
@@ -92,8 +97,9 @@ class EventStream(Response):
         self._task = task
         self.streams._open[task] = self
         watch = asyncio.get_running_loop().create_task(self._watch(receive, send))
+        last = b""
         try:
-            await self._write(send, watch)
+            last = await self._write(send, watch)
         except asyncio.CancelledError:
             if not self._stopped:
                 raise  # cancelled by the server itself: not ours to swallow
@@ -103,15 +109,22 @@ class EventStream(Response):
             watch.cancel()
             with contextlib.suppress(Exception):
                 await self.chunks.aclose()  # type: ignore[attr-defined]
-        # Gone or stopping: end the response (uvicorn drops what a gone client is sent).
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # Its last chunk with the end; or gone or stopping: just the end (uvicorn drops what
+        # a gone client is sent).
+        await send({"type": "http.response.body", "body": last, "more_body": False})
 
-    async def _write(self, send: Send, watch: asyncio.Task[None]) -> None:
+    async def _write(self, send: Send, watch: asyncio.Task[None]) -> bytes:
+        """Every chunk but a :class:`Last` one, which is returned (else b"")."""
+        last = b""
         async for chunk in self.chunks:
+            if isinstance(chunk, Last):
+                last = chunk
+                break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         watch.cancel()
         await asyncio.wait({watch})  # its last ping is out before the response ends
         self._stopped = True  # ended on its own: stop() does nothing from here
+        return last
 
     async def _watch(self, receive: Receive, send: Send) -> None:
         """The client's disconnect ends the stream; every ``ping_s`` a ping goes out."""
