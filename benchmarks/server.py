@@ -18,7 +18,7 @@ client), so its own cost weighs on the gateway's runs/s and latency. By default 
 project's own HTTP/1.1 client (``thinkloop.models.h1``: asyncio and httptools, a keep-alive
 pool, SSE read a network read at a time, events decoded with orjson), as light as a fast
 real client; ``--client aiohttp`` is the client of the figures before (aiohttp, SSE read
-line by line, the json module), about twice its CPU per run.
+line by line, the json module), about 1.3x its CPU per run.
 
 The baseline, measured in the same run, is the library alone: the same N runs started with
 ``Agent.start`` in one process against the same model server (runs/s, memory and CPU per
@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -61,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -218,7 +219,20 @@ def direct(runs: int, tune: bool = False) -> None:
         return {"runs_per_s": runs / elapsed, "mb_per_run": (peak - idle) / runs,
                 "cpu_ms_per_run": cpu * 1000 / runs}
 
-    print(json.dumps(asyncio.run(main())))
+    factory = uvloop_factory()  # the loop the gateway's uvicorn runs on ("auto")
+    with asyncio.Runner(loop_factory=factory) as runner:
+        print(json.dumps({**runner.run(main()), "uvloop": float(factory is not None)}))
+
+
+def uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (uvicorn's ``loop="auto"`` picks it then): the
+    library baseline runs on the same loop as the gateway."""
+    try:
+        uvloop = importlib.import_module("uvloop")  # optional: no stubs needed
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 # --- the client ----------------------------------------------------------------------------
@@ -484,7 +498,9 @@ def measure_gateway(me: list[str], env: dict[str, str], tree: str | None,
     port = free_port()
     env = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
     if tree is not None:
-        env["PYTHONPATH"] = str(Path(tree) / "src")
+        # before what was on the path (the tree's thinkloop first; uvloop, say, still found)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(tree) / "src"), env.get("PYTHONPATH")) if p)
     gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(port),
                                 *(["--http", http] if http else [])], env=env)
     try:
@@ -515,6 +531,7 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
           + (f"; before: {args.compare}" if args.compare else "")
           + ("; as served" if args.as_served or args.http else "")
           + ("; library with tune_gc" if args.tune_library else "")
+          + ("; uvloop (gateway and library)" if med("library", "uvloop") else "")
           + f"; client {args.client}\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
