@@ -84,6 +84,27 @@ def test_a_last_chunk_goes_out_with_the_response_end_in_one_message() -> None:
     assert closed == [True]
 
 
+def test_a_last_chunk_taken_before_a_stop_still_goes_out_with_the_end() -> None:
+    """A stream stopped (the server stopping) once its Last chunk was taken, while its
+    watcher winds down, still ends with that chunk: it was due."""
+    async def main() -> Client:
+        client = Client()
+        stream: EventStream | None = None
+
+        async def source() -> AsyncIterator[bytes]:
+            assert stream is not None
+            stream.stop()  # delivered at the writer's next wait: the watcher's end
+            yield Last(frame("{}", "end"))
+
+        stream = EventStream(source(), Streams())
+        await stream(client.scope, client.receive, client.send)
+        return client
+
+    client = asyncio.run(main())
+    assert [(m.get("body"), m.get("more_body")) for m in client.sent[1:]] == [
+        (b"event: end\r\ndata: {}\r\n\r\n", False)]
+
+
 def test_a_quiet_stream_is_pinged() -> None:
     async def main() -> Client:
         client, release = Client(), asyncio.Event()

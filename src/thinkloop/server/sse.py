@@ -72,6 +72,7 @@ class EventStream(Response):
         self.ping_s = ping_s
         self._task: asyncio.Task[Any] | None = None
         self._stopped = False
+        self._last = b""  # a Last chunk, sent with the response's end
         self.status_code = 200
         self.background = None  # what FastAPI may hand a Response to run after it
         self.raw_headers = list(HEADERS)
@@ -97,9 +98,8 @@ class EventStream(Response):
         self._task = task
         self.streams._open[task] = self
         watch = asyncio.get_running_loop().create_task(self._watch(receive, send))
-        last = b""
         try:
-            last = await self._write(send, watch)
+            await self._write(send, watch)
         except asyncio.CancelledError:
             if not self._stopped:
                 raise  # cancelled by the server itself: not ours to swallow
@@ -109,22 +109,20 @@ class EventStream(Response):
             watch.cancel()
             with contextlib.suppress(Exception):
                 await self.chunks.aclose()  # type: ignore[attr-defined]
-        # Its last chunk with the end; or gone or stopping: just the end (uvicorn drops what
-        # a gone client is sent).
-        await send({"type": "http.response.body", "body": last, "more_body": False})
+        # The end, with the last chunk if one came (even if stopped meanwhile: it was due);
+        # uvicorn drops what a gone client is sent.
+        await send({"type": "http.response.body", "body": self._last, "more_body": False})
 
-    async def _write(self, send: Send, watch: asyncio.Task[None]) -> bytes:
-        """Every chunk but a :class:`Last` one, which is returned (else b"")."""
-        last = b""
+    async def _write(self, send: Send, watch: asyncio.Task[None]) -> None:
+        """Every chunk, a :class:`Last` one kept for the response's end."""
         async for chunk in self.chunks:
             if isinstance(chunk, Last):
-                last = chunk
+                self._last = chunk
                 break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         watch.cancel()
         await asyncio.wait({watch})  # its last ping is out before the response ends
         self._stopped = True  # ended on its own: stop() does nothing from here
-        return last
 
     async def _watch(self, receive: Receive, send: Send) -> None:
         """The client's disconnect ends the stream; every ``ping_s`` a ping goes out."""
