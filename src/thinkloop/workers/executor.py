@@ -58,6 +58,8 @@ class Executor:
         # back, left with a call running, or taken by another worker (a lost lease).
         self.settling: set[str] = set()
         self.abandoned: list[str] = []  # runs left with a tool call running (SIGTERM)
+        # Jobs finished in their run's end script (Bus.finish): arq has nothing left to do.
+        self.ended: set[str] = set()
         self._renewed_at = time.monotonic()  # the last renewal Redis took
         self._tasks: list[asyncio.Task[None]] = []
         self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
@@ -153,7 +155,8 @@ class Executor:
                 try:
                     await self._run(row, job_id, took, resumed=row.status == "running")
                 finally:
-                    await self.bus.running_on(self.name, -1)
+                    if job_id not in self.ended:  # counted off with its end, or now
+                        await self.bus.running_on(self.name, -1)
         finally:
             self.leases.pop(job_id, None)
 
@@ -284,12 +287,20 @@ class Executor:
             await self.bus.bump(job.row.id, "handbacks")
             raise Retry(defer=self.settings.lease_s) from None
         if not pump.dropping:  # dropping: the lease was lost, another worker has the run
-            await self._finish(job, result)
+            await self._finish(job, result, done=True)
 
-    async def _finish(self, job: Job, result: RunResult) -> None:
+    async def _finish(self, job: Job, result: RunResult, *, done: bool = False) -> None:
+        """Tell Redis the run ended; ``done``: its job ends with it (not cancelled), so the
+        same round trip counts it off this worker and finishes its arq job."""
         await job.pump.close()
         view = {**result_view(result, job.row.session), "children": _children(job.handle)}
-        await self.bus.finish(job.row, result.status, view)
+        if done:
+            # Its lease ends in the script: a renewal from here on would bring it back.
+            self.leases.pop(job.job_id, None)
+            await self.bus.finish(job.row, result.status, view, (self.name, job.job_id))
+            self.ended.add(job.job_id)
+        else:
+            await self.bus.finish(job.row, result.status, view)
         text = answer_text(result)
         for target in job.row.deliver_to:  # a scheduled run's answer, where it says
             if text is not None:

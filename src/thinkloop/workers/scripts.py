@@ -51,7 +51,9 @@ return 0
 # A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last
 # (in the run's stream and the fleet's news), its slots freed, its keys kept keep_s. KEYS run,
 # ev, active, active:user, wait, abort, news; ARGV status, finished_at, view, keep_s, run id,
-# the news' length.
+# the news' length. Ended by the worker that ran it, also its count on that worker and its
+# arq job, as arq's finish_job would (two round trips more): KEYS running, the job's
+# in-progress, retry and job keys, arq's queue and abort set; ARGV the worker, the job id.
 FINISH = """
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
@@ -65,6 +67,12 @@ redis.call('SREM', KEYS[4], ARGV[5])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
 redis.call('DEL', KEYS[5], KEYS[6])
+if #KEYS > 7 then
+  redis.call('HINCRBY', KEYS[8], ARGV[7], -1)
+  redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
+  redis.call('ZREM', KEYS[12], ARGV[8])
+  redis.call('ZREM', KEYS[13], ARGV[8])
+end
 return n + 1
 """
 # Events of many runs in one round trip: each into its run's stream as entry 0-N (a number
