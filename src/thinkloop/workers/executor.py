@@ -22,7 +22,7 @@ from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow, Taken
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
+from thinkloop.workers.execute import AbortsAsked, FleetHub, Outbox, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
 CHILDREN_POLL_S = 0.25  # how often a run's sub-agents are copied to its row while it runs
@@ -50,6 +50,7 @@ class Executor:
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus)
+        self.aborts = AbortsAsked(store)
         self.router = router(self.hub)
         # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
         # while it is here.
@@ -127,7 +128,7 @@ class Executor:
     async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
         # `thinkloop runs abort` writes to the store: read before the take, which cancels a
         # queued run it names instead of moving it to running.
-        asked = bool(await self.store.abort_requests([run_id]))
+        asked = await self.aborts.asked(run_id)
         self.leases[job_id] = run_id
         try:
             # The lease is renewed at once (arq took the job for its own week-long timeout),
