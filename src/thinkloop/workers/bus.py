@@ -273,7 +273,7 @@ class Bus:
         keys, args = [self.news], list[str | int | bytes]([NEWS_LEN])
         for run_id, (first, items) in batches.items():
             keys.append(self.key("ev", run_id))
-            args += [run_id, first, len(items), *items]
+            args += [run_id, first, b"\n".join(items)]
         await self._append(keys=keys, args=args)
 
     async def follow(self, run_id: str, after: int = 0,
