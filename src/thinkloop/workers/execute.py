@@ -176,6 +176,12 @@ class FleetHub(InputHub):
             return
         await super().send(message)
 
+    def forward(self, event: Event) -> None:
+        """Every event of the worker's agents (their subscriber): a run's, to its pump."""
+        pump = self.pumps.get(event.run_id)
+        if pump is not None:
+            pump.publish(event)
+
     def _publish(self, run_id: str, event: Event) -> bool:
         pump = self.pumps.get(run_id)
         if pump is None:

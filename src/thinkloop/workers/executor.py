@@ -254,7 +254,8 @@ class Executor:
                 return None
         if resumed and await self.store.checkpoints(row.id):
             try:
-                handle = await agent.start_resume_run(row.id, stream_model=row.stream)
+                handle = await agent.start_resume_run(row.id, stream_model=row.stream,
+                                                      events=False)
             except RunAccessError as exc:  # still alive somewhere (a stale lease): later
                 log.warning("run %s: %s; retrying", row.id, exc)
                 await self.bus.bump(row.id, "handbacks")
@@ -263,20 +264,15 @@ class Executor:
             return handle
         key = session_key(row.user, row.session) if row.session else None
         return agent.start(row.task, session=key, user_id=row.user if row.remember else None,
-                           stream_model=row.stream,
-                           run_id=row.id)
+                           stream_model=row.stream, run_id=row.id, events=False)
 
     async def _pump(self, job: Job) -> None:
         handle, pump = job.handle, job.pump
-
-        async def forward() -> RunResult:
-            async for event in handle:
-                pump.publish(event)
-            return await handle.result()
-
-        # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
-        # must not reach the handle's iterator, which would cancel the run as ended.
-        forwarding = asyncio.get_running_loop().create_task(forward())
+        # Its events reach the pump as they happen (FleetHub.forward, the agent's subscriber),
+        # not through the handle's queue (a wake-up of a reading task per event, the events
+        # waiting for it). The result is awaited in a task of its own: the job's cancellation
+        # (SIGTERM) must not reach the handle, which would cancel the run as ended.
+        forwarding = asyncio.get_running_loop().create_task(handle.result())
         try:
             result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:

@@ -24,6 +24,8 @@ from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker, func
 
+from thinkloop.api import Agent
+from thinkloop.build import AgentSpec
 from thinkloop.core.settings import Settings
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
 from thinkloop.workers.bus import Bus, RunRow
@@ -43,9 +45,13 @@ def agent_router(settings: Settings, store: FleetStore, hub: FleetHub,
     worker builds an agent)."""
     wiring = Wiring(settings, store, hub.approver, hub.channel(),
                     settings.gateway.approval_timeout_s)
-    return AgentRouter(Definitions(store, agents_file),
-                       lambda name, spec: build_agent(name, spec, wiring),
-                       settings.gateway.agent_ttl_s)
+
+    def build(name: str, spec: AgentSpec) -> Agent:
+        agent = build_agent(name, spec, wiring)
+        agent.subscribe(hub.forward)  # its runs' events, to their pumps
+        return agent
+
+    return AgentRouter(Definitions(store, agents_file), build, settings.gateway.agent_ttl_s)
 
 
 async def run_job(ctx: dict[str, Any], run_id: str) -> None:
