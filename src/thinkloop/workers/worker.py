@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import socket
@@ -25,7 +24,7 @@ from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker, func
 
-from thinkloop.api import Agent
+from thinkloop.api import Agent, tune_gc
 from thinkloop.build import AgentSpec
 from thinkloop.core.settings import Settings
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
@@ -38,7 +37,6 @@ from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
-GC_THRESHOLDS = (50_000, 20, 10)  # CPython's are (700, 10, 10): see serve_worker
 
 
 def agent_router(settings: Settings, store: FleetStore, hub: FleetHub,
@@ -197,14 +195,10 @@ async def serve_worker(settings: Settings, agents_file: Path | None = None,
     try:
         await pool.ping()
         await executor.start()
-        # Everything loaded so far lives as long as the worker: out of the collector's sight,
-        # a full collection looks only at the runs' objects. It looked at 100,000 objects
-        # and held the loop 160-230 ms (every event of 200 runs waited): most of the p99.
-        # Young collections are rarer too (each promotes run objects towards a full one):
-        # at 200 runs, two full collections of 22,000 objects where there were four of
-        # 75,000-110,000.
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
+        # As the gateway does (thinkloop.tuning): without it, full collections of
+        # 75,000-110,000 objects held the worker's loop 160-230 ms under load, every event
+        # of 200 runs waiting (most of the event p99); now two of 22,000 per 200 runs.
+        tune_gc()
         with contextlib.suppress(asyncio.CancelledError):
             await worker.async_run()
     finally:
