@@ -118,6 +118,37 @@ async def test_sse_over_tls_with_chunks_split_inside_lines() -> None:
     await _stop(server)
 
 
+async def test_a_get_sse_stream_sends_a_bodiless_get_and_reuses_its_connection() -> None:
+    """GET an SSE endpoint (the gateway's run events): no body, no content-length; the
+    ``event:`` and ``id:`` lines are not data; the stream read to its end frees its
+    connection."""
+    heads: list[bytes] = []
+    body = b"id: 1\r\nevent: event\r\ndata: {\"id\":1}\r\n\r\nevent: end\r\ndata: {}\r\n\r\n"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            heads.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                         b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            await writer.drain()
+        await reader.read(1)
+        writer.close()
+
+    server = await _serve(handler)
+    t = H1Transport()
+    url = _url(server).replace("/v1/chat/completions", "/v1/runs/r1/events?after=0")
+    port = server.sockets[0].getsockname()[1]
+    for _ in range(2):
+        assert [b async for b in t.get_sse_batches(url, {"x-token": "t"}, 5)] == [
+            ['{"id":1}', "{}"]]
+    await t.aclose()
+    await _stop(server)
+    assert len(heads) == 2  # one connection served both
+    assert heads[0] == (b"GET /v1/runs/r1/events?after=0 HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n"
+                        b"x-token: t\r\naccept: text/event-stream\r\n\r\n"
+                        % port)
+
+
 async def test_one_network_read_of_token_events_is_one_batch_and_one_delta_per_kind(
 ) -> None:
     """A read holding many token events is folded before anything acts on it: one batch from
