@@ -75,6 +75,31 @@ async def test_overflow_is_typed_and_long_input_is_cut_with_a_note(smollm2_path:
     assert (whole.cut_chars, whole.window) == (0, 0)
 
 
+async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: Path) -> None:
+    """The first call's prompt is evaluated once per machine, not once per process: its KV
+    cells are saved to a file, and a new embedded server (as in a new process) restores them
+    and evaluates only the last prompt token."""
+    from thinkloop.models import local_wheel
+
+    asked = [Message.system("Cache test, " * 20), Message.user("Say hi.")]
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    model = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+    await model.complete(asked, [], settings)
+    first = model.last_stats
+    assert first is not None and first.reused_tokens == 0
+    assert [p.suffix for p in tmp_path.iterdir()] == [".slot"]  # no temporary file left
+    local_wheel.stop_all()  # the next call starts a new server, as a new process would
+    again = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+    await again.complete(asked, [], settings)
+    stats = again.last_stats
+    assert stats is not None and stats.prompt_tokens == first.prompt_tokens
+    assert stats.processed_tokens == 1  # only the last token, for its logits
+    off = WheelModel(smollm2_path, n_ctx=1024)  # no cache directory: nothing is kept
+    local_wheel.stop_all()
+    await off.complete(asked, [], settings)
+    assert off.last_stats is not None and off.last_stats.reused_tokens == 0
+
+
 def test_the_embedded_server_refuses_other_callers(smollm2_path: Path) -> None:
     served = _start(smollm2_path, 2048, 1)
     address = served.server.listening_address
