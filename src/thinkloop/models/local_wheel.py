@@ -5,7 +5,9 @@ the tools' schemas, the token caps, the retry without tools), on a different run
 embeds llama.cpp's own server in-process and is called with OpenAI-shaped requests (no HTTP
 on the way: ``handle_chat_completions`` calls the server's handler directly). Its slot keeps
 the KV cache of the longest common token prefix with the previous request, so the steps of
-a run evaluate only their new tokens (``timings.cache_n`` says how many were reused).
+a run evaluate only their new tokens (``timings.cache_n`` says how many were reused). The
+slot is saved to a file after a process's first call and restored when the server starts
+(``llama_state``), so the next process starts from the prefix this one evaluated.
 
 The embedded server also listens on an ephemeral loopback port; it is given a random API key
 no one is told, so nothing else on the machine can use it. (Chosen over llama-cpp-py-sync,
