@@ -104,6 +104,27 @@ async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: P
     assert off.last_stats is not None and off.last_stats.reused_tokens == 0
 
 
+async def test_a_damaged_kv_cache_file_is_only_a_missed_speed_up(
+    smollm2_path: Path, tmp_path: Path,
+) -> None:
+    from thinkloop.models import local_wheel
+    from thinkloop.models.llama_state import SLOT_SUFFIX, state_file
+
+    asked = [Message.system("Damaged cache test."), Message.user("Say hi.")]
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    path = state_file(tmp_path, smollm2_path, 1024, SLOT_SUFFIX)
+    for damaged in (b"not a llama.cpp file", b"GGSQ" + bytes(64)):
+        path.write_bytes(damaged)
+        local_wheel.stop_all()  # a new server restores from the damaged file
+        model = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+        reply = await model.complete(asked, [], settings)
+        assert reply.message.content and model.last_stats is not None
+        assert model.last_stats.reused_tokens == 0
+        whole = path.read_bytes()
+        assert whole != damaged and len(whole) > 100_000  # saved over it, whole
+    local_wheel.stop_all()
+
+
 async def test_a_call_the_grammar_leaves_no_choice_in_is_made_without_the_model(
     smollm2_path: Path,
 ) -> None:

@@ -126,7 +126,7 @@ def slot_action(address: str, api_key: str, action: str, filename: str) -> bool:
                               "Content-Type": "application/json"})
         reply = conn.getresponse()
         body = reply.read()
-    except OSError as exc:
+    except (OSError, http.client.HTTPException) as exc:
         log.debug("slot %s %s: %s", action, filename, exc)
         return False
     finally:
