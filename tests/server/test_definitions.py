@@ -88,3 +88,30 @@ async def test_exists_reads_no_bootstrap_files_and_checks_teams(tmp_path: Path) 
     path.unlink()
     with pytest.raises(ConfigError, match="cannot read agents file"):
         await defs.exists("a")
+
+
+async def test_the_router_knows_an_agent_exists_for_its_ttl_and_forgets_it_when_edited(
+        tmp_path: Path) -> None:
+    from thinkloop.server.agents import AgentRouter
+
+    write(tmp_path / "agents.yaml", "agents:\n  helper:\n    model: openai:x\n", age_s=5)
+    defs, _ = definitions(tmp_path / "agents.yaml")
+    asked: list[str] = []
+    real = defs.exists
+
+    async def counted(name: str) -> bool:
+        asked.append(name)
+        return await real(name)
+
+    defs.exists = counted  # type: ignore[method-assign]
+    now = [0.0]
+    build: Any = lambda name, spec: None  # noqa: E731 (never called: nothing is built)
+    router = AgentRouter(defs, build, ttl_s=30.0, clock=lambda: now[0])
+    assert await router.exists("helper") and await router.exists("helper")
+    assert not await router.exists("nobody") and not await router.exists("nobody")
+    assert asked == ["helper", "nobody", "nobody"]  # a no is asked again, a yes kept
+    router.invalidate("helper")
+    assert await router.exists("helper")
+    now[0] = 31.0
+    assert await router.exists("helper")
+    assert asked == ["helper", "nobody", "nobody", "helper", "helper"]

@@ -159,6 +159,7 @@ class AgentRouter:
         self._cache: dict[str, _Cached] = {}
         self._lock = asyncio.Lock()
         self._built: list[Agent] = []  # closed at shutdown, replaced ones included
+        self._known: dict[str, float] = {}  # name -> until when it is known to exist
 
     async def get(self, name: str) -> Agent:
         hit = self._cache.get(name)
@@ -178,9 +179,20 @@ class AgentRouter:
             self._cache[name] = hit
             return hit.agent
 
+    async def exists(self, name: str) -> bool:
+        """Whether ``name`` is defined, an answer yes kept ``ttl_s`` as a built agent is (a
+        gateway that queues runs asked the store at every run)."""
+        if self._known.get(name, 0.0) > self.clock():
+            return True
+        if not await self.definitions.exists(name):
+            return False
+        self._known[name] = self.clock() + self.ttl_s
+        return True
+
     def invalidate(self, name: str) -> None:
         """Forget ``name``: the next run reads its definition again."""
         self._cache.pop(name, None)
+        self._known.pop(name, None)
 
     async def aclose(self) -> None:
         """Close what the agents hold open (model HTTP clients, ...)."""

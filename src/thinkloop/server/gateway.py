@@ -99,7 +99,7 @@ class Gateway:
         if self.fleet is None:
             return await self.start_run(who, agent_name, task, session, stream, remember)
         _check_session(session)
-        if not await self.router.definitions.exists(agent_name):
+        if not await self.router.exists(agent_name):
             raise UnknownAgentError(f"no agent named {agent_name!r}")
         return await self.fleet.submit(who.user, agent_name, task, session, stream, remember,
                                        priority)

@@ -54,6 +54,15 @@ class _Tx:
         return list(await self.conn.fetch(render(sql, POSTGRES.mark), *args))
 
 
+async def _kept(conn: asyncpg.Connection) -> None:
+    """A pooled connection's reset: nothing beyond asyncpg's own (it rolls back a
+    transaction left open). The pool's connections run only the store's statements, none of
+    which leaves session state behind (settings, LISTEN, cursors, session advisory locks:
+    those live on the lock line, :mod:`~thinkloop.store.pglocks`), so asyncpg's reset query
+    (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) undid nothing, at a
+    round trip per release: one in two of a run's store round trips."""
+
+
 @store_errors((asyncpg.PostgresError, asyncpg.InterfaceError, OSError), "PostgreSQL store")
 class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTables,
                    ManagedTables):
@@ -110,7 +119,7 @@ class PostgresStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTa
                 await self._prepare()
                 self._pool = await asyncpg.create_pool(
                     self.dsn, min_size=1, max_size=self._max_pool,
-                    server_settings=self._settings(),
+                    server_settings=self._settings(), reset=_kept,
                 )
                 self._locks = AdvisoryLocks(self._connect_one)
                 close_at_loop_exit(self, self.aclose)

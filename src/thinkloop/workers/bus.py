@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from arq import constants as arq
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -152,10 +153,8 @@ class Bus:
 
     async def enqueue(self, job_id: str, job: bytes, score: int, ttl_ms: int) -> bool:
         """arq's job ``job_id`` due at ``score`` (ms); False if it is queued already."""
-        from arq.constants import job_key_prefix, result_key_prefix
-
         return bool(await self._enqueue(
-            keys=[job_key_prefix + job_id, result_key_prefix + job_id, self.queue],
+            keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue],
             args=[job, ttl_ms, score, job_id]))
 
     async def get(self, run_id: str) -> RunRow | None:
@@ -197,15 +196,24 @@ class Bus:
         """The run's sub-agents as its worker sees them (a JSON list), for every gateway."""
         await self.redis.hset(self.key("run", run_id), "children", view)
 
-    async def finish(self, row: RunRow, status: str, view: Mapping[str, Any]) -> None:
+    async def finish(self, row: RunRow, status: str, view: Mapping[str, Any],
+                     ran: tuple[str, str] | None = None) -> None:
         """The run's end: its row, the stream's ``end`` entry, its slot freed (one round
-        trip)."""
-        await self._finish(
-            keys=[self.key("run", row.id), self.key("ev", row.id), self.key("active"),
-                  self.key("active", row.user), self.key("wait", row.id),
-                  self.key("abort", row.id), self.news],
-            args=[status, repr(time.time()), orjson.dumps(view, default=str), self.keep_s,
-                  row.id, NEWS_LEN])
+        trip); ``ran`` (worker, arq job id): ended where it ran, which counts it off the
+        worker and finishes its arq job in the same round trip."""
+        keys = [self.key("run", row.id), self.key("ev", row.id), self.key("active"),
+                self.key("active", row.user), self.key("wait", row.id),
+                self.key("abort", row.id), self.news]
+        args: list[str | int | bytes] = [status, repr(time.time()),
+                                         orjson.dumps(view, default=str), self.keep_s, row.id,
+                                         NEWS_LEN]
+        if ran is not None:
+            worker, job_id = ran
+            keys += [self.key("running"), arq.in_progress_key_prefix + job_id,
+                     arq.retry_key_prefix + job_id, arq.job_key_prefix + job_id, self.queue,
+                     arq.abort_jobs_ss]
+            args += [worker, job_id]
+        await self._finish(keys=keys, args=args)
 
     async def take(self, run_id: str, job_key: str, job_try: int, max_deaths: int,
                    lease_ms: int, worker: str, abort_asked: bool) -> Taken:
@@ -265,7 +273,7 @@ class Bus:
         keys, args = [self.news], list[str | int | bytes]([NEWS_LEN])
         for run_id, (first, items) in batches.items():
             keys.append(self.key("ev", run_id))
-            args += [run_id, first, len(items), *items]
+            args += [run_id, first, b"\n".join(items)]
         await self._append(keys=keys, args=args)
 
     async def follow(self, run_id: str, after: int = 0,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
 from arq.connections import ArqRedis
+from redis._parsers import _AsyncHiredisParser
 from redis.asyncio import ConnectionPool
 
 from thinkloop.api import AbortRequests, CheckpointStore, RunRecords
@@ -34,8 +35,32 @@ def check_store(settings: Settings) -> str:
     return settings.queue_url
 
 
+class ReadyPool(ConnectionPool):
+    """redis-py's pool, handing out a connection with nothing to read without reading it.
+
+    redis-py 5 makes sure of that with a read under a zero timeout, a cancelled read per
+    command: a worker's busiest Redis cost after the writes. redis 8 looks at the buffers
+    instead (redis-py PR #4063); arq pins redis < 6, so this pool does it here. A
+    connection with anything buffered, at its end or not hiredis's goes through redis-py's
+    own check (which reconnects it)."""
+
+    async def ensure_connection(self, connection: Any) -> None:
+        if not _quiet(connection):
+            await super().ensure_connection(connection)
+
+
+def _quiet(connection: Any) -> bool:
+    """Connected, and nothing the server sent waits in the stream or the parser."""
+    stream, parser = getattr(connection, "_reader", None), getattr(connection, "_parser", None)
+    if (stream is None or not isinstance(parser, _AsyncHiredisParser) or parser._reader is None
+            or not parser._connected):
+        return False
+    return not (stream._buffer or stream.at_eof() or stream.exception() is not None
+                or parser._reader.has_data())
+
+
 def redis_pool(settings: Settings) -> ArqRedis:
     """A client on the queue (it connects on first use); jobs are JSON, never pickles."""
-    pool = ConnectionPool.from_url(check_store(settings))
+    pool = ReadyPool.from_url(check_store(settings))
     return ArqRedis(pool, job_serializer=orjson.dumps, job_deserializer=orjson.loads,
                     default_queue_name=f"{settings.worker.prefix}:queue")

@@ -17,7 +17,15 @@ import logging
 import uuid
 from typing import Any
 
-from thinkloop.api import Agent, ApprovalRequest, Decision, RunHandle, RunResult, is_silent
+from thinkloop.api import (
+    AbortRequests,
+    Agent,
+    ApprovalRequest,
+    Decision,
+    RunHandle,
+    RunResult,
+    is_silent,
+)
 from thinkloop.channels import Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
@@ -85,6 +93,43 @@ class Outbox:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
+class AbortsAsked:
+    """Whether the store holds an abort request (``thinkloop runs abort``) for runs about to
+    start, asked for all the runs starting meanwhile in one query: a burst of 200 starts was
+    200 queries, each a round trip."""
+
+    def __init__(self, store: AbortRequests) -> None:
+        self.store = store
+        self._waiting: dict[str, list[asyncio.Future[bool]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def asked(self, run_id: str) -> bool:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+        self._waiting.setdefault(run_id, []).append(answer)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._ask())
+        return await answer
+
+    async def _ask(self) -> None:
+        await asyncio.sleep(0)  # the starts of this turn of the loop go with the first
+        while self._waiting:  # those that came while a query was out go in the next
+            batch, self._waiting = self._waiting, {}
+            try:
+                asked: set[str] | BaseException = set(
+                    await self.store.abort_requests(list(batch)))
+            except Exception as exc:
+                asked = exc
+            for run_id, answers in batch.items():
+                for answer in answers:
+                    if answer.done():  # its start was cancelled
+                        continue
+                    if isinstance(asked, BaseException):
+                        answer.set_exception(asked)
+                    else:
+                        answer.set_result(run_id in asked)
+
+
 class Pump:
     """One run's events, numbered on from what its stream holds, written by the outbox."""
 
@@ -130,6 +175,12 @@ class FleetHub(InputHub):
             await self.bus.deliver(message.run_id, to, message.text)
             return
         await super().send(message)
+
+    def forward(self, event: Event) -> None:
+        """Every event of the worker's agents (their subscriber): a run's, to its pump."""
+        pump = self.pumps.get(event.run_id)
+        if pump is not None:
+            pump.publish(event)
 
     def _publish(self, run_id: str, event: Event) -> bool:
         pump = self.pumps.get(run_id)

@@ -22,7 +22,7 @@ from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow, Taken
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import FleetHub, Outbox, Pump, answer_text, result_view
+from thinkloop.workers.execute import AbortsAsked, FleetHub, Outbox, Pump, answer_text, result_view
 
 log = logging.getLogger("thinkloop.workers")
 CHILDREN_POLL_S = 0.25  # how often a run's sub-agents are copied to its row while it runs
@@ -50,6 +50,7 @@ class Executor:
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus)
+        self.aborts = AbortsAsked(store)
         self.router = router(self.hub)
         # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
         # while it is here.
@@ -58,6 +59,8 @@ class Executor:
         # back, left with a call running, or taken by another worker (a lost lease).
         self.settling: set[str] = set()
         self.abandoned: list[str] = []  # runs left with a tool call running (SIGTERM)
+        # Jobs finished in their run's end script (Bus.finish): arq has nothing left to do.
+        self.ended: set[str] = set()
         self._renewed_at = time.monotonic()  # the last renewal Redis took
         self._tasks: list[asyncio.Task[None]] = []
         self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
@@ -125,7 +128,7 @@ class Executor:
     async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
         # `thinkloop runs abort` writes to the store: read before the take, which cancels a
         # queued run it names instead of moving it to running.
-        asked = bool(await self.store.abort_requests([run_id]))
+        asked = await self.aborts.asked(run_id)
         self.leases[job_id] = run_id
         try:
             # The lease is renewed at once (arq took the job for its own week-long timeout),
@@ -153,7 +156,8 @@ class Executor:
                 try:
                     await self._run(row, job_id, took, resumed=row.status == "running")
                 finally:
-                    await self.bus.running_on(self.name, -1)
+                    if job_id not in self.ended:  # counted off with its end, or now
+                        await self.bus.running_on(self.name, -1)
         finally:
             self.leases.pop(job_id, None)
 
@@ -250,7 +254,8 @@ class Executor:
                 return None
         if resumed and await self.store.checkpoints(row.id):
             try:
-                handle = await agent.start_resume_run(row.id, stream_model=row.stream)
+                handle = await agent.start_resume_run(row.id, stream_model=row.stream,
+                                                      events=False)
             except RunAccessError as exc:  # still alive somewhere (a stale lease): later
                 log.warning("run %s: %s; retrying", row.id, exc)
                 await self.bus.bump(row.id, "handbacks")
@@ -259,20 +264,15 @@ class Executor:
             return handle
         key = session_key(row.user, row.session) if row.session else None
         return agent.start(row.task, session=key, user_id=row.user if row.remember else None,
-                           stream_model=row.stream,
-                           run_id=row.id)
+                           stream_model=row.stream, run_id=row.id, events=False)
 
     async def _pump(self, job: Job) -> None:
         handle, pump = job.handle, job.pump
-
-        async def forward() -> RunResult:
-            async for event in handle:
-                pump.publish(event)
-            return await handle.result()
-
-        # The run's events are read in a task of their own: the job's cancellation (SIGTERM)
-        # must not reach the handle's iterator, which would cancel the run as ended.
-        forwarding = asyncio.get_running_loop().create_task(forward())
+        # Its events reach the pump as they happen (FleetHub.forward, the agent's subscriber),
+        # not through the handle's queue (a wake-up of a reading task per event, the events
+        # waiting for it). The result is awaited in a task of its own: the job's cancellation
+        # (SIGTERM) must not reach the handle, which would cancel the run as ended.
+        forwarding = asyncio.get_running_loop().create_task(handle.result())
         try:
             result = await asyncio.shield(forwarding)
         except asyncio.CancelledError:
@@ -284,12 +284,20 @@ class Executor:
             await self.bus.bump(job.row.id, "handbacks")
             raise Retry(defer=self.settings.lease_s) from None
         if not pump.dropping:  # dropping: the lease was lost, another worker has the run
-            await self._finish(job, result)
+            await self._finish(job, result, done=True)
 
-    async def _finish(self, job: Job, result: RunResult) -> None:
+    async def _finish(self, job: Job, result: RunResult, *, done: bool = False) -> None:
+        """Tell Redis the run ended; ``done``: its job ends with it (not cancelled), so the
+        same round trip counts it off this worker and finishes its arq job."""
         await job.pump.close()
         view = {**result_view(result, job.row.session), "children": _children(job.handle)}
-        await self.bus.finish(job.row, result.status, view)
+        if done:
+            # Its lease ends in the script: a renewal from here on would bring it back.
+            self.leases.pop(job.job_id, None)
+            await self.bus.finish(job.row, result.status, view, (self.name, job.job_id))
+            self.ended.add(job.job_id)
+        else:
+            await self.bus.finish(job.row, result.status, view)
         text = answer_text(result)
         for target in job.row.deliver_to:  # a scheduled run's answer, where it says
             if text is not None:

@@ -51,7 +51,9 @@ return 0
 # A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last
 # (in the run's stream and the fleet's news), its slots freed, its keys kept keep_s. KEYS run,
 # ev, active, active:user, wait, abort, news; ARGV status, finished_at, view, keep_s, run id,
-# the news' length.
+# the news' length. Ended by the worker that ran it, also its count on that worker and its
+# arq job, as arq's finish_job would (two round trips more): KEYS running, the job's
+# in-progress, retry and job keys, arq's queue and abort set; ARGV the worker, the job id.
 FINISH = """
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
@@ -65,6 +67,12 @@ redis.call('SREM', KEYS[4], ARGV[5])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
 redis.call('DEL', KEYS[5], KEYS[6])
+if #KEYS > 7 then
+  redis.call('HINCRBY', KEYS[8], ARGV[7], -1)
+  redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
+  redis.call('ZREM', KEYS[12], ARGV[8])
+  redis.call('ZREM', KEYS[13], ARGV[8])
+end
 return n + 1
 """
 # Events of many runs in one round trip: each into its run's stream as entry 0-N (a number
@@ -72,25 +80,30 @@ return n + 1
 # taken into the fleet's news, one entry per 1000 events, a field "run N" per event. The news
 # carries the events themselves: a gateway reads that one stream, not one per run it follows.
 # KEYS news, then the runs' streams; ARGV the news' length, then per run: its id, first
-# number, how many, its events.
+# number, its events joined by newlines (one argument a run, not one an event: packing each
+# was most of a batch's cost to its worker; an event's JSON holds no raw newline).
 APPEND = """
 local out = {}
 local a = 2
 for k = 2, #KEYS do
-  local run, first, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local run, seq, blob = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   a = a + 3
-  for i = 0, n - 1 do
-    local r = redis.pcall('XADD', KEYS[k], '0-' .. (first + i), 'e', ARGV[a + i])
+  local pos = 1
+  while true do
+    local nl = string.find(blob, '\\n', pos, true)
+    local ev = string.sub(blob, pos, nl and nl - 1 or -1)
+    local r = redis.pcall('XADD', KEYS[k], '0-' .. seq, 'e', ev)
     if type(r) ~= 'table' or not r.err then
-      out[#out + 1] = run .. ' ' .. (first + i)
-      out[#out + 1] = ARGV[a + i]
+      out[#out + 1] = run .. ' ' .. seq
+      out[#out + 1] = ev
       if #out >= 2000 then
         redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out))
         out = {}
       end
     end
+    if not nl then break end
+    seq, pos = seq + 1, nl + 1
   end
-  a = a + n
 end
 if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
 return 1
