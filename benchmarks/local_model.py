@@ -19,7 +19,12 @@ Use the calculator."`` exactly as a user types it, in a fresh ``THINKLOOP_HOME``
 * ``second run``      the same home again: the system prompt's KV state comes from the file;
 * ``no KV cache``     ``THINKLOOP_LOCAL_KV_CACHE=0``: every run evaluates the whole prompt.
 
+With ``--baseline SRC`` the three rows are measured for another source folder too (e.g. a
+copy of main's ``src``), interleaved with this checkout's runs, so both see the same load;
+``cpu s`` (user + system seconds of the process) shows the work done whatever the load.
+
     python benchmarks/local_model.py --runs 5 --max-tokens 64 [--skip-main-command]
+        [--baseline /tmp/base/src] [--only-main-command]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -106,9 +112,14 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--skip-main-command", action="store_true")
+    parser.add_argument("--baseline", metavar="SRC", help="another checkout's src folder, "
+                        "run side by side for the main command's rows (e.g. main's)")
+    parser.add_argument("--only-main-command", action="store_true")
     args = parser.parse_args()
     if not args.skip_main_command:
-        main_command(args.runs)
+        main_command(args.runs, args.baseline)
+    if args.only_main_command:
+        return
     model = LocalModel(default_model_path())
     # A fixed budget makes the token counts comparable; temperature 0 makes runs repeatable.
     settings = ModelSettings(max_tokens=args.max_tokens, temperature=0)
@@ -135,36 +146,56 @@ MAIN_TASK = "What is 12*7? Use the calculator."
 GOAL_SECOND_RUN_S = 5.0
 
 
-def main_command_s(home: str, **env: str) -> float:
-    """Wall seconds of one ``thinkloop run`` in a fresh process; it must answer 84."""
+@dataclass
+class Timed:
+    wall_s: float
+    cpu_s: float  # user + system of the process and its children: robust to other load
+
+
+def main_command_s(home: str, src: str | None = None, **env: str) -> Timed:
+    """One ``thinkloop run`` in a fresh process (``src``: the package's source folder to
+    run instead, on PYTHONPATH); it must answer 84."""
     argv = [shutil.which("thinkloop") or "thinkloop", "run", MAIN_TASK]
+    extra = {"PYTHONPATH": src} if src else {}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "THINKLOOP_HOME": home, **env})
+                          env={**os.environ, "THINKLOOP_HOME": home, **extra, **env})
     took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or "84" not in done.stdout:
         raise SystemExit(f"the main command did not answer 84 (exit {done.returncode}):\n"
                          f"{done.stdout}{done.stderr}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timed(took, cpu)
 
 
-def main_command(runs: int) -> None:
-    rows: dict[str, list[float]] = {"first run": [], "second run": [], "no KV cache": []}
+def main_command(runs: int, baseline: str | None) -> None:
+    """The rows for this checkout, and with ``baseline`` (another source folder, e.g. main's)
+    the same rows for it, interleaved run by run so that both see the same load."""
+    sources = {"": None, **({" (base)": baseline} if baseline else {})}
+    rows: dict[str, list[Timed]] = {}
+    loads = []
     for _ in range(runs):
-        with tempfile.TemporaryDirectory() as home:
-            rows["first run"].append(main_command_s(home))
-            rows["second run"].append(main_command_s(home))
-        with tempfile.TemporaryDirectory() as home:
-            rows["no KV cache"].append(main_command_s(home, THINKLOOP_LOCAL_KV_CACHE="0"))
-    first = statistics.median(rows["first run"])
-    print(f"README main command, {runs} fresh processes each, medians, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'run':<12} {'wall s':>7} {'x first':>8} {'goal s':>7} {'holds':>6}")
-    for label, walls in rows.items():
-        wall = statistics.median(walls)
+        for tag, src in sources.items():
+            with tempfile.TemporaryDirectory() as home:
+                rows.setdefault(f"first run{tag}", []).append(main_command_s(home, src))
+                rows.setdefault(f"second run{tag}", []).append(main_command_s(home, src))
+            with tempfile.TemporaryDirectory() as home:
+                rows.setdefault(f"no KV cache{tag}", []).append(
+                    main_command_s(home, src, THINKLOOP_LOCAL_KV_CACHE="0"))
+            loads.append(os.getloadavg()[0])
+    first = statistics.median(t.wall_s for t in rows["first run"])
+    print(f"README main command, {runs} fresh processes each, medians, {os.cpu_count()} "
+          f"cores, load average {min(loads):.2f}-{max(loads):.2f}"
+          + (f"; (base): {baseline}" if baseline else ""))
+    print(f"{'run':<19} {'wall s':>7} {'cpu s':>6} {'x first':>8} {'goal s':>7} {'holds':>6}")
+    for label in sorted(rows, key=lambda k: (k.endswith("(base)"), list(rows).index(k))):
+        wall = statistics.median(t.wall_s for t in rows[label])
+        cpu = statistics.median(t.cpu_s for t in rows[label])
         goal = GOAL_SECOND_RUN_S if label == "second run" else None
         holds = "-" if goal is None else ("yes" if wall < goal else "no")
-        print(f"{label:<12} {wall:>7.2f} {wall / first:>8.2f} "
+        print(f"{label:<19} {wall:>7.2f} {cpu:>6.2f} {wall / first:>8.2f} "
               f"{'-' if goal is None else f'{goal:g}':>7} {holds:>6}")
     print()
 

@@ -150,7 +150,8 @@ async def run_task(task: Task, model: str, home: Path, verbose: bool) -> Outcome
     from thinkloop.cli.build import AgentOptions, build_agent
     from thinkloop.settings import load_settings
 
-    ws_base = Path(tempfile.mkdtemp(dir=home))
+    # Beside the home, not in it: settings refuse a workspace inside THINKLOOP_HOME.
+    ws_base = Path(tempfile.mkdtemp(prefix=f"{home.name}-ws-", dir=home.parent))
     ws = ws_base / "default"
     ws.mkdir(parents=True, exist_ok=True)
     for name, text in task.files.items():

@@ -8,6 +8,7 @@ from thinkloop.models.decision import (
     ANSWER_ONLY,
     after_result,
     decision_schema,
+    forced_reply,
     parse_decision,
     partial_json_string,
     render_history,
@@ -192,3 +193,29 @@ def test_a_task_of_steps_is_not_offered_its_first_result_as_the_answer() -> None
         f"Result of read_file: 20\n{AFTER_STEP}")
     # With tools withheld (an answer is due) the result is offered as the answer again.
     assert 'Now reply with {"answer":"20"}' in render_history(history, [])[-1]["content"]
+
+
+def test_a_schema_that_admits_one_call_only_gives_that_call() -> None:
+    """The local model need not be asked what its grammar leaves no choice in."""
+    def held(*values: str, optional: bool = False) -> ToolSpec:
+        prop = {"type": "string", **({"enum": list(values)} if values else {})}
+        return ToolSpec("calculator", "Evaluate arithmetic.", {
+            "type": "object", "properties": {"expression": prop},
+            "required": [] if optional else ["expression"]})
+
+    schema = decision_schema([held("12*7")], allow_answer=False, max_tokens=256)
+    forced = forced_reply(schema)
+    assert forced is not None
+    jsonschema.validate(orjson.loads(forced), schema)
+    assert parse_decision(forced).tool_calls[0].arguments == {"expression": "12*7"}
+    ping = ToolSpec("ping", "Ping.", {"type": "object", "properties": {}})
+    assert orjson.loads(forced_reply(decision_schema([ping], allow_answer=False)) or "") == {
+        "tool": "ping", "arguments": {}}
+    for choice in (decision_schema([held("12*7")]),  # it may answer instead
+                   decision_schema([held("12*7", "7*12")], allow_answer=False),
+                   decision_schema([held()], allow_answer=False),  # a free string
+                   decision_schema([held("12*7", optional=True)], allow_answer=False),
+                   decision_schema([held("12*7"), ping], allow_answer=False),
+                   decision_schema([MOVE], allow_answer=False),
+                   decision_schema([])):  # an answer: free text
+        assert forced_reply(choice) is None

@@ -76,7 +76,9 @@ async def test_agent_run_with_calculator_every_decision_parses(smollm2_path: Pat
 async def test_streaming_with_tools_shows_calls_and_answers(smollm2_path: Path) -> None:
     model = LocalModel(smollm2_path)
     settings = ModelSettings(temperature=0, max_tokens=64)
-    items = [i async for i in model.stream(TASK, [CALC], settings)]
+    # Two expressions: the model chooses (one only would be given without it: decision.py).
+    task = [TASK[0], Message.user("Is 12*7 more than 9*9? Use the calculator.")]
+    items = [i async for i in model.stream(task, [CALC], settings)]
     final = items[-1]
     assert isinstance(final, ModelResponse)
     deltas = [i for i in items if isinstance(i, TextDelta)]
@@ -243,7 +245,7 @@ async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: P
 
 
 def test_an_exact_repeat_of_a_call_that_worked_is_recognised() -> None:
-    from thinkloop.models.local import repeats_last_call
+    from thinkloop.models.local_repeat import repeats_last_call
     from thinkloop.types import ToolCall
 
     first = ToolCall("c1", "calculator", {"expression": "12*7"})

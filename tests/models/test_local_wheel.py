@@ -5,16 +5,19 @@ that no one else on the machine can use."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from thinkloop.agent import Agent
 from thinkloop.errors import ConfigError, ContextOverflowError
 from thinkloop.models.base import ModelSettings
-from thinkloop.models.local import LocalModel, build_local, runtime_class
+from thinkloop.models.local import FORCED, LocalModel, build_local, runtime_class
 from thinkloop.models.local_wheel import WheelModel, _start
 from thinkloop.tools.builtin.calculator import calculator
 from thinkloop.types import Message, ModelResponse, TextDelta
@@ -75,6 +78,90 @@ async def test_overflow_is_typed_and_long_input_is_cut_with_a_note(smollm2_path:
     assert (whole.cut_chars, whole.window) == (0, 0)
 
 
+async def test_the_kv_cache_survives_the_process(smollm2_path: Path, tmp_path: Path) -> None:
+    """The first call's prompt is evaluated once per machine, not once per process: its KV
+    cells are saved to a file, and a new embedded server (as in a new process) restores them
+    and evaluates only the last prompt token."""
+    from thinkloop.models import local_wheel
+
+    asked = [Message.system("Cache test, " * 20), Message.user("Say hi.")]
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    model = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+    await model.complete(asked, [], settings)
+    first = model.last_stats
+    assert first is not None and first.reused_tokens == 0
+    kept = [os.path.splitext(e.name)[1] for e in os.scandir(tmp_path)]
+    assert kept == [".slot"]  # no temporary file left
+    local_wheel.stop_all()  # the next call starts a new server, as a new process would
+    again = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+    await again.complete(asked, [], settings)
+    stats = again.last_stats
+    assert stats is not None and stats.prompt_tokens == first.prompt_tokens
+    assert stats.processed_tokens == 1  # only the last token, for its logits
+    off = WheelModel(smollm2_path, n_ctx=1024)  # no cache directory: nothing is kept
+    local_wheel.stop_all()
+    await off.complete(asked, [], settings)
+    assert off.last_stats is not None and off.last_stats.reused_tokens == 0
+
+
+async def test_a_damaged_kv_cache_file_is_only_a_missed_speed_up(
+    smollm2_path: Path, tmp_path: Path,
+) -> None:
+    from thinkloop.models import local_wheel
+    from thinkloop.models.llama_state import SLOT_SUFFIX, state_file
+
+    asked = [Message.system("Damaged cache test."), Message.user("Say hi.")]
+    settings = ModelSettings(max_tokens=4, temperature=0)
+    path = state_file(tmp_path, smollm2_path, 1024, SLOT_SUFFIX)
+    for damaged in (b"not a llama.cpp file", b"GGSQ" + bytes(64)):
+        path.write_bytes(damaged)
+        local_wheel.stop_all()  # a new server restores from the damaged file
+        model = WheelModel(smollm2_path, n_ctx=1024, cache_dir=tmp_path)
+        reply = await model.complete(asked, [], settings)
+        assert reply.message.content and model.last_stats is not None
+        assert model.last_stats.reused_tokens == 0
+        whole = path.read_bytes()
+        assert whole != damaged and len(whole) > 100_000  # saved over it, whole
+    local_wheel.stop_all()
+
+
+async def test_a_call_the_grammar_leaves_no_choice_in_is_made_without_the_model(
+    smollm2_path: Path,
+) -> None:
+    """The task spells out the one expression and a call is due: the grammar admits one
+    reply only, so it is given without a model call (which decoded it token by token)."""
+    class Counted(WheelModel):
+        def __init__(self) -> None:
+            super().__init__(smollm2_path, n_ctx=2048)
+            self.generated = 0
+
+        def _run(self, kwargs: dict) -> tuple[dict, int]:  # type: ignore[type-arg]
+            self.generated += 1
+            return super()._run(kwargs)
+
+        def _stream_thread(self, kwargs: dict, emit: Any,  # type: ignore[type-arg]
+                           stop: threading.Event) -> None:
+            self.generated += 1
+            super()._stream_thread(kwargs, emit, stop)
+
+    model = Counted()
+    spec = [calculator.spec]
+    response = await model.complete(TASK, spec, ModelSettings())
+    call = ("calculator", {"expression": "12*7"})
+    assert [(c.name, c.arguments) for c in response.message.tool_calls] == [call]
+    assert (response.finish_reason, response.usage.requests, model.generated) == (
+        "tool_calls", 0, 0)
+    items = [i async for i in model.stream(TASK, spec, ModelSettings())]
+    final = items[-1]
+    assert isinstance(final, ModelResponse) and model.generated == 0
+    assert [(c.name, c.arguments) for c in final.message.tool_calls] == [call]
+    assert [i.kind for i in items[:-1] if isinstance(i, TextDelta)] == ["tool_call"]
+    # With a choice left (an answer, or two expressions) the model decides.
+    free = [Message.system("s"), Message.user("What is the capital of France?")]
+    await model.complete(free, spec, ModelSettings(max_tokens=8))
+    assert model.generated == 1
+
+
 def test_the_embedded_server_refuses_other_callers(smollm2_path: Path) -> None:
     served = _start(smollm2_path, 2048, 1)
     address = served.server.listening_address
@@ -115,9 +202,13 @@ def test_a_spelled_out_task_is_called_first_and_answered_once_done(smollm2_path:
     model = WheelModel(smollm2_path, n_ctx=2048)
     spec = [calculator.spec]
     task = [Message.system("s"), Message.user("What is 7 squared?")]
-    first = model._kwargs(task, spec, ModelSettings())["grammar"]
-    assert "calculator" in first and "answer" not in first  # a call, with "7 squared"
-    assert "7 squared" in first
+    # A call, with "7 squared": the one reply left, given without the model.
+    first = model._kwargs(task, spec, ModelSettings())
+    assert "grammar" not in first and json.loads(first[FORCED]) == {
+        "tool": "calculator", "arguments": {"expression": "7 squared"}}
+    two = [Message.system("s"), Message.user("Is 7*8 more than 6*9?")]
+    either_one = model._kwargs(two, spec, ModelSettings())["grammar"]
+    assert "answer" not in either_one and "7*8" in either_one and "6*9" in either_one
     done = [*task, Message.assistant("", (ToolCall("c1", "calculator",
                                                     {"expression": "7 squared"}),)),
             Message.tool("c1", "calculator", "49")]

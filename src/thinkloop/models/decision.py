@@ -105,6 +105,33 @@ def decision_schema(
     return schema
 
 
+def forced_reply(schema: dict[str, Any]) -> str | None:
+    """The one reply ``schema`` (a :func:`decision_schema`) admits, if it admits one only: a
+    call of a single tool, no answer, every argument required and held to one value (the
+    task spelled it out: ``models.narrow``). Decoding it would only spend a model call on
+    tokens the grammar forces one by one; None when the model has a choice."""
+    branches = schema.get("oneOf") or []
+    if len(branches) != 1 or "$defs" in schema or "tool" not in branches[0]["properties"]:
+        return None
+    props = branches[0]["properties"]
+    params = props["arguments"]
+    fields: dict[str, Any] = params.get("properties") or {}
+    if params.get("additionalProperties") is not False or set(
+            params.get("required") or ()) != set(fields):
+        return None
+    arguments = {}
+    for name, field in fields.items():
+        if not isinstance(field, dict):
+            return None
+        if "const" in field:
+            arguments[name] = field["const"]
+        elif len(field.get("enum") or ()) == 1:
+            arguments[name] = field["enum"][0]
+        else:
+            return None
+    return orjson.dumps({"tool": props["tool"]["const"], "arguments": arguments}).decode()
+
+
 # No placeholder a small model could copy as its answer ("TEXT" came back as answers).
 ANSWER_ONLY = ('Reply with one JSON object only, {"answer": "..."}, with your final answer to '
                "the user written out in it.")

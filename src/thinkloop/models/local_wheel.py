@@ -5,7 +5,9 @@ the tools' schemas, the token caps, the retry without tools), on a different run
 embeds llama.cpp's own server in-process and is called with OpenAI-shaped requests (no HTTP
 on the way: ``handle_chat_completions`` calls the server's handler directly). Its slot keeps
 the KV cache of the longest common token prefix with the previous request, so the steps of
-a run evaluate only their new tokens (``timings.cache_n`` says how many were reused).
+a run evaluate only their new tokens (``timings.cache_n`` says how many were reused). The
+slot is saved to a file after a process's first call and restored when the server starts
+(``llama_state``), so the next process starts from the prefix this one evaluated.
 
 The embedded server also listens on an ephemeral loopback port; it is given a random API key
 no one is told, so nothing else on the machine can use it. (Chosen over llama-cpp-py-sync,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
 import secrets
 import threading
 import time
@@ -24,12 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from thinkloop.core.errors import ConfigError, ContextOverflowError, ModelError
 from thinkloop.core.model import ReplyConstraint
-from thinkloop.models.decision import decision_schema
-from thinkloop.models.llama_state import CallStats
+from thinkloop.models.llama_state import (
+    SLOT_SUFFIX,
+    CallStats,
+    save_slot,
+    slot_action,
+    state_file,
+)
 from thinkloop.models.local import FREE_MAX_TOKENS, GRAMMAR_CACHE, LocalModel
 from thinkloop.models.local_fit import fit_turns
 
@@ -44,9 +50,20 @@ CHARS_PER_TOKEN = 3.0
 @dataclass
 class _Served:
     server: Any
+    api_key: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Measured characters per token of the last request that overflowed (see _fit_and_call).
     chars_per_token: float = CHARS_PER_TOKEN
+    # The slot's KV cache file (across processes) and whether this process has saved it yet.
+    state_path: Path | None = None
+    saved: bool = False
+
+    def keep(self) -> None:
+        """Save the slot after this process's first call, as ``local._Loaded`` does: the
+        next process starts from the prefix (system prompt, tools, task) this one evaluated."""
+        if self.state_path is not None and not self.saved:
+            self.saved = True
+            save_slot(self.server.listening_address, self.api_key, self.state_path)
 
 
 _SERVED: dict[tuple[str, int, int], _Served] = {}
@@ -59,7 +76,20 @@ def available() -> bool:
     return importlib.util.find_spec("xllamacpp") is not None
 
 
-def _start(path: Path, n_ctx: int, n_threads: int) -> _Served:
+def _slot_file(cache_dir: Path | None, path: Path, n_ctx: int) -> Path | None:
+    """Where the slot's KV cache is kept (None: not kept, or the folder cannot be made)."""
+    if cache_dir is None:
+        return None
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        return state_file(cache_dir, path, n_ctx, SLOT_SUFFIX)
+    except OSError:
+        return None
+
+
+def _start(path: Path, n_ctx: int, n_threads: int, cache_dir: Path | None = None) -> _Served:
+    """The embedded server of a model file (the first caller's ``cache_dir`` holds for all
+    the callers that share it, as their weights do)."""
     key = (str(path), n_ctx, n_threads)
     with _SERVE_LOCK:
         if key not in _SERVED:
@@ -78,14 +108,20 @@ def _start(path: Path, n_ctx: int, n_threads: int) -> _Served:
             params.warmup = False
             params.verbosity = -1
             params.cache_ram_mib = 0  # no copies of old prompts' state in RAM
-            params.api_keys = [secrets.token_urlsafe(32)]
+            api_key = secrets.token_urlsafe(32)
+            params.api_keys = [api_key]
+            state = _slot_file(cache_dir, path, n_ctx)
+            if state is not None:
+                params.slot_save_path = f"{state.parent}{os.sep}"  # llama.cpp appends names
             try:
                 server = xllamacpp.Server(params)
             except RuntimeError as exc:
                 raise ModelError(f"local model {path} failed to load: {exc}") from exc
             if not _SERVED:
                 atexit.register(stop_all)
-            _SERVED[key] = _Served(server)
+            if state is not None and state.is_file():
+                slot_action(server.listening_address, api_key, "restore", state.name)
+            _SERVED[key] = _Served(server, api_key, state_path=state)
         return _SERVED[key]
 
 
@@ -109,9 +145,7 @@ def _failure(reply: dict[str, Any]) -> ModelError:
 class WheelModel(LocalModel):
     """The ``local`` provider on xllamacpp (see the module docstring)."""
 
-    def _grammar(self, tools: Any, allow_answer: bool, max_tokens: int) -> Any:
-        schema = orjson.dumps(decision_schema(tools, allow_answer=allow_answer,
-                                              max_tokens=max_tokens))
+    def _grammar(self, schema: bytes) -> Any:
         return self._cached(schema, lambda: wheel_gbnf(schema.decode()))
 
     def _constrained(self, constraint: ReplyConstraint) -> Any:
@@ -130,7 +164,8 @@ class WheelModel(LocalModel):
     def _served(self) -> _Served:
         from thinkloop.models.local import default_threads
 
-        return _start(self.path, self.n_ctx, self.n_threads or default_threads())
+        return _start(self.path, self.n_ctx, self.n_threads or default_threads(),
+                      self.cache_dir)
 
     def is_loaded(self) -> bool:
         from thinkloop.models.local import default_threads
@@ -174,6 +209,7 @@ class WheelModel(LocalModel):
             if "choices" not in reply:
                 raise _failure(reply)
             self._note(reply.get("timings") or {}, started, None)
+            served.keep()
             return reply, cut
 
     def _note(self, timings: dict[str, Any], started: float, first: float | None) -> None:
@@ -219,6 +255,7 @@ class WheelModel(LocalModel):
                 return
             timings = state["timings"]
             self._note(timings, started, state["first"])
+            served.keep()
             emit(("end", int(timings.get("cache_n") or 0) + int(timings.get("prompt_n") or 0)
                   + int(timings.get("predicted_n") or 0), cut))
 
