@@ -203,3 +203,19 @@ async def test_a_steps_calls_and_result_rows_commit_with_its_next_step_row(
     assert kinds == ["step", "calls", "result", "step", "calls", "result", "step"]
     # Each step's calls row, its result and the next step row: one commit each, not three.
     assert sizes.count(3) == 2, sizes
+
+
+async def test_queued_rows_of_one_group_share_one_future_and_a_bad_one_is_only_logged(
+    sqlite: SQLiteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rows queued without waiting (a step's calls and results) take no future each: those
+    of one group share their group's (issue 38); one that fails is logged, the rest land."""
+    await sqlite.add_checkpoint("warm", "step", b"x")
+    first = sqlite.queue_checkpoint("r", "calls", b"a")
+    bad = sqlite._writes.write_later(lambda conn: conn.execute("INSERT INTO nowhere VALUES (1)"))
+    second = sqlite.queue_checkpoint("r", "result", b"b")
+    assert first is bad is second
+    await sqlite.add_step_records("r", ("step", b"c"), [], [])
+    assert first.done() and first.exception() is None
+    assert await sqlite.checkpoints("r") == [("calls", b"a"), ("result", b"b"), ("step", b"c")]
+    assert "a queued store write failed" in caplog.text and "nowhere" in caplog.text
