@@ -22,7 +22,7 @@ from thinkloop.store.base import RunRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.groupcommit import GroupCommit
-from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
+from thinkloop.store.locks import KeyLocks, LocalLocks, file_lock, lock_path
 from thinkloop.store.serialize import run_row
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
@@ -221,6 +221,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         self._writes: GroupCommit[Work] = GroupCommit(self._commit)
         self._since_checkpoint = 0  # group commits since the last WAL checkpoint
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
+        self._keys = None if self.lock_dir is None else KeyLocks(self.lock_dir)
 
     async def _open(self) -> aiosqlite.Connection:
         if self._db is not None:
@@ -362,6 +363,8 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         await self._open()
 
     async def aclose(self) -> None:
+        if self._keys is not None:
+            self._keys.close()
         if self._db is not None:
             await self._writes.drained()
             db, self._db = self._db, None
@@ -380,8 +383,8 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
     @contextlib.asynccontextmanager
     async def try_lock(self, key: str) -> AsyncIterator[bool]:
         """A lock across processes that is never waited for: yields whether it was taken."""
-        if self.lock_dir is None:
+        if self._keys is None:
             yield True
             return
-        with try_file_lock(lock_path(self.lock_dir, "try:" + key)) as taken:
+        with self._keys.hold(key) as taken:
             yield taken
