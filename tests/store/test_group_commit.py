@@ -219,3 +219,25 @@ async def test_queued_rows_of_one_group_share_one_future_and_a_bad_one_is_only_l
     assert first.done() and first.exception() is None
     assert await sqlite.checkpoints("r") == [("calls", b"a"), ("result", b"b"), ("step", b"c")]
     assert "a queued store write failed" in caplog.text and "nowhere" in caplog.text
+
+
+async def test_a_waited_write_makes_one_future(sqlite: SQLiteStore) -> None:
+    """A write waited for takes one future, not a shielded pair (issue 38: a model call's
+    step write paid a future and two callbacks more for the shield); a cancel still lands
+    wholly in or out (the tests above)."""
+    await sqlite.add_checkpoint("warm", "step", b"x")
+    loop = asyncio.get_running_loop()
+    made = 0
+    create = loop.create_future
+
+    def counted() -> asyncio.Future[None]:
+        nonlocal made
+        made += 1
+        return create()
+
+    loop.create_future = counted  # type: ignore[method-assign]
+    try:
+        await asyncio.gather(*(sqlite.add_checkpoint(f"r{i}", "step", b"ok") for i in range(20)))
+    finally:
+        del loop.create_future
+    assert made == 20

@@ -51,6 +51,10 @@ class GroupCommit(Generic[W]):
         self._commit = commit
         self._queue: list[_Write[W]] = []
         self._later: asyncio.Future[None] | None = None  # the queued group's, for write_later
+        # The group being committed, and (made only when a cancelled caller waits for it)
+        # the future that says it is settled.
+        self._committing: list[_Write[W]] = []
+        self._settled: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -69,13 +73,15 @@ class GroupCommit(Generic[W]):
         write = _Write(item, done)
         self._submit(write)
         try:
-            await asyncio.shield(done)
+            await done  # not shielded (a future and two callbacks more a write): see below
         except asyncio.CancelledError:
-            if not done.done():
-                if write in self._queue:  # not taken yet: wholly out
-                    self._queue.remove(write)
-                    raise
-                await _settle(done)
+            # A cancel cancels ``done`` too: where the write is says what to do.
+            if write in self._queue:  # not taken yet: wholly out
+                self._queue.remove(write)
+            elif any(w is write for w in self._committing):  # wait for its commit to settle
+                if self._settled is None:
+                    self._settled = asyncio.get_running_loop().create_future()
+                await _settle(self._settled)
             raise
 
     def write_later(self, item: W) -> asyncio.Future[None]:
@@ -100,6 +106,7 @@ class GroupCommit(Generic[W]):
             batch, self._queue = self._queue, []
             later, self._later = self._later, None
             lost: StoreError | None = None
+            self._committing = batch
             try:
                 await self._commit_batch(batch)
             except asyncio.CancelledError:
@@ -109,6 +116,11 @@ class GroupCommit(Generic[W]):
                 lost = StoreError("the store's writer was cancelled while committing")
                 for w in batch:
                     _resolve(w, lost)
+            finally:
+                self._committing = []
+                settled, self._settled = self._settled, None
+                if settled is not None and not settled.done():
+                    settled.set_result(None)
             if later is not None and not later.done():
                 if lost is None:
                     later.set_result(None)
