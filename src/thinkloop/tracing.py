@@ -207,7 +207,8 @@ class RunTrace:
     def on_event(self, event: Event) -> None:
         # Called with every event of the run (chunks, guards, steps...): one cached lookup by
         # type finds what to do, where a match tried its patterns on each (issue 38).
-        read = _reader(type(event))
+        kind: type = type(event)
+        read = _reader(kind)
         if read is not None:
             read(self, event)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -212,7 +213,11 @@ async def test_queued_rows_of_one_group_share_one_future_and_a_bad_one_is_only_l
     of one group share their group's (issue 38); one that fails is logged, the rest land."""
     await sqlite.add_checkpoint("warm", "step", b"x")
     first = sqlite.queue_checkpoint("r", "calls", b"a")
-    bad = sqlite._writes.write_later(lambda conn: conn.execute("INSERT INTO nowhere VALUES (1)"))
+
+    def nowhere(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO nowhere VALUES (1)")
+
+    bad = sqlite._writes.write_later(nowhere)
     second = sqlite.queue_checkpoint("r", "result", b"b")
     assert first is bad is second
     await sqlite.add_step_records("r", ("step", b"c"), [], [])

@@ -2,7 +2,6 @@
 
 import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -98,10 +97,11 @@ async def test_a_stores_try_locks_share_one_file_and_exclude_across_processes(
                      "        print(t)\n"
                      "asyncio.run(main())")
             src = str(Path(thinkloop.__file__).parents[1])  # this checkout's, not another's
-            out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "t.db")],
-                                 capture_output=True, text=True, check=True,
-                                 env={**os.environ, "PYTHONPATH": src})
-            assert out.stdout.strip() == "False"
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", probe, str(tmp_path / "t.db"),
+                stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": src})
+            out, _ = await proc.communicate()
+            assert (proc.returncode, out.decode().strip()) == (0, "False")
         async with other.try_lock("run:a") as free:
             assert free is True
     finally:

@@ -15,10 +15,10 @@ calls) has no future of its own: all those of one group share one, so a row cost
 append, not a future, a done-callback and a callback's turn of the loop (issue 38's profile).
 
 A write that fails in a group is tried again on its own, so one bad write fails only its
-caller (a queued one is logged). A caller cancelled while its write is still queued takes it back (wholly out); one
-cancelled while its write is being committed waits for that commit to settle and then takes
-the cancel (wholly in or wholly out, as the stores' other writes), so no cancel breaks the
-writer or drops another run's rows.
+caller (a queued one is logged). A caller cancelled while its write is still queued takes it
+back (wholly out); one cancelled while its write is being committed waits for that commit to
+settle and then takes the cancel (wholly in or wholly out, as the stores' other writes), so
+no cancel breaks the writer or drops another run's rows.
 """
 
 from __future__ import annotations

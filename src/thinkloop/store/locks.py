@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import errno
+import fcntl
 import hashlib
 import os
 import struct
