@@ -17,7 +17,7 @@ import pytest_asyncio
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.core.events import RunStarted
 from thinkloop.models.scripted import call, reply
-from thinkloop.store import SQLiteStore
+from thinkloop.store import SQLiteStore, StoreError
 from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.sqlite import Work
 
@@ -246,3 +246,31 @@ async def test_a_waited_write_makes_one_future(sqlite: SQLiteStore) -> None:
     finally:
         del loop.create_future
     assert made == 20
+
+
+async def test_a_step_waiting_for_its_commit_holds_one_store_coroutine(
+    sqlite: SQLiteStore,
+) -> None:
+    """A run waiting for its step's records holds the group commit's write and nothing
+    around it (four coroutines each, with 200 runs waiting, kept the collector busy: issue
+    38); a write that fails still reaches it as one StoreError."""
+    started, release = held_writer(sqlite)
+
+    async def step() -> None:
+        await sqlite.add_step_records("r", ("step", b"x"), [], [])
+
+    task = asyncio.ensure_future(step())
+    await started.wait()
+    chain, awaited = [], task.get_coro()
+    while asyncio.iscoroutine(awaited):
+        chain.append(awaited.__qualname__.rpartition(".")[2])
+        awaited = awaited.cr_await
+    release.set()
+    await task
+    assert chain == ["step", "write"]
+    assert await sqlite.checkpoints("r") == [("step", b"x")]
+    await sqlite._writes.write(lambda conn: None)  # the held writer's group is done
+    sqlite._writes = GroupCommit(sqlite._commit)
+    await sqlite._fetch("DROP TABLE checkpoints")
+    with pytest.raises(StoreError, match="SQLite store failed: .*no such table: checkpoints"):
+        await sqlite.add_step_records("r", ("step", b"y"), [], [])

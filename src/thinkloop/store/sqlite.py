@@ -11,14 +11,15 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import aiosqlite
 
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
-from thinkloop.store.base import RunRecord, StoreError, one_line, store_errors
+from thinkloop.core.events import Event
+from thinkloop.store.base import RunRecord, SpanRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.groupcommit import GroupCommit
@@ -35,6 +36,7 @@ from thinkloop.store.sqlruns import (
     SESSION_USAGE,
     RunTables,
     session_usage,
+    step_statements,
 )
 from thinkloop.store.sqlsessions import SessionTables
 
@@ -194,6 +196,10 @@ def _here(conn: sqlite3.Connection, work: Work) -> bool:
     return True
 
 
+async def _nothing() -> None:
+    pass
+
+
 # Inline commits between two WAL checkpoints (SQLite's own: every 1000 pages, on commit).
 CHECKPOINT_EVERY = 200
 
@@ -308,10 +314,15 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
             for w in works:
                 w(conn)
 
-        async with self._held() as db:
-            if not _here(db._conn, work):
-                await _on_thread(db, work)
-            await self._wal_kept(db)
+        try:
+            async with self._held() as db:
+                if not _here(db._conn, work):
+                    await _on_thread(db, work)
+                await self._wal_kept(db)
+        except (sqlite3.Error, OSError) as exc:
+            # As the public methods' (store_errors): a write awaited without one of them
+            # (add_step_records) gets the same one-line StoreError.
+            raise StoreError(f"SQLite store failed: {one_line(exc)}") from exc
 
     async def _wal_kept(self, db: aiosqlite.Connection) -> None:
         """After a write: the WAL checkpointed every CHECKPOINT_EVERY writes, on the
@@ -338,6 +349,16 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         work = _statements(stmts)
         if work is not None:
             await self._writes.write(work)
+
+    def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
+                         events: Sequence[Event], spans: Sequence[SpanRecord]
+                         ) -> Coroutine[Any, Any, None]:
+        """A step's records in the group commit (see RunTables.add_step_records). Not a
+        coroutine of its own: the run awaits the group commit's write itself, so a run
+        waiting for its step's commit holds one coroutine there, not four (with 200 runs
+        waiting at once, what they held alive was most of the collector's work, issue 38)."""
+        work = _statements(step_statements(run_id, checkpoint, events, spans))
+        return self._writes.write(work) if work is not None else _nothing()
 
     def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
         """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""

@@ -33,6 +33,14 @@ ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at)
                    "WHERE run_id = {0}")
 
 
+def step_statements(run_id: str, checkpoint: tuple[str, bytes] | None, events: Sequence[Event],
+                    spans: Sequence[SpanRecord]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The statements and rows of a step's records (see ``add_step_records``)."""
+    ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
+    return [(ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *r) for r in events_rows(events)]),
+            (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])]
+
+
 def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
     """The session's row update for ``run`` saved over its stored row ``old`` (if any): the
     usage the run added since."""
@@ -97,10 +105,7 @@ class RunTables(SQLBase):
                                events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
         """A step's records in one transaction (one trip where the backend allows): its
         checkpoint, then the events and finished spans logged since the last step."""
-        ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
-        await self._write_many([
-            (ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *r) for r in events_rows(events)]),
-            (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])])
+        await self._write_many(step_statements(run_id, checkpoint, events, spans))
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         rows = await self._fetch(
