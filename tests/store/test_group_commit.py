@@ -272,5 +272,5 @@ async def test_a_step_waiting_for_its_commit_holds_one_store_coroutine(
     await sqlite._writes.write(lambda conn: None)  # the held writer's group is done
     sqlite._writes = GroupCommit(sqlite._commit)
     await sqlite._fetch("DROP TABLE checkpoints")
-    with pytest.raises(StoreError, match="SQLite store failed: .*no such table: checkpoints"):
+    with pytest.raises(StoreError, match=r"SQLite store failed: .*no such table: checkpoints"):
         await sqlite.add_step_records("r", ("step", b"y"), [], [])

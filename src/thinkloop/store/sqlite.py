@@ -17,8 +17,8 @@ from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.core.events import Event
+from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
 from thinkloop.store.base import RunRecord, SpanRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
