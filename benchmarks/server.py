@@ -11,7 +11,14 @@ which starts N runs at once, follows each over SSE and measures:
   10 ms sleep in the client);
 * memory per active run: (peak RSS of the gateway - its RSS after a warm-up run) / N;
 * CPU per run: the gateway process's CPU time (its threads' too) over the runs / N, which
-  the machine's load sways far less than runs/s.
+  the machine's load sways far less than runs/s; the client's own beside it.
+
+The client shares the 2 cores with the gateway (not with the library baseline, which has no
+client), so its own cost weighs on the gateway's runs/s and latency. By default it is the
+project's own HTTP/1.1 client (``thinkloop.models.h1``: asyncio and httptools, a keep-alive
+pool, SSE read a network read at a time, events decoded with orjson), as light as a fast
+real client; ``--client aiohttp`` is the client of the figures before (aiohttp, SSE read
+line by line, the json module), about 1.3x its CPU per run.
 
 The baseline, measured in the same run, is the library alone: the same N runs started with
 ``Agent.start`` in one process against the same model server (runs/s, memory and CPU per
@@ -19,7 +26,7 @@ run).
 
 Usage: python benchmarks/server.py [--runs 500] [--model-delay 0.2] [--repeat 3]
 [--compare /path/to/other/checkout] [--as-served] [--tune-library] [--profile FILE]
-[--memory-trace]
+[--memory-trace] [--client h1|aiohttp]
 
 ``--as-served``: the gateway under ``thinkloop serve``'s uvicorn configuration (its guarded
 protocol: the connection budget, head timeout and cap; httptools when installed), not
@@ -34,10 +41,10 @@ library baseline's the same way, the fair comparison for that one cut.
 with this one's and the library's, so before and after share the machine's load.
 
 ``--profile FILE``: a py-spy profile of the gateway while the runs go (speedscope JSON, or
-collapsed stacks when FILE ends in ``.txt``). ``--memory-trace``: the gateway traces its
-allocations (tracemalloc: slower, so its runs/s mean nothing) and prints what the active runs
-hold (a snapshot when the first run has ended against one after the warm-up run), by line,
-on stderr.
+collapsed stacks when FILE ends in ``.txt``; the GIL holder's samples: where its CPU goes).
+``--memory-trace``: the gateway traces its allocations (tracemalloc: slower, so its runs/s
+mean nothing) and prints what the active runs hold (a snapshot when the first run has ended
+against one after the warm-up run), by line, on stderr.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -54,11 +62,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
 import httpx
+import orjson
 
 AGENTS = """
 agents:
@@ -210,93 +219,173 @@ def direct(runs: int, tune: bool = False) -> None:
         return {"runs_per_s": runs / elapsed, "mb_per_run": (peak - idle) / runs,
                 "cpu_ms_per_run": cpu * 1000 / runs}
 
-    print(json.dumps(asyncio.run(main())))
+    factory = uvloop_factory()  # the loop the gateway's uvicorn runs on ("auto")
+    with asyncio.Runner(loop_factory=factory) as runner:
+        print(json.dumps({**runner.run(main()), "uvloop": float(factory is not None)}))
+
+
+def uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (uvicorn's ``loop="auto"`` picks it then): the
+    library baseline runs on the same loop as the gateway."""
+    try:
+        uvloop = importlib.import_module("uvloop")  # optional: no stubs needed
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 # --- the client ----------------------------------------------------------------------------
 
-async def follow(session: aiohttp.ClientSession, base: str, run_id: str, lat: list[float],
-                 stats: dict[str, int] | None = None) -> str:
-    """Read the run's SSE stream to its end; a dropped connection is resumed with
-    Last-Event-ID, as any SSE client does (counted in ``stats``)."""
-    last = 0
-    while True:
-        headers = {"Last-Event-ID": str(last)} if last else {}
-        try:
-            async with session.get(f"{base}/v1/runs/{run_id}/events", headers=headers) as r:
-                event_type = ""
-                async for raw in r.content:
-                    line = raw.decode().rstrip("\r\n")
-                    if line.startswith("event:"):
-                        event_type = line[6:].strip()
-                    elif line.startswith("data:"):
-                        data = json.loads(line[5:])
-                        if event_type == "end":
+class AiohttpClient:
+    """The runs started and followed with aiohttp (``--client aiohttp``: the figures before
+    the light client)."""
+
+    def __init__(self, base: str, runs: int, token: str) -> None:
+        self.base = base
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=runs * 2 + 10),
+            timeout=aiohttp.ClientTimeout(total=600),
+            headers={"X-Thinkloop-Token": token})  # a --no-auth gateway's process token
+
+    async def start(self, body: dict[str, object]) -> str:
+        async with self.session.post(f"{self.base}/v1/runs", json=body) as r:
+            r.raise_for_status()
+            return str((await r.json())["id"])
+
+    async def follow(self, run_id: str, lat: list[float],
+                     stats: dict[str, int] | None = None) -> str:
+        """Read the run's SSE stream to its end; a dropped connection is resumed with
+        Last-Event-ID, as any SSE client does (counted in ``stats``)."""
+        last = 0
+        while True:
+            headers = {"Last-Event-ID": str(last)} if last else {}
+            try:
+                async with self.session.get(f"{self.base}/v1/runs/{run_id}/events",
+                                            headers=headers) as r:
+                    event_type = ""
+                    async for raw in r.content:
+                        line = raw.decode().rstrip("\r\n")
+                        if line.startswith("event:"):
+                            event_type = line[6:].strip()
+                        elif line.startswith("data:"):
+                            data = json.loads(line[5:])
+                            if event_type == "end":
+                                return str(data["status"])
+                            lat.append(time.time() - data["ts"])
+                            last = data["id"]
+            except aiohttp.ClientError:
+                if stats is not None:
+                    stats["reconnects"] = stats.get("reconnects", 0) + 1
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+
+class H1Client:
+    """The runs started and followed with the project's own HTTP/1.1 client
+    (``thinkloop.models.h1``: asyncio and httptools, keep-alive pool), the default: a
+    client as light as a fast real one, so that the client's own CPU (200 SSE streams
+    parsed on the same 2 cores) weighs less on the gateway's figures. An event's data is
+    told from the end frame's by its ``ts`` (the end frame has none)."""
+
+    def __init__(self, base: str, runs: int, token: str) -> None:
+        from thinkloop.models.h1 import H1Transport
+
+        self.base = base
+        self.http = H1Transport()
+        self.headers = {"x-thinkloop-token": token}
+
+    async def start(self, body: dict[str, object]) -> str:
+        raw = await self.http.post(f"{self.base}/v1/runs", orjson.dumps(body),
+                                   {**self.headers, "content-type": "application/json"}, 600)
+        return str(orjson.loads(raw)["id"])
+
+    async def follow(self, run_id: str, lat: list[float],
+                     stats: dict[str, int] | None = None) -> str:
+        from thinkloop.core.errors import ModelConnectionError
+
+        last = 0
+        while True:
+            url = f"{self.base}/v1/runs/{run_id}/events" + (f"?after={last}" if last else "")
+            try:
+                async for batch in self.http.get_sse_batches(url, self.headers, 600):
+                    now = time.time()
+                    for text in batch:
+                        data = orjson.loads(text)
+                        if "ts" not in data:
                             return str(data["status"])
-                        lat.append(time.time() - data["ts"])
+                        lat.append(now - data["ts"])
                         last = data["id"]
-        except aiohttp.ClientError:
-            if stats is not None:
-                stats["reconnects"] = stats.get("reconnects", 0) + 1
+            except ModelConnectionError:
+                if stats is not None:
+                    stats["reconnects"] = stats.get("reconnects", 0) + 1
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+Client = H1Client | AiohttpClient
+CLIENTS: dict[str, type[Client]] = {"h1": H1Client, "aiohttp": AiohttpClient}
 
 
 async def drive(base: str, runs: int, gateway_pid: int, token: str,
-                profile: str | None = None, trace: bool = False) -> dict[str, float]:
-    connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
-    timeout = aiohttp.ClientTimeout(total=600)
-    headers = {"X-Thinkloop-Token": token}  # a --no-auth gateway's process token
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                     headers=headers) as session:
-        body = {"agent": "bench", "task": "warm up", "stream": False}
-        async with session.post(f"{base}/v1/runs", json=body) as r:
-            warm = (await r.json())["id"]
-        await follow(session, base, warm, [])
-        idle = peak = rss_mb(gateway_pid)
-        latencies: list[float] = []
-        stats: dict[str, int] = {}
-        started, ended = 0, list[str]()
-        if trace:
-            os.kill(gateway_pid, signal.SIGUSR1)  # the snapshot after the warm-up run
+                profile: str | None = None, trace: bool = False,
+                client_kind: str = "h1") -> dict[str, float]:
+    client = CLIENTS[client_kind](base, runs, token)
+    try:
+        warm = await client.start({"agent": "bench", "task": "warm up", "stream": False})
+        await client.follow(warm, [])
+        return await measure_runs(client, runs, gateway_pid, profile, trace)
+    finally:
+        await client.aclose()
 
-        async def one(i: int) -> str:
-            nonlocal started
-            body = {"agent": "bench", "task": f"task {i}", "stream": False}
-            async with session.post(f"{base}/v1/runs", json=body) as r:
-                r.raise_for_status()
-                run_id = (await r.json())["id"]
-            started += 1
-            status = await follow(session, base, run_id, latencies, stats)
-            ended.append(run_id)
-            if trace and len(ended) == 1 and started == runs:  # all started, the first ended
-                os.kill(gateway_pid, signal.SIGUSR1)
-            return status
 
-        async def watch() -> None:
-            nonlocal peak
-            while True:
-                peak = max(peak, rss_mb(gateway_pid))
-                await asyncio.sleep(0.05)
+async def measure_runs(client: Client, runs: int, gateway_pid: int,
+                       profile: str | None, trace: bool) -> dict[str, float]:
+    idle = peak = rss_mb(gateway_pid)
+    latencies: list[float] = []
+    stats: dict[str, int] = {}
+    started, ended = 0, list[str]()
+    if trace:
+        os.kill(gateway_pid, signal.SIGUSR1)  # the snapshot after the warm-up run
 
-        lags: list[float] = []
+    async def one(i: int) -> str:
+        nonlocal started
+        run_id = await client.start({"agent": "bench", "task": f"task {i}", "stream": False})
+        started += 1
+        status = await client.follow(run_id, latencies, stats)
+        ended.append(run_id)
+        if trace and len(ended) == 1 and started == runs:  # all started, the first ended
+            os.kill(gateway_pid, signal.SIGUSR1)
+        return status
 
-        async def lag() -> None:
-            """The client's own loop lag: how late a 10 ms sleep wakes (an event read late
-            by the client counts in its latency too)."""
-            while True:
-                t = time.perf_counter()
-                await asyncio.sleep(0.01)
-                lags.append(time.perf_counter() - t - 0.01)
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, rss_mb(gateway_pid))
+            await asyncio.sleep(0.05)
 
-        watcher = asyncio.create_task(watch())
-        lagger = asyncio.create_task(lag())
-        cpu0 = cpu_s(gateway_pid)
-        async with spying(gateway_pid, profile):
-            t0 = time.perf_counter()
-            statuses = await asyncio.gather(*(one(i) for i in range(runs)))
-            elapsed = time.perf_counter() - t0
-        cpu = cpu_s(gateway_pid) - cpu0
-        watcher.cancel()
-        lagger.cancel()
+    lags: list[float] = []
+
+    async def lag() -> None:
+        """The client's own loop lag: how late a 10 ms sleep wakes (an event read late
+        by the client counts in its latency too)."""
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - t - 0.01)
+
+    watcher = asyncio.create_task(watch())
+    lagger = asyncio.create_task(lag())
+    cpu0, mine0 = cpu_s(gateway_pid), time.process_time()
+    async with spying(gateway_pid, profile):
+        t0 = time.perf_counter()
+        statuses = await asyncio.gather(*(one(i) for i in range(runs)))
+        elapsed = time.perf_counter() - t0
+    cpu, mine = cpu_s(gateway_pid) - cpu0, time.process_time() - mine0
+    watcher.cancel()
+    lagger.cancel()
     bad = [s for s in statuses if s != "completed"]
     lags.sort()
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
@@ -306,6 +395,7 @@ async def drive(base: str, runs: int, gateway_pid: int, token: str,
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
             "mb_per_run": (peak - idle) / runs, "idle_mb": idle,
             "cpu_ms_per_run": cpu * 1000 / runs, "reconnects": stats.get("reconnects", 0),
+            "client_cpu_ms_per_run": mine * 1000 / runs,
             "client_lag_p99_ms": lags[int(len(lags) * 0.99) - 1] * 1000 if lags else 0.0}
 
 
@@ -316,7 +406,11 @@ async def spying(pid: int, profile: str | None) -> AsyncIterator[None]:
         yield
         return
     spy = await asyncio.create_subprocess_exec(
-        "py-spy", "record", "--pid", str(pid), "--rate", "200", "--nonblocking", "--format",
+        # --gil: only the thread holding the GIL is sampled; without it a thread waiting for
+        # the GIL back after a socket send counted as busy in the send (11% of the samples
+        # at 800 runs "in" the SSE writes, against 1-2% with --gil).
+        "py-spy", "record", "--pid", str(pid), "--rate", "200", "--gil", "--nonblocking",
+        "--format",
         "raw" if profile.endswith(".txt") else "speedscope", "-o", profile,
         stdout=subprocess.DEVNULL)
     try:
@@ -354,6 +448,8 @@ def main() -> None:
     parser.add_argument("--tune-library", action="store_true",
                         help="the library baseline with the collector tuned too (tune_gc)")
     parser.add_argument("--repeat", type=int, default=1, help="measure N times: medians")
+    parser.add_argument("--client", choices=sorted(CLIENTS), default="h1",
+                        help="the benchmark's own HTTP client (h1: thinkloop.models.h1)")
     parser.add_argument("--compare", metavar="TREE",
                         help="also measure the gateway of another checkout (its src/), in turn")
     parser.add_argument("--role", choices=["client", "model", "gateway", "direct"],
@@ -406,7 +502,9 @@ def measure_gateway(me: list[str], env: dict[str, str], tree: str | None,
     port = free_port()
     env = {**env, "THINKLOOP_HOME": tempfile.mkdtemp(prefix="tl-home-")}
     if tree is not None:
-        env["PYTHONPATH"] = str(Path(tree) / "src")
+        # before what was on the path (the tree's thinkloop first; uvloop, say, still found)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(tree) / "src"), env.get("PYTHONPATH")) if p)
     gateway = subprocess.Popen([*me, "--role", "gateway", "--port", str(port),
                                 *(["--http", http] if http else [])], env=env)
     try:
@@ -414,7 +512,7 @@ def measure_gateway(me: list[str], env: dict[str, str], tree: str | None,
         time.sleep(0.5)
         token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
         return asyncio.run(drive(f"http://127.0.0.1:{port}", args.runs, gateway.pid,
-                                 token.strip(), args.profile, args.memory_trace))
+                                 token.strip(), args.profile, args.memory_trace, args.client))
     finally:
         gateway.terminate()
         gateway.wait(20)
@@ -436,7 +534,9 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
           f"load {min(loads):.1f}-{max(loads):.1f}"
           + (f"; before: {args.compare}" if args.compare else "")
           + ("; as served" if args.as_served or args.http else "")
-          + ("; library with tune_gc" if args.tune_library else "") + "\n")
+          + ("; library with tune_gc" if args.tune_library else "")
+          + ("; uvloop (gateway and library)" if med("library", "uvloop") else "")
+          + f"; client {args.client}\n")
     print(f"{'':28}" + "".join(f"{n:>14}" for n in gws) + f"{'library':>14}")
     print(f"{'runs/s':28}" + "".join(f"{med(n, 'runs_per_s'):>14.1f}" for n in [*gws, "library"]))
     print(f"{'runs/s ratio to library':28}" + "".join(f"{ratio(n):>14.2f}" for n in gws))
@@ -450,6 +550,7 @@ def report(args: argparse.Namespace, found: dict[str, list[dict[str, float]]],
         f"{med(n, 'mb_per_run') / med('library', 'mb_per_run'):>14.2f}" for n in gws))
     for key, label in (("p50_ms", "event latency p50 (ms)"), ("p99_ms", "event latency p99 (ms)"),
                        ("client_lag_p99_ms", "client loop lag p99 (ms)"),
+                       ("client_cpu_ms_per_run", "client CPU per run (ms)"),
                        ("events", "events delivered"), ("reconnects", "SSE reconnects"),
                        ("idle_mb", "gateway idle RSS (MB)")):
         print(f"{label:28}" + "".join(f"{med(n, key):>14.1f}" for n in gws))

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from thinkloop.tools.mcp import load_mcp_file, mcp_tools, parse_mcp_spec
     from thinkloop.tools.plugins import load_plugin_tools
     from thinkloop.tools.workspace import Workspace
-    from thinkloop.tuning import tune_gc
+    from thinkloop.tuning import freeze_for_exit, tune_gc
     from thinkloop.wakeups import Wakeups
 
 _EXPORTS: dict[str, str] = {
@@ -116,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "scan_input": "thinkloop.guard",
     "system_mounts": "thinkloop.sandbox.bwrap",
     "tools_prompt": "thinkloop.models.decision",
+    "freeze_for_exit": "thinkloop.tuning",
     "tune_gc": "thinkloop.tuning",
     "unwrap": "thinkloop.spotlight",
     "validation_summary": "thinkloop.text",
@@ -152,6 +153,7 @@ __all__ = [
     "approver_for",
     "context_from_cli",
     "event_to_dict",
+    "freeze_for_exit",
     "heuristic_count",
     "is_silent",
     "is_small",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from thinkloop.agent import Agent, AgentOptions
-from thinkloop.guard import GuardSettings, ReviewSettings, linear, scan
+from thinkloop.guard import GuardSettings, ReviewSettings, decoded, linear, scan
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, InjectionPattern
 from thinkloop.guard.scan import scan_input
@@ -112,8 +112,8 @@ def test_the_linear_engine_finds_what_re_finds(monkeypatch: pytest.MonkeyPatch) 
     texts = [json.loads(line)["text"] for line in CORPUS.read_text().splitlines()]
     texts += ["ignore my instructions, ignore all instructions", "é dan mode on the dot",
               "x\ud800 system: you", "AI, ignore\u00a0this", "g0123456789abcdef0123456789"]
-    helpers = [getattr(scan, name) for name in
-               ("_SPLIT", "_SPLIT_SCREEN", "_MIXED", "_PURE_RUN", "_B64", "_HEX", "_PCT")]
+    helpers = [getattr(scan, name) for name in ("_SPLIT", "_SPLIT_SCREEN", "_MIXED", "_PURE_RUN")]
+    helpers += [decoded.B64, decoded.HEX, decoded.PCT]
     for text in texts:
         for regex in [p.regex for p in DEFAULT_PATTERNS] + helpers:
             for view in (text, text.lower()):
@@ -391,12 +391,12 @@ def test_base64_runs_by_numpy_are_the_regex_matches() -> None:
     for _ in range(20):
         text = "".join(rng.choices(parts, k=3000))
         assert blobs.base64_runs(text, linear.encode(text)) == \
-            [m.span() for m in scan._B64.finditer(text)]
+            [m.span() for m in decoded.B64.finditer(text)]
 
 
 def test_base64_runs_left_out_as_binary_decode_to_no_text() -> None:
     """The runs guard/blobs.py leaves out as binary are runs the decoded views would drop
-    (scan._printable), and most runs of random words are left out."""
+    (decoded.printable), and most runs of random words are left out."""
     import base64
     import binascii
     import random
@@ -410,7 +410,7 @@ def test_base64_runs_left_out_as_binary_decode_to_no_text() -> None:
     parts += ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(14, 40)))
               for _ in range(300)]
     text = " ".join(rng.choices(parts, k=5000))
-    every = [m.span() for m in scan._B64.finditer(text)]
+    every = [m.span() for m in decoded.B64.finditer(text)]
     kept = blobs.base64_runs(text, linear.encode(text), text_only=True)
     assert set(kept) <= set(every) and len(kept) < len(every) // 4
     for start, end in set(every) - set(kept):
@@ -419,7 +419,7 @@ def test_base64_runs_left_out_as_binary_decode_to_no_text() -> None:
             data = binascii.a2b_base64(raw + "=" * (-len(raw) % 4), strict_mode=True)
         except (binascii.Error, ValueError):
             continue
-        assert not scan._printable(data.decode("utf-8", "replace")), raw
+        assert not decoded.printable(data.decode("utf-8", "replace")), raw
     assert {parts[0], parts[1], parts[3]} <= {text[s:e] for s, e in kept}
 
 

@@ -315,3 +315,43 @@ async def test_no_auth_changes_need_the_process_token_from_any_client(
         assert run_id
     finally:
         await backend.aclose()
+
+
+def _post_run(stack: Stack, *lines: str) -> bytes:
+    body = json.dumps(RUN | {"task": "hello"}).encode()
+    return raw(stack, "\n".join(["POST /v1/runs HTTP/1.1", "Content-Type: application/json",
+                                 f"Content-Length: {len(body)}", *lines]) + "\n", body)
+
+
+@pytest.mark.parametrize("repeated", ["host", "origin", "token", "cookie"])
+def test_a_repeated_header_the_doors_read_is_refused(local: Stack, repeated: str) -> None:
+    """Each pair holds a refused value and an accepted one: the doors once read the last of
+    a repeated header and the application the first, so either order could slip a value
+    past the check. Whichever comes first, the request is refused before it runs."""
+    assert local.gateway.token_file is not None
+    token, port = local.gateway.token_file.read_text(), local.gateway.port
+    name = f"thinkloop_page_{port}"
+    lines = {"host": ["Host: evil.example", f"Host: 127.0.0.1:{port}"],
+             "origin": [f"Origin: {EVIL}", f"Origin: {local.url}"],
+             "token": ["X-Thinkloop-Token: forged", f"X-Thinkloop-Token: {token}"],
+             "cookie": [f"Cookie: {name}=forged; {name}={token}"]}[repeated]
+    local.model.clear()
+    for order in (lines, lines[::-1]) if len(lines) > 1 else (lines,):
+        first = [] if repeated == "host" else [f"Host: 127.0.0.1:{port}"]
+        token_line = [] if repeated in ("token", "cookie") else [f"X-Thinkloop-Token: {token}"]
+        got = _post_run(local, *first, *token_line, *order)
+        assert got.startswith(b"HTTP/1.1 400 "), got[:300]
+        assert b"more than once" in got, got
+    assert local.model.requests == []
+
+
+def test_a_repeated_api_key_is_refused(keyed: Stack) -> None:
+    key, port = keyed.gateway.key("ana"), keyed.gateway.port
+    keyed.model.clear()
+    for headers in (["Authorization: Bearer forged", f"Authorization: Bearer {key}"],
+                    [f"X-Api-Key: {key}", "X-Api-Key: forged"]):
+        for order in (headers, headers[::-1]):
+            got = _post_run(keyed, f"Host: 127.0.0.1:{port}", *order)
+            assert got.startswith(b"HTTP/1.1 400 "), got[:300]
+            assert b"more than once" in got, got
+    assert keyed.model.requests == []

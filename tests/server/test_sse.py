@@ -8,7 +8,7 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from thinkloop.server.sse import EventStream, Streams, frame, stop_streams_on_exit
+from thinkloop.server.sse import EventStream, Last, Streams, frame, stop_streams_on_exit
 
 
 class Client:
@@ -64,6 +64,45 @@ def test_the_bytes_and_headers_are_sse_starlettes() -> None:
     assert ours.sent[0] == theirs.sent[0]  # status and headers, in order
     assert ours.body() == theirs.body()
     assert ours.complete and theirs.complete
+
+
+def test_a_last_chunk_goes_out_with_the_response_end_in_one_message() -> None:
+    """The end frame and the body's end are one ASGI message (one socket write), the bytes
+    as before; the source is closed."""
+    async def main() -> tuple[Client, list[bool]]:
+        client, closed = Client(), list[bool]()
+        data = [b"id: 1\r\nevent: event\r\ndata: {}\r\n\r\n", Last(frame("{}", "end")),
+                b"never sent"]
+        await EventStream(chunks(data, closed), Streams())(client.scope, client.receive,
+                                                            client.send)
+        return client, closed
+
+    client, closed = asyncio.run(main())
+    assert [(m.get("body"), m.get("more_body")) for m in client.sent[1:]] == [
+        (b"id: 1\r\nevent: event\r\ndata: {}\r\n\r\n", True),
+        (b"event: end\r\ndata: {}\r\n\r\n", False)]
+    assert closed == [True]
+
+
+def test_a_last_chunk_taken_before_a_stop_still_goes_out_with_the_end() -> None:
+    """A stream stopped (the server stopping) once its Last chunk was taken, while its
+    watcher winds down, still ends with that chunk: it was due."""
+    async def main() -> Client:
+        client = Client()
+        stream: EventStream | None = None
+
+        async def source() -> AsyncIterator[bytes]:
+            assert stream is not None
+            stream.stop()  # delivered at the writer's next wait: the watcher's end
+            yield Last(frame("{}", "end"))
+
+        stream = EventStream(source(), Streams())
+        await stream(client.scope, client.receive, client.send)
+        return client
+
+    client = asyncio.run(main())
+    assert [(m.get("body"), m.get("more_body")) for m in client.sent[1:]] == [
+        (b"event: end\r\ndata: {}\r\n\r\n", False)]
 
 
 def test_a_quiet_stream_is_pinged() -> None:

@@ -51,7 +51,7 @@ def serve(
     try:
         import uvicorn
 
-        from thinkloop.api import tune_gc
+        from thinkloop.api import freeze_for_exit, tune_gc
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.server import GatewayConfig, create_app
         from thinkloop.server.connections import uvicorn_config
@@ -97,6 +97,10 @@ def serve(
     except SystemExit:  # uvicorn exits (3) when the app's startup fails
         if not refused:
             raise
+    finally:
+        # Stopped, the stores closed and the post-turn jobs done: nothing left for the
+        # interpreter's exit collections to walk (a second of a Ctrl-C with torch loaded).
+        freeze_for_exit()
     if refused:  # one line, as `thinkloop channel` says it, not uvicorn's startup traceback
         raise refused[0]
     if not server.started:  # it said why (the port is taken, ...): uvicorn.run's exit code

@@ -1,4 +1,4 @@
-"""Where a long text's base64 runs are, for the input guard's decoded views (guard/scan.py),
+"""Where a long text's base64 runs are, for the input guard's decoded views (guard/decoded.py),
 found by numpy over its UTF-8 bytes.
 
 ``[A-Za-z0-9+/]{16,}={0,2}``, searched by ``re``, is tried at every character of a run of
@@ -80,7 +80,7 @@ def _sextets() -> Any:
 
 def _binary(raw: Any, starts: Any, ends: Any) -> Any:
     """Which runs (``raw[start:end]``, base64 characters) certainly decode to no text, as
-    guard/scan.py's ``_printable`` reads a decoded run: more than a tenth U+FFFD, or more
+    guard/decoded.py's ``printable`` reads a decoded run: more than a tenth U+FFFD, or more
     than a tenth control characters. Read from the bytes of each run's whole quads, a
     prefix of what it decodes to, with counts that can only grow with the rest: bytes that
     are never UTF-8 (C0, C1, F5-FF) and continuation bytes after no lead byte are a U+FFFD

@@ -12,7 +12,7 @@ finding that names the score and the n-grams that pushed it up. A text over ``NU
 (scanned in a worker thread) has its n-grams found by numpy (guard/ngrams.py), and its
 windows that cannot reach the threshold skipped unscored; one of few distinct words (attack
 words in random order: every window near the bar) has every window scored by numpy at once
-(guard/bulk.py).
+(guard/bulk.py), and its findings' n-grams named so too (guard/reasons.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from thinkloop.guard import bulk, ngrams
+from thinkloop.guard import bulk, ngrams, reasons
 from thinkloop.guard.ngrams import Grams
 from thinkloop.guard.patterns import Severity
 from thinkloop.guard.scan import Finding
@@ -210,7 +210,7 @@ class Classifier:
         scored = bulk.scan_scores(self, score.text, score.split(), len(spans)) \
             if score is not None else None
         if scored is not None:
-            return bulk.findings(self, text, spans, scored, bar)
+            return reasons.findings(self, spans, scored, bar)
         if score is not None:
             hopeless = self._hopeless(score, len(spans), bar)
             if hopeless is not None:

@@ -1,5 +1,5 @@
 """Necessary pieces of a regex, as RE2 patterns: what :func:`thinkloop.guard.linear.possible`
-screens a long view for, in one RE2 pass for every injection pattern.
+screens a long view for, in RE2 passes of two sets for every injection pattern.
 
 A pattern is a sequence of parts; every match of it is the concatenation of its parts'
 matches, so any run of consecutive parts matches a substring of every match. A *piece* is

@@ -179,12 +179,18 @@ class H1Transport:
                 server_hostname=origin.host if origin.tls else None)
         return conn, False
 
-    async def _open(self, origin: _Origin, body: bytes, headers: Mapping[str, str]) -> _Conn:
-        """Send the request and wait for the answer's head; one retry when a pooled
-        connection turns out dead before the server said anything (it dropped it idle)."""
+    async def _open(self, origin: _Origin, body: bytes | None,
+                    headers: Mapping[str, str]) -> _Conn:
+        """Send the request (a POST of ``body``, a GET when None) and wait for the answer's
+        head; one retry when a pooled connection turns out dead before the server said
+        anything (it dropped it idle)."""
         head = b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in headers.items())
-        request = b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n%s\r\n%s" % (
-            origin.path, origin.host_header, len(body), head, body)
+        if body is None:
+            request = b"GET %s HTTP/1.1\r\nhost: %s\r\n%s\r\n" % (
+                origin.path, origin.host_header, head)
+        else:
+            request = b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n%s\r\n%s" % (
+                origin.path, origin.host_header, len(body), head, body)
         for attempt in (0, 1):
             conn, reused = await self._connect(origin)
             assert conn.transport is not None
@@ -236,12 +242,24 @@ class H1Transport:
             for data in batch:
                 yield data
 
-    async def post_sse_batches(
+    def post_sse_batches(
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
     ) -> AsyncIterator[list[str]]:
         """The SSE ``data`` payloads, a list per network read: a reader that folds a read's
         events before acting on them pays its per-item costs (a generator hop, a deadline,
         an event for subscribers) once per read instead of once per token."""
+        return self._sse_batches(url, body, headers, timeout_s)
+
+    def get_sse_batches(
+        self, url: str, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[list[str]]:
+        """:meth:`post_sse_batches` of a GET (an SSE endpoint that streams what exists, as
+        the gateway's ``/v1/runs/{id}/events``)."""
+        return self._sse_batches(url, None, headers, timeout_s)
+
+    async def _sse_batches(
+        self, url: str, body: bytes | None, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[list[str]]:
         origin = _origin(url)
         deadline = asyncio.get_running_loop().time() + timeout_s
         conn: _Conn | None = None

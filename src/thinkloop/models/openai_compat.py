@@ -6,7 +6,7 @@ separate so presets differ only in data.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from thinkloop.core.model import ModelSettings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec
@@ -82,7 +82,8 @@ class OpenAICompatModel:
 
         async def opened() -> tuple[AsyncIterator[list[str]], list[str] | None]:
             # Retry only the opening of the stream; a stream that broke mid-way is not replayed.
-            events = _batches(self.transport, self.url, body, self.headers, settings.timeout_s)
+            events = self.transport.post_sse_batches(self.url, body, self.headers,
+                                                     settings.timeout_s)
             first = await anext(events, None)
             return events, first
 
@@ -115,16 +116,3 @@ async def _chain(first: list[list[str]], rest: AsyncIterator[list[str]]
         yield item
     async for item in rest:
         yield item
-
-
-async def _batches(transport: Transport, url: str, body: bytes, headers: Mapping[str, str],
-                   timeout_s: float) -> AsyncIterator[list[str]]:
-    """The stream's events a network read at a time where the transport can tell (the
-    httptools one), else one at a time."""
-    batches = getattr(transport, "post_sse_batches", None)
-    if batches is not None:
-        async for batch in batches(url, body, headers, timeout_s):
-            yield batch
-        return
-    async for data in transport.post_sse(url, body, headers, timeout_s):
-        yield [data]

@@ -53,6 +53,13 @@ class Transport(Protocol):
         self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
     ) -> AsyncIterator[str]: ...
 
+    def post_sse_batches(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[list[str]]:
+        """The SSE ``data`` payloads, a list per network read (or per event, where the
+        transport cannot tell reads apart): a streaming model folds each list at once."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -194,6 +201,13 @@ class HttpTransport:
             raise ModelTimeoutError(f"no answer from {url} within {timeout_s:g}s") from exc
         except aiohttp.ClientError as exc:
             raise ModelConnectionError(f"cannot reach {url}: {exc}") from exc
+
+    async def post_sse_batches(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[list[str]]:
+        """One event per list: httpx-sse hands the events over one at a time."""
+        async for data in self.post_sse(url, body, headers, timeout_s):
+            yield [data]
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

@@ -19,7 +19,12 @@ In order, for every HTTP request and WebSocket handshake (an ASGI middleware):
    platform cannot send the token; the channel checks its signature instead.
 4. **An API key** (with auth) for everything under ``/v1``, the WebSocket included: checked
    here, so a request without a valid key is refused without its body being read.
-5. **Sizes**: a head over ``max_header_bytes`` is refused (431; h11 refuses one still
+5. **One of each**: a request naming a header the doors read (Host, Origin, the token or key
+   headers, Cookie, Content-Length, Transfer-Encoding) twice, or the token's cookie twice,
+   is refused (400). Readers disagree on which of two counts (Starlette and the fast lanes
+   read the first, a proxy in front may read either), so one check could pass on one value
+   while the application acts on the other: refused, no reader has to choose.
+6. **Sizes**: a head over ``max_header_bytes`` is refused (431; h11 refuses one still
    arriving, 400). A body declared over ``max_body_bytes`` is refused at once (413), one
    that grows past it is cut off (413), one that takes over ``body_timeout_s`` ends with
    408. The application gets the body whole. A refused request's body up to 64 KB is read
@@ -55,6 +60,9 @@ PRINCIPAL = "thinkloop.principal"  # where the caller found here waits for the r
 TOKEN_HEADER = "x-thinkloop-token"  # how a program sends a --no-auth gateway's token
 DRAIN_BYTES = 64 * 1024  # a refused body up to this size is read first (see drain)
 DRAIN_S = 2.0  # for at most this long
+# The headers the doors decide by: named twice, the request is refused (see 5. above).
+ONCE = frozenset({"host", "origin", "authorization", "x-api-key", TOKEN_HEADER, "cookie",
+                  "content-length", "transfer-encoding"})
 
 
 class Refused(Exception):
@@ -97,6 +105,8 @@ class Doors:
         unread = scope["type"] == "http" and _has_body(headers)
         try:
             self.measure(scope)
+            if len(headers) < len(scope["headers"]):  # some name came twice
+                _once(scope["headers"])
             self.knock(scope, headers)
             if not self.config.no_auth and _needs_key(scope["path"]):
                 scope[PRINCIPAL] = await self.key(scope, headers)
@@ -281,9 +291,25 @@ def _hostname(host: str) -> str:
         return ""
 
 
+def _once(raw: list[tuple[bytes, bytes]]) -> None:
+    """Refuse a request that names one of :data:`ONCE` more than once."""
+    seen: set[str] = set()
+    for key, _ in raw:
+        name = key.decode("latin-1").lower()
+        if name in ONCE:
+            if name in seen:
+                raise Refused(400, f"the request names its {name} header more than once")
+            seen.add(name)
+
+
 def _cookie(header: str, name: str) -> str | None:
+    """The cookie ``name``'s value; one named twice is refused (Starlette reads the last of
+    them, browsers put the one of the longest path first)."""
+    found = None
     for part in header.split(";"):
         key, _, value = part.strip().partition("=")
         if key == name:
-            return value
-    return None
+            if found is not None:
+                raise Refused(400, f"the request names its cookie {name} more than once")
+            found = value
+    return found

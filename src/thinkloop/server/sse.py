@@ -32,6 +32,11 @@ PING_S = 15.0
 EXIT_POLL_S = 0.5  # how often the shutdown watcher looks (sse_starlette's figure)
 
 
+class Last(bytes):
+    """A stream's last chunk (its end frame): written with the response's end, in one write
+    (one socket send a stream fewer, where the end frame and the body's end were two)."""
+
+
 def frame(data: str, event: str) -> bytes:
     """One SSE frame of a one-line ``data`` (``ServerSentEvent(data, event=...)``'s bytes)."""
     return f"event: {event}\r\ndata: {data}\r\n\r\n".encode()
@@ -57,8 +62,8 @@ class Streams:
 
 class EventStream(Response):
     """An SSE response of ``chunks`` (SSE frames, one or more each): written as they come,
-    a ping comment every ``ping_s``, until they end (then the response ends), the
-    client goes or the server stops (``streams``)."""
+    a ping comment every ``ping_s``, until they end or one is :class:`Last` (then the
+    response ends), the client goes or the server stops (``streams``)."""
 
     def __init__(self, chunks: AsyncIterator[bytes], streams: Streams,
                  ping_s: float = PING_S) -> None:
@@ -67,6 +72,7 @@ class EventStream(Response):
         self.ping_s = ping_s
         self._task: asyncio.Task[Any] | None = None
         self._stopped = False
+        self._last = b""  # a Last chunk, sent with the response's end
         self.status_code = 200
         self.background = None  # what FastAPI may hand a Response to run after it
         self.raw_headers = list(HEADERS)
@@ -103,11 +109,16 @@ class EventStream(Response):
             watch.cancel()
             with contextlib.suppress(Exception):
                 await self.chunks.aclose()  # type: ignore[attr-defined]
-        # Gone or stopping: end the response (uvicorn drops what a gone client is sent).
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # The end, with the last chunk if one came (even if stopped meanwhile: it was due);
+        # uvicorn drops what a gone client is sent.
+        await send({"type": "http.response.body", "body": self._last, "more_body": False})
 
     async def _write(self, send: Send, watch: asyncio.Task[None]) -> None:
+        """Every chunk, a :class:`Last` one kept for the response's end."""
         async for chunk in self.chunks:
+            if isinstance(chunk, Last):
+                self._last = chunk
+                break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         watch.cancel()
         await asyncio.wait({watch})  # its last ping is out before the response ends

@@ -39,7 +39,7 @@ from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
 from thinkloop.server.routes import InputRequest, RunRequest
-from thinkloop.server.sse import EventStream, frame
+from thinkloop.server.sse import EventStream, Last, frame
 
 router = APIRouter(prefix="/v1")
 T = TypeVar("T")
@@ -72,10 +72,10 @@ def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> Eve
             async for batch in follow:  # one write for all the events ready now
                 yield b"".join(sse_event(seq, data) for seq, data in batch)
         except KeyRevoked:
-            yield frame('{"status":401,"message":"the API key was revoked"}', "error")
+            yield Last(frame('{"status":401,"message":"the API key was revoked"}', "error"))
             return
         status = await run.end_status()
-        yield frame(orjson.dumps({"run_id": run.id, "status": status}).decode(), "end")
+        yield Last(frame(orjson.dumps({"run_id": run.id, "status": status}).decode(), "end"))
 
     return EventStream(events(), gw.streams)
 
@@ -86,15 +86,19 @@ def sse_event(seq: int, data: bytes) -> bytes:
     return b"id: %d\r\nevent: event\r\ndata: %s\r\n\r\n" % (seq, data)
 
 
-async def batches(run: Followed, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+def batches(run: Followed, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
     """The run's events after ``after`` in batches: all those ready at once, when the run
-    can give them so (a gateway's own runs), else one by one."""
+    can give them so (a gateway's own runs: its own iterator, no generator between it and
+    the writer), else one by one."""
     follow_batches = getattr(run, "follow_batches", None)
     if follow_batches is not None:
-        async for batch in follow_batches(after):
-            yield batch
-        return
-    async for item in run.follow(after):
+        found: AsyncIterator[list[tuple[int, bytes]]] = follow_batches(after)
+        return found
+    return _one_by_one(run.follow(after))
+
+
+async def _one_by_one(items: AsyncIterator[T]) -> AsyncIterator[list[T]]:
+    async for item in items:
         yield [item]
 
 
