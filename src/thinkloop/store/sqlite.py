@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -160,15 +161,22 @@ async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connectio
     await settled(run(_in_one_tx, db._conn, work))
 
 
+Statements = tuple[tuple[str, Sequence[tuple[Any, ...]]], ...]
+
+
 def _statements(stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> Work | None:
-    """A write of ``stmts``' rows (None: no rows), for the group commit."""
-    rendered = [(render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows]
+    """A write of ``stmts``' rows (None: no rows), for the group commit.
 
-    def work(conn: sqlite3.Connection) -> None:
-        for sql, rows in rendered:
-            conn.executemany(sql, rows)
+    Tuples and a partial, not lists and a closure: a write waits in the queue until its
+    group commits, so what it holds outlives a collection or two; tuples of plain values
+    drop out of the collector's sight at its first pass, lists never do (issue 38)."""
+    rendered = tuple((render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows)
+    return functools.partial(_execute, rendered) if rendered else None
 
-    return work if rendered else None
+
+def _execute(rendered: Statements, conn: sqlite3.Connection) -> None:
+    for sql, rows in rendered:
+        conn.executemany(sql, rows)
 
 
 def _here(conn: sqlite3.Connection, work: Work) -> bool:
@@ -362,7 +370,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
 
     def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
         """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
-        work = _statements([(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])])
+        work = _statements(((ADD_CHECKPOINT, ((run_id, kind, data, time.time()),)),))
         assert work is not None
         return self._writes.write_later(work)
 

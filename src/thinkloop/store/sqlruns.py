@@ -34,11 +34,14 @@ ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at)
 
 
 def step_statements(run_id: str, checkpoint: tuple[str, bytes] | None, events: Sequence[Event],
-                    spans: Sequence[SpanRecord]) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """The statements and rows of a step's records (see ``add_step_records``)."""
-    ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
-    return [(ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *r) for r in events_rows(events)]),
-            (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])]
+                    spans: Sequence[SpanRecord]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """The statements and rows of a step's records (see ``add_step_records``), as tuples:
+    they wait for their group's commit, and tuples of plain values leave the collector's
+    sight at its first pass (lists never do)."""
+    ckpt = ((run_id, checkpoint[0], checkpoint[1], time.time()),) if checkpoint else ()
+    return ((ADD_CHECKPOINT, ckpt),
+            (_ADD_EVENT, tuple([(run_id, *r) for r in events_rows(events)])),
+            (_SAVE_SPAN, tuple([(run_id, *span_row(s)) for s in spans])))
 
 
 def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
