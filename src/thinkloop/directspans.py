@@ -38,6 +38,7 @@ from opentelemetry.util.types import Attributes, AttributeValue
 from thinkloop.store.base import SpanRecord
 
 Sink = Callable[[SpanRecord], None]
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)  # one for all spans (an object each, kept by each)
 
 
 def _keep(attrs: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -126,7 +127,7 @@ class DirectTracer(trace.Tracer):
         parent = current if current.is_valid else None
         trace_id = parent.trace_id if parent is not None else self._id(128, INVALID_TRACE_ID)
         ctx = SpanContext(trace_id, self._id(64, INVALID_SPAN_ID), is_remote=False,
-                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                          trace_flags=_SAMPLED)
         return DirectSpan(name, ctx, parent, attributes, self.sink, start_time)
 
     @contextlib.contextmanager
