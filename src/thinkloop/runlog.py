@@ -272,7 +272,11 @@ async def _safely(write: Any, state: RunState) -> None:
     try:
         await write
     except Exception:
-        log.exception("run %s: the run record could not be written", state.run_id)
+        _unwritten(state)
+
+
+def _unwritten(state: RunState) -> None:
+    log.exception("run %s: the run record could not be written", state.run_id)
 
 
 class RunBook:
@@ -315,8 +319,10 @@ class RunBook:
         recorder = self.by_run.get(ctx.run_id)
         if recorder is not None:
             if recorder.checkpoints is not None and self._step_records:
-                await _safely(recorder.step(ctx.state, cast(StepRecords, self.store)),
-                              ctx.state)
+                try:  # _safely's, inline: a coroutine less held by each run waiting here
+                    await recorder.step(ctx.state, cast(StepRecords, self.store))
+                except Exception:
+                    _unwritten(ctx.state)
                 return
             if recorder.checkpoints is not None:
                 await _safely(recorder.checkpoints.step(ctx.state), ctx.state)

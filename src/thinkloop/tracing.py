@@ -24,7 +24,7 @@ adds each model call's full input (``gen_ai.input.messages``), cut at 50,000 cha
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -174,10 +174,13 @@ def default_tracing(*, stored: bool, settings: Settings | None = None) -> Tracin
 
 
 @functools.lru_cache(maxsize=128)
-def _reads(kind: type) -> bool:
-    """Whether a run's trace is built from events of this type (see RunTrace.on_event)."""
-    return issubclass(kind, (RunStarted, LlmRequest, LlmResponse, ToolCalled, ToolReturned,
-                             RunCompleted, RunFailed, RunCancelled))
+def _reader(kind: type) -> Callable[[RunTrace, Any], None] | None:
+    """What a run's trace does with an event of this type (None: nothing; see
+    RunTrace.on_event)."""
+    for types, read in _READERS:
+        if issubclass(kind, types):
+            return read
+    return None
 
 
 class RunTrace:
@@ -192,6 +195,7 @@ class RunTrace:
         self.agent = agent
         self.stored = stored
         self.root: Span | None = None
+        self.in_root: Context | None = None  # a context whose current span is the root
         self.trace_id = 0
         self.owns_trace = False
         self.tools: dict[str, Span] = {}
@@ -202,23 +206,19 @@ class RunTrace:
 
     def on_event(self, event: Event) -> None:
         # Called with every event of the run (chunks, guards, steps...): one cached lookup by
-        # type passes over the many it does not read, where the match tried seven patterns.
+        # type finds what to do, where a match tried its patterns on each (issue 38).
         kind: type = type(event)
-        if not _reads(kind):
-            return
-        match event:
-            case RunStarted():
-                self._start()
-            case LlmRequest(purpose=None):  # side calls (purpose set) are not steps
-                self.step, self.calling = event.step + 1, True
-            case LlmResponse(purpose=None):
-                self.calling = False
-            case ToolCalled():
-                self._tool_call(event)
-            case ToolReturned():
-                self._tool_result(event)
-            case RunCompleted() | RunFailed() | RunCancelled():
-                self._end()
+        read = _reader(kind)
+        if read is not None:
+            read(self, event)
+
+    def _request(self, event: LlmRequest) -> None:
+        if event.purpose is None:  # side calls (purpose set) are not steps
+            self.step, self.calling = event.step + 1, True
+
+    def _response(self, event: LlmResponse) -> None:
+        if event.purpose is None:
+            self.calling = False
 
     def _start(self) -> None:
         cfg, name = self.cfg, self.cfg.model.name
@@ -235,21 +235,20 @@ class RunTrace:
         if cfg.user_id is not None:
             attrs["thinkloop.user.id"] = cfg.user_id
         self.root = self.tracing.tracer.start_span(f"invoke_agent {self.agent}", attributes=attrs)
+        self.in_root = trace.set_span_in_context(self.root)  # made once, not once per tool call
         self.trace_id = self.root.get_span_context().trace_id
         if self.stored:
             self.owns_trace = self.tracing.store.open(self.trace_id)
         self.tracing.runs[self.state.run_id] = self
         # The run's task carries the root span from here on: model calls and sub-agents
         # started in it nest under it.
-        self._tokens = (otel_context.attach(trace.set_span_in_context(self.root)),
-                        _CURRENT.set(self))
+        self._tokens = (otel_context.attach(self.in_root), _CURRENT.set(self))
 
     def _tool_call(self, call: ToolCalled) -> None:
-        if self.root is None:
+        if self.root is None or self.in_root is None:
             return
-        parent = trace.set_span_in_context(self.root)
         self.tools[call.id] = self.tracing.tracer.start_span(
-            f"execute_tool {call.name}", context=parent, attributes={
+            f"execute_tool {call.name}", context=self.in_root, attributes={
                 gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
                 gen_ai.GEN_AI_TOOL_NAME: call.name,
                 gen_ai.GEN_AI_TOOL_CALL_ID: call.id,
@@ -305,6 +304,17 @@ class RunTrace:
         if not self.owns_trace:
             return []
         return self.tracing.store.take(self.trace_id, close=close)
+
+
+# What a run's trace reads, by event type (first match wins): see RunTrace.on_event.
+_READERS: tuple[tuple[type | tuple[type, ...], Callable[[RunTrace, Any], None]], ...] = (
+    (RunStarted, lambda run, e: run._start()),
+    (LlmRequest, RunTrace._request),
+    (LlmResponse, RunTrace._response),
+    (ToolCalled, RunTrace._tool_call),
+    (ToolReturned, RunTrace._tool_result),
+    ((RunCompleted, RunFailed, RunCancelled), lambda run, e: run._end()),
+)
 
 
 class TracedModel:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest_asyncio
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.core.events import RunStarted
 from thinkloop.models.scripted import call, reply
-from thinkloop.store import SQLiteStore
+from thinkloop.store import SQLiteStore, StoreError
 from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.sqlite import Work
 
@@ -203,3 +204,73 @@ async def test_a_steps_calls_and_result_rows_commit_with_its_next_step_row(
     assert kinds == ["step", "calls", "result", "step", "calls", "result", "step"]
     # Each step's calls row, its result and the next step row: one commit each, not three.
     assert sizes.count(3) == 2, sizes
+
+
+async def test_queued_rows_of_one_group_share_one_future_and_a_bad_one_is_only_logged(
+    sqlite: SQLiteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rows queued without waiting (a step's calls and results) take no future each: those
+    of one group share their group's (issue 38); one that fails is logged, the rest land."""
+    await sqlite.add_checkpoint("warm", "step", b"x")
+    first = sqlite.queue_checkpoint("r", "calls", b"a")
+
+    def nowhere(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO nowhere VALUES (1)")
+
+    bad = sqlite._writes.write_later(nowhere)
+    second = sqlite.queue_checkpoint("r", "result", b"b")
+    assert first is bad is second
+    await sqlite.add_step_records("r", ("step", b"c"), [], [])
+    assert first.done() and first.exception() is None
+    assert await sqlite.checkpoints("r") == [("calls", b"a"), ("result", b"b"), ("step", b"c")]
+    assert "a queued store write failed" in caplog.text and "nowhere" in caplog.text
+
+
+async def test_a_waited_write_makes_one_future(sqlite: SQLiteStore) -> None:
+    """A write waited for takes one future, not a shielded pair (issue 38: a model call's
+    step write paid a future and two callbacks more for the shield); a cancel still lands
+    wholly in or out (the tests above)."""
+    await sqlite.add_checkpoint("warm", "step", b"x")
+    loop = asyncio.get_running_loop()
+    made = 0
+    create = loop.create_future
+
+    def counted() -> asyncio.Future[None]:
+        nonlocal made
+        made += 1
+        return create()
+
+    loop.create_future = counted  # type: ignore[method-assign]
+    try:
+        await asyncio.gather(*(sqlite.add_checkpoint(f"r{i}", "step", b"ok") for i in range(20)))
+    finally:
+        del loop.create_future
+    assert made == 20
+
+
+async def test_a_step_waiting_for_its_commit_holds_one_store_coroutine(
+    sqlite: SQLiteStore,
+) -> None:
+    """A run waiting for its step's records holds the group commit's write and nothing
+    around it (four coroutines each, with 200 runs waiting, kept the collector busy: issue
+    38); a write that fails still reaches it as one StoreError."""
+    started, release = held_writer(sqlite)
+
+    async def step() -> None:
+        await sqlite.add_step_records("r", ("step", b"x"), [], [])
+
+    task = asyncio.ensure_future(step())
+    await started.wait()
+    chain, awaited = [], task.get_coro()
+    while asyncio.iscoroutine(awaited):
+        chain.append(awaited.__qualname__.rpartition(".")[2])
+        awaited = awaited.cr_await
+    release.set()
+    await task
+    assert chain == ["step", "write"]
+    assert await sqlite.checkpoints("r") == [("step", b"x")]
+    await sqlite._writes.write(lambda conn: None)  # the held writer's group is done
+    sqlite._writes = GroupCommit(sqlite._commit)
+    await sqlite._fetch("DROP TABLE checkpoints")
+    with pytest.raises(StoreError, match=r"SQLite store failed: .*no such table: checkpoints"):
+        await sqlite.add_step_records("r", ("step", b"y"), [], [])

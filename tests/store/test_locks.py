@@ -1,8 +1,12 @@
 """The per-session file locks: exclusive under churn, and no file left behind per session."""
 
 import asyncio
+import os
+import sys
 from pathlib import Path
 
+import thinkloop
+from thinkloop.store import SQLiteStore
 from thinkloop.store.locks import file_lock, try_file_lock
 
 
@@ -72,3 +76,34 @@ def test_threads_racing_open_and_unlink_never_hold_it_together(tmp_path: Path) -
     finally:
         sys.setswitchinterval(interval)
     assert turns > 0 and most == 1
+
+
+async def test_a_stores_try_locks_share_one_file_and_exclude_across_processes(
+    tmp_path: Path,
+) -> None:
+    """A run's liveness lock is a byte of one file, not a file made and unlinked per run
+    (issue 38), and it still keeps out another process, another store object and itself."""
+    store = SQLiteStore(tmp_path / "t.db")
+    other = SQLiteStore(tmp_path / "t.db")
+    try:
+        async with store.try_lock("run:a") as a, store.try_lock("run:b") as b:
+            assert (a, b) == (True, True)
+            assert sorted(p.name for p in (tmp_path / "t.db.locks").iterdir()) == ["keys.lock"]
+            async with store.try_lock("run:a") as again, other.try_lock("run:a") as there:
+                assert (again, there) == (False, False)
+            probe = ("import asyncio, sys; from thinkloop.store import SQLiteStore\n"
+                     "async def main():\n"
+                     "    async with SQLiteStore(sys.argv[1]).try_lock('run:a') as t:\n"
+                     "        print(t)\n"
+                     "asyncio.run(main())")
+            src = str(Path(thinkloop.__file__).parents[1])  # this checkout's, not another's
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", probe, str(tmp_path / "t.db"),
+                stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": src})
+            out, _ = await proc.communicate()
+            assert (proc.returncode, out.decode().strip()) == (0, "False")
+        async with other.try_lock("run:a") as free:
+            assert free is True
+    finally:
+        await store.aclose()
+        await other.aclose()

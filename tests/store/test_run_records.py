@@ -137,3 +137,24 @@ async def test_sessions_keep_their_model_and_token_totals(store: Backend) -> Non
     assert info is not None
     assert (info.model, info.input_tokens, info.output_tokens, info.cost_usd) == (
         "anthropic:claude", 19, 9, 0.5)
+
+
+async def test_the_events_of_one_write_are_one_row_and_read_back_in_order(
+    store: Backend,
+) -> None:
+    """A write of several events is one audit-log row (a row per event was half of what a
+    model call's records cost, issue 38); rows of one event, as older logs hold, read alike."""
+    old = RunStarted("r1", 0, "t", "m", ts=1.0)
+    await store._write("INSERT INTO run_events (run_id, seq, type, step, ts, payload) "
+                       "VALUES ({0}, 1, {1}, {2}, {3}, {4})",
+                       [("r1", old.type, 0, 1.0, '{"task": "t", "model": "m"}')])
+    step: list[Event] = [ToolCalled("r1", 1, "c1", "add", {"a": 2}, ts=1.5),
+                         ToolCalled("r1", 1, "c2", "add", {"b": "\ud800"}, ts=1.6)]
+    end: list[Event] = [
+        RunCompleted("r1", 2, "completed", "3", None, False, {"requests": 1}, ts=2.0)]
+    await store.add_events("r1", step)
+    await store.add_step_records("r1", None, [*step, *end], [])
+    rows = await store._fetch("SELECT COUNT(*) FROM run_events WHERE run_id = {0}", "r1")
+    assert rows[0][0] == 3
+    fixed = ToolCalled("r1", 1, "c2", "add", {"b": "\ufffd"}, ts=1.6)  # repaired text
+    assert await store.run_events("r1") == [old, step[0], fixed, step[0], fixed, *end]

@@ -10,11 +10,15 @@ far (all the runs') and commits them in one transaction, then resolves each writ
 a group commit. A run still waits for the commit that holds its rows, so what it was told is
 written is written; what it saves is the trips: one per loop turn for all runs at once.
 
+A write queued without waiting (``write_later``: a step's checkpoint rows around its tool
+calls) has no future of its own: all those of one group share one, so a row costs a list
+append, not a future, a done-callback and a callback's turn of the loop (issue 38's profile).
+
 A write that fails in a group is tried again on its own, so one bad write fails only its
-caller. A caller cancelled while its write is still queued takes it back (wholly out); one
-cancelled while its write is being committed waits for that commit to settle and then takes
-the cancel (wholly in or wholly out, as the stores' other writes), so no cancel breaks the
-writer or drops another run's rows.
+caller (a queued one is logged). A caller cancelled while its write is still queued takes it
+back (wholly out); one cancelled while its write is being committed waits for that commit to
+settle and then takes the cancel (wholly in or wholly out, as the stores' other writes), so
+no cancel breaks the writer or drops another run's rows.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ log = logging.getLogger("thinkloop.store")
 @dataclass(slots=True, eq=False)  # one write is itself only (found in the queue by identity)
 class _Write(Generic[W]):
     item: W
-    done: asyncio.Future[None]
+    done: asyncio.Future[None] | None  # None: queued, its group's future says (write_later)
 
 
 class GroupCommit(Generic[W]):
@@ -46,39 +50,49 @@ class GroupCommit(Generic[W]):
     def __init__(self, commit: Callable[[Sequence[W]], Awaitable[None]]) -> None:
         self._commit = commit
         self._queue: list[_Write[W]] = []
+        self._later: asyncio.Future[None] | None = None  # the queued group's, for write_later
+        # The group being committed, and (made only when a cancelled caller waits for it)
+        # the future that says it is settled.
+        self._committing: list[_Write[W]] = []
+        self._settled: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _submit(self, item: W) -> _Write[W]:
+    def _submit(self, write: _Write[W]) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a store used from a new event loop: a new writer
-            self._loop, self._queue, self._task = loop, [], None
-        write = _Write(item, loop.create_future())
+            self._loop, self._queue, self._later, self._task = loop, [], None, None
         self._queue.append(write)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._drain())
-        return write
+        return loop
 
     async def write(self, item: W) -> None:
         """``item`` written, once the commit that holds it is done."""
-        write = self._submit(item)
+        done = asyncio.get_running_loop().create_future()
+        write = _Write(item, done)
+        self._submit(write)
         try:
-            await asyncio.shield(write.done)
+            await done  # not shielded (a future and two callbacks more a write): see below
         except asyncio.CancelledError:
-            if not write.done.done():
-                if write in self._queue:  # not taken yet: wholly out
-                    self._queue.remove(write)
-                    raise
-                await _settle(write.done)
+            # A cancel cancels ``done`` too: where the write is says what to do.
+            if write in self._queue:  # not taken yet: wholly out
+                self._queue.remove(write)
+            elif any(w is write for w in self._committing):  # wait for its commit to settle
+                if self._settled is None:
+                    self._settled = asyncio.get_running_loop().create_future()
+                await _settle(self._settled)
             raise
 
     def write_later(self, item: W) -> asyncio.Future[None]:
-        """``item`` queued; the future says when it is committed. Writes are committed in
-        the order they were queued, so a later :meth:`write` of the same store that returns
-        means this one was committed too (or failed, which is logged)."""
-        done = self._submit(item).done
-        done.add_done_callback(_log_failure)
-        return done
+        """``item`` queued; the future (its group's) says when the group that holds it is
+        settled: committed, or failed, which is logged. Writes are committed in the order
+        they were queued, so a later :meth:`write` of the same store that returns means this
+        one was committed too (or failed)."""
+        loop = self._submit(_Write(item, None))
+        if self._later is None:
+            self._later = loop.create_future()
+        return self._later
 
     async def drained(self) -> None:
         """Every write queued so far committed (before the store closes)."""
@@ -90,16 +104,28 @@ class GroupCommit(Generic[W]):
         cancelled = False
         while self._queue:
             batch, self._queue = self._queue, []
+            later, self._later = self._later, None
+            lost: StoreError | None = None
+            self._committing = batch
             try:
                 await self._commit_batch(batch)
             except asyncio.CancelledError:
                 # The event loop is shutting down: this group's outcome is unknown (it may
                 # be committed), so it is not written again; the rest still is.
                 cancelled = True
+                lost = StoreError("the store's writer was cancelled while committing")
                 for w in batch:
-                    if not w.done.done():
-                        w.done.set_exception(StoreError(
-                            "the store's writer was cancelled while committing"))
+                    _resolve(w, lost)
+            finally:
+                self._committing = []
+                settled, self._settled = self._settled, None
+                if settled is not None and not settled.done():
+                    settled.set_result(None)
+            if later is not None and not later.done():
+                if lost is None:
+                    later.set_result(None)
+                else:
+                    later.set_exception(lost)
         if cancelled:
             raise asyncio.CancelledError
 
@@ -123,12 +149,17 @@ class GroupCommit(Generic[W]):
 
 
 def _resolve(write: _Write[W], exc: BaseException | None) -> None:
-    if write.done.done():
+    done = write.done
+    if done is None:  # queued by write_later: nobody waits for this one alone
+        if exc is not None:
+            log.error("a queued store write failed", exc_info=exc)
+        return
+    if done.done():
         return
     if exc is None:
-        write.done.set_result(None)
+        done.set_result(None)
     else:
-        write.done.set_exception(exc)
+        done.set_exception(exc)
 
 
 async def _settle(done: asyncio.Future[None]) -> None:
@@ -141,8 +172,3 @@ async def _settle(done: asyncio.Future[None]) -> None:
             continue
     if not done.cancelled():
         done.exception()  # seen
-
-
-def _log_failure(done: asyncio.Future[None]) -> None:
-    if not done.cancelled() and done.exception() is not None:
-        log.error("a queued store write failed", exc_info=done.exception())

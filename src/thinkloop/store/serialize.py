@@ -168,10 +168,36 @@ def event_row(e: Event) -> tuple[str, int, float, str]:
 
 
 def event_from_row(run_id: str, row: Sequence[Any]) -> Event:
-    """An audit-log row back as its typed event."""
+    """An audit-log row of one event back as its typed event."""
     type_, step, ts, payload = row
     return from_dict({"type": type_, "run_id": run_id, "step": step, "ts": ts,
                       "payload": orjson.loads(payload)})
+
+
+# The ``type`` of an audit-log row that holds several events (no event type is spelled so):
+# the events one write logged, as the JSON list of their ``[type, step, ts, payload]``. A
+# row per event was half the rows a model call wrote, each built, bound and indexed on its
+# own (issue 38's profile); rows of one event (older logs, a write of one) read as before.
+EVENTS_ROW = "*"
+
+
+def events_rows(events: Sequence[Event]) -> list[tuple[str, int, float, str]]:
+    """The audit-log rows of ``events`` logged together: one row, however many they are."""
+    if len(events) == 1:
+        return [event_row(events[0])]
+    if not events:
+        return []
+    first = events[0]
+    return [(EVENTS_ROW, first.step, first.ts,
+             to_json([[e.type, e.step, e.ts, e.payload] for e in events]))]
+
+
+def events_from_row(run_id: str, row: Sequence[Any]) -> list[Event]:
+    """The events of one audit-log row (see :data:`EVENTS_ROW`), in order."""
+    if row[0] != EVENTS_ROW:
+        return [event_from_row(run_id, row)]
+    return [from_dict({"type": t, "run_id": run_id, "step": s, "ts": ts, "payload": p})
+            for t, s, ts, p in orjson.loads(row[3])]
 
 
 SPAN_COLS = "span_id, parent_id, trace_id, name, start_ts, end_ts, status, attributes"

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import aiosqlite
 
+from thinkloop.core.events import Event
 from thinkloop.lifetime import close_at_loop_exit, forget_at_loop_exit
-from thinkloop.store.base import RunRecord, StoreError, one_line, store_errors
+from thinkloop.store.base import RunRecord, SpanRecord, StoreError, one_line, store_errors
 from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.groupcommit import GroupCommit
-from thinkloop.store.locks import LocalLocks, file_lock, lock_path, try_file_lock
+from thinkloop.store.locks import KeyLocks, LocalLocks, file_lock, lock_path
 from thinkloop.store.serialize import run_row
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
@@ -35,6 +37,7 @@ from thinkloop.store.sqlruns import (
     SESSION_USAGE,
     RunTables,
     session_usage,
+    step_statements,
 )
 from thinkloop.store.sqlsessions import SessionTables
 
@@ -158,15 +161,22 @@ async def _on_thread(db: aiosqlite.Connection, work: Callable[[sqlite3.Connectio
     await settled(run(_in_one_tx, db._conn, work))
 
 
+Statements = tuple[tuple[str, Sequence[tuple[Any, ...]]], ...]
+
+
 def _statements(stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> Work | None:
-    """A write of ``stmts``' rows (None: no rows), for the group commit."""
-    rendered = [(render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows]
+    """A write of ``stmts``' rows (None: no rows), for the group commit.
 
-    def work(conn: sqlite3.Connection) -> None:
-        for sql, rows in rendered:
-            conn.executemany(sql, rows)
+    Tuples and a partial, not lists and a closure: a write waits in the queue until its
+    group commits, so what it holds outlives a collection or two; tuples of plain values
+    drop out of the collector's sight at its first pass, lists never do (issue 38)."""
+    rendered = tuple((render(sql, SQLITE.mark), rows) for sql, rows in stmts if rows)
+    return functools.partial(_execute, rendered) if rendered else None
 
-    return work if rendered else None
+
+def _execute(rendered: Statements, conn: sqlite3.Connection) -> None:
+    for sql, rows in rendered:
+        conn.executemany(sql, rows)
 
 
 def _here(conn: sqlite3.Connection, work: Work) -> bool:
@@ -192,6 +202,10 @@ def _here(conn: sqlite3.Connection, work: Work) -> bool:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000:.0f}")
     _finish(conn, work)
     return True
+
+
+async def _nothing() -> None:
+    pass
 
 
 # Inline commits between two WAL checkpoints (SQLite's own: every 1000 pages, on commit).
@@ -221,6 +235,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         self._writes: GroupCommit[Work] = GroupCommit(self._commit)
         self._since_checkpoint = 0  # group commits since the last WAL checkpoint
         self.lock_dir = None if self.path == ":memory:" else Path(self.path + ".locks")
+        self._keys = None if self.lock_dir is None else KeyLocks(self.lock_dir)
 
     async def _open(self) -> aiosqlite.Connection:
         if self._db is not None:
@@ -307,10 +322,15 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
             for w in works:
                 w(conn)
 
-        async with self._held() as db:
-            if not _here(db._conn, work):
-                await _on_thread(db, work)
-            await self._wal_kept(db)
+        try:
+            async with self._held() as db:
+                if not _here(db._conn, work):
+                    await _on_thread(db, work)
+                await self._wal_kept(db)
+        except (sqlite3.Error, OSError) as exc:
+            # As the public methods' (store_errors): a write awaited without one of them
+            # (add_step_records) gets the same one-line StoreError.
+            raise StoreError(f"SQLite store failed: {one_line(exc)}") from exc
 
     async def _wal_kept(self, db: aiosqlite.Connection) -> None:
         """After a write: the WAL checkpointed every CHECKPOINT_EVERY writes, on the
@@ -338,9 +358,19 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         if work is not None:
             await self._writes.write(work)
 
+    def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
+                         events: Sequence[Event], spans: Sequence[SpanRecord]
+                         ) -> Coroutine[Any, Any, None]:
+        """A step's records in the group commit (see RunTables.add_step_records). Not a
+        coroutine of its own: the run awaits the group commit's write itself, so a run
+        waiting for its step's commit holds one coroutine there, not four (with 200 runs
+        waiting at once, what they held alive was most of the collector's work, issue 38)."""
+        work = _statements(step_statements(run_id, checkpoint, events, spans))
+        return self._writes.write(work) if work is not None else _nothing()
+
     def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
         """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
-        work = _statements([(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])])
+        work = _statements(((ADD_CHECKPOINT, ((run_id, kind, data, time.time()),)),))
         assert work is not None
         return self._writes.write_later(work)
 
@@ -362,6 +392,8 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         await self._open()
 
     async def aclose(self) -> None:
+        if self._keys is not None:
+            self._keys.close()
         if self._db is not None:
             await self._writes.drained()
             db, self._db = self._db, None
@@ -380,8 +412,8 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
     @contextlib.asynccontextmanager
     async def try_lock(self, key: str) -> AsyncIterator[bool]:
         """A lock across processes that is never waited for: yields whether it was taken."""
-        if self.lock_dir is None:
+        if self._keys is None:
             yield True
             return
-        with try_file_lock(lock_path(self.lock_dir, "try:" + key)) as taken:
+        with self._keys.hold(key) as taken:
             yield taken

@@ -11,8 +11,8 @@ from thinkloop.store.base import RunRecord, SpanRecord
 from thinkloop.store.serialize import (
     RUN_COLS,
     SPAN_COLS,
-    event_from_row,
-    event_row,
+    events_from_row,
+    events_rows,
     run_from_row,
     run_row,
     span_from_row,
@@ -31,6 +31,17 @@ _ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SEL
 ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
                    "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints "
                    "WHERE run_id = {0}")
+
+
+def step_statements(run_id: str, checkpoint: tuple[str, bytes] | None, events: Sequence[Event],
+                    spans: Sequence[SpanRecord]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """The statements and rows of a step's records (see ``add_step_records``), as tuples:
+    they wait for their group's commit, and tuples of plain values leave the collector's
+    sight at its first pass (lists never do)."""
+    ckpt = ((run_id, checkpoint[0], checkpoint[1], time.time()),) if checkpoint else ()
+    return ((ADD_CHECKPOINT, ckpt),
+            (_ADD_EVENT, tuple([(run_id, *r) for r in events_rows(events)])),
+            (_SAVE_SPAN, tuple([(run_id, *span_row(s)) for s in spans])))
 
 
 def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
@@ -69,13 +80,13 @@ class RunTables(SQLBase):
 
     async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
         if events:
-            await self._write(_ADD_EVENT, [(run_id, *event_row(e)) for e in events])
+            await self._write(_ADD_EVENT, [(run_id, *r) for r in events_rows(events)])
 
     async def run_events(self, run_id: str) -> list[Event]:
         rows = await self._fetch(
             "SELECT type, step, ts, payload FROM run_events WHERE run_id = {0} ORDER BY seq",
             run_id)
-        return [event_from_row(run_id, tuple(r)) for r in rows]
+        return [e for r in rows for e in events_from_row(run_id, tuple(r))]
 
     async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None:
         """A span stored again (the same ``span_id``) replaces the one stored before."""
@@ -97,10 +108,7 @@ class RunTables(SQLBase):
                                events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
         """A step's records in one transaction (one trip where the backend allows): its
         checkpoint, then the events and finished spans logged since the last step."""
-        ckpt = [(run_id, checkpoint[0], checkpoint[1], time.time())] if checkpoint else []
-        await self._write_many([
-            (ADD_CHECKPOINT, ckpt), (_ADD_EVENT, [(run_id, *event_row(e)) for e in events]),
-            (_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])])
+        await self._write_many(step_statements(run_id, checkpoint, events, spans))
 
     async def checkpoints(self, run_id: str) -> list[tuple[str, bytes]]:
         rows = await self._fetch(
