@@ -390,7 +390,10 @@ class RunBook:
             finally:
                 self.by_run.pop(run_id, None)
                 if recorder.handover is not None:
-                    recorder.handover.ended()
+                    # Dropped once ended: it holds the recorder (its stop), a reference cycle
+                    # that kept each run's records alive until a full collection (issue 38).
+                    handover, recorder.handover = recorder.handover, None
+                    handover.ended()
                 if self.aborts is not None:
                     self.aborts.forget(run_id)
 

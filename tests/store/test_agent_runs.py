@@ -136,3 +136,34 @@ async def test_an_abort_asked_through_the_store_stops_the_run(store_url: str) ->
     finally:
         await owner_store.aclose()
         await other_store.aclose()
+
+
+async def test_a_recorded_runs_state_is_freed_when_it_ends_not_left_to_the_collector(
+        run_store: object) -> None:
+    """A recorded run (row, audit log, trace, checkpoints, a tool call) leaves no reference
+    cycle behind: its state, history and records go as soon as nothing holds them. Left in
+    a cycle, every run's objects outlived it until a full collection (issue 38)."""
+    import gc
+
+    from thinkloop.core.run import RunState
+    from thinkloop.runlog import RunRecorder
+
+    agent = Agent(ScriptedModel(arithmetic() + arithmetic(), name="openai:gpt-x"), tools=[add],
+                  store=run_store, guard=False)  # type: ignore[arg-type]
+    assert (await agent.run("add 2 and 3, then add 1", session="s0")).status == "completed"
+    gc.collect()
+    gc.disable()
+    try:
+        result = await agent.run("add 2 and 3, then add 1", session="s1")
+        assert result.status == "completed"
+        await asyncio.sleep(0)  # the run's task's done callbacks
+        del result
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage
+                if isinstance(o, RunState | RunRecorder)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []

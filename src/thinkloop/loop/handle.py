@@ -115,6 +115,12 @@ class RunHandle:
         if self.state.status is None and task.cancelled():
             self._cancelled_early()
         self._finish()
+        # The run and its post-turn jobs are over: nothing emits now. The state's way to this
+        # handle (and through it to the subscribers, which hold the state) is a reference
+        # cycle; left in place, every recorded run's state, history and trace (about 180
+        # objects) outlived it until a full collection found them (issue 38).
+        if self.state.emit_to == self._publish:  # not a later handle's, were the state reused
+            self.state.emit_to = None
 
     def _cancelled_early(self) -> None:
         self.state.status = "cancelled"
