@@ -52,10 +52,15 @@ def _keep(attrs: dict[str, Any], given: Mapping[str, Any]) -> None:
 class DirectSpan(trace.Span):
     """A recording span that becomes one :class:`SpanRecord` when it ends."""
 
-    def __init__(self, name: str, context: SpanContext, parent: SpanContext | None,
+    def __init__(self, name: str, trace_id: int, span_id: int, parent: SpanContext | None,
                  attributes: Attributes, sink: Sink, start_time: int | None = None) -> None:
         self._name = name
-        self._context = context
+        self._trace_id = trace_id
+        self._span_id = span_id
+        # Made when asked for (a span made current, a child started under it): a model
+        # call's span never is, and a SpanContext is an object more that each stored span
+        # held until its step was written (issue 38).
+        self._context: SpanContext | None = None
         self._parent = parent
         self._attrs: dict[str, Any] = {}
         if attributes:
@@ -65,6 +70,9 @@ class DirectSpan(trace.Span):
         self._sink: Sink | None = sink
 
     def get_span_context(self) -> SpanContext:
+        if self._context is None:
+            self._context = SpanContext(self._trace_id, self._span_id, is_remote=False,
+                                        trace_flags=_SAMPLED)
         return self._context
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
@@ -104,10 +112,10 @@ class DirectSpan(trace.Span):
         sink, self._sink = self._sink, None
         if sink is None:  # ended already
             return
-        ctx, parent = self._context, self._parent
+        parent = self._parent
         sink(SpanRecord(
-            f"{ctx.span_id:016x}", f"{parent.span_id:016x}" if parent else None,
-            f"{ctx.trace_id:032x}", self._name, self._start / 1e9,
+            f"{self._span_id:016x}", f"{parent.span_id:016x}" if parent else None,
+            f"{self._trace_id:032x}", self._name, self._start / 1e9,
             (end_time or time.time_ns()) / 1e9, self._status.name, self._attrs))
 
 
@@ -126,9 +134,8 @@ class DirectTracer(trace.Tracer):
         current = trace.get_current_span(context).get_span_context()
         parent = current if current.is_valid else None
         trace_id = parent.trace_id if parent is not None else self._id(128, INVALID_TRACE_ID)
-        ctx = SpanContext(trace_id, self._id(64, INVALID_SPAN_ID), is_remote=False,
-                          trace_flags=_SAMPLED)
-        return DirectSpan(name, ctx, parent, attributes, self.sink, start_time)
+        return DirectSpan(name, trace_id, self._id(64, INVALID_SPAN_ID), parent, attributes,
+                          self.sink, start_time)
 
     @contextlib.contextmanager
     def start_as_current_span(  # type: ignore[override]  # the API types it by a private class

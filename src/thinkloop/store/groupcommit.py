@@ -78,7 +78,7 @@ class GroupCommit(Generic[W]):
             # A cancel cancels ``done`` too: where the write is says what to do.
             if write in self._queue:  # not taken yet: wholly out
                 self._queue.remove(write)
-            elif any(w is write for w in self._committing):  # wait for its commit to settle
+            elif write in self._committing:  # by identity too; wait for its commit to settle
                 if self._settled is None:
                     self._settled = asyncio.get_running_loop().create_future()
                 await _settle(self._settled)
