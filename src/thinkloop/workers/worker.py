@@ -36,6 +36,7 @@ from thinkloop.workers.fleet import queue_run
 from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
+WAKE_GATHER_S = 0.005  # after a wake-up, how long runs queued meanwhile join its take
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
 
 
@@ -111,6 +112,9 @@ class FleetWorker(Worker):
         queued: asyncio.Event = self.ctx["thinkloop"].queued
         while True:
             await queued.wait()
+            # Runs queued together (a burst of POSTs) join one take rather than each waking
+            # the worker for a script call of its own, as the outbox gathers events.
+            await asyncio.sleep(WAKE_GATHER_S)
             queued.clear()
             if not self.allow_pick_jobs:  # stopping (SIGTERM): it takes nothing more
                 continue
