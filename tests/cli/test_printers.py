@@ -14,6 +14,7 @@ from thinkloop.core.events import (
     ApprovalRequested,
     LlmRequest,
     ModelInputCut,
+    RunCompleted,
     ToolCalled,
     ToolReturned,
 )
@@ -99,3 +100,13 @@ async def test_a_model_that_is_not_local_loads_nothing_and_says_nothing() -> Non
     console, out = _piped()
     await load_local(SimpleNamespace(model=ScriptedModel(["hi"])), console)  # type: ignore[arg-type]
     assert out.getvalue() == ""
+
+
+def test_the_runs_usage_line_counts_its_calls_in_words() -> None:
+    console, out = _piped()
+    printer = EventPrinter(console)
+    for n in (1, 2):
+        printer(RunCompleted("r", 1, "completed", "84", None, False,
+                             {"requests": n, "input_tokens": 629, "output_tokens": 6}))
+    assert out.getvalue().splitlines() == ["1 model call, 629 in / 6 out tokens",
+                                           "2 model calls, 629 in / 6 out tokens"]

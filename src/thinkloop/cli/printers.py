@@ -174,8 +174,9 @@ class EventPrinter:
         elif not event.output and event.status != "no_answer":  # say why stdout is empty
             self.console.print("[dim](no answer: the model's last reply was empty)[/]")
         u = event.usage
+        calls = "model call" if u["requests"] == 1 else "model calls"
         self.console.print(
-            f"[dim]{u['requests']} model calls, {u['input_tokens']} in / "
+            f"[dim]{u['requests']} {calls}, {u['input_tokens']} in / "
             f"{u['output_tokens']} out tokens[/]"
         )
 
