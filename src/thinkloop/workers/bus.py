@@ -38,6 +38,8 @@ END = "end"
 # Entries (one per outbox write) the news keeps: a gateway more than this far behind reads
 # what it missed from the runs' own streams (Tail's resync).
 NEWS_LEN = 10_000
+# Published on the control channel with each run queued: idle workers look for it at once.
+WAKE = b'{"queued":1}'
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
 
@@ -155,7 +157,7 @@ class Bus:
         """arq's job ``job_id`` due at ``score`` (ms); False if it is queued already."""
         return bool(await self._enqueue(
             keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue],
-            args=[job, ttl_ms, score, job_id]))
+            args=[job, ttl_ms, score, job_id, self.control, WAKE]))
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))

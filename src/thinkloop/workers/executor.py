@@ -62,6 +62,8 @@ class Executor:
         # Jobs finished in their run's end script (Bus.finish): arq has nothing left to do.
         self.ended: set[str] = set()
         self._renewed_at = time.monotonic()  # the last renewal Redis took
+        # Set when a gateway queues a run (Bus.WAKE): the worker looks for it before its poll.
+        self.queued = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._keepers: list[asyncio.Task[None]] = []  # until the last run here has ended
 
@@ -115,7 +117,9 @@ class Executor:
                 await asyncio.sleep(1)
 
     def _control(self, msg: dict[str, Any]) -> None:
-        if "abort" in msg:
+        if "queued" in msg:
+            self.queued.set()
+        elif "abort" in msg:
             job = self.jobs.get(str(msg["abort"]))
             if job is not None:
                 job.agent.registry.abort(job.row.id)

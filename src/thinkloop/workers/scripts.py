@@ -21,11 +21,14 @@ redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
 return 1
 """
 # arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
-# queued once per id. KEYS job key, result key, queue; ARGV job, TTL ms, score, id.
+# queued once per id, and the workers woken (rather than waiting for their next poll).
+# KEYS job key, result key, queue; ARGV job, TTL ms, score, id, the control channel, the
+# wake-up message.
 ENQUEUE = """
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1
 """
 # Move a run from one status to another only if it is in one of the expected ones.

@@ -36,6 +36,7 @@ from thinkloop.workers.fleet import queue_run
 from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
+WAKE_GATHER_S = 0.005  # after a wake-up, how long runs queued meanwhile join its take
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
 
 
@@ -97,9 +98,38 @@ class FleetWorker(Worker):
     one job at a time as arq does (so that other workers polling meanwhile get theirs).
     """
 
+    async def main(self) -> None:
+        """arq's loop, which polls every ``poll_delay``, and beside it one that takes runs as
+        soon as gateways queue them (their wake-ups, merged while it takes)."""
+        waker = self.loop.create_task(self._take_when_woken())
+        try:
+            await super().main()
+        finally:
+            waker.cancel()
+            await asyncio.gather(waker, return_exceptions=True)
+
+    async def _take_when_woken(self) -> None:
+        queued: asyncio.Event = self.ctx["thinkloop"].queued
+        while True:
+            await queued.wait()
+            # Runs queued together (a burst of POSTs) join one take rather than each waking
+            # the worker for a script call of its own, as the outbox gathers events.
+            await asyncio.sleep(WAKE_GATHER_S)
+            queued.clear()
+            if not self.allow_pick_jobs:  # stopping (SIGTERM): it takes nothing more
+                continue
+            try:
+                await self._take_waiting()
+            except Exception:  # Redis failed: the poll takes the run
+                log.exception("taking a queued run failed; the poll will")
+
     async def start_jobs(self, job_ids: list[bytes]) -> None:
+        if job_ids:
+            await self._take_waiting()
+
+    async def _take_waiting(self) -> None:
         free = self.max_jobs - self.job_counter
-        if not job_ids or free <= 0:
+        if free <= 0:
             return
         if not hasattr(self, "_waiting"):
             self._waiting = self.pool.register_script(_WAITING)
