@@ -40,6 +40,11 @@ class Followed(Protocol):
         """Events numbered above ``after`` as they come (JSON bytes), until the run ends."""
         ...
 
+    def follow_batches(self, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """:meth:`follow`'s events in lists of those ready together (a stream writes each
+        list in one send)."""
+        ...
+
     async def end_status(self) -> str:
         """How the run ended (read after ``follow`` is exhausted)."""
         ...

@@ -65,7 +65,7 @@ def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> Eve
     lane's): a revoked ``key`` ends it (with auth)."""
 
     async def events() -> AsyncIterator[bytes]:
-        follow = batches(run, start)
+        follow = run.follow_batches(start)
         if not gw.config.no_auth:  # a key revoked meanwhile ends the stream
             follow = while_valid(follow, gw, key)
         try:
@@ -84,22 +84,6 @@ def sse_event(seq: int, data: bytes) -> bytes:
     """An event's SSE frame, byte for byte what sse_starlette's ``ServerSentEvent(data, id,
     event="event")`` encodes (the event JSON is one line: orjson escapes newlines)."""
     return b"id: %d\r\nevent: event\r\ndata: %s\r\n\r\n" % (seq, data)
-
-
-def batches(run: Followed, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
-    """The run's events after ``after`` in batches: all those ready at once, when the run
-    can give them so (a gateway's own runs: its own iterator, no generator between it and
-    the writer), else one by one."""
-    follow_batches = getattr(run, "follow_batches", None)
-    if follow_batches is not None:
-        found: AsyncIterator[list[tuple[int, bytes]]] = follow_batches(after)
-        return found
-    return _one_by_one(run.follow(after))
-
-
-async def _one_by_one(items: AsyncIterator[T]) -> AsyncIterator[list[T]]:
-    async for item in items:
-        yield [item]
 
 
 class KeyRevoked(Exception):
