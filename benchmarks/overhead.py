@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -87,6 +88,17 @@ def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
     assert proc.stdout is not None
     proc.stdout.readline()
     return proc
+
+
+@contextlib.contextmanager
+def serving(port: int, delay_ms: float = 0.0) -> Iterator[None]:
+    """The deterministic model server on ``port`` for the block's duration."""
+    server = start_server(port, delay_ms)
+    try:
+        yield
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def first_messages() -> list[dict[str, Any]]:
@@ -260,12 +272,8 @@ def print_latencies(args: argparse.Namespace) -> None:
     print(f"{'model latency':>13} {'floor s':>8} {'bare aiohttp s':>15} {'thinkloop x bare':>17}")
     for i, ms in enumerate(args.latency_ms):
         port = args.port + 1 + i
-        server = start_server(port, ms)
-        try:
+        with serving(port, ms):
             bare, ratio_ = asyncio.run(by_latency(f"http://127.0.0.1:{port}/v1", args))
-        finally:
-            server.terminate()
-            server.wait()
         floor = (STEPS + 1) * ms / 1000  # 11 calls one after another, each taking ``ms``
         print(f"{ms:>10g} ms {floor:>8.2f} {bare:>15.2f} {ratio_:>17.2f}")
 
@@ -335,12 +343,8 @@ def main() -> None:
     parser.add_argument("--tuned-gc", action="store_true",
                         help="thinkloop.tuning.tune_gc() after warm-up (all loops)")
     args = parser.parse_args()
-    server = start_server(args.port)
-    try:
+    with serving(args.port):
         res = asyncio.run(measure(f"http://127.0.0.1:{args.port}/v1", args))
-    finally:
-        server.terminate()
-        server.wait()
     print(f"\n{STEPS}-step runs (+1 final call), zero-latency loopback server, "
           f"median of {args.repeat}, gc {'tuned' if args.tuned_gc else 'default'}, "
           f"load average {os.getloadavg()[0]:.2f}\n")

@@ -160,12 +160,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18795)
     parser.add_argument("--keep", help="a folder to keep py-spy's raw stacks in, a file a loop")
     args = parser.parse_args()
-    server = overhead.start_server(args.port)
-    try:
+    with overhead.serving(args.port):
         res = asyncio.run(measure(args.port, args))
-    finally:
-        server.terminate()
-        server.wait()
     print(f"\nper model call, {RUNS} concurrent {overhead.STEPS}-step runs, CPU median of "
           f"{args.repeat}, load average {os.getloadavg()[0]:.2f}\n")
     table(res)

@@ -146,12 +146,8 @@ def main() -> None:
         # Run one after the other, not side by side: they would share the two cores.
         out = other.communicate()[0]
         other_res = orjson.loads(out.splitlines()[-1])
-    server = overhead.start_server(args.port)
-    try:
+    with overhead.serving(args.port):
         res = asyncio.run(measure(args.port, args.repeat))
-    finally:
-        server.terminate()
-        server.wait()
     if args.json:
         sys.stdout.write(orjson.dumps(res).decode() + "\n")
         return

@@ -64,12 +64,8 @@ def main() -> None:
     parser.add_argument("--seq-runs", type=int, default=20)
     parser.add_argument("--port", type=int, default=18797)
     args = parser.parse_args()
-    server = overhead.start_server(args.port)
-    try:
+    with overhead.serving(args.port):
         cpu = asyncio.run(measure(args.port, args))
-    finally:
-        server.terminate()
-        server.wait()
     print(f"\nCPU µs per model call, {overhead.STEPS}-step runs, median of {args.repeat} "
           f"(interleaved), load average {os.getloadavg()[0]:.2f}\n")
     print(f"{'loop':<22}{'1 at a time':>14}{'x bare':>8}{f'{args.runs} at once':>14}{'x bare':>8}")

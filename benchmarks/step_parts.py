@@ -150,12 +150,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--port", type=int, default=18795)
     args = parser.parse_args()
-    server = overhead.start_server(args.port)
-    try:
+    with overhead.serving(args.port):
         res = asyncio.run(measure(f"http://127.0.0.1:{args.port}/v1", args.repeat))
-    finally:
-        server.terminate()
-        server.wait()
     print(f"client CPU per model call, {RUNS} at once, median of {args.repeat}, "
           f"load average {os.getloadavg()[0]:.2f}\n")
     print(f"{'part':<26} {'CPU us':>7} {'x bare post':>12}")
