@@ -85,6 +85,15 @@ async def store(store_url: str) -> AsyncIterator[SQLiteStore | PostgresStore]:
     await s.aclose()
 
 
+@pytest_asyncio.fixture(loop_scope="function")
+async def sqlite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    """A connected SQLite store of its own (tests of what only SQLite does)."""
+    s = SQLiteStore(tmp_path / "runs.db")
+    await s.connect()
+    yield s
+    await s.aclose()
+
+
 @pytest_asyncio.fixture(loop_scope="function", params=["memory", "sqlite", "postgres"])
 async def run_store(
     request: pytest.FixtureRequest, tmp_path: Path

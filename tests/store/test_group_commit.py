@@ -8,11 +8,9 @@ import asyncio
 import random
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
-import pytest_asyncio
 
 from thinkloop import Agent, ScriptedModel, tool
 from thinkloop.core.events import RunStarted
@@ -20,14 +18,6 @@ from thinkloop.models.scripted import call, reply
 from thinkloop.store import SQLiteStore, StoreError
 from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.sqlite import Work
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def sqlite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "runs.db")
-    await s.connect()
-    yield s
-    await s.aclose()
 
 
 def count_commits(store: SQLiteStore) -> list[int]:

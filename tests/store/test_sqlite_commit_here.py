@@ -6,26 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from thinkloop.store import SQLiteStore
 from thinkloop.store import sqlite as sqlite_mod
 
 
-@pytest_asyncio.fixture(loop_scope="function")
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "runs.db")
-    await s.connect()
-    yield s
-    await s.aclose()
-
-
 async def test_a_write_to_a_free_database_takes_no_trip_to_the_database_thread(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    sqlite: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trips: list[object] = []
     on_thread = sqlite_mod._on_thread
@@ -35,17 +25,17 @@ async def test_a_write_to_a_free_database_takes_no_trip_to_the_database_thread(
         await on_thread(db, work)  # type: ignore[arg-type]
 
     monkeypatch.setattr(sqlite_mod, "_on_thread", counted)
-    await store.add_checkpoint("r1", "step", b"{}")
+    await sqlite.add_checkpoint("r1", "step", b"{}")
     assert trips == []
-    assert await store.checkpoints("r1") == [("step", b"{}")]
+    assert await sqlite.checkpoints("r1") == [("step", b"{}")]
 
 
 async def test_a_write_waits_on_the_thread_while_another_connection_holds_the_lock(
-    store: SQLiteStore, tmp_path: Path
+    sqlite: SQLiteStore, tmp_path: Path
 ) -> None:
     other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process's writer, mid-transaction
-    write = asyncio.create_task(store.add_checkpoint("r1", "step", b"{}"))
+    write = asyncio.create_task(sqlite.add_checkpoint("r1", "step", b"{}"))
     ticks = 0
     for _ in range(20):  # the loop goes on meanwhile: the lock is not waited for on it
         await asyncio.sleep(0.01)
@@ -54,17 +44,17 @@ async def test_a_write_waits_on_the_thread_while_another_connection_holds_the_lo
     other.execute("COMMIT")
     other.close()
     await write
-    assert await store.checkpoints("r1") == [("step", b"{}")]
+    assert await sqlite.checkpoints("r1") == [("step", b"{}")]
 
 
 async def test_the_wal_is_checkpointed_every_so_many_commits(
-    store: SQLiteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite: SQLiteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite_mod, "CHECKPOINT_EVERY", 10)
     blob = b"x" * 16384
     for i in range(200):  # 3 MB written, one commit each
-        await store.add_checkpoint(f"r{i}", "step", blob)
+        await sqlite.add_checkpoint(f"r{i}", "step", blob)
     wal = tmp_path / "runs.db-wal"
     # Checkpointed, the WAL is reused from its start: it holds about 10 commits, not 200.
     assert wal.stat().st_size < 50 * len(blob)
-    assert len(await store.checkpoints("r199")) == 1
+    assert len(await sqlite.checkpoints("r199")) == 1
