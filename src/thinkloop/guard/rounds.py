@@ -14,9 +14,11 @@ carries a hint naming N. Both are words for one request, never history (``nudge`
 With a durable store (``ToolFollows``: SQLite, PostgreSQL) the counts live there, per agent,
 so they survive a restart and every process serving the agent learns from all its runs;
 without one they are this process's. What the store said is kept for ``FOLLOWS_TTL_S``
-(another process's runs show within that), and dropped at once when this agent learns: a
-store round trip on every step's request was a tenth of the default agent's CPU per model
-call (issue 38's profile), for counts that change once per finished run.
+(another process's runs show within that), and what this agent learns is counted into what
+it kept as it writes it to the store: a store round trip on every step's request was a tenth
+of the default agent's CPU per model call (issue 38's profile), and dropping the kept counts
+after each run instead still read the store before most requests at 200 concurrent runs
+(one run or another ends every few steps).
 """
 
 from __future__ import annotations
@@ -151,9 +153,12 @@ class RoundFollowUps:
         names = [c.name for s in ctx.state.steps for c in s.tool_calls]
         pairs = sorted(set(pairwise(names)))
         if self.store is not None:
-            await self.store.add_tool_follows(ctx.cfg.agent_id, pairs)
-            for prev, _ in pairs:  # this agent's next request reads what it just learned
-                self._read.pop((ctx.cfg.agent_id, prev), None)
+            agent = ctx.cfg.agent_id
+            await self.store.add_tool_follows(agent, pairs)
+            for prev, nxt in pairs:  # this agent's next request sees it without a read
+                kept = self._read.get((agent, prev))
+                if kept is not None:
+                    kept[1][nxt] = kept[1].get(nxt, 0) + 1
             return
         for prev, nxt in pairs:
             if prev in self.follows or len(self.follows) < MAX_TOOLS:

@@ -1,0 +1,69 @@
+"""The quartermaster (guard/rounds.py) against a durable store: what it learns from its own
+runs it keeps, instead of reading the store again before the next request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from thinkloop import Agent
+from thinkloop.models.scripted import ScriptedModel, call, reply
+from thinkloop.store import open_store
+from thinkloop.store.sqlmanaged import ToolFollows
+
+
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: what to look up
+    """
+    return f"value of {key}"
+
+
+def fetch(key: str) -> str:
+    """Fetch a record.
+
+    Args:
+        key: which record
+    """
+    return f"record {key}"
+
+
+def hints(model: ScriptedModel) -> list[str]:
+    return [m.content for c in model.calls for m in c.messages
+            if m.content.startswith("[Quartermaster]")]
+
+
+async def test_own_runs_count_at_once_without_reading_the_store_again(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "runs.db"))
+    assert isinstance(store, ToolFollows)
+    reads: list[str] = []
+    read = store.tool_follows
+
+    async def counted(agent: str, prev: str) -> dict[str, int]:
+        reads.append(prev)
+        return await read(agent, prev)
+
+    store.tool_follows = counted  # type: ignore[method-assign]
+    script: list[Any] = []
+    for i in range(4):
+        script += [reply("", call("lookup", key=f"a{i}")), reply("", call("fetch", key=f"a{i}")),
+                   f"done {i}"]
+    model = ScriptedModel(script)
+    agent = Agent(model, tools=[lookup, fetch], max_steps=10, store=store, name="clerk",
+                  plugins=False)
+    try:
+        for i in range(4):
+            handle = agent.start(f"Find record a{i}.")
+            assert (await handle.result()).text == f"done {i}"
+            await handle.wait_background()  # the quartermaster learns after the run
+    finally:
+        await agent.aclose()
+        await store.aclose()
+    # The fourth run is hinted from the three before it, as soon as they ended...
+    assert hints(model) == [
+        "[Quartermaster] After lookup, runs of this agent called fetch next in 100% of 3 runs. "
+        "Consider fetch if it fits this task."]
+    # ...but the store was read once per tool, not again after each run that learned.
+    assert sorted(reads) == ["fetch", "lookup"]
