@@ -3,6 +3,8 @@ runs it keeps, instead of reading the store again before the next request."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ from thinkloop import Agent
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import open_store
 from thinkloop.store.sqlmanaged import ToolFollows
+from thinkloop.types import Message, ModelResponse, ToolSpec
 
 
 def lookup(key: str) -> str:
@@ -67,3 +70,35 @@ async def test_own_runs_count_at_once_without_reading_the_store_again(tmp_path: 
         "Consider fetch if it fits this task."]
     # ...but the store was read once per tool, not again after each run that learned.
     assert sorted(reads) == ["fetch", "lookup"]
+
+
+async def test_runs_at_once_share_one_read_of_the_store(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "runs.db"))
+    assert isinstance(store, ToolFollows)
+    await store.add_tool_follows("clerk", [("lookup", "fetch")])
+    reads: list[str] = []
+    read = store.tool_follows
+
+    async def counted(agent: str, prev: str) -> dict[str, int]:
+        reads.append(prev)
+        await asyncio.sleep(0.01)  # a trip to the database takes a while
+        return await read(agent, prev)
+
+    store.tool_follows = counted  # type: ignore[method-assign]
+
+    def step(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        if any(m.role == "tool" for m in messages):
+            return reply("found")
+        return reply("", call("lookup", key="k"))
+
+    model = ScriptedModel([step] * 20)
+    agent = Agent(model, tools=[lookup, fetch], max_steps=10, store=store, name="clerk",
+                  plugins=False)
+    try:
+        results = await asyncio.gather(*(agent.run(f"Find record {i}.") for i in range(10)))
+    finally:
+        await agent.aclose()
+        await store.aclose()
+    assert [r.text for r in results] == ["found"] * 10
+    # Ten runs asked before the first read came back: one read answered them all.
+    assert reads == ["lookup"]

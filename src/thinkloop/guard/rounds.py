@@ -23,6 +23,7 @@ after each run instead still read the store before most requests at 200 concurre
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable
@@ -58,6 +59,7 @@ class RoundFollowUps:
         self.follows: defaultdict[str, Counter[str]] = defaultdict(Counter)
         # (agent, previous tool) -> (when read, what the store said): the store's counts
         self._read: dict[tuple[str, str], tuple[float, dict[str, int]]] = {}
+        self._reading: dict[tuple[str, str], asyncio.Future[dict[str, int]]] = {}
 
     def hooks(self) -> list[Hook]:
         return [Hook("pre_reason", self.follow_up, name="guard.rounds"),
@@ -100,7 +102,23 @@ class RoundFollowUps:
         return None
 
     async def _stored(self, agent: str, last: str) -> dict[str, int]:
-        """The store's counts of what followed ``last``, kept for a TTL."""
+        """The store's counts of what followed ``last``, kept for a TTL. Runs that ask while
+        a read is under way wait for that read: at 200 concurrent runs, each TTL's expiry had
+        every run in its re-prompt read the store at once."""
+        key = (agent, last)
+        reading = self._reading.get(key)
+        if reading is None:
+            reading = self._reading[key] = asyncio.ensure_future(self._read_store(agent, last))
+            reading.add_done_callback(lambda done: self._read_done(key, done))
+        # Shielded: a run cancelled while it waits leaves the read to the others.
+        return await asyncio.shield(reading)
+
+    def _read_done(self, key: tuple[str, str], done: asyncio.Future[dict[str, int]]) -> None:
+        self._reading.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: the runs waiting on it were given it (if any)
+
+    async def _read_store(self, agent: str, last: str) -> dict[str, int]:
         assert self.store is not None
         after = await self.store.tool_follows(agent, last)
         if len(self._read) >= MAX_TOOLS:
