@@ -102,3 +102,23 @@ async def test_runs_at_once_share_one_read_of_the_store(tmp_path: Path) -> None:
     assert [r.text for r in results] == ["found"] * 10
     # Ten runs asked before the first read came back: one read answered them all.
     assert reads == ["lookup"]
+
+
+async def test_a_follow_up_is_one_message_for_every_request_that_carries_it() -> None:
+    def step(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelResponse:
+        done = sum(m.role == "tool" for m in messages)
+        return reply("found") if done >= 4 else reply("", call("lookup", key=f"k{done}"))
+
+    model = ScriptedModel([step] * 10)
+    agent = Agent(model, tools=[lookup], max_steps=10, store="memory", plugins=False)
+    for i in range(2):
+        assert (await agent.run(f"Find record {i}.")).text == "found"
+    notices = [[m for m in c.messages if m.content.startswith("[Round")] for c in model.calls]
+    first, second = notices[:5], notices[5:]
+    assert [[m.content[:9] for m in n] for n in first] == [[], [], [], ["[Round 3]"],
+                                                           ["[Round 4]"]]
+    # The second run's requests carry the very messages the first run's did, so what is
+    # worked out per message (its wire encoding, its token count) is worked out once.
+    assert all(a is b for x, y in zip(first, second, strict=True)
+               for a, b in zip(x, y, strict=True))
+    assert [len(n) for n in second] == [0, 0, 0, 1, 1]

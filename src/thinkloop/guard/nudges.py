@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from thinkloop.core.events import Nudge
@@ -26,6 +27,14 @@ TRANSPARENCY = (
     "The user cannot see your internal work; they only see messages you send them. Send a "
     "brief progress update NOW with {tools} (e.g. \"I've found X so far, still checking Y\")."
 )
+
+
+@functools.lru_cache(maxsize=256)
+def notice(text: str) -> Message:
+    """One message for each nudge text, shared by every request that carries it: what is
+    worked out per message (its wire encoding, its token count, in ``Message.cache``) is
+    worked out once, not before every model call from the third round on."""
+    return Message.notice(text)
 
 
 @dataclass(frozen=True)
@@ -67,14 +76,14 @@ class Nudges:
         limit = ctx.state.max_steps or ctx.cfg.limits.max_steps
         remaining = limit - ctx.state.step
         if s.urgency and 0 < remaining <= s.urgency_at:
-            extra.append(Message.notice(URGENCY.format(n=remaining)))
+            extra.append(notice(URGENCY.format(n=remaining)))
             ctx.emit(Nudge, kind="urgency", remaining=remaining)
         channel = run_channel_tools(s.channel_tools, ctx)
         if channel and not capsule_active(self.steps, ctx):
             silent = self._silent_steps(ctx, channel)
             if silent >= s.transparency_after:
                 tools = " or ".join(channel)
-                extra.append(Message.notice(TRANSPARENCY.format(n=silent, tools=tools)))
+                extra.append(notice(TRANSPARENCY.format(n=silent, tools=tools)))
                 ctx.emit(Nudge, kind="transparency", silent_steps=silent)
         if extra:
             # A new list: the history in state.messages stays exactly as it was.

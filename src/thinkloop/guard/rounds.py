@@ -32,7 +32,7 @@ from operator import itemgetter
 
 from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
-from thinkloop.guard.nudges import NudgeSettings
+from thinkloop.guard.nudges import NudgeSettings, notice
 from thinkloop.hooks import Hook, OutputContext, ReasonContext
 from thinkloop.store.sqlmanaged import ToolFollows
 
@@ -152,12 +152,12 @@ class RoundFollowUps:
         rounds = sum(1 for s in ctx.state.steps if s.tool_calls)
         level = self.level(rounds, limit)
         if level:
-            extra.append(Message.notice(FOLLOW_UPS[level - 1].format(n=rounds)))
+            extra.append(notice(FOLLOW_UPS[level - 1].format(n=rounds)))
             ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
         if found is not None and found[0] in {t.name for t in ctx.tools}:
             nxt, count, runs = found
             pct = round(100 * count / runs)
-            extra.append(Message.notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
+            extra.append(notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
             ctx.emit(Nudge, kind="quartermaster", after=last, next=nxt,
                      confidence=round(count / runs, 3))
         if extra:
