@@ -59,17 +59,16 @@ class LoopSettings:
 class _Run:
     strikes: int = 0
     step_calls: dict[int, dict[str, str]] = field(default_factory=dict)  # step -> key -> id
-    # Each call key's first successful result that is still current, kept up to date step
-    # by step (not recomputed over the whole run before every call), and how many of the
-    # run's steps it covers.
+    # What the checks read about the run's finished steps, kept up to date step by step in
+    # one pass over each new step (not recomputed over the whole run before every call, nor
+    # walked once per check): the run's steps read so far,
+    read: int = 0
+    # each call key's first successful result that is still current, with its step,
     results: dict[str, tuple[int, ToolResult]] = field(default_factory=dict)
-    scanned: int = 0
-    # The signatures of the run's steps that made calls, kept up to date the same way.
+    # the signature of every step that made calls (call keys, or tool names),
     signatures: list[frozenset[str]] = field(default_factory=list)
-    signed: int = 0
-    # Each call key's last result and how many times in a row it came back the same.
+    # and each call key's last result and how many times in a row it came back the same.
     streaks: dict[str, tuple[str, int]] = field(default_factory=dict)
-    streaked: int = 0
     changes_state: frozenset[str] | None = None  # the run's tools that are not idempotent
     # Each call's key, worked out once: a call's key was serialised up to five times (the
     # check, the loop test, the step's signature, the results and the streaks). By id, with
@@ -84,36 +83,33 @@ class _Run:
         self.keys[id(call)] = (call, key)
         return key
 
-    def earlier(self, state: RunState, key: str,
-                changes_state: frozenset[str]) -> tuple[int, ToolResult] | None:
-        """The first successful result of the call ``key`` that is still current: no call to
-        a tool in ``changes_state`` (the same set every time) ran after it."""
-        for step in state.steps[self.scanned:]:
-            if any(c.name in changes_state for c in step.tool_calls):
-                self.results.clear()
-            for r in step.results:
-                if not r.is_error:
-                    self.results.setdefault(self.key(r.call), (step.index, r))
-        self.scanned = len(state.steps)
-        return self.results.get(key)
-
-    def same_results(self, state: RunState, key: str) -> int:
-        """How many times in a row the call ``key`` got the same result (0: never made)."""
-        for step in state.steps[self.streaked:]:
+    def catch_up(self, state: RunState, with_args: bool) -> None:
+        """Read the steps finished since the last call. A result stays current until a call
+        to a tool in ``changes_state`` (the same set every time) runs after it;
+        ``with_args``: a step's signature is its call keys (the same each time), else its
+        tool names."""
+        steps = state.steps
+        if self.read == len(steps):
+            return
+        changes_state = self.changes_state or frozenset()
+        for step in steps[self.read:]:
+            calls = step.tool_calls
+            if calls:
+                self.signatures.append(
+                    frozenset(self.key(c) if with_args else c.name for c in calls))
+                if changes_state and any(c.name in changes_state for c in calls):
+                    self.results.clear()
             for r in step.results:
                 k = self.key(r.call)
+                if not r.is_error:
+                    self.results.setdefault(k, (step.index, r))
                 last, count = self.streaks.get(k, ("", 0))
                 self.streaks[k] = (r.content, count + 1 if count and last == r.content else 1)
-        self.streaked = len(state.steps)
-        return self.streaks.get(key, ("", 0))[1]
+        self.read = len(steps)
 
-    def history(self, state: RunState, with_args: bool) -> list[frozenset[str]]:
-        """The signature of every step that made calls (``with_args``: the same each time)."""
-        self.signatures += [
-            frozenset(self.key(c) if with_args else c.name for c in s.tool_calls)
-            for s in state.steps[self.signed:] if s.tool_calls]
-        self.signed = len(state.steps)
-        return self.signatures
+    def same_results(self, key: str) -> int:
+        """How many times in a row the call ``key`` got the same result (0: never made)."""
+        return self.streaks.get(key, ("", 0))[1]
 
 
 def call_key(call: ToolCall) -> str:
@@ -152,6 +148,9 @@ class LoopGuard:
         if call is None or ctx.result is not None:
             return
         run = self.runs.get(ctx)
+        if run.changes_state is None:  # the run's tools are fixed: worked out once
+            run.changes_state = _changes_state(ctx)
+        run.catch_up(ctx.state, self.settings.rule != "same_tool")
         seen = run.step_calls.setdefault(ctx.step, {})
         key = run.key(call)
         first_in_step = not seen
@@ -162,9 +161,7 @@ class LoopGuard:
             if key in seen:
                 self._answer(ctx, call, SAME_STEP_NOTE.format(first=seen[key]), "duplicate")
                 return
-            if run.changes_state is None:  # the run's tools are fixed: worked out once
-                run.changes_state = _changes_state(ctx)
-            earlier = run.earlier(ctx.state, key, run.changes_state)
+            earlier = run.results.get(key)
             if earlier is not None:
                 step, result = earlier
                 text = result.content + DUPLICATE_NOTE.format(name=call.name, step=step)
@@ -176,10 +173,10 @@ class LoopGuard:
     def _loop(self, ctx: ToolHookContext, run: _Run, call: ToolCall, key: str) -> bool:
         limit = self.settings.repeat_limit
         if self.settings.rule == "same_tool":
-            pattern = loop_pattern(run.history(ctx.state, False), call.name, limit)
+            pattern = loop_pattern(run.signatures, call.name, limit)
         else:
-            pattern = loop_pattern(run.history(ctx.state, True), key, limit)
-            if pattern is None and limit >= 2 and run.same_results(ctx.state, key) >= limit:
+            pattern = loop_pattern(run.signatures, key, limit)
+            if pattern is None and limit >= 2 and run.same_results(key) >= limit:
                 pattern = (f"{call.name} returned the same result for the same arguments the "
                            f"last {limit} times it was called")
         if pattern is None:
