@@ -8,6 +8,7 @@ course; the tool itself never runs. The same policy hides denied tools from the 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable
 
 from thinkloop.core.events import PolicyDenied
 from thinkloop.core.types import ToolCall, ToolResult
@@ -40,25 +41,26 @@ class ToolGate:
         user = ctx.cfg.user_id
         ctx.tools = [t for t in ctx.tools if self.policy.permits(t.name, user) is None]
 
-    async def check_call(self, ctx: ToolHookContext) -> None:
+    def check_call(self, ctx: ToolHookContext) -> Awaitable[None] | None:
+        """Before each tool call. A plain call unless someone must approve it: most calls
+        make no coroutine."""
         call = ctx.call
         if call is None:
-            return
+            return None
         counts = self.counts.get(ctx)
         prior = counts[call.name]
         counts[call.name] += 1
         if ctx.result is not None:  # an earlier guard already answered this call
-            return
+            return None
         verdict = self.policy.evaluate(call, ctx.cfg.user_id, prior)
         if verdict.action == "deny":
             ctx.emit(PolicyDenied, tool=call.name, id=call.id, reason=verdict.reason)
             ctx.result = ToolResult(call, DENIED.format(reason=verdict.reason), is_error=True)
-            return
+            return None
         needs = verdict if verdict.action == "approve" else None
         if needs is None and ctx.tool is not None and ctx.tool.needs_approval:
             needs = Verdict("approve", f"{call.name} requires approval")
-        if needs is not None:
-            await self._approve(ctx, call, needs.reason)
+        return self._approve(ctx, call, needs.reason) if needs is not None else None
 
     async def _approve(self, ctx: ToolHookContext, call: ToolCall, reason: str) -> None:
         decision = await self.approval.decide(ctx, call, reason)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from thinkloop.context.focus import is_small
 from thinkloop.core.events import GuardBlocked, GuardDetected, GuardTruncated
+from thinkloop.core.tool import Tool
 from thinkloop.core.types import ToolResult
 from thinkloop.guard.classifier import Classifier
 from thinkloop.guard.patterns import DEFAULT_PATTERNS, SEVERITY_RANK, InjectionPattern, Severity
@@ -180,13 +181,20 @@ class InputGuard:
             ctx.emit(GuardBlocked, guard="input", reason=reason, findings=_payload(findings))
             ctx.stop(reason, "blocked")
 
-    async def check_tool_output(self, ctx: ToolHookContext) -> None:
-        s, result, tool = self.settings, ctx.result, ctx.tool
+    def check_tool_output(self, ctx: ToolHookContext) -> Awaitable[None] | None:
+        """After each tool call. A plain call for a trusted tool's output (most calls make
+        no coroutine); outside content is scanned and wrapped."""
+        result, tool = ctx.result, ctx.tool
         if result is None or tool is None or tool.trusted_output:
-            return
+            return None
         # Errors the tool raised can quote outside text too; answers from guards cannot.
         if result.is_error and not result.content.startswith(TOOL_ERROR):
-            return
+            return None
+        return self._check_outside(ctx, result, tool)
+
+    async def _check_outside(self, ctx: ToolHookContext, result: ToolResult,
+                             tool: Tool) -> None:
+        s = self.settings
         scanning = s.scan_external and s.mode != "off"
         findings = await self.scan(result.content, external=True) if scanning else []
         if findings:

@@ -44,7 +44,7 @@ who approves here is not asked twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -267,10 +267,13 @@ class ProvenanceGate:
                 return f"{call.name}: {problem}"
         return None
 
-    async def check_call(self, ctx: ToolHookContext) -> None:
+    def check_call(self, ctx: ToolHookContext) -> Awaitable[None] | None:
+        """Before each tool call. A plain call unless the call must be searched or decided
+        (a clean run's call, or a tool that neither needs approval nor sends anything out,
+        makes no coroutine)."""
         call, tool = ctx.call, ctx.tool
         if not self.settings.enabled or call is None or tool is None:
-            return
+            return None
         taint = self._taint(ctx)
         # Whatever this call starts (a sub-agent's run, in a task that copies this context)
         # knows what its caller had read (tracing.py carries its spans the same way).
@@ -278,21 +281,28 @@ class ProvenanceGate:
         if ctx.result is None and taint.sources and tool.meta.get("persists"):
             ctx.call = _marked(call, tool.meta["persists"], taint)
         if ctx.result is not None:
-            return
+            return None
         host = self._host_path(call) if tool.confined and tool.needs_approval else None
         if host is not None and not taint.sources:  # a person decides, even in a clean run
-            reason = f"{call.name}: {HOST_RUN.format(path=host[:80])}"
-        else:
-            outbound = tuple(tool.meta.get("outbound", ()))
-            if not taint.sources or not (tool.needs_approval or outbound):
-                return
-            # The request and what the run read are searched (host names, paths, numbers):
-            # long ones in a worker thread.
-            size = sum(map(len, taint.trusted)) + sum(map(len, taint.seen))
-            problem = await off_loop(size, self._problem, call, tool, outbound, taint)
-            if problem is None:
-                return
-            reason = f"{problem}, after this run read outside content ({', '.join(taint.sources)})"
+            return self._decide(ctx, call, f"{call.name}: {HOST_RUN.format(path=host[:80])}",
+                                taint)
+        outbound = tuple(tool.meta.get("outbound", ()))
+        if not taint.sources or not (tool.needs_approval or outbound):
+            return None
+        return self._search(ctx, call, tool, outbound, taint)
+
+    async def _search(self, ctx: ToolHookContext, call: ToolCall, tool: Tool,
+                      outbound: tuple[str, ...], taint: _Taint) -> None:
+        # The request and what the run read are searched (host names, paths, numbers):
+        # long ones in a worker thread.
+        size = sum(map(len, taint.trusted)) + sum(map(len, taint.seen))
+        problem = await off_loop(size, self._problem, call, tool, outbound, taint)
+        if problem is not None:
+            await self._decide(ctx, call, f"{problem}, after this run read outside content "
+                               f"({', '.join(taint.sources)})", taint)
+
+    async def _decide(self, ctx: ToolHookContext, call: ToolCall, reason: str,
+                      taint: _Taint) -> None:
         ctx.emit(GuardProvenance, tool=call.name, id=call.id, reason=reason,
                  sources=list(taint.sources))
         gate = self.gate
