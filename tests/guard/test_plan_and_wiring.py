@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from thinkloop import Agent
-from thinkloop.guard import GuardSettings, PlanSettings, default_hooks
+from thinkloop.guard import GuardSettings, PlanSettings, ToolPolicy, default_hooks
 from thinkloop.models.scripted import ScriptedModel
 
 from .helpers import run_agent
@@ -33,10 +33,16 @@ def test_default_hooks_follow_the_seeds() -> None:
         "guard.loops",
         "guard.loops.cleanup", "guard.messages", "guard.messages.cleanup",
         "guard.provenance", "guard.provenance.observe", "guard.provenance.cleanup",
-        "guard.policy.tools", "guard.policy", "guard.policy.cleanup",
+        "guard.policy",
         "guard.review", "guard.review.cleanup"]
     off = [h.name for h in default_hooks(GuardSettings.off())]
-    assert off == ["guard.input", "guard.policy.tools", "guard.policy", "guard.policy.cleanup"]
+    assert off == ["guard.input", "guard.policy"]
+    # Only what is configured: a policy that can refuse tools by name hides them before
+    # each model call, one with rate limits counts calls per run.
+    limited = GuardSettings.off()
+    limited = replace(limited, policy=ToolPolicy(deny=("rm*",), rate_limits={"fetch": 2}))
+    assert [h.name for h in default_hooks(limited)] == [
+        "guard.input", "guard.policy.tools", "guard.policy", "guard.policy.cleanup"]
 
 
 def test_agent_installs_guards_before_user_hooks() -> None:

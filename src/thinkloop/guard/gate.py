@@ -30,10 +30,15 @@ class ToolGate:
         self.counts: RunMemory[Counter[str]] = RunMemory(Counter)
 
     def hooks(self) -> list[Hook]:
-        return [Hook("pre_reason", self.filter_tools, name="guard.policy.tools"),
-                # Critical: if the gate itself breaks, the run fails rather than run the call.
-                Hook("pre_tool", self.check_call, critical=True, name="guard.policy"),
-                self.counts.drop_hook("guard.policy")]
+        """Only what the policy configures: the tool list is filtered when the policy can
+        refuse a tool by name, calls are counted per run when it has rate limits. The check
+        itself always runs (``needs_approval`` tools are always gated)."""
+        hide = [Hook("pre_reason", self.filter_tools, name="guard.policy.tools")] \
+            if self.policy.limits_tools else []
+        count = [self.counts.drop_hook("guard.policy")] if self.policy.rate_limits else []
+        # Critical: if the gate itself breaks, the run fails rather than run the call.
+        return [*hide, Hook("pre_tool", self.check_call, critical=True, name="guard.policy"),
+                *count]
 
     def filter_tools(self, ctx: ReasonContext) -> None:
         if not self.policy.limits_tools:
@@ -47,9 +52,11 @@ class ToolGate:
         call = ctx.call
         if call is None:
             return None
-        counts = self.counts.get(ctx)
-        prior = counts[call.name]
-        counts[call.name] += 1
+        prior = 0
+        if self.policy.rate_limits:  # what the rate limits read: counted only for them
+            counts = self.counts.get(ctx)
+            prior = counts[call.name]
+            counts[call.name] += 1
         if ctx.result is not None:  # an earlier guard already answered this call
             return None
         verdict = self.policy.evaluate(call, ctx.cfg.user_id, prior)
