@@ -9,7 +9,10 @@ too). Samples are interleaved (each loop once per repeat, in turn); the figure i
 process's CPU µs per model call, median of ``--repeat``; differences are taken within each
 repeat, then the median.
 
-Usage: python benchmarks/guards_cost.py [--repeat 5] [--runs 200]
+``--at-once``: the agents' model answers in process at once (``step_parts.AtOnce``: no HTTP,
+no bare loop), so the figure is the loop's own work, without the transport's noise.
+
+Usage: python benchmarks/guards_cost.py [--repeat 5] [--runs 200] [--at-once]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import overhead  # the loops and the server live there
+from step_parts import AtOnce
 
 from thinkloop import Agent
 from thinkloop.store import open_store
@@ -37,7 +41,8 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, list[float]]
             sqlite = open_store(f"{tmp}/runs.db")
 
             def agent(guard: bool, store: object) -> Callable[[], Awaitable[None]]:
-                a = Agent(loops.model, tools=[overhead.echo], max_steps=overhead.STEPS + 2,
+                model = AtOnce() if args.at_once else loops.model
+                a = Agent(model, tools=[overhead.echo], max_steps=overhead.STEPS + 2,
                           guard=guard, store=store)  # type: ignore[arg-type]
 
                 async def run() -> None:
@@ -46,7 +51,8 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, list[float]]
 
                 return run
 
-            fns = {"bare aiohttp": loops.bare_aiohttp,
+            bare = {} if args.at_once else {"bare aiohttp": loops.bare_aiohttp}
+            fns = {**bare,
                    "lean, memory": agent(False, "memory"),
                    "default, memory": agent(True, "memory"),
                    "lean, SQLite": agent(False, sqlite),
@@ -70,6 +76,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--port", type=int, default=18798)
+    parser.add_argument("--at-once", action="store_true",
+                        help="a model that answers in process at once (no HTTP, no bare loop)")
     args = parser.parse_args()
     with overhead.serving(args.port):
         cpu = asyncio.run(measure(args.port, args))
@@ -77,10 +85,11 @@ def main() -> None:
     print(f"\nCPU µs per model call, {args.runs} concurrent {overhead.STEPS}-step runs, median "
           f"of {args.repeat} (interleaved), load average {os.getloadavg()[0]:.2f}\n")
     print(f"{'loop':<18}{'µs/call':>9}{'x bare':>8}")
-    bare = cpu["bare aiohttp"]
+    bare = cpu.get("bare aiohttp")
     for name, v in cpu.items():
-        ratio = med([a / b for a, b in zip(v, bare, strict=True)])
-        print(f"{name:<18}{med(v):>9.0f}{ratio:>8.2f}")
+        times = "" if bare is None else \
+            f"{med([a / b for a, b in zip(v, bare, strict=True)]):>8.2f}"
+        print(f"{name:<18}{med(v):>9.0f}{times}")
     print()
     for store in ("memory", "SQLite"):
         d, lean = cpu[f"default, {store}"], cpu[f"lean, {store}"]
