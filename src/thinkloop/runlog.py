@@ -42,6 +42,7 @@ from thinkloop.store.base import (
     TraceStore,
     TryLocking,
 )
+from thinkloop.store.serialize import LoggedEvents, SpanRow, span_from_row
 
 log = logging.getLogger("thinkloop.runs")
 
@@ -57,8 +58,9 @@ class RunRecorder:
     base: RunRecord | None = None
     # Why the run was stopped from outside, for the record of a cancelled run.
     reason: str | None = None
-    # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
-    spans: Callable[..., list[SpanRecord]] | None = None
+    # The run's finished trace spans not yet written, as rows (``close=True`` at the end),
+    # if traced.
+    spans: Callable[..., list[SpanRow]] | None = None
     checkpoints: Checkpointer | None = None
     # False when this process may not write the run (it turned out to be someone else's).
     owned: bool = True
@@ -76,13 +78,19 @@ class RunRecorder:
     # 20-60 µs, and the step path asked three times a step (issue 38's profile). None: ask.
     audit: bool | None = None
     traces: bool | None = None
+    # The store takes events serialised as they arrive and spans as rows (``takes_rows``):
+    # the buffer is then ``logged``, bytes the collector never walks (issue 38).
+    rows: bool | None = None
+    logged: LoggedEvents = field(default_factory=LoggedEvents)
     _audit: bool = field(init=False)
     _traces: bool = field(init=False)
+    _rows: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self._audit = isinstance(self.store, AuditLog) if self.audit is None else self.audit
         self._traces = (isinstance(self.store, TraceStore) if self.traces is None
                         else self.traces)
+        self._rows = takes_rows(self.store) if self.rows is None else self.rows
 
     def handed(self) -> Handover:
         if self.handover is None:
@@ -97,8 +105,33 @@ class RunRecorder:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Handoff):
             self._child(event)
-        if not isinstance(event, Chunk):  # the llm.response that follows has the whole reply
+        if isinstance(event, Chunk):  # the llm.response that follows has the whole reply
+            return
+        if self._rows:
+            if self._audit:
+                self.logged.add(event)
+        else:
             self.buffer.append(event)
+
+    def _events(self) -> Sequence[Event] | LoggedEvents:
+        """The events logged since the last write, taken (none if the store keeps none)."""
+        if self._rows:
+            if not self.logged:
+                return ()
+            events, self.logged = self.logged, LoggedEvents()
+            return events
+        if not self._audit or not self.buffer:
+            return ()
+        buffered, self.buffer = self.buffer, []
+        return buffered
+
+    def _spans(self, *, close: bool = False) -> Sequence[SpanRecord | SpanRow]:
+        """The finished spans since the last write, taken: rows, or records for a store
+        that takes those."""
+        rows = self.spans(close=close) if self.spans is not None else []
+        if not rows or not self._traces:
+            return ()
+        return rows if self._rows else [span_from_row(r) for r in rows]
 
     def _child(self, e: Handoff) -> None:
         """A sub-agent's row, written as it starts (so ``runs show`` lists it while it runs)
@@ -131,12 +164,13 @@ class RunRecorder:
     async def flush(self, *, last: bool = False) -> None:
         """Write the buffered events and finished spans (after each step, and at the end)."""
         async with self._write_lock:
-            if self.buffer and self._audit:
-                events, self.buffer = self.buffer, []
-                await cast(AuditLog, self.store).add_events(self.record.id, events)
-            spans = self.spans(close=last) if self.spans is not None else []
-            if spans and self._traces:
-                await cast(TraceStore, self.store).add_spans(self.record.id, spans)
+            events = self._events()
+            # Serialised events and span rows go only to a store that takes_rows.
+            if events:
+                await cast(Any, self.store).add_events(self.record.id, events)
+            spans = self._spans(close=last)
+            if spans:
+                await cast(Any, self.store).add_spans(self.record.id, spans)
 
     async def step(self, state: RunState, store: StepRecords) -> None:
         """Before a model call: the step's checkpoint and the events and spans logged since
@@ -146,10 +180,8 @@ class RunRecorder:
         assert ckpt is not None
         async with self._write_lock, ckpt.lock:
             blob = ckpt.step_row(state)
-            events = self.buffer if self._audit else []
-            spans = self.spans() if self.spans is not None else []
-            spans = spans if self._traces else []
-            self.buffer = [] if events else self.buffer
+            events = self._events()
+            spans = self._spans()
             if blob is None and not events and not spans:
                 return
             await store.add_step_records(self.record.id, ("step", blob) if blob else None,
@@ -196,6 +228,13 @@ class RunRecorder:
             await asyncio.gather(self._child_writes, return_exceptions=True)
         await self.flush(last=True)
         await self.store.save_run(self.record)
+
+
+def takes_rows(store: object) -> bool:
+    """Whether ``store`` takes a run's events serialised as they arrive
+    (:class:`~thinkloop.store.serialize.LoggedEvents`) and its spans as rows (the SQL stores
+    say so with ``takes_rows = True``)."""
+    return getattr(store, "takes_rows", False) is True
 
 
 def new_record(
@@ -295,6 +334,7 @@ class RunBook:
         self._step_records = isinstance(store, StepRecords)
         self._audit = isinstance(store, AuditLog)
         self._traces = isinstance(store, TraceStore)
+        self._rows = takes_rows(store)
         self._locking = isinstance(store, TryLocking)
         self._queued = isinstance(store, QueuedCheckpoints)
         self.by_run: dict[str, RunRecorder] = {}
@@ -356,7 +396,7 @@ class RunBook:
 
     def track(
         self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
-        spans: Callable[..., list[SpanRecord]] | None = None, recovering: bool = False,
+        spans: Callable[..., list[SpanRow]] | None = None, recovering: bool = False,
     ) -> tuple[Scope, Callable[[Event], None]]:
         """The run's scope wrapped to record it, and the subscriber that logs its events."""
         record = new_record(cfg, state, self.agent)
@@ -369,7 +409,7 @@ class RunBook:
                                        queued=self._queued)
         recorder = RunRecorder(self.store, record, base=base, spans=spans,
                                checkpoints=checkpoints, recovering=recovering,
-                               audit=self._audit, traces=self._traces)
+                               audit=self._audit, traces=self._traces, rows=self._rows)
         recorder.cancel = functools.partial(self._cancel, state.run_id)
         tracked = self._tracked(state.run_id,
                                 recorded(scope, recorder, self.store, self._locking), recorder)

@@ -25,19 +25,20 @@ from thinkloop.store.damage import check_length, damage_error, is_damage
 from thinkloop.store.gateway import GatewayTables
 from thinkloop.store.groupcommit import GroupCommit
 from thinkloop.store.locks import KeyLocks, LocalLocks, file_lock, lock_path
-from thinkloop.store.serialize import run_row
+from thinkloop.store.serialize import LoggedEvents, SpanRow, logged_rows, run_row, span_row
 from thinkloop.store.sql import SQLITE, migrate, render
 from thinkloop.store.sqljobs import JobTables
 from thinkloop.store.sqlmanaged import ManagedTables
 from thinkloop.store.sqlmemory import MemoryTables
 from thinkloop.store.sqlruns import (
     ADD_CHECKPOINT,
+    ADD_EVENT,
     OLD_USAGE,
     SAVE_RUN,
+    SAVE_SPAN,
     SESSION_USAGE,
     RunTables,
     session_usage,
-    step_statements,
 )
 from thinkloop.store.sqlsessions import SessionTables
 
@@ -177,6 +178,49 @@ def _statements(stmts: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> Work 
 def _execute(rendered: Statements, conn: sqlite3.Connection) -> None:
     for sql, rows in rendered:
         conn.executemany(sql, rows)
+
+
+# The statements of a run's path, rendered once.
+_CHECKPOINT_SQL = render(ADD_CHECKPOINT, SQLITE.mark)
+_EVENT_SQL = render(ADD_EVENT, SQLITE.mark)
+_SPAN_SQL = render(SAVE_SPAN, SQLITE.mark)
+
+
+class _Row:
+    """A write of one row of one statement: one object in the queue, where rows, their
+    statement pairs and a partial were seven, each held until its group committed and each
+    counted by the collector, which then ran more often (issue 38)."""
+
+    __slots__ = ("row", "sql")
+
+    def __init__(self, sql: str, row: tuple[Any, ...]) -> None:
+        self.sql, self.row = sql, row
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        conn.execute(self.sql, self.row)
+
+
+class _StepRows:
+    """A step's records (see ``add_step_records``) as one object in the queue, made into
+    rows only as they are committed: the events' row is built from their bytes then, and
+    the spans' rows are those the trace kept since they ended (see :class:`_Row`)."""
+
+    __slots__ = ("checkpoint", "events", "run_id", "spans")
+
+    def __init__(self, run_id: str, checkpoint: tuple[str, bytes, float] | None,
+                 events: LoggedEvents | list[tuple[str, int, float, str]],
+                 spans: Sequence[SpanRecord | SpanRow]) -> None:
+        self.run_id, self.checkpoint, self.events, self.spans = run_id, checkpoint, events, spans
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        run_id, ckpt, events = self.run_id, self.checkpoint, self.events
+        if ckpt is not None:
+            conn.execute(_CHECKPOINT_SQL, (run_id, *ckpt))
+        rows = events.rows() if isinstance(events, LoggedEvents) else events
+        if rows:
+            conn.executemany(_EVENT_SQL, [(run_id, *r) for r in rows])
+        if self.spans:
+            conn.executemany(_SPAN_SQL, [(run_id, *span_row(s)) for s in self.spans])
 
 
 def _here(conn: sqlite3.Connection, work: Work) -> bool:
@@ -359,20 +403,22 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
             await self._writes.write(work)
 
     def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
-                         events: Sequence[Event], spans: Sequence[SpanRecord]
-                         ) -> Coroutine[Any, Any, None]:
+                         events: Sequence[Event] | LoggedEvents,
+                         spans: Sequence[SpanRecord | SpanRow]) -> Coroutine[Any, Any, None]:
         """A step's records in the group commit (see RunTables.add_step_records). Not a
         coroutine of its own: the run awaits the group commit's write itself, so a run
         waiting for its step's commit holds one coroutine there, not four (with 200 runs
         waiting at once, what they held alive was most of the collector's work, issue 38)."""
-        work = _statements(step_statements(run_id, checkpoint, events, spans))
-        return self._writes.write(work) if work is not None else _nothing()
+        if checkpoint is None and not events and not spans:
+            return _nothing()
+        ckpt = (*checkpoint, time.time()) if checkpoint is not None else None
+        # Objects' rows are made now (as RunTables' are); serialised ones as committed.
+        logged = events if isinstance(events, LoggedEvents) else logged_rows(events)
+        return self._writes.write(_StepRows(run_id, ckpt, logged, spans))
 
     def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
         """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
-        work = _statements(((ADD_CHECKPOINT, ((run_id, kind, data, time.time()),)),))
-        assert work is not None
-        return self._writes.write_later(work)
+        return self._writes.write_later(_Row(_CHECKPOINT_SQL, (run_id, kind, data, time.time())))
 
     async def save_run(self, run: RunRecord) -> None:
         """The run's row and its session's usage, in one transaction (the group's)."""
