@@ -31,6 +31,7 @@ from thinkloop.store.base import (
     AuditLog,
     CheckpointPruning,
     CheckpointStore,
+    CountedRows,
     QueuedCheckpoints,
     RunRecord,
     RunRecords,
@@ -62,6 +63,7 @@ class RunBook:
         self._rows = takes_rows(store)
         self._locking = isinstance(store, TryLocking)
         self._queued = isinstance(store, QueuedCheckpoints)
+        self._counted = store if isinstance(store, CountedRows) else None
         self.by_run: dict[str, RunRecorder] = {}
         self._cancel = cancel
         self.aborts = (AbortWatcher(store, self._abort) if isinstance(store, AbortRequests)
@@ -144,6 +146,8 @@ class RunBook:
         @contextlib.asynccontextmanager
         async def tracked(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
             self.by_run[run_id] = recorder
+            if self._counted is not None:  # live here, held by its lock: numbered here
+                self._counted.count_rows(run_id)
             if self.aborts is not None:
                 self.aborts.watch(run_id)
             try:
@@ -154,6 +158,8 @@ class RunBook:
                 await self._prune(cfg.session_id)
             finally:
                 self.by_run.pop(run_id, None)
+                if self._counted is not None:
+                    self._counted.forget_rows(run_id)
                 if recorder.handover is not None:
                     # Dropped once ended: it holds the recorder (its stop), a reference cycle
                     # that kept each run's records alive until a full collection (issue 38).

@@ -360,3 +360,13 @@ class DurableStore(
     """Everything the SQLite and PostgreSQL backends provide."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CountedRows(Protocol):
+    """A store that numbers the rows of the runs it is told it writes alone (while they are
+    live in this process), instead of reading ``MAX(seq)`` for each row."""
+
+    def count_rows(self, run_id: str) -> None: ...
+
+    def forget_rows(self, run_id: str) -> None: ...

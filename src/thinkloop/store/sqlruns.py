@@ -30,6 +30,13 @@ SESSION_USAGE = ("UPDATE sessions SET model = {0}, input_tokens = input_tokens +
 ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
               "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
               "WHERE run_id = {0}")
+# The same rows numbered by the writer (see SQLiteStore.count_rows): no MAX(seq) per row.
+ADD_EVENT_AT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) "
+                "VALUES ({0}, {1}, {2}, {3}, {4}, {5})")
+ADD_CHECKPOINT_AT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) "
+                     "VALUES ({0}, {1}, {2}, {3}, {4})")
+LAST_SEQ = ("SELECT (SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = {0}), "
+            "(SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = {0})")
 ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
                    "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints "
                    "WHERE run_id = {0}")
