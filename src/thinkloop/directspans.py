@@ -10,7 +10,8 @@ parents, times, status and attributes (sequences kept as tuples, as the SDK keep
 
 Its spans are OpenTelemetry ``Span`` objects, so they are set in the OpenTelemetry context
 as the SDK's are: a sub-agent's run, or a span that a tool starts with a tracer of its own,
-nests under them the same way.
+nests under them the same way. A model call's ``chat`` span is never made current (nothing
+nests under it), so it is not a span at all: a :class:`ChatRow` that ends as its stored row.
 """
 
 from __future__ import annotations
@@ -35,9 +36,15 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import Attributes, AttributeValue
 
+from thinkloop.core.types import ModelResponse
 from thinkloop.store.base import SpanRecord
 
 Sink = Callable[[SpanRecord], None]
+RowSink = Callable[["ChatRow"], None]
+_RESPONSE_MODEL = "gen_ai.response.model"
+_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+_FINISH_REASONS = "gen_ai.response.finish_reasons"
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)  # one for all spans (an object each, kept by each)
 
 
@@ -119,12 +126,72 @@ class DirectSpan(trace.Span):
             (end_time or time.time_ns()) / 1e9, self._status.name, self._attrs))
 
 
-class DirectTracer(trace.Tracer):
-    """Starts :class:`DirectSpan` s that end in ``sink``."""
+class ChatRow:
+    """A model call's span, kept as what its stored row needs, with the same attributes
+    (in the same order), parent, times and status as a :class:`DirectSpan`'s. It was a span,
+    its attributes given and copied, a dict per ``set_attributes`` and a record, per call
+    (issue 38); the calls it takes are those :class:`~thinkloop.tracing.TracedModel` makes."""
 
-    def __init__(self, sink: Sink) -> None:
+    __slots__ = ("name", "trace_id", "span_id", "parent_id", "attrs", "start", "end_ns",
+                 "status", "_sink")
+
+    def __init__(self, name: str, trace_id: int, span_id: int, parent_id: int | None,
+                 attrs: dict[str, Any], sink: RowSink) -> None:
+        self.name = name
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.attrs = attrs  # the caller's, made for this call: kept, not copied
+        self.start = time.time_ns()
+        self.end_ns = 0
+        self.status = "UNSET"
+        self._sink: RowSink | None = sink
+
+    def finish(self, response: ModelResponse) -> None:
+        """The attributes a response sets (TracedModel._finish's, without its dicts)."""
+        attrs, u = self.attrs, response.usage
+        if response.model is not None:
+            attrs[_RESPONSE_MODEL] = response.model
+        attrs[_INPUT_TOKENS] = u.input_tokens
+        attrs[_OUTPUT_TOKENS] = u.output_tokens
+        attrs[_FINISH_REASONS] = [response.finish_reason or ""]
+        attrs["thinkloop.cost_usd"] = u.cost_usd
+        if not u.cost_known:
+            attrs["thinkloop.cost"] = "unknown"
+
+    def failed(self, exc: BaseException) -> None:
+        """A failed call: its error type and an ERROR status (the exception event, as a
+        direct span's, is not stored)."""
+        self.attrs["error.type"] = type(exc).__name__
+        self.status = "ERROR"
+
+    def end(self) -> None:
+        sink, self._sink = self._sink, None
+        if sink is not None:
+            self.end_ns = time.time_ns()
+            sink(self)
+
+
+class DirectTracer(trace.Tracer):
+    """Starts :class:`DirectSpan` s that end in ``sink``, and :class:`ChatRow` s that end in
+    ``rows``."""
+
+    def __init__(self, sink: Sink, rows: RowSink | None = None) -> None:
         self.sink = sink
+        self.rows = rows
         self._rand = random.Random()
+
+    def start_row(self, name: str, attributes: dict[str, Any]) -> ChatRow:
+        """A span that nothing will nest under, as a :class:`ChatRow` (parent: the current
+        span, as :meth:`start_span` takes it)."""
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid:
+            trace_id, parent_id = current.trace_id, current.span_id
+        else:
+            trace_id, parent_id = self._id(128, INVALID_TRACE_ID), None
+        assert self.rows is not None
+        return ChatRow(name, trace_id, self._id(64, INVALID_SPAN_ID), parent_id, attributes,
+                       self.rows)
 
     def start_span(self, name: str, context: Context | None = None,
                    kind: SpanKind = SpanKind.INTERNAL, attributes: Attributes = None,

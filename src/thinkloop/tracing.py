@@ -50,7 +50,7 @@ from thinkloop.core.events import (
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
-from thinkloop.directspans import DirectTracer
+from thinkloop.directspans import ChatRow, DirectTracer
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.catalog import ModelFacts, facts_of
 from thinkloop.store.base import SpanRecord
@@ -95,6 +95,13 @@ class SpanStore(SpanProcessor):
         if spans is not None:
             spans.append(span_row(record))
 
+    def add_row(self, row: ChatRow) -> None:
+        """A model call's span, ended as its row (:class:`~thinkloop.directspans.ChatRow`)."""
+        spans = self._by_trace.get(row.trace_id)
+        if spans is not None:
+            spans.append(new_span_row(row.span_id, row.parent_id, row.trace_id, row.name,
+                                      row.start / 1e9, row.end_ns / 1e9, row.status, row.attrs))
+
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
         spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
@@ -118,8 +125,9 @@ class Tracing:
             resource=Resource.create({"service.name": "thinkloop"}))
         self.store = SpanStore()
         self.provider.add_span_processor(self.store)
-        self.tracer: trace.Tracer = (DirectTracer(self.store.add) if direct and provider is None
-                                     else self.provider.get_tracer("thinkloop"))
+        self.direct = (DirectTracer(self.store.add, self.store.add_row)
+                       if direct and provider is None else None)
+        self.tracer: trace.Tracer = self.direct or self.provider.get_tracer("thinkloop")
         self.verbose = verbose
         self.runs: dict[str, RunTrace] = {}
 
@@ -333,7 +341,8 @@ class TracedModel:
         """The traced model's (its window, its price)."""
         return facts_of(self.inner)
 
-    def _start(self, messages: Sequence[Message], settings: ModelSettings, stream: bool) -> Span:
+    def _start(self, messages: Sequence[Message], settings: ModelSettings,
+               stream: bool) -> Span | ChatRow:
         name = self.name
         run = _CURRENT.get()
         step = run.step if run is not None and run.calling else None
@@ -354,10 +363,16 @@ class TracedModel:
         if self.tracing.verbose:
             attrs[gen_ai.GEN_AI_INPUT_MESSAGES] = cut(
                 to_json([message_to_dict(m) for m in messages]), VERBOSE_CHARS)
+        direct = self.tracing.direct
+        if direct is not None:  # nothing nests under a model call: its row, not a span
+            return direct.start_row(f"chat {name}", attrs)
         return self.tracing.tracer.start_span(f"chat {name}", attributes=attrs)
 
     @staticmethod
-    def _finish(span: Span, response: ModelResponse) -> None:
+    def _finish(span: Span | ChatRow, response: ModelResponse) -> None:
+        if isinstance(span, ChatRow):
+            span.finish(response)
+            return
         u = response.usage
         span.set_attributes({
             gen_ai.GEN_AI_RESPONSE_MODEL: response.model,
@@ -369,7 +384,10 @@ class TracedModel:
         })
 
     @staticmethod
-    def _failed(span: Span, exc: BaseException) -> None:
+    def _failed(span: Span | ChatRow, exc: BaseException) -> None:
+        if isinstance(span, ChatRow):
+            span.failed(exc)
+            return
         span.set_attribute("error.type", type(exc).__name__)
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
