@@ -24,6 +24,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import (
     INVALID_SPAN_ID,
     INVALID_TRACE_ID,
@@ -38,6 +39,7 @@ from opentelemetry.util.types import Attributes, AttributeValue
 
 from thinkloop.core.types import ModelResponse
 from thinkloop.store.base import SpanRecord
+from thinkloop.store.serialize import SpanRow, new_span_row, span_row
 
 Sink = Callable[[SpanRecord], None]
 RowSink = Callable[["ChatRow"], None]
@@ -132,8 +134,8 @@ class ChatRow:
     its attributes given and copied, a dict per ``set_attributes`` and a record, per call
     (issue 38); the calls it takes are those :class:`~thinkloop.tracing.TracedModel` makes."""
 
-    __slots__ = ("name", "trace_id", "span_id", "parent_id", "attrs", "start", "end_ns",
-                 "status", "_sink")
+    __slots__ = ("_sink", "attrs", "end_ns", "name", "parent_id", "span_id", "start", "status",
+                 "trace_id")
 
     def __init__(self, name: str, trace_id: int, span_id: int, parent_id: int | None,
                  attrs: dict[str, Any], sink: RowSink) -> None:
@@ -225,3 +227,50 @@ class DirectTracer(trace.Tracer):
             value = self._rand.getrandbits(bits)
             if value != invalid:
                 return value
+
+
+class SpanStore(SpanProcessor):
+    """Collects the finished spans of the traces that a store records, until they are taken.
+
+    Each is kept as its stored row (:data:`~thinkloop.store.serialize.SpanRow`) from the
+    moment it ends: a record and its attributes' dict, held until the step's commit, were
+    objects the collector kept walking at 200 runs in flight (issue 38)."""
+
+    def __init__(self) -> None:
+        self._by_trace: dict[int, list[SpanRow]] = {}
+
+    def open(self, trace_id: int) -> bool:
+        if trace_id in self._by_trace:
+            return False  # a sub-agent's run: its spans go with its parent's
+        self._by_trace[trace_id] = []
+        return True
+
+    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRow]:
+        spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
+        if not close and spans:
+            self._by_trace[trace_id] = []
+        return spans
+
+    def add(self, record: SpanRecord) -> None:
+        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
+        spans = self._by_trace.get(int(record.trace_id, 16))
+        if spans is not None:
+            spans.append(span_row(record))
+
+    def add_row(self, row: ChatRow) -> None:
+        """A model call's span, ended as its row (:class:`~thinkloop.directspans.ChatRow`)."""
+        spans = self._by_trace.get(row.trace_id)
+        if spans is not None:
+            spans.append(new_span_row(row.span_id, row.parent_id, row.trace_id, row.name,
+                                      row.start / 1e9, row.end_ns / 1e9, row.status, row.attrs))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.context
+        spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
+        if spans is None or ctx is None:
+            return
+        parent = span.parent
+        spans.append(new_span_row(
+            ctx.span_id, parent.span_id if parent else None, ctx.trace_id, span.name,
+            (span.start_time or 0) / 1e9, (span.end_time or 0) / 1e9,
+            span.status.status_code.name, dict(span.attributes or {})))

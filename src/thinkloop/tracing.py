@@ -32,7 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -50,11 +50,10 @@ from thinkloop.core.events import (
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
-from thinkloop.directspans import ChatRow, DirectTracer
+from thinkloop.directspans import ChatRow, DirectTracer, SpanStore
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.catalog import ModelFacts, facts_of
-from thinkloop.store.base import SpanRecord
-from thinkloop.store.serialize import SpanRow, message_to_dict, new_span_row, span_row, to_json
+from thinkloop.store.serialize import SpanRow, message_to_dict, to_json
 
 PREVIEW_CHARS = 500
 VERBOSE_CHARS = 50_000
@@ -65,53 +64,6 @@ _CURRENT: ContextVar[RunTrace | None] = ContextVar("thinkloop_run_trace", defaul
 
 def cut(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more]"
-
-
-class SpanStore(SpanProcessor):
-    """Collects the finished spans of the traces that a store records, until they are taken.
-
-    Each is kept as its stored row (:data:`~thinkloop.store.serialize.SpanRow`) from the
-    moment it ends: a record and its attributes' dict, held until the step's commit, were
-    objects the collector kept walking at 200 runs in flight (issue 38)."""
-
-    def __init__(self) -> None:
-        self._by_trace: dict[int, list[SpanRow]] = {}
-
-    def open(self, trace_id: int) -> bool:
-        if trace_id in self._by_trace:
-            return False  # a sub-agent's run: its spans go with its parent's
-        self._by_trace[trace_id] = []
-        return True
-
-    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRow]:
-        spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
-        if not close and spans:
-            self._by_trace[trace_id] = []
-        return spans
-
-    def add(self, record: SpanRecord) -> None:
-        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
-        spans = self._by_trace.get(int(record.trace_id, 16))
-        if spans is not None:
-            spans.append(span_row(record))
-
-    def add_row(self, row: ChatRow) -> None:
-        """A model call's span, ended as its row (:class:`~thinkloop.directspans.ChatRow`)."""
-        spans = self._by_trace.get(row.trace_id)
-        if spans is not None:
-            spans.append(new_span_row(row.span_id, row.parent_id, row.trace_id, row.name,
-                                      row.start / 1e9, row.end_ns / 1e9, row.status, row.attrs))
-
-    def on_end(self, span: ReadableSpan) -> None:
-        ctx = span.context
-        spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
-        if spans is None or ctx is None:
-            return
-        parent = span.parent
-        spans.append(new_span_row(
-            ctx.span_id, parent.span_id if parent else None, ctx.trace_id, span.name,
-            (span.start_time or 0) / 1e9, (span.end_time or 0) / 1e9,
-            span.status.status_code.name, dict(span.attributes or {})))
 
 
 class Tracing:
