@@ -116,18 +116,56 @@ MAX_PRIORITY = 100
 JOB_TTL_MS = 86_400_000  # as arq's own default: a job nobody took in a day is dropped
 
 
-async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow,
-                    limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
+class QueuedRecords:
+    """The ``queued`` records of the runs queued together, written in one statement: a
+    burst of 200 POSTs was 200 upserts, each a round trip and a pool connection's
+    acquire and release (as :class:`~thinkloop.workers.execute.AbortsAsked` asks)."""
+
+    def __init__(self, store: FleetStore) -> None:
+        self.store = store
+        self._waiting: list[tuple[RunRecord, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def save(self, record: RunRecord) -> None:
+        loop = asyncio.get_running_loop()
+        saved: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((record, saved))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._write())
+        await saved
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)  # the runs queued in this turn of the loop go with the first
+        while self._waiting:  # those queued while a write was out go in the next
+            batch, self._waiting = self._waiting, []
+            error: BaseException | None = None
+            try:
+                await self.store.save_runs([record for record, _ in batch])
+            except Exception as exc:
+                error = exc
+            for _, saved in batch:
+                if saved.done():  # its POST was cancelled
+                    continue
+                if error is not None:
+                    saved.set_exception(error)
+                else:
+                    saved.set_result(None)
+
+
+async def queue_run(pool: ArqRedis, bus: Bus, save: Callable[[RunRecord], Awaitable[None]],
+                    row: RunRow, limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
     """Queue ``row``'s run: its slot and row in Redis (refused over ``limits``, per user and
-    in all: -1 or -2), a ``queued`` record in the store (``thinkloop runs`` shows it), and
-    the arq job (its id is the run's, so it is queued once), due earlier by its priority."""
+    in all: -1 or -2), a ``queued`` record in the store (``save``: ``thinkloop runs`` shows
+    it), and the arq job (its id is the run's, so it is queued once), due earlier by its
+    priority."""
     taken = await bus.create(row, *limits)
     if taken != 1:
         return taken
     try:
         key = session_key(row.user, row.session) if row.session else None
-        await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at,
-                                       key, row.user, row.task))
+        record = RunRecord(row.id, row.agent, "", "", "queued", row.created_at, key, row.user,
+                           row.task)
+        await save(record)
         now_ms = int(time.time() * 1000)
         job = serialize_job(JOB, (row.id,), {}, None, now_ms, serializer=pool.job_serializer)
         due = now_ms - (row.priority + MAX_PRIORITY) * PRIORITY_STEP_MS
@@ -147,6 +185,7 @@ class RedisFleet:
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
         self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
+        self.queued = QueuedRecords(store)
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
@@ -155,7 +194,7 @@ class RedisFleet:
                      stream: bool, remember: bool = True, priority: int = 0) -> RemoteRun:
         row = RunRow(uuid.uuid4().hex, user, agent, session, "queued", time.time(), task,
                      stream, remember=remember, priority=priority)
-        taken = await queue_run(self.pool, self.bus, self.store, row,
+        taken = await queue_run(self.pool, self.bus, self.queued.save, row,
                                 (self.per_user, self.total))
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
