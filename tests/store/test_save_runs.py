@@ -4,9 +4,9 @@ queued runs), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from thinkloop.api import RunRecord
-from thinkloop.types import Message
 from thinkloop.store.postgres import PostgresStore
 from thinkloop.store.sqlite import SQLiteStore
+from thinkloop.types import Message
 
 
 def queued(i: int, session: str | None = None) -> RunRecord:

@@ -113,6 +113,9 @@ class RemoteRun:
 # queued in the last day), never in the future (a run of priority -100 is due now).
 PRIORITY_STEP_MS = 86_400_000
 MAX_PRIORITY = 100
+# How long a run queued here is followed without reading its row again: well under the
+# least time Redis keeps a run's keys (60 s), so its stream is still there.
+FRESH_S = 30.0
 JOB_TTL_MS = 86_400_000  # as arq's own default: a job nobody took in a day is dropped
 
 
@@ -186,6 +189,9 @@ class RedisFleet:
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
         self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
         self.queued = QueuedRecords(store)
+        # Runs queued here in the last FRESH_S, until their stream is asked for: its row as
+        # queued is all the stream needs (its events come from Redis), a round trip less.
+        self._fresh: dict[str, tuple[RunRow, float]] = {}
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
@@ -200,9 +206,24 @@ class RedisFleet:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
+        self._keep_fresh(row)
         return RemoteRun(self.bus, row)
 
-    async def get(self, run_id: str, user: str) -> RemoteRun | None:
+    def _keep_fresh(self, row: RunRow) -> None:
+        now = time.monotonic()
+        self._fresh[row.id] = (row, now)
+        while self._fresh:  # the oldest first
+            run_id, (_, at) = next(iter(self._fresh.items()))
+            if now - at < FRESH_S:
+                break
+            del self._fresh[run_id]
+
+    async def get(self, run_id: str, user: str, to_follow: bool = False) -> RemoteRun | None:
+        if to_follow:  # its client follows it now: the row queued here will do
+            fresh = self._fresh.get(run_id)
+            if fresh is not None and fresh[0].user == user:
+                del self._fresh[run_id]  # a follower that reconnects reads the row
+                return RemoteRun(self.bus, fresh[0])
         row, events = await self.bus.counted(run_id)
         if row is None or row.user != user:
             return None
