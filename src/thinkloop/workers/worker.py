@@ -64,29 +64,35 @@ async def run_job(ctx: dict[str, Any], run_id: str) -> None:
     await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
 
 
-# Take up to ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no worker
-# holds, as arq's start_jobs takes each (its in-progress key set, for ARGV[5] ms): one round
-# trip for them all, where arq checks and takes each job with four (WATCH, EXISTS, ZSCORE,
-# MULTI/EXEC). KEYS the queue; ARGV now ms, how far to look, how many, arq's in-progress
-# key prefix, in-progress ms. Returns the jobs taken and their scores, id, score, ...
+# Take up to ARGV[3] queued jobs (score <= ARGV[1]) that no worker holds, as arq's
+# start_jobs takes each (its in-progress key set, for ARGV[5] ms): one round trip for them
+# all, where arq checks and takes each job with four (WATCH, EXISTS, ZSCORE, MULTI/EXEC).
+# The queue is read ARGV[2] at a time to its end if need be: arq keeps a job queued while
+# it runs, so the runs in progress all over the fleet come first. KEYS the queue; ARGV now
+# ms, how many to read at a time, how many to take, arq's in-progress key prefix,
+# in-progress ms. Returns the jobs taken and their scores: id, score, ...
 _TAKE_JOBS = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,
-                       ARGV[2])
-local out, want = {}, 2 * tonumber(ARGV[3])
-for i = 1, #ids, 2 do
-  local key = ARGV[4] .. ids[i]
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('SET', key, '1', 'PX', ARGV[5])
-    out[#out + 1] = ids[i]
-    out[#out + 1] = ids[i + 1]
-    if #out >= want then break end
+local chunk, want, out, offset = tonumber(ARGV[2]), 2 * tonumber(ARGV[3]), {}, 0
+while true do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT',
+                         offset, chunk)
+  for i = 1, #ids, 2 do
+    local key = ARGV[4] .. ids[i]
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SET', key, '1', 'PX', ARGV[5])
+      out[#out + 1] = ids[i]
+      out[#out + 1] = ids[i + 1]
+      if #out >= want then return out end
+    end
   end
+  if #ids < 2 * chunk then return out end
+  offset = offset + chunk
 end
-return out
 """
 # Jobs one take holds at most: the next take is a round trip later, so that other workers
 # taking at the same moment (all are woken together) get a share of a burst.
 TAKE_BATCH = 8
+SCAN_CHUNK = 500  # queued jobs a take reads at a time
 
 
 class FleetWorker(Worker):
@@ -99,9 +105,8 @@ class FleetWorker(Worker):
     the queue only asks whether anything is due (``queue_read_limit`` 1).
     """
 
-    def __init__(self, *args: Any, scan_limit: int = 1000, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, queue_read_limit=1, **kwargs)
-        self.scan_limit = scan_limit  # how far into the queue a take looks
         # The poll and the wake-ups take in turn: each counts the free slots it fills.
         self._taking = asyncio.Lock()
         self._take_jobs: Any = None
@@ -144,7 +149,7 @@ class FleetWorker(Worker):
                 if self._take_jobs is None:
                     self._take_jobs = self.pool.register_script(_TAKE_JOBS)
                 got = await self._take_jobs(keys=[self.queue_name], args=[
-                    timestamp_ms(), self.scan_limit, free, in_progress_key_prefix,
+                    timestamp_ms(), SCAN_CHUNK, free, in_progress_key_prefix,
                     int(self.in_progress_timeout_s * 1000)])
                 for job_id_b, score in zip(got[::2], got[1::2], strict=True):
                     await self.sem.acquire()  # free: never waits (only this takes slots)
