@@ -1,7 +1,7 @@
 """What the local model keeps between calls and between processes, and what it measures.
 
 llama-cpp-python already reuses the KV cache of the longest common token prefix with the
-previous call on the same ``Llama`` (weights load once per process: ``models.local._load``),
+previous call on the same ``Llama`` (weights load once per process: ``models.local_load._load``),
 so the steps of a run, and runs that share a system prompt, evaluate only their new tokens.
 Across processes the KV cache of the first call is saved with llama.cpp's own session file
 (tokens and KV cells only: about 23 KB a token for SmolLM2-135M) under
