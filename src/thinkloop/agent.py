@@ -254,7 +254,13 @@ class Agent:
         """Wait for the runs in flight and their post-turn jobs, then close what the agent
         opened (its store, its model's connections). The agent stays usable: both reopen
         on next use."""
-        await self.sessions.drain()
+        if self.memory is not None:  # the jobs waited for start no embedding model's load
+            self.memory.closing = True
+        try:
+            await self.sessions.drain()
+        finally:
+            if self.memory is not None:
+                self.memory.closing = False
         if self._owns_store:
             close = getattr(self.store, "aclose", None)
             if close is not None:

@@ -157,6 +157,7 @@ def worker(
     import asyncio
 
     try:
+        from thinkloop.api import freeze_for_exit
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.workers.connect import check_store as check_queue
         from thinkloop.workers.worker import serve_worker
@@ -171,7 +172,12 @@ def worker(
     console(stderr=True).print(
         f"thinkloop worker on {_redacted(settings.queue_url)} "
         f"({settings.worker.concurrency} runs at once)", highlight=False)
-    asyncio.run(serve_worker(settings, agents, name))
+    try:
+        asyncio.run(serve_worker(settings, agents, name))
+    finally:
+        # As serve does: stopped, runs handed back and stores closed, nothing is left for
+        # the interpreter's exit collections to walk (seconds of a stop with torch loaded).
+        freeze_for_exit()
 
 
 def _redacted(url: str | None) -> str:

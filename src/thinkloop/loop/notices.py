@@ -3,7 +3,9 @@
 The cap notice, nudges, guard notes and format instructions are the engine's words: they go
 to the model for one request (or inside an observation), never into the history as the
 user's turn, and a reply that repeats them, or a format placeholder such as ``TEXT``, is not
-an answer (the model is asked again; at the step cap the run ends without one).
+an answer (the model is asked again; at the step cap the run ends without one). So is a
+short piece of one, such as ``...Now reply with {`` (SmolLM2-135M's answer once): a reply whose
+words are all, in order, a stretch of one template, with nothing else but format scaffold.
 """
 
 from __future__ import annotations
@@ -28,29 +30,73 @@ PLACEHOLDERS = frozenset({"text", "name", "answer", "your answer", "final answer
                           "<answer>", "<text>", "value", "result"})
 _RUN = 5  # words in a row copied from a notice make an echo
 _FIELD = re.compile(r"\{[^{}]*\}")
+# A shorter piece is an echo only when it is the whole reply, bar these format marks.
+_SCAFFOLD = frozenset("{}[]()<>\"'`:;,.!?-*\u2026 \t\r\n")
+_SHORT = 3  # words of a whole-reply piece; fewer count only beside a brace or "..."
+# Fields filled with a count ("[Round 2]"): any number stands in for them. Other fields
+# stand for themselves ("{answer}" copied as it is): what fills them is the model's content.
+_COUNTS = frozenset({"n", "step", "pct", "runs", "first"})
+_NUMBER = "#"  # a template word that matches any number (no template has a "#")
+
+
+@functools.cache
+def _templates() -> tuple[str, ...]:
+    from thinkloop.guard import loops, nudges, rounds
+    from thinkloop.loop import phases
+    from thinkloop.models import decision
+
+    return (CAP_NOTICE, ECHO_NOTICE, NOT_AN_ANSWER_NOTICE, phases.MALFORMED_NOTICE,
+            phases.OUTPUT_NOTICE,
+            loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE, loops.ANSWER_NOW,
+            nudges.URGENCY, nudges.TRANSPARENCY, *rounds.FOLLOW_UPS, rounds.HINT,
+            # What a small model is told after a tool result (models/decision.py).
+            decision.AFTER_RESULT, decision.AFTER_LONG_RESULT, decision.AFTER_ERROR,
+            decision.AFTER_STEP,
+            decision.ANSWER_ONLY, decision.CALCULATOR_HINT, decision.TOOL_FORMAT)
 
 
 @functools.cache
 def _runs() -> frozenset[tuple[str, ...]]:
     """Every run of ``_RUN`` words in the fixed stretches (no ``{fields}``) of the engine's
     templates."""
-    from thinkloop.guard import loops, nudges, rounds
-    from thinkloop.loop import phases
-    from thinkloop.models import decision
-
-    templates = [CAP_NOTICE, ECHO_NOTICE, NOT_AN_ANSWER_NOTICE, phases.MALFORMED_NOTICE,
-                 phases.OUTPUT_NOTICE,
-                 loops.DUPLICATE_NOTE, loops.SAME_STEP_NOTE, loops.LOOP_NOTE,
-                 nudges.URGENCY, nudges.TRANSPARENCY, *rounds.FOLLOW_UPS, rounds.HINT,
-                 # What a small model is told after a tool result (models/decision.py).
-                 decision.AFTER_RESULT, decision.AFTER_LONG_RESULT, decision.AFTER_ERROR,
-                 decision.AFTER_STEP,
-                 decision.ANSWER_ONLY, decision.CALCULATOR_HINT]
     out: set[tuple[str, ...]] = set()
-    for t in templates:
+    for t in _templates():
         for piece in _FIELD.split(t):
             out.update(_windows(_words(piece)))
     return frozenset(out)
+
+
+@functools.cache
+def _texts() -> tuple[tuple[str, ...], ...]:
+    """Each template's words in order, a count field as ``_NUMBER``."""
+    def word(field: re.Match[str]) -> str:
+        name = field.group()[1:-1]
+        return f" {_NUMBER} " if name in _COUNTS else f" {name} "
+    return tuple(tuple(re.findall(r"[a-z0-9']+|#", _FIELD.sub(word, t).lower()))
+                 for t in _templates())
+
+
+def _is_piece(words: list[str]) -> bool:
+    """Are ``words`` a stretch of one template, in order?"""
+    n = len(words)
+    for text in _texts():
+        for i in range(len(text) - n + 1):
+            if all(t == w or (t == _NUMBER and w.isdigit())
+                   for t, w in zip(text[i:i + n], words, strict=True)):
+                return True
+    return False
+
+
+def _is_short_echo(text: str) -> bool:
+    """The reply is a piece of one template and nothing else but scaffold: ``Now reply
+    with``, ``reply with {``. Any word of its own (a number, a name) makes it an answer."""
+    words = _words(text)
+    rest = re.sub(r"[a-z0-9']+", "", text.lower())
+    if not words or len(words) > 40 or not set(rest) <= _SCAFFOLD:
+        return False
+    if len(words) < _SHORT and not ({"{", "}", "\u2026"} & set(rest) or "..." in rest):
+        return False
+    return _is_piece(words)
 
 
 def _words(text: str) -> list[str]:
@@ -66,4 +112,4 @@ def is_internal_echo(text: str) -> bool:
     norm = " ".join(text.split()).strip("\"'` ").lower()
     if norm in PLACEHOLDERS or norm.strip(".[]<> ") in PLACEHOLDERS:
         return True
-    return not _windows(_words(text)).isdisjoint(_runs())
+    return not _windows(_words(text)).isdisjoint(_runs()) or _is_short_echo(text)

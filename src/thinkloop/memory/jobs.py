@@ -17,7 +17,7 @@ from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.types import Message
 from thinkloop.memory.layers import MemorySettings
 from thinkloop.memory.profile import FactExtractor, extract_facts, fact_key, llm_facts
-from thinkloop.memory.recall import embed_one
+from thinkloop.memory.recall import embed_unless
 from thinkloop.models.embedding import Embedder
 from thinkloop.side_calls import side_call
 from thinkloop.spotlight import as_outside, has_block
@@ -42,6 +42,9 @@ class Turn:
     embedder: Embedder | None = None
     extractor: FactExtractor | None = extract_facts
     run_id: str = ""  # the run this turn was (observations are keyed by it)
+    # Asked while a job would embed: True leaves the text without a vector (the agent is
+    # closing and the embedding model not loaded; recall embeds the row when it reads it).
+    embed_later: Callable[[], bool] | None = None
 
 
 PostTurnJob = Callable[[Turn], Awaitable[None]]
@@ -90,12 +93,14 @@ def model_profiles(turn: Turn) -> bool:
 
 
 async def record_episode(turn: Turn) -> None:
-    """The turn as an episodic memory, embedded when a model is at hand, for recall later."""
+    """The turn as an episodic memory, embedded when a model is at hand, for recall later.
+    Closing, it is kept unembedded rather than wait for the model's load (10+ s of a Ctrl-C),
+    begun or not: the vector retriever embeds rows without one when it reads them."""
     if not isinstance(turn.store, MemoryBackend) or not turn.answer:
         return
     text = f"User: {turn.task}\nAssistant: {turn.answer}"[: turn.settings.episode_chars]
     await turn.store.add_memory(turn.owner, "episode", "", kept(text, "episode", outside(turn)),
-                                await embed_one(turn.embedder, text))
+                                await embed_unless(turn.embedder, text, turn.embed_later))
 
 
 SESSION_SUMMARY_PROMPT = (

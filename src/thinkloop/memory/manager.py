@@ -30,7 +30,7 @@ from thinkloop.memory.layers import MemorySettings, load_view, owner_of, render
 from thinkloop.memory.profile import FactExtractor, extract_facts
 from thinkloop.memory.recall import Retriever, default_embedder, make_retriever
 from thinkloop.memory.session_compaction import Compactor
-from thinkloop.models.embedding import Embedder
+from thinkloop.models.embedding import Embedder, is_loaded
 from thinkloop.store.base import Store
 
 log = logging.getLogger("thinkloop.memory")
@@ -76,6 +76,9 @@ class Memory:
         self.auto_compact = auto_compact
         self.history_turns = history_turns  # each request keeps the last N user turns
         self.compactor = Compactor(self.settings)
+        # Set while the agent closes (Agent.aclose waits for the post-turn jobs): a job does
+        # not start loading the embedding model then (see embed_later).
+        self.closing = False
 
     def tools(self) -> list[Tool]:
         from thinkloop.memory.tools import memory_tools
@@ -135,25 +138,33 @@ class Memory:
         turn = Turn(
             self.store, cfg.session_id, cfg.user_id, owner, state.task, ctx.text,
             tuple(state.new_messages), self.settings, self.model or cfg.model,
-            self.embedder, self.extractor,
+            self.embedder, self.extractor, embed_later=self.embed_later,
         )
         await run_jobs(turn, self.jobs)
         if self.auto_compact and cfg.session_id is not None:
             await self.compact(cfg.session_id, owner, turn.model or cfg.model, cfg.spawn)
-        if self.retriever is not None:
+        if self.retriever is not None and not self.embed_later():
             try:  # rebuild the recall index now, so the next turn's search is warm
                 await self.retriever.refresh(owner)
             except Exception:
                 log.exception("refreshing the recall index failed for %s", owner)
+
+    def embed_later(self) -> bool:
+        """Closing with the embedding model not loaded: a post-turn job leaves its text
+        without a vector rather than hold the agent's close (a Ctrl-C) for the model's
+        import, whether or not it began (``recall.embed_unless``). Nothing is lost: recall
+        embeds rows without one when it reads them."""
+        return self.closing and self.embedder is not None and not is_loaded(self.embedder)
 
     async def compact(self, session_id: str, owner: str, model: Model,
                       spawn: Spawn | None = None) -> bool:
         """Compact the session when it is over a threshold (``spawn``: how the memory flush
         before it starts its agent; without it, no flush)."""
         window = self.context.context_window if self.context else model_window(model)
+        embedder = None if self.embed_later() else self.embedder  # the flush's memories
         try:
             return await self.compactor.maybe_compact(
-                self.store, session_id, owner, model, window, self.embedder, spawn
+                self.store, session_id, owner, model, window, embedder, spawn
             )
         except Exception:
             log.exception("auto-compaction failed for session %s", session_id)

@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from thinkloop.models.embedding import Embedder, MiniLMEmbedder, recall_extra_installed
+from thinkloop.models.embedding import (
+    Embedder,
+    MiniLMEmbedder,
+    is_loaded,
+    recall_extra_installed,
+)
 from thinkloop.store.base import MemoryBackend, MemoryRecord
 
 if TYPE_CHECKING:
@@ -48,6 +54,28 @@ async def embed_one(embedder: Embedder | None, text: str) -> bytes | None:
         return None
     vectors = await asyncio.to_thread(embedder.embed, [text])
     return to_blob(vectors[0])
+
+
+async def embed_unless(embedder: Embedder | None, text: str,
+                       stop: Callable[[], bool] | None) -> bytes | None:
+    """``embed_one``, or None once ``stop()`` says so while the model is not loaded: neither
+    is its load started then, nor is a load under way (``preload``: a daemon thread)
+    waited for. The caller keeps the text without a vector, which recall embeds later."""
+    if embedder is None or stop is None or is_loaded(embedder):
+        return await embed_one(embedder, text)
+    if stop():
+        return None
+    preload = getattr(embedder, "preload", None)
+    if preload is not None:
+        loading = asyncio.wrap_future(preload())
+        while not loading.done():
+            if stop():
+                return None
+            # A close sets no event this job could wait on (the agent may close from
+            # another loop): looked at every tenth of a second of a load of seconds.
+            await asyncio.wait({loading}, timeout=0.1)
+        loading.result()
+    return await embed_one(embedder, text)
 
 
 _RECALLED_KINDS = ("manual", "episode", "summary")

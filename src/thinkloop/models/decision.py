@@ -146,6 +146,10 @@ AFTER_LONG_RESULT = ('Now reply with {"answer": "..."} giving the answer from th
 AFTER_STEP = "Now make the tool call for the next step of the task."
 AFTER_ERROR = ('That call failed. Make a different tool call, or reply with {"answer": "..."} '
                "saying what went wrong.")
+# How a reply is shaped, with the first tool as the example ("{name}": its name).
+TOOL_FORMAT = ('Reply with one JSON object only. To use a tool: {"tool": "{name}", '
+               '"arguments": {...}}. When you know the final answer: {"answer": "..."} with '
+               "the answer written out.")
 SHORT_RESULT_CHARS = 200
 # No numbers a small model could copy: with "15% of 240" in the hint, SmolLM2-135M sent it
 # for "7 squared" (a wrong answer that looks right); the task's own phrases are held by the
@@ -195,12 +199,7 @@ def tools_prompt(tools: Sequence[ToolSpec]) -> str:
         props = t.parameters.get("properties") or {}
         args = ", ".join(f"{k}: {v.get('type', 'value')}" for k, v in props.items())
         lines.append(f"- {t.name}({args}): {_summary(t.description)}")
-    example = tools[0]
-    lines.append(
-        f'Reply with one JSON object only. To use a tool: {{"tool": "{example.name}", '
-        '"arguments": {...}}. When you know the final answer: {"answer": "..."} with the '
-        "answer written out."
-    )
+    lines.append(TOOL_FORMAT.replace("{name}", tools[0].name))
     if any(t.name == "calculator" for t in tools):
         # Measured on SmolLM2-135M: without this it sent "15" for "15% of 240".
         lines.append(CALCULATOR_HINT)

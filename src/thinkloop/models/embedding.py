@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -45,6 +46,39 @@ class MiniLMEmbedder:
         self.device = device
         self._model: Any = None
         self._lock = threading.Lock()
+        self._loading: Future[None] | None = None
+        # Not ``_lock``, which a load holds for seconds: preload never blocks its caller.
+        self._starting = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Is the model in memory (embedding now costs milliseconds, not its import)?"""
+        return self._model is not None
+
+    def preload(self) -> Future[None]:
+        """Load the model in a daemon thread, once; done when it is loaded. A process exiting
+        meanwhile does not wait for the import (10+ s under load), as it waits for the
+        threads of ``asyncio.to_thread``."""
+        with self._starting:
+            if self._model is not None:
+                done: Future[None] = Future()
+                done.set_result(None)
+                return done
+            if self._loading is None:
+                loading: Future[None] = Future()
+                self._loading = loading
+
+                def load() -> None:
+                    try:
+                        self._load()
+                    except BaseException as exc:
+                        loading.set_exception(exc)
+                    else:
+                        loading.set_result(None)
+
+                threading.Thread(target=load, name="thinkloop-embedder-load",
+                                 daemon=True).start()
+            return self._loading
 
     def _load(self) -> Any:
         with self._lock:
@@ -75,6 +109,12 @@ class MiniLMEmbedder:
         import numpy as np
 
         return np.asarray(vectors, dtype=np.float32)
+
+
+def is_loaded(embedder: Embedder) -> bool:
+    """Whether ``embedder`` can embed without loading a model first (one without a
+    ``loaded`` attribute is taken as ready: it never said otherwise)."""
+    return bool(getattr(embedder, "loaded", True))
 
 
 def recall_extra_installed() -> bool:
