@@ -54,7 +54,7 @@ from thinkloop.directspans import DirectTracer
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.catalog import ModelFacts, facts_of
 from thinkloop.store.base import SpanRecord
-from thinkloop.store.serialize import message_to_dict, to_json
+from thinkloop.store.serialize import SpanRow, message_to_dict, new_span_row, span_row, to_json
 
 PREVIEW_CHARS = 500
 VERBOSE_CHARS = 50_000
@@ -68,10 +68,14 @@ def cut(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 
 class SpanStore(SpanProcessor):
-    """Collects the finished spans of the traces that a store records, until they are taken."""
+    """Collects the finished spans of the traces that a store records, until they are taken.
+
+    Each is kept as its stored row (:data:`~thinkloop.store.serialize.SpanRow`) from the
+    moment it ends: a record and its attributes' dict, held until the step's commit, were
+    objects the collector kept walking at 200 runs in flight (issue 38)."""
 
     def __init__(self) -> None:
-        self._by_trace: dict[int, list[SpanRecord]] = {}
+        self._by_trace: dict[int, list[SpanRow]] = {}
 
     def open(self, trace_id: int) -> bool:
         if trace_id in self._by_trace:
@@ -79,7 +83,7 @@ class SpanStore(SpanProcessor):
         self._by_trace[trace_id] = []
         return True
 
-    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRecord]:
+    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRow]:
         spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
         if not close and spans:
             self._by_trace[trace_id] = []
@@ -89,7 +93,7 @@ class SpanStore(SpanProcessor):
         """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
         spans = self._by_trace.get(int(record.trace_id, 16))
         if spans is not None:
-            spans.append(record)
+            spans.append(span_row(record))
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
@@ -97,11 +101,10 @@ class SpanStore(SpanProcessor):
         if spans is None or ctx is None:
             return
         parent = span.parent
-        spans.append(SpanRecord(
-            f"{ctx.span_id:016x}", f"{parent.span_id:016x}" if parent else None,
-            f"{ctx.trace_id:032x}", span.name, (span.start_time or 0) / 1e9,
-            (span.end_time or 0) / 1e9, span.status.status_code.name,
-            dict(span.attributes or {})))
+        spans.append(new_span_row(
+            ctx.span_id, parent.span_id if parent else None, ctx.trace_id, span.name,
+            (span.start_time or 0) / 1e9, (span.end_time or 0) / 1e9,
+            span.status.status_code.name, dict(span.attributes or {})))
 
 
 class Tracing:
@@ -299,8 +302,8 @@ class RunTrace:
             _CURRENT.reset(run_token)
             otel_context.detach(otel_token)
 
-    def take_spans(self, *, close: bool = False) -> list[SpanRecord]:
-        """The finished spans not yet stored (``close`` at the run's end)."""
+    def take_spans(self, *, close: bool = False) -> list[SpanRow]:
+        """The finished spans not yet stored, as rows (``close`` at the run's end)."""
         if not self.owns_trace:
             return []
         return self.tracing.store.take(self.trace_id, close=close)
