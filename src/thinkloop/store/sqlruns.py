@@ -73,6 +73,16 @@ class RunTables(SQLBase):
             await tx.execute(SAVE_RUN, *run_row(run))
             await tx.execute(SESSION_USAGE, *session_usage(run, old))
 
+    async def save_runs(self, runs: Sequence[RunRecord]) -> None:
+        """Several runs' rows, as :meth:`save_run` saves each; those without a session in
+        one statement (a gateway's ``queued`` records of the runs queued together)."""
+        lone = [run_row(r) for r in runs if r.session_id is None]
+        if lone:
+            await self._write(SAVE_RUN, lone)
+        for run in runs:
+            if run.session_id is not None:
+                await self.save_run(run)
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
         return run_from_row(tuple(rows[0])) if rows else None
