@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer.split()) for layer in
     "guard",
     "memory judgement",
     "loop",
-    "tracing directspans checkpoints runlog aborts",
+    "tracing directspans checkpoints runlog runbook aborts",
     "session",
     "agent",
     "subagents build api",

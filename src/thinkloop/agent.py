@@ -52,7 +52,7 @@ from thinkloop.models.catalog import facts_of
 from thinkloop.models.registry import ModelRegistry, resolve_model
 from thinkloop.offload import OFF_LOOP_CHARS
 from thinkloop.protocols import ToolCallProtocol, get_protocol
-from thinkloop.runlog import RunBook
+from thinkloop.runbook import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.session import Sessions
 from thinkloop.store.base import MemoryBackend, RunRecord, RunRecords, Store

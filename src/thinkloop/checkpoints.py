@@ -91,18 +91,39 @@ class Checkpointer:
         except TypeError as exc:
             raise StoreError(f"cannot checkpoint run {self.run_id}: {exc}") from None
 
+    def queues_now(self) -> bool:
+        """Whether a ``calls`` or ``result`` row can be queued at once (:meth:`queue_calls`,
+        :meth:`queue_result`): the store queues its rows and no write holds the lock."""
+        return self._queued and not self._lock.locked()
+
+    def queue_calls(self, state: RunState) -> None:
+        """:meth:`calls`, without awaiting (see :meth:`queues_now`)."""
+        if self.calls_step == state.step:
+            return
+        reply = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
+        if reply is None or not reply.tool_calls:
+            return
+        self._queue("calls", {"reply": message_to_dict(reply), "usage": _usage(state.usage)})
+        self.calls_step = state.step
+
+    def queue_result(self, result: ToolResult) -> None:
+        """:meth:`result`, without awaiting (see :meth:`queues_now`)."""
+        self._queue("result", _result(result))
+
+    def _queue(self, kind: str, data: dict[str, Any]) -> None:
+        self._last = cast(QueuedCheckpoints, self.store).queue_checkpoint(
+            self.run_id, kind, self._blob(data))
+
     async def _add(self, kind: str, data: dict[str, Any]) -> None:
         """A ``calls`` or ``result`` row. A store that queues its writes (SQLite's group
         commit) takes it without the run waiting: writes commit in the order they were
         queued, so the row is committed with or before the run's next write that is waited
         for (the ``step`` row before the next model call, or the run's end); a step's rows
         go in one commit instead of one each (issue 38)."""
-        blob = self._blob(data)
         if self._queued:
-            self._last = cast(QueuedCheckpoints, self.store).queue_checkpoint(
-                self.run_id, kind, blob)
+            self._queue(kind, data)
         else:
-            await self.store.add_checkpoint(self.run_id, kind, blob)
+            await self.store.add_checkpoint(self.run_id, kind, self._blob(data))
 
     async def durable(self) -> None:
         """Every row written so far committed (a queueing store commits them later): before
@@ -146,6 +167,9 @@ class Checkpointer:
     async def calls(self, state: RunState) -> None:
         """Before the step's first tool runs: the reply that holds its calls."""
         async with self._lock:
+            if self._queued:
+                self.queue_calls(state)
+                return
             if self.calls_step == state.step:
                 return
             reply = next((m for m in reversed(state.messages) if m.role == "assistant"), None)

@@ -10,7 +10,8 @@ parents, times, status and attributes (sequences kept as tuples, as the SDK keep
 
 Its spans are OpenTelemetry ``Span`` objects, so they are set in the OpenTelemetry context
 as the SDK's are: a sub-agent's run, or a span that a tool starts with a tracer of its own,
-nests under them the same way.
+nests under them the same way. A model call's ``chat`` span is never made current (nothing
+nests under it), so it is not a span at all: a :class:`ChatRow` that ends as its stored row.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import (
     INVALID_SPAN_ID,
     INVALID_TRACE_ID,
@@ -35,9 +37,16 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import Attributes, AttributeValue
 
+from thinkloop.core.types import ModelResponse
 from thinkloop.store.base import SpanRecord
+from thinkloop.store.serialize import SpanRow, new_span_row, span_row
 
 Sink = Callable[[SpanRecord], None]
+RowSink = Callable[["ChatRow"], None]
+_RESPONSE_MODEL = "gen_ai.response.model"
+_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+_FINISH_REASONS = "gen_ai.response.finish_reasons"
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)  # one for all spans (an object each, kept by each)
 
 
@@ -119,12 +128,72 @@ class DirectSpan(trace.Span):
             (end_time or time.time_ns()) / 1e9, self._status.name, self._attrs))
 
 
-class DirectTracer(trace.Tracer):
-    """Starts :class:`DirectSpan` s that end in ``sink``."""
+class ChatRow:
+    """A model call's span, kept as what its stored row needs, with the same attributes
+    (in the same order), parent, times and status as a :class:`DirectSpan`'s. It was a span,
+    its attributes given and copied, a dict per ``set_attributes`` and a record, per call
+    (issue 38); the calls it takes are those :class:`~thinkloop.tracing.TracedModel` makes."""
 
-    def __init__(self, sink: Sink) -> None:
+    __slots__ = ("_sink", "attrs", "end_ns", "name", "parent_id", "span_id", "start", "status",
+                 "trace_id")
+
+    def __init__(self, name: str, trace_id: int, span_id: int, parent_id: int | None,
+                 attrs: dict[str, Any], sink: RowSink) -> None:
+        self.name = name
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.attrs = attrs  # the caller's, made for this call: kept, not copied
+        self.start = time.time_ns()
+        self.end_ns = 0
+        self.status = "UNSET"
+        self._sink: RowSink | None = sink
+
+    def finish(self, response: ModelResponse) -> None:
+        """The attributes a response sets (TracedModel._finish's, without its dicts)."""
+        attrs, u = self.attrs, response.usage
+        if response.model is not None:
+            attrs[_RESPONSE_MODEL] = response.model
+        attrs[_INPUT_TOKENS] = u.input_tokens
+        attrs[_OUTPUT_TOKENS] = u.output_tokens
+        attrs[_FINISH_REASONS] = [response.finish_reason or ""]
+        attrs["thinkloop.cost_usd"] = u.cost_usd
+        if not u.cost_known:
+            attrs["thinkloop.cost"] = "unknown"
+
+    def failed(self, exc: BaseException) -> None:
+        """A failed call: its error type and an ERROR status (the exception event, as a
+        direct span's, is not stored)."""
+        self.attrs["error.type"] = type(exc).__name__
+        self.status = "ERROR"
+
+    def end(self) -> None:
+        sink, self._sink = self._sink, None
+        if sink is not None:
+            self.end_ns = time.time_ns()
+            sink(self)
+
+
+class DirectTracer(trace.Tracer):
+    """Starts :class:`DirectSpan` s that end in ``sink``, and :class:`ChatRow` s that end in
+    ``rows``."""
+
+    def __init__(self, sink: Sink, rows: RowSink | None = None) -> None:
         self.sink = sink
+        self.rows = rows
         self._rand = random.Random()
+
+    def start_row(self, name: str, attributes: dict[str, Any]) -> ChatRow:
+        """A span that nothing will nest under, as a :class:`ChatRow` (parent: the current
+        span, as :meth:`start_span` takes it)."""
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid:
+            trace_id, parent_id = current.trace_id, current.span_id
+        else:
+            trace_id, parent_id = self._id(128, INVALID_TRACE_ID), None
+        assert self.rows is not None
+        return ChatRow(name, trace_id, self._id(64, INVALID_SPAN_ID), parent_id, attributes,
+                       self.rows)
 
     def start_span(self, name: str, context: Context | None = None,
                    kind: SpanKind = SpanKind.INTERNAL, attributes: Attributes = None,
@@ -158,3 +227,50 @@ class DirectTracer(trace.Tracer):
             value = self._rand.getrandbits(bits)
             if value != invalid:
                 return value
+
+
+class SpanStore(SpanProcessor):
+    """Collects the finished spans of the traces that a store records, until they are taken.
+
+    Each is kept as its stored row (:data:`~thinkloop.store.serialize.SpanRow`) from the
+    moment it ends: a record and its attributes' dict, held until the step's commit, were
+    objects the collector kept walking at 200 runs in flight (issue 38)."""
+
+    def __init__(self) -> None:
+        self._by_trace: dict[int, list[SpanRow]] = {}
+
+    def open(self, trace_id: int) -> bool:
+        if trace_id in self._by_trace:
+            return False  # a sub-agent's run: its spans go with its parent's
+        self._by_trace[trace_id] = []
+        return True
+
+    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRow]:
+        spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
+        if not close and spans:
+            self._by_trace[trace_id] = []
+        return spans
+
+    def add(self, record: SpanRecord) -> None:
+        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
+        spans = self._by_trace.get(int(record.trace_id, 16))
+        if spans is not None:
+            spans.append(span_row(record))
+
+    def add_row(self, row: ChatRow) -> None:
+        """A model call's span, ended as its row (:class:`~thinkloop.directspans.ChatRow`)."""
+        spans = self._by_trace.get(row.trace_id)
+        if spans is not None:
+            spans.append(new_span_row(row.span_id, row.parent_id, row.trace_id, row.name,
+                                      row.start / 1e9, row.end_ns / 1e9, row.status, row.attrs))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.context
+        spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
+        if spans is None or ctx is None:
+            return
+        parent = span.parent
+        spans.append(new_span_row(
+            ctx.span_id, parent.span_id if parent else None, ctx.trace_id, span.name,
+            (span.start_time or 0) / 1e9, (span.end_time or 0) / 1e9,
+            span.status.status_code.name, dict(span.attributes or {})))

@@ -14,27 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from thinkloop.aborts import AbortWatcher
 from thinkloop.checkpoints import Checkpointer
 from thinkloop.core.errors import RunAccessError
 from thinkloop.core.events import Chunk, Event, Handoff
 from thinkloop.handover import Handover
-from thinkloop.hooks import Hook, ReasonContext, RunConfig, RunState, ToolHookContext
+from thinkloop.hooks import RunConfig, RunState
 from thinkloop.loop.handle import Scope
 from thinkloop.store.base import (
-    AbortRequests,
     AuditLog,
-    CheckpointPruning,
-    CheckpointStore,
     MemoryRecord,
-    QueuedCheckpoints,
     RunRecord,
     RunRecords,
     SpanRecord,
@@ -42,6 +36,7 @@ from thinkloop.store.base import (
     TraceStore,
     TryLocking,
 )
+from thinkloop.store.serialize import LoggedEvents, SpanRow, span_from_row
 
 log = logging.getLogger("thinkloop.runs")
 
@@ -57,8 +52,9 @@ class RunRecorder:
     base: RunRecord | None = None
     # Why the run was stopped from outside, for the record of a cancelled run.
     reason: str | None = None
-    # The run's finished trace spans not yet written (``close=True`` at the end), if traced.
-    spans: Callable[..., list[SpanRecord]] | None = None
+    # The run's finished trace spans not yet written, as rows (``close=True`` at the end),
+    # if traced.
+    spans: Callable[..., list[SpanRow]] | None = None
     checkpoints: Checkpointer | None = None
     # False when this process may not write the run (it turned out to be someone else's).
     owned: bool = True
@@ -76,13 +72,19 @@ class RunRecorder:
     # 20-60 µs, and the step path asked three times a step (issue 38's profile). None: ask.
     audit: bool | None = None
     traces: bool | None = None
+    # The store takes events serialised as they arrive and spans as rows (``takes_rows``):
+    # the buffer is then ``logged``, bytes the collector never walks (issue 38).
+    rows: bool | None = None
+    logged: LoggedEvents = field(default_factory=LoggedEvents)
     _audit: bool = field(init=False)
     _traces: bool = field(init=False)
+    _rows: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self._audit = isinstance(self.store, AuditLog) if self.audit is None else self.audit
         self._traces = (isinstance(self.store, TraceStore) if self.traces is None
                         else self.traces)
+        self._rows = takes_rows(self.store) if self.rows is None else self.rows
 
     def handed(self) -> Handover:
         if self.handover is None:
@@ -97,8 +99,33 @@ class RunRecorder:
     def on_event(self, event: Event) -> None:
         if isinstance(event, Handoff):
             self._child(event)
-        if not isinstance(event, Chunk):  # the llm.response that follows has the whole reply
+        if isinstance(event, Chunk):  # the llm.response that follows has the whole reply
+            return
+        if self._rows:
+            if self._audit:
+                self.logged.add(event)
+        else:
             self.buffer.append(event)
+
+    def _events(self) -> Sequence[Event] | LoggedEvents:
+        """The events logged since the last write, taken (none if the store keeps none)."""
+        if self._rows:
+            if not self.logged:
+                return ()
+            events, self.logged = self.logged, LoggedEvents()
+            return events
+        if not self._audit or not self.buffer:
+            return ()
+        buffered, self.buffer = self.buffer, []
+        return buffered
+
+    def _spans(self, *, close: bool = False) -> Sequence[SpanRecord | SpanRow]:
+        """The finished spans since the last write, taken: rows, or records for a store
+        that takes those."""
+        rows = self.spans(close=close) if self.spans is not None else []
+        if not rows or not self._traces:
+            return ()
+        return rows if self._rows else [span_from_row(r) for r in rows]
 
     def _child(self, e: Handoff) -> None:
         """A sub-agent's row, written as it starts (so ``runs show`` lists it while it runs)
@@ -131,12 +158,13 @@ class RunRecorder:
     async def flush(self, *, last: bool = False) -> None:
         """Write the buffered events and finished spans (after each step, and at the end)."""
         async with self._write_lock:
-            if self.buffer and self._audit:
-                events, self.buffer = self.buffer, []
-                await cast(AuditLog, self.store).add_events(self.record.id, events)
-            spans = self.spans(close=last) if self.spans is not None else []
-            if spans and self._traces:
-                await cast(TraceStore, self.store).add_spans(self.record.id, spans)
+            events = self._events()
+            # Serialised events and span rows go only to a store that takes_rows.
+            if events:
+                await cast(Any, self.store).add_events(self.record.id, events)
+            spans = self._spans(close=last)
+            if spans:
+                await cast(Any, self.store).add_spans(self.record.id, spans)
 
     async def step(self, state: RunState, store: StepRecords) -> None:
         """Before a model call: the step's checkpoint and the events and spans logged since
@@ -146,10 +174,8 @@ class RunRecorder:
         assert ckpt is not None
         async with self._write_lock, ckpt.lock:
             blob = ckpt.step_row(state)
-            events = self.buffer if self._audit else []
-            spans = self.spans() if self.spans is not None else []
-            spans = spans if self._traces else []
-            self.buffer = [] if events else self.buffer
+            events = self._events()
+            spans = self._spans()
             if blob is None and not events and not spans:
                 return
             await store.add_step_records(self.record.id, ("step", blob) if blob else None,
@@ -160,7 +186,7 @@ class RunRecorder:
     def flush_soon(self, state: RunState) -> None:
         """Flush in the background: the loop goes on while the audit log is written."""
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(_safely(self.flush(), state))
+            self._writer = asyncio.get_running_loop().create_task(safely(self.flush(), state))
 
     async def started(self, task: str) -> None:
         """The first row; ``task`` is the run's as it starts (a long one has its secrets
@@ -196,6 +222,13 @@ class RunRecorder:
             await asyncio.gather(self._child_writes, return_exceptions=True)
         await self.flush(last=True)
         await self.store.save_run(self.record)
+
+
+def takes_rows(store: object) -> bool:
+    """Whether ``store`` takes a run's events serialised as they arrive
+    (:class:`~thinkloop.store.serialize.LoggedEvents`) and its spans as rows (the SQL stores
+    say so with ``takes_rows = True``)."""
+    return getattr(store, "takes_rows", False) is True
 
 
 def new_record(
@@ -234,7 +267,7 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords,
                 else:
                     await stack.enter_async_context(scope(cfg, state))
                     _claim(recorder, await stack.enter_async_context(alive))
-                await _safely(recorder.started(state.task), state)
+                await safely(recorder.started(state.task), state)
                 yield
         except BaseException as exc:
             error = exc
@@ -242,7 +275,7 @@ def recorded(scope: Scope, recorder: RunRecorder, store: RunRecords,
         finally:
             # Shielded: a cancelled run is recorded as cancelled, not left "running".
             if recorder.owned:
-                await asyncio.shield(_safely(recorder.ended(state, error), state))
+                await asyncio.shield(safely(recorder.ended(state, error), state))
 
     return wrapped
 
@@ -262,153 +295,21 @@ async def _not_ended(recorder: RunRecorder, store: RunRecords) -> None:
         raise RunAccessError(f"run {now.id} ended ({now.status}) while resuming")
 
 
-async def _none() -> None:
+async def nothing() -> None:
     pass
 
 
-async def _safely(write: Any, state: RunState) -> None:
+async def safely(write: Any, state: RunState) -> None:
     # Observability never fails the run it observes; a store that cannot take the record
     # is logged (the run's own session save reports a store that is really down).
     try:
         await write
     except Exception:
-        _unwritten(state)
+        unwritten(state)
 
 
-def _unwritten(state: RunState) -> None:
+def unwritten(state: RunState) -> None:
     log.exception("run %s: the run record could not be written", state.run_id)
-
-
-class RunBook:
-    """An agent's runs in a store: each run gets a recorder, its events a subscriber, its
-    steps hooks that write what the last step logged and (``checkpoints``) its progress, and
-    (on stores that take them) an abort watcher."""
-
-    def __init__(self, store: RunRecords, agent: str, cancel: Callable[[str], object],
-                 *, checkpoints: bool = True, keep_checkpoints: int = 0) -> None:
-        self.store = store
-        # Checkpoints of a session's finished runs kept: the latest N (0: all, forever).
-        self.keep_checkpoints = keep_checkpoints
-        self.agent = agent
-        self.checkpoints = checkpoints and isinstance(store, CheckpointStore)
-        # What the store keeps, asked once (see RunRecorder), not once or twice a run.
-        self._step_records = isinstance(store, StepRecords)
-        self._audit = isinstance(store, AuditLog)
-        self._traces = isinstance(store, TraceStore)
-        self._locking = isinstance(store, TryLocking)
-        self._queued = isinstance(store, QueuedCheckpoints)
-        self.by_run: dict[str, RunRecorder] = {}
-        self._cancel = cancel
-        self.aborts = (AbortWatcher(store, self._abort) if isinstance(store, AbortRequests)
-                       else None)
-
-    def _abort(self, run_id: str) -> None:
-        recorder = self.by_run.get(run_id)
-        if recorder is not None:
-            recorder.reason = "aborted on request from another process"
-        self._cancel(run_id)
-
-    def hooks(self) -> list[Hook]:
-        hooks = [Hook("pre_reason", self._step_done, name="runs.record")]
-        if self.checkpoints:
-            hooks += [Hook("pre_tool", self._calls, name="runs.checkpoint"),
-                      Hook("post_tool", self._result, name="runs.checkpoint")]
-        return hooks
-
-    async def _step_done(self, ctx: ReasonContext) -> None:
-        recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None:
-            if recorder.checkpoints is not None and self._step_records:
-                try:  # _safely's, inline: a coroutine less held by each run waiting here
-                    await recorder.step(ctx.state, cast(StepRecords, self.store))
-                except Exception:
-                    _unwritten(ctx.state)
-                return
-            if recorder.checkpoints is not None:
-                await _safely(recorder.checkpoints.step(ctx.state), ctx.state)
-            recorder.flush_soon(ctx.state)
-
-    async def _calls(self, ctx: ToolHookContext) -> None:
-        recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None and recorder.checkpoints is not None:
-            ckpt, state = recorder.checkpoints, ctx.state
-            await recorder.handed().call_begins(lambda: _safely(ckpt.calls(state), state))
-
-    async def _result(self, ctx: ToolHookContext) -> None:
-        recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None and recorder.checkpoints is not None:
-            ckpt, state, result = recorder.checkpoints, ctx.state, ctx.result
-            await recorder.handed().call_ends(
-                lambda: _safely(ckpt.result(result), state) if result else _none(),
-                lambda: _safely(ckpt.durable(), state))
-
-    def hand_back(self, run_id: str, on_stop: Callable[[], None] | None = None,
-                  ) -> asyncio.Future[bool] | None:
-        """Stop ``run_id`` here for another process to resume (``thinkloop.handover``);
-        None: it is not running here. See :meth:`thinkloop.Agent.hand_back`."""
-        recorder = self.by_run.get(run_id)
-        return recorder.handed().ask(on_stop) if recorder is not None else None
-
-    def waiting_for_person(self, run_id: str) -> contextlib.AbstractContextManager[None]:
-        recorder = self.by_run.get(run_id)
-        return (recorder.handed().waiting_for_person() if recorder is not None
-                else contextlib.nullcontext())
-
-    def track(
-        self, cfg: RunConfig, state: RunState, scope: Scope, base: RunRecord | None = None,
-        spans: Callable[..., list[SpanRecord]] | None = None, recovering: bool = False,
-    ) -> tuple[Scope, Callable[[Event], None]]:
-        """The run's scope wrapped to record it, and the subscriber that logs its events."""
-        record = new_record(cfg, state, self.agent)
-        if base is not None:  # a run that goes on keeps its start and its parent
-            record = replace(record, started_at=base.started_at, parent_id=base.parent_id,
-                             task=base.task or record.task)
-        checkpoints = None
-        if self.checkpoints:  # the store is a CheckpointStore (asked in __init__)
-            checkpoints = Checkpointer(cast(CheckpointStore, self.store), state.run_id,
-                                       queued=self._queued)
-        recorder = RunRecorder(self.store, record, base=base, spans=spans,
-                               checkpoints=checkpoints, recovering=recovering,
-                               audit=self._audit, traces=self._traces)
-        recorder.cancel = functools.partial(self._cancel, state.run_id)
-        tracked = self._tracked(state.run_id,
-                                recorded(scope, recorder, self.store, self._locking), recorder)
-        return tracked, recorder.on_event
-
-    def _tracked(self, run_id: str, inner: Scope, recorder: RunRecorder) -> Scope:
-        @contextlib.asynccontextmanager
-        async def tracked(cfg: RunConfig, state: RunState) -> AsyncIterator[None]:
-            self.by_run[run_id] = recorder
-            if self.aborts is not None:
-                self.aborts.watch(run_id)
-            try:
-                async with inner(cfg, state):
-                    if state.recovered is not None and recorder.checkpoints is not None:
-                        recorder.checkpoints.saved(state)
-                    yield
-                await self._prune(cfg.session_id)
-            finally:
-                self.by_run.pop(run_id, None)
-                if recorder.handover is not None:
-                    # Dropped once ended: it holds the recorder (its stop), a reference cycle
-                    # that kept each run's records alive until a full collection (issue 38).
-                    handover, recorder.handover = recorder.handover, None
-                    handover.ended()
-                if self.aborts is not None:
-                    self.aborts.forget(run_id)
-
-        return tracked
-
-
-    async def _prune(self, session_id: str | None) -> None:
-        store, keep = self.store, self.keep_checkpoints
-        if not (self.checkpoints and keep > 0 and session_id is not None
-                and isinstance(store, CheckpointPruning)):
-            return
-        try:
-            await store.prune_checkpoints(session_id, keep)
-        except Exception:  # old checkpoints staying is no reason to fail the run
-            log.exception("pruning the checkpoints of session %s failed", session_id)
 
 
 def run_memories(records: Sequence[MemoryRecord], run: RunRecord, later: Sequence[RunRecord] = (),

@@ -29,7 +29,7 @@ from thinkloop.core.types import ENDED_SAVED, UNSAVED, Message, PendingApproval
 from thinkloop.hooks import OutputContext, Resumption, RunConfig, RunState
 from thinkloop.loop.handle import RunHandle, Scope, Subscriber
 from thinkloop.loop.resume import rebuild_steps
-from thinkloop.runlog import RunBook
+from thinkloop.runbook import RunBook
 from thinkloop.runs import RunRegistry
 from thinkloop.store.base import (
     ApprovalStore,

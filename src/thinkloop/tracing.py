@@ -32,7 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -50,11 +50,10 @@ from thinkloop.core.events import (
 from thinkloop.core.model import Model, ModelSettings
 from thinkloop.core.settings import Settings, load_settings
 from thinkloop.core.types import Message, ModelResponse, TextDelta, ToolSpec, Usage
-from thinkloop.directspans import DirectTracer
+from thinkloop.directspans import ChatRow, DirectTracer, SpanStore
 from thinkloop.hooks import Hook, RunConfig, RunState, ToolHookContext
 from thinkloop.models.catalog import ModelFacts, facts_of
-from thinkloop.store.base import SpanRecord
-from thinkloop.store.serialize import message_to_dict, to_json
+from thinkloop.store.serialize import SpanRow, message_to_dict, to_json
 
 PREVIEW_CHARS = 500
 VERBOSE_CHARS = 50_000
@@ -65,43 +64,6 @@ _CURRENT: ContextVar[RunTrace | None] = ContextVar("thinkloop_run_trace", defaul
 
 def cut(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more]"
-
-
-class SpanStore(SpanProcessor):
-    """Collects the finished spans of the traces that a store records, until they are taken."""
-
-    def __init__(self) -> None:
-        self._by_trace: dict[int, list[SpanRecord]] = {}
-
-    def open(self, trace_id: int) -> bool:
-        if trace_id in self._by_trace:
-            return False  # a sub-agent's run: its spans go with its parent's
-        self._by_trace[trace_id] = []
-        return True
-
-    def take(self, trace_id: int, *, close: bool = False) -> list[SpanRecord]:
-        spans = self._by_trace.pop(trace_id, []) if close else self._by_trace.get(trace_id, [])
-        if not close and spans:
-            self._by_trace[trace_id] = []
-        return spans
-
-    def add(self, record: SpanRecord) -> None:
-        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
-        spans = self._by_trace.get(int(record.trace_id, 16))
-        if spans is not None:
-            spans.append(record)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        ctx = span.context
-        spans = self._by_trace.get(ctx.trace_id) if ctx is not None else None
-        if spans is None or ctx is None:
-            return
-        parent = span.parent
-        spans.append(SpanRecord(
-            f"{ctx.span_id:016x}", f"{parent.span_id:016x}" if parent else None,
-            f"{ctx.trace_id:032x}", span.name, (span.start_time or 0) / 1e9,
-            (span.end_time or 0) / 1e9, span.status.status_code.name,
-            dict(span.attributes or {})))
 
 
 class Tracing:
@@ -115,8 +77,9 @@ class Tracing:
             resource=Resource.create({"service.name": "thinkloop"}))
         self.store = SpanStore()
         self.provider.add_span_processor(self.store)
-        self.tracer: trace.Tracer = (DirectTracer(self.store.add) if direct and provider is None
-                                     else self.provider.get_tracer("thinkloop"))
+        self.direct = (DirectTracer(self.store.add, self.store.add_row)
+                       if direct and provider is None else None)
+        self.tracer: trace.Tracer = self.direct or self.provider.get_tracer("thinkloop")
         self.verbose = verbose
         self.runs: dict[str, RunTrace] = {}
 
@@ -299,8 +262,8 @@ class RunTrace:
             _CURRENT.reset(run_token)
             otel_context.detach(otel_token)
 
-    def take_spans(self, *, close: bool = False) -> list[SpanRecord]:
-        """The finished spans not yet stored (``close`` at the run's end)."""
+    def take_spans(self, *, close: bool = False) -> list[SpanRow]:
+        """The finished spans not yet stored, as rows (``close`` at the run's end)."""
         if not self.owns_trace:
             return []
         return self.tracing.store.take(self.trace_id, close=close)
@@ -330,7 +293,8 @@ class TracedModel:
         """The traced model's (its window, its price)."""
         return facts_of(self.inner)
 
-    def _start(self, messages: Sequence[Message], settings: ModelSettings, stream: bool) -> Span:
+    def _start(self, messages: Sequence[Message], settings: ModelSettings,
+               stream: bool) -> Span | ChatRow:
         name = self.name
         run = _CURRENT.get()
         step = run.step if run is not None and run.calling else None
@@ -351,10 +315,16 @@ class TracedModel:
         if self.tracing.verbose:
             attrs[gen_ai.GEN_AI_INPUT_MESSAGES] = cut(
                 to_json([message_to_dict(m) for m in messages]), VERBOSE_CHARS)
+        direct = self.tracing.direct
+        if direct is not None:  # nothing nests under a model call: its row, not a span
+            return direct.start_row(f"chat {name}", attrs)
         return self.tracing.tracer.start_span(f"chat {name}", attributes=attrs)
 
     @staticmethod
-    def _finish(span: Span, response: ModelResponse) -> None:
+    def _finish(span: Span | ChatRow, response: ModelResponse) -> None:
+        if isinstance(span, ChatRow):
+            span.finish(response)
+            return
         u = response.usage
         span.set_attributes({
             gen_ai.GEN_AI_RESPONSE_MODEL: response.model,
@@ -366,7 +336,10 @@ class TracedModel:
         })
 
     @staticmethod
-    def _failed(span: Span, exc: BaseException) -> None:
+    def _failed(span: Span | ChatRow, exc: BaseException) -> None:
+        if isinstance(span, ChatRow):
+            span.failed(exc)
+            return
         span.set_attribute("error.type", type(exc).__name__)
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))

@@ -38,7 +38,7 @@ class FakeGateway:
             raise self.fail
         return FakeRun(agent=agent, session=session)
 
-    async def run(self, who: Any, run_id: str) -> FakeRun:
+    async def run(self, who: Any, run_id: str, *, to_follow: bool = False) -> FakeRun:
         self.calls.append(("run", who.user, run_id))
         raise NotFoundError(f"no run {run_id}")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from thinkloop import Agent, ScriptedModel, tool
-from thinkloop.core.events import RunStarted
+from thinkloop.core.events import RunStarted, ToolCalled
 from thinkloop.models.scripted import call, reply
 from thinkloop.store import SQLiteStore, StoreError
 from thinkloop.store.groupcommit import GroupCommit
@@ -264,3 +264,34 @@ async def test_a_step_waiting_for_its_commit_holds_one_store_coroutine(
     await sqlite._fetch("DROP TABLE checkpoints")
     with pytest.raises(StoreError, match=r"SQLite store failed: .*no such table: checkpoints"):
         await sqlite.add_step_records("r", ("step", b"y"), [], [])
+
+
+async def test_a_live_runs_rows_are_numbered_here_not_each_by_max_seq(
+    sqlite: SQLiteStore,
+) -> None:
+    """While a run is counted (live here, written by this store alone) its audit-log and
+    checkpoint rows are numbered by the store: one read of the logs' last numbers at its
+    first write (a resumed run goes on after its rows), none per row (issue 38); rows of a
+    run not counted read MAX(seq) as before. Every row lands in order either way."""
+    await sqlite.add_checkpoint("r", "step", b"a")
+    await sqlite.add_events("r", [RunStarted("r", 0, "t", "m", ts=1.0)])
+    statements: list[str] = []
+    db = await sqlite._open()
+    db._conn.set_trace_callback(statements.append)
+    sqlite.count_rows("r")
+    called = [ToolCalled("r", 1, "c1", "add", {"a": 1}, ts=2.0),
+              ToolCalled("r", 1, "c2", "add", {"a": 2}, ts=2.1)]
+    await sqlite.add_step_records("r", ("step", b"b"), called, [])
+    await sqlite.queue_checkpoint("r", "calls", b"c")
+    await sqlite.add_events("r", called[:1])
+    await sqlite.add_checkpoint("r", "result", b"d")
+    sqlite.forget_rows("r")
+    await sqlite.add_checkpoint("r", "step", b"e")
+    db._conn.set_trace_callback(None)
+    reads = [s for s in statements if "MAX(seq)" in s]
+    assert len(reads) == 2  # the counted run's one read of both logs; the uncounted row
+    assert reads[0].startswith("SELECT") and reads[1].startswith("INSERT INTO checkpoints")
+    assert await sqlite.checkpoints("r") == [
+        ("step", b"a"), ("step", b"b"), ("calls", b"c"), ("result", b"d"), ("step", b"e")]
+    assert await sqlite.run_events("r") == [
+        RunStarted("r", 0, "t", "m", ts=1.0), *called, called[0]]

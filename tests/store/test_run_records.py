@@ -17,6 +17,7 @@ from thinkloop.store.base import (
     StepRecords,
     TraceStore,
 )
+from thinkloop.store.serialize import LoggedEvents, events_rows, span_from_row, span_row
 from thinkloop.types import Message
 
 Backend = SQLiteStore | PostgresStore
@@ -158,3 +159,62 @@ async def test_the_events_of_one_write_are_one_row_and_read_back_in_order(
     assert rows[0][0] == 3
     fixed = ToolCalled("r1", 1, "c2", "add", {"b": "\ufffd"}, ts=1.6)  # repaired text
     assert await store.run_events("r1") == [old, step[0], fixed, step[0], fixed, *end]
+
+
+def _logged(events: list[Event]) -> LoggedEvents:
+    logged = LoggedEvents()
+    for e in events:
+        logged.add(e)
+    return logged
+
+
+async def test_events_serialised_as_they_arrive_are_the_same_rows(store: Backend) -> None:
+    """A recorded run's events are serialised as they arrive (held as objects until their
+    step's commit, they were much of the collector's work, issue 38): the rows they make are
+    byte for byte those of the same events written as objects, one event or several, with
+    text to repair and values JSON cannot hold."""
+    events: list[Event] = [
+        RunStarted("r", 0, "t\ud800", "m", ts=1.25),
+        ToolCalled("r", 1, "c1", "add", {"a": 2, "when": replace, 3: [1.5, None]}, ts=1.5),
+        RunCompleted("r", 2, "completed", "3", None, False, {"requests": 1}, ts=2.0)]
+    for some in (events[:1], events, []):
+        assert _logged(some).rows() == events_rows(some)
+        assert len(_logged(some)) == len(some)
+    await store.add_events("a", events)
+    await store.add_step_records("b", None, _logged(events), [])
+    await store.add_events("b", _logged(events[:1]))
+    sql = "SELECT type, step, ts, payload FROM run_events WHERE run_id = {0} ORDER BY seq"
+    a, b = await store._fetch(sql, "a"), await store._fetch(sql, "b")
+    assert [tuple(r) for r in b] == [tuple(r) for r in a] + [tuple(events_rows(events[:1])[0])]
+
+
+async def test_a_recorded_run_logs_each_event_as_it_was_when_emitted(store: Backend) -> None:
+    """The durable audit log holds an event as it was emitted: a payload changed by its owner
+    after the event went out (before the step's records were written) is not what was
+    logged (the events are serialised as they arrive)."""
+    from thinkloop.runlog import RunRecorder
+
+    recorder = RunRecorder(store, _record("r1"))
+    arguments: dict[str, object] = {"path": "a.txt"}
+    recorder.on_event(ToolCalled("r1", 1, "c1", "read", arguments, ts=1.5))
+    arguments["path"] = "b.txt"  # the caller's dict, reused after the event was emitted
+    await recorder.flush(last=True)
+    (logged,) = await store.run_events("r1")
+    assert isinstance(logged, ToolCalled) and logged.arguments == {"path": "a.txt"}
+
+
+def test_a_finished_span_is_kept_as_its_stored_row() -> None:
+    """The trace keeps a span as its row from its end to its step's write: the same row a
+    record of it makes, and the same record back."""
+    from thinkloop.tracing import SpanStore
+
+    spans = SpanStore()
+    assert spans.open(0xAB)
+    record = SpanRecord(f"{0x12:016x}", None, f"{0xAB:032x}", "chat m", 1.0, 2.5, "OK",
+                        {"tags": ("a", "b"), "n": 3, "text": "x\ud800"})
+    spans.add(record)
+    (row,) = spans.take(0xAB, close=True)
+    assert row == span_row(record) and isinstance(row, tuple)
+    assert row[-1] == '{"tags":["a","b"],"n":3,"text":"x\ufffd"}'
+    assert span_from_row(row) == replace(record, attributes={"tags": ["a", "b"], "n": 3,
+                                                             "text": "x\ufffd"})

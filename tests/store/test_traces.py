@@ -292,3 +292,32 @@ def test_a_direct_tracers_current_span_blocks_nest_end_and_record_an_error() -> 
     assert outer_r.parent_id is None and inner_r.trace_id == outer_r.trace_id
     assert (failing.status, inner_r.status) == ("ERROR", "UNSET")
     assert outer_r.attributes == {"tags": ("a", "b")}
+
+
+async def test_a_stored_model_call_is_its_row_with_no_span_object(
+    store: Backend, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the direct path a model call's ``chat`` span is never a parent, so it is built as
+    its stored row (issue 38): no span object (nor its attributes' copies and record) per
+    call; the stored rows, their parents and a failed call's status are as before."""
+    from thinkloop.directspans import DirectTracer
+
+    started: list[str] = []
+    start_span = DirectTracer.start_span
+
+    def counting(self: DirectTracer, name: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(name)
+        return start_span(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(DirectTracer, "start_span", counting)
+    agent = make_agent(store=store, tracing=Tracing(direct=True))
+    result = await agent.run("add 2 and 3, then ask a worker to say hi", session="s")
+    assert result.status == "completed", result.error
+    assert not [n for n in started if n.startswith("chat ")]
+    spans = await store.spans(result.run_id)
+    ids = {s.span_id: s for s in spans}
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert len(chats) == 7
+    for s in chats:
+        assert ids[s.parent_id or ""].name.startswith("invoke_agent ")
+        assert s.status == "UNSET" and s.end >= s.start and s.trace_id == spans[0].trace_id

@@ -60,7 +60,10 @@ class Fleet(Protocol):
         """Queue a run; among queued runs a higher ``priority`` starts first."""
         ...
 
-    async def get(self, run_id: str, user: str) -> Followed | None: ...
+    async def get(self, run_id: str, user: str, to_follow: bool = False) -> Followed | None:
+        """``user``'s run; ``to_follow``: for its events only (its status and counts may be
+        as they were when this gateway queued it)."""
+        ...
 
     async def abort(self, run_id: str) -> bool:
         """Stop the run wherever it executes; False if it has ended."""

@@ -184,11 +184,12 @@ class Gateway:
                 return True
         return False
 
-    async def run(self, who: Principal, run_id: str) -> Followed:
-        """``who``'s run, wherever it executes (another user's is as good as absent)."""
+    async def run(self, who: Principal, run_id: str, *, to_follow: bool = False) -> Followed:
+        """``who``'s run, wherever it executes (another user's is as good as absent);
+        ``to_follow``: only its events are wanted (the fleet's row may be as submitted)."""
         run: Followed | None = self.live.get(run_id, who.user, who.admin)
         if run is None and self.fleet is not None:
-            run = await self.fleet.get(run_id, who.user)
+            run = await self.fleet.get(run_id, who.user, to_follow=to_follow)
         if run is None:
             raise NotFoundError(f"no run {run_id}")
         return run

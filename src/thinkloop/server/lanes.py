@@ -76,7 +76,7 @@ class Lanes:
         if start is None or who is None:
             await self.app(scope, receive, send)
             return
-        run = await _or_error(gw.run(who, run_id), scope, receive, send)
+        run = await _or_error(gw.run(who, run_id, to_follow=True), scope, receive, send)
         if run is None:
             return
         key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))

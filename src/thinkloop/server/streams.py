@@ -53,7 +53,7 @@ async def run_events(
 ) -> EventStream:
     """The run's events as SSE: ``id`` is the event's number; reconnect with
     ``Last-Event-ID`` (or ``?after=N``) to get only what came after. Ends with the run."""
-    run = await gw.run(who, run_id)
+    run = await gw.run(who, run_id, to_follow=True)
     start = after if after is not None else _int(last_event_id)
     key = key_from_headers(request.headers.get("authorization"),
                            request.headers.get("x-api-key"))

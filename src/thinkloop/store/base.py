@@ -11,11 +11,14 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from thinkloop.core.errors import StoreError as StoreError  # re-exported: stores raise it
 from thinkloop.core.events import Event
 from thinkloop.core.types import Message, PendingApproval
+
+if TYPE_CHECKING:
+    from thinkloop.store.serialize import LoggedEvents, SpanRow
 
 T = TypeVar("T")
 
@@ -300,7 +303,10 @@ class StepRecords(Protocol):
     """A step's checkpoint, events and spans written together (one transaction)."""
 
     async def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
-                               events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
+                               events: Sequence[Event] | LoggedEvents,
+                               spans: Sequence[SpanRecord | SpanRow]) -> None:
+        """``events`` as objects or serialised as they came, ``spans`` as records or rows
+        (the run book hands over the latter to a store whose ``takes_rows`` is True)."""
         ...
 
 
@@ -354,3 +360,13 @@ class DurableStore(
     """Everything the SQLite and PostgreSQL backends provide."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CountedRows(Protocol):
+    """A store that numbers the rows of the runs it is told it writes alone (while they are
+    live in this process), instead of reading ``MAX(seq)`` for each row."""
+
+    def count_rows(self, run_id: str) -> None: ...
+
+    def forget_rows(self, run_id: str) -> None: ...

@@ -49,16 +49,18 @@ class GroupCommit(Generic[W]):
 
     def __init__(self, commit: Callable[[Sequence[W]], Awaitable[None]]) -> None:
         self._commit = commit
-        self._queue: list[_Write[W]] = []
+        # A write waited for is a _Write (its future, found by identity); one queued by
+        # write_later is its item alone (an object fewer for each, issue 38).
+        self._queue: list[_Write[W] | W] = []
         self._later: asyncio.Future[None] | None = None  # the queued group's, for write_later
         # The group being committed, and (made only when a cancelled caller waits for it)
         # the future that says it is settled.
-        self._committing: list[_Write[W]] = []
+        self._committing: list[_Write[W] | W] = []
         self._settled: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _submit(self, write: _Write[W]) -> asyncio.AbstractEventLoop:
+    def _submit(self, write: _Write[W] | W) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a store used from a new event loop: a new writer
             self._loop, self._queue, self._later, self._task = loop, [], None, None
@@ -89,7 +91,7 @@ class GroupCommit(Generic[W]):
         settled: committed, or failed, which is logged. Writes are committed in the order
         they were queued, so a later :meth:`write` of the same store that returns means this
         one was committed too (or failed)."""
-        loop = self._submit(_Write(item, None))
+        loop = self._submit(item)
         if self._later is None:
             self._later = loop.create_future()
         return self._later
@@ -129,16 +131,16 @@ class GroupCommit(Generic[W]):
         if cancelled:
             raise asyncio.CancelledError
 
-    async def _commit_batch(self, batch: list[_Write[W]]) -> None:
+    async def _commit_batch(self, batch: list[_Write[W] | W]) -> None:
         try:
-            await self._commit([w.item for w in batch])
+            await self._commit([_item(w) for w in batch])
         except Exception as exc:
             if len(batch) == 1:
                 _resolve(batch[0], exc)
                 return
             for w in batch:  # one at a time: only the bad one fails
                 try:
-                    await self._commit([w.item])
+                    await self._commit([_item(w)])
                 except Exception as one:
                     _resolve(w, one)
                 else:
@@ -148,8 +150,12 @@ class GroupCommit(Generic[W]):
             _resolve(w, None)
 
 
-def _resolve(write: _Write[W], exc: BaseException | None) -> None:
-    done = write.done
+def _item(write: _Write[W] | W) -> W:
+    return write.item if isinstance(write, _Write) else write
+
+
+def _resolve(write: _Write[W] | W, exc: BaseException | None) -> None:
+    done = write.done if isinstance(write, _Write) else None
     if done is None:  # queued by write_later: nobody waits for this one alone
         if exc is not None:
             log.error("a queued store write failed", exc_info=exc)

@@ -11,8 +11,10 @@ from thinkloop.store.base import RunRecord, SpanRecord
 from thinkloop.store.serialize import (
     RUN_COLS,
     SPAN_COLS,
+    LoggedEvents,
+    SpanRow,
     events_from_row,
-    events_rows,
+    logged_rows,
     run_from_row,
     run_row,
     span_from_row,
@@ -21,27 +23,36 @@ from thinkloop.store.serialize import (
 from thinkloop.store.sql import SQLBase, upsert
 
 SAVE_RUN = upsert("runs", RUN_COLS, "id")
-_SAVE_SPAN = upsert("spans", f"run_id, {SPAN_COLS}", "run_id, span_id")
+SAVE_SPAN = upsert("spans", f"run_id, {SPAN_COLS}", "run_id, span_id")
 OLD_USAGE = "SELECT input_tokens, output_tokens, cost_usd FROM runs WHERE id = {0}"
 SESSION_USAGE = ("UPDATE sessions SET model = {0}, input_tokens = input_tokens + {1}, "
                   "output_tokens = output_tokens + {2}, cost_usd = cost_usd + {3} WHERE id = {4}")
-_ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
+ADD_EVENT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) SELECT {0}, "
               "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3}, {4} FROM run_events "
               "WHERE run_id = {0}")
+# The same rows numbered by the writer (see SQLiteStore.count_rows): no MAX(seq) per row.
+ADD_EVENT_AT = ("INSERT INTO run_events (run_id, seq, type, step, ts, payload) "
+                "VALUES ({0}, {1}, {2}, {3}, {4}, {5})")
+ADD_CHECKPOINT_AT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) "
+                     "VALUES ({0}, {1}, {2}, {3}, {4})")
+LAST_SEQ = ("SELECT (SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = {0}), "
+            "(SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = {0})")
 ADD_CHECKPOINT = ("INSERT INTO checkpoints (run_id, seq, kind, data, created_at) SELECT {0}, "
                    "COALESCE(MAX(seq), 0) + 1, {1}, {2}, {3} FROM checkpoints "
                    "WHERE run_id = {0}")
 
 
-def step_statements(run_id: str, checkpoint: tuple[str, bytes] | None, events: Sequence[Event],
-                    spans: Sequence[SpanRecord]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+def step_statements(run_id: str, checkpoint: tuple[str, bytes] | None,
+                    events: Sequence[Event] | LoggedEvents,
+                    spans: Sequence[SpanRecord | SpanRow]
+                    ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """The statements and rows of a step's records (see ``add_step_records``), as tuples:
     they wait for their group's commit, and tuples of plain values leave the collector's
     sight at its first pass (lists never do)."""
     ckpt = ((run_id, checkpoint[0], checkpoint[1], time.time()),) if checkpoint else ()
     return ((ADD_CHECKPOINT, ckpt),
-            (_ADD_EVENT, tuple([(run_id, *r) for r in events_rows(events)])),
-            (_SAVE_SPAN, tuple([(run_id, *span_row(s)) for s in spans])))
+            (ADD_EVENT, tuple([(run_id, *r) for r in logged_rows(events)])),
+            (SAVE_SPAN, tuple([(run_id, *span_row(s)) for s in spans])))
 
 
 def session_usage(run: RunRecord, old: Sequence[Any]) -> tuple[Any, ...]:
@@ -62,6 +73,16 @@ class RunTables(SQLBase):
             await tx.execute(SAVE_RUN, *run_row(run))
             await tx.execute(SESSION_USAGE, *session_usage(run, old))
 
+    async def save_runs(self, runs: Sequence[RunRecord]) -> None:
+        """Several runs' rows, as :meth:`save_run` saves each; those without a session in
+        one statement (a gateway's ``queued`` records of the runs queued together)."""
+        lone = [run_row(r) for r in runs if r.session_id is None]
+        if lone:
+            await self._write(SAVE_RUN, lone)
+        for run in runs:
+            if run.session_id is not None:
+                await self.save_run(run)
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(f"SELECT {RUN_COLS} FROM runs WHERE id = {{0}}", run_id)
         return run_from_row(tuple(rows[0])) if rows else None
@@ -78,9 +99,13 @@ class RunTables(SQLBase):
             f"ORDER BY {self.dialect.run_order} LIMIT {{2}}", session, status, limit, parent)
         return [run_from_row(tuple(r)) for r in rows]
 
-    async def add_events(self, run_id: str, events: Sequence[Event]) -> None:
+    # The run book hands this store its runs' events serialised as they arrive (LoggedEvents)
+    # and their spans as rows (SpanRow), not as objects held until written (issue 38).
+    takes_rows = True
+
+    async def add_events(self, run_id: str, events: Sequence[Event] | LoggedEvents) -> None:
         if events:
-            await self._write(_ADD_EVENT, [(run_id, *r) for r in events_rows(events)])
+            await self._write(ADD_EVENT, [(run_id, *r) for r in logged_rows(events)])
 
     async def run_events(self, run_id: str) -> list[Event]:
         rows = await self._fetch(
@@ -88,11 +113,11 @@ class RunTables(SQLBase):
             run_id)
         return [e for r in rows for e in events_from_row(run_id, tuple(r))]
 
-    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord]) -> None:
+    async def add_spans(self, run_id: str, spans: Sequence[SpanRecord | SpanRow]) -> None:
         """A span stored again (the same ``span_id``) replaces the one stored before."""
         if not spans:
             return
-        await self._write_all(_SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])
+        await self._write_all(SAVE_SPAN, [(run_id, *span_row(s)) for s in spans])
 
     async def spans(self, run_id: str) -> list[SpanRecord]:
         rows = await self._fetch(
@@ -105,7 +130,8 @@ class RunTables(SQLBase):
         await self._write(ADD_CHECKPOINT, [(run_id, kind, data, time.time())])
 
     async def add_step_records(self, run_id: str, checkpoint: tuple[str, bytes] | None,
-                               events: Sequence[Event], spans: Sequence[SpanRecord]) -> None:
+                               events: Sequence[Event] | LoggedEvents,
+                               spans: Sequence[SpanRecord | SpanRow]) -> None:
         """A step's records in one transaction (one trip where the backend allows): its
         checkpoint, then the events and finished spans logged since the last step."""
         await self._write_many(step_statements(run_id, checkpoint, events, spans))

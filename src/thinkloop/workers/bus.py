@@ -11,7 +11,7 @@ Everything a gateway and a worker say to each other goes through here, under one
 * ``{p}:news``         every run's new events again, a field ``"{id} {N}"`` each, an entry
                       per write: a gateway reads this one stream for all the runs it follows
 * ``{p}:active`` and ``{p}:active:{user}``  sets of runs in progress (the fleet's limits)
-* ``{p}:ctl``          pub/sub: aborts and answers for whichever worker holds the run
+* ``{p}:ctl``          pub/sub: aborts and answers for the run's worker; wake-ups (``{p}:woke``)
 * ``{p}:wait:{id}``    what a run waits on (input id -> approval | question)
 * ``{p}:stat``         counters (resumes, lease expiries, hand-backs)
 * ``{p}:out:{platform}``  messages scheduled runs deliver to people, a stream that the
@@ -38,8 +38,9 @@ END = "end"
 # Entries (one per outbox write) the news keeps: a gateway more than this far behind reads
 # what it missed from the runs' own streams (Tail's resync).
 NEWS_LEN = 10_000
-# Published on the control channel with each run queued: idle workers look for it at once.
-WAKE = b'{"queued":1}'
+# Published on the control channel with a run queued, at most once per WAKE_EVERY_MS (200
+# POSTs were 200 messages to every worker): idle workers look for it at once.
+WAKE, WAKE_EVERY_MS = b'{"queued":1}', 5
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
 
@@ -156,8 +157,9 @@ class Bus:
     async def enqueue(self, job_id: str, job: bytes, score: int, ttl_ms: int) -> bool:
         """arq's job ``job_id`` due at ``score`` (ms); False if it is queued already."""
         return bool(await self._enqueue(
-            keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue],
-            args=[job, ttl_ms, score, job_id, self.control, WAKE]))
+            keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue,
+                  self.key("woke")],
+            args=[job, ttl_ms, score, job_id, self.control, WAKE, WAKE_EVERY_MS]))
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -10,7 +11,7 @@ from arq.connections import ArqRedis
 from redis._parsers import _AsyncHiredisParser
 from redis.asyncio import ConnectionPool
 
-from thinkloop.api import AbortRequests, CheckpointStore, RunRecords
+from thinkloop.api import AbortRequests, CheckpointStore, RunRecord, RunRecords
 from thinkloop.core.errors import ConfigError
 from thinkloop.core.settings import Settings
 from thinkloop.server.gateway import Backend
@@ -20,6 +21,10 @@ JOB = "thinkloop.run"  # the arq function that executes a queued run
 
 class FleetStore(Backend, RunRecords, CheckpointStore, AbortRequests, Protocol):
     """What the fleet needs of the shared store (the PostgreSQL store has it all)."""
+
+    async def save_runs(self, runs: Sequence[RunRecord]) -> None:
+        """Several runs' records at once (a gateway's queued runs)."""
+        ...
 
 
 def check_store(settings: Settings) -> str:

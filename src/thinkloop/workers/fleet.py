@@ -113,21 +113,62 @@ class RemoteRun:
 # queued in the last day), never in the future (a run of priority -100 is due now).
 PRIORITY_STEP_MS = 86_400_000
 MAX_PRIORITY = 100
+# How long a run queued here is followed without reading its row again: well under the
+# least time Redis keeps a run's keys (60 s), so its stream is still there.
+FRESH_S = 30.0
 JOB_TTL_MS = 86_400_000  # as arq's own default: a job nobody took in a day is dropped
 
 
-async def queue_run(pool: ArqRedis, bus: Bus, store: FleetStore, row: RunRow,
-                    limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
+class QueuedRecords:
+    """The ``queued`` records of the runs queued together, written in one statement: a
+    burst of 200 POSTs was 200 upserts, each a round trip and a pool connection's
+    acquire and release (as :class:`~thinkloop.workers.execute.AbortsAsked` asks)."""
+
+    def __init__(self, store: FleetStore) -> None:
+        self.store = store
+        self._waiting: list[tuple[RunRecord, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def save(self, record: RunRecord) -> None:
+        loop = asyncio.get_running_loop()
+        saved: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((record, saved))
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._write())
+        await saved
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)  # the runs queued in this turn of the loop go with the first
+        while self._waiting:  # those queued while a write was out go in the next
+            batch, self._waiting = self._waiting, []
+            error: BaseException | None = None
+            try:
+                await self.store.save_runs([record for record, _ in batch])
+            except Exception as exc:
+                error = exc
+            for _, saved in batch:
+                if saved.done():  # its POST was cancelled
+                    continue
+                if error is not None:
+                    saved.set_exception(error)
+                else:
+                    saved.set_result(None)
+
+
+async def queue_run(pool: ArqRedis, bus: Bus, save: Callable[[RunRecord], Awaitable[None]],
+                    row: RunRow, limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
     """Queue ``row``'s run: its slot and row in Redis (refused over ``limits``, per user and
-    in all: -1 or -2), a ``queued`` record in the store (``thinkloop runs`` shows it), and
-    the arq job (its id is the run's, so it is queued once), due earlier by its priority."""
+    in all: -1 or -2), a ``queued`` record in the store (``save``: ``thinkloop runs`` shows
+    it), and the arq job (its id is the run's, so it is queued once), due earlier by its
+    priority."""
     taken = await bus.create(row, *limits)
     if taken != 1:
         return taken
     try:
         key = session_key(row.user, row.session) if row.session else None
-        await store.save_run(RunRecord(row.id, row.agent, "", "", "queued", row.created_at,
-                                       key, row.user, row.task))
+        record = RunRecord(row.id, row.agent, "", "", "queued", row.created_at, key, row.user,
+                           row.task)
+        await save(record)
         now_ms = int(time.time() * 1000)
         job = serialize_job(JOB, (row.id,), {}, None, now_ms, serializer=pool.job_serializer)
         due = now_ms - (row.priority + MAX_PRIORITY) * PRIORITY_STEP_MS
@@ -147,6 +188,10 @@ class RedisFleet:
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
         self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
+        self.queued = QueuedRecords(store)
+        # Runs queued here in the last FRESH_S, until their stream is asked for: its row as
+        # queued is all the stream needs (its events come from Redis), a round trip less.
+        self._fresh: dict[str, tuple[RunRow, float]] = {}
         self.per_user = config.per_user_runs
         self.total = config.max_runs
         self.plans = Schedules(getattr(store, "dsn", ""), getattr(store, "schema", None))
@@ -155,15 +200,30 @@ class RedisFleet:
                      stream: bool, remember: bool = True, priority: int = 0) -> RemoteRun:
         row = RunRow(uuid.uuid4().hex, user, agent, session, "queued", time.time(), task,
                      stream, remember=remember, priority=priority)
-        taken = await queue_run(self.pool, self.bus, self.store, row,
+        taken = await queue_run(self.pool, self.bus, self.queued.save, row,
                                 (self.per_user, self.total))
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
             raise RunLimitError(f"the fleet is running {self.total} runs, its limit")
+        self._keep_fresh(row)
         return RemoteRun(self.bus, row)
 
-    async def get(self, run_id: str, user: str) -> RemoteRun | None:
+    def _keep_fresh(self, row: RunRow) -> None:
+        now = time.monotonic()
+        self._fresh[row.id] = (row, now)
+        while self._fresh:  # the oldest first
+            run_id, (_, at) = next(iter(self._fresh.items()))
+            if now - at < FRESH_S:
+                break
+            del self._fresh[run_id]
+
+    async def get(self, run_id: str, user: str, to_follow: bool = False) -> RemoteRun | None:
+        if to_follow:  # its client follows it now: the row queued here will do
+            fresh = self._fresh.get(run_id)
+            if fresh is not None and fresh[0].user == user:
+                del self._fresh[run_id]  # a follower that reconnects reads the row
+                return RemoteRun(self.bus, fresh[0])
         row, events = await self.bus.counted(run_id)
         if row is None or row.user != user:
             return None

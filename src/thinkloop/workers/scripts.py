@@ -21,14 +21,18 @@ redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
 return 1
 """
 # arq's enqueue (job key + queue entry) in one round trip instead of WATCH/EXISTS/MULTI:
-# queued once per id, and the workers woken (rather than waiting for their next poll).
-# KEYS job key, result key, queue; ARGV job, TTL ms, score, id, the control channel, the
-# wake-up message.
+# queued once per id, and the workers woken (rather than waiting for their next poll),
+# unless they were woken in the last ARGV[7] ms (a worker takes what is queued then with
+# the run of that wake-up: it waits longer than that before it takes). KEYS job key, result
+# key, queue, the last wake-up's key; ARGV job, TTL ms, score, id, the control channel, the
+# wake-up message, ms between wake-ups.
 ENQUEUE = """
 if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[4])
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+if redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[7]), 'NX') then
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
 return 1
 """
 # Move a run from one status to another only if it is in one of the expected ones.

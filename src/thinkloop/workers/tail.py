@@ -45,9 +45,13 @@ class Tail:
     ``news`` in one Redis (``redis`` is shared: the caller closes it)."""
 
     def __init__(self, redis: Any, news: str, ev_prefix: str, block_ms: int = 1000,
-                 count: int = 200, resync_s: float = 2.0) -> None:
+                 count: int = 200, resync_s: float = 2.0, gather_s: float = 0.01) -> None:
         self.redis, self.news, self.ev_prefix = redis, news, ev_prefix
         self.block_ms, self.count, self.resync_s = block_ms, count, resync_s
+        # After a read that brought news, the next waits this long: the workers' writes of
+        # that time come in one read, and a run's events in one SSE write (a read per worker
+        # write was a round trip and a write to each of its runs' clients every 5 ms).
+        self.gather_s = gather_s
         self._followers: dict[bytes, set[_Follower]] = {}  # run id -> its followers
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None  # the news read from a known place
@@ -129,6 +133,8 @@ class Tail:
                 for run, mine in by_run.items():  # one write per run and read, not per entry
                     for f in self._followers.get(run, ()):
                         f.queue.put_nowait(mine)
+                if got and self.gather_s > 0:
+                    await asyncio.sleep(self.gather_s)
         except Exception as exc:  # every follower sees it (as its own XREAD raised)
             if not ready.done():
                 ready.set_exception(exc)

@@ -28,7 +28,7 @@ from thinkloop.api import Agent, tune_gc
 from thinkloop.build import AgentSpec
 from thinkloop.core.settings import Settings
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
-from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.bus import WAKE_EVERY_MS, Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.execute import FleetHub
 from thinkloop.workers.executor import Executor
@@ -36,7 +36,10 @@ from thinkloop.workers.fleet import queue_run
 from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
-WAKE_GATHER_S = 0.005  # after a wake-up, how long runs queued meanwhile join its take
+# After a wake-up, how long runs queued meanwhile join its take; more than the gateways'
+# WAKE_EVERY_MS (the runs queued after a wake-up, which announce nothing, join its take).
+WAKE_GATHER_S = 0.02
+assert WAKE_GATHER_S * 1000 > 2 * WAKE_EVERY_MS
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
 
 
@@ -61,32 +64,35 @@ async def run_job(ctx: dict[str, Any], run_id: str) -> None:
     await executor.execute(run_id, str(ctx["job_id"]), int(ctx["job_try"]))
 
 
-# The first ARGV[3] queued jobs (score <= ARGV[1], among the first ARGV[2]) that no worker
-# holds: one round trip, where arq checks each job with three.
-_WAITING = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-local out = {}
-for _, id in ipairs(ids) do
-  if redis.call('EXISTS', ARGV[4] .. id) == 0 then
-    out[#out + 1] = id
-    if #out >= tonumber(ARGV[3]) then break end
+# Take up to ARGV[3] queued jobs (score <= ARGV[1]) that no worker holds, as arq's
+# start_jobs takes each (its in-progress key set, for ARGV[5] ms): one round trip for them
+# all, where arq checks and takes each job with four (WATCH, EXISTS, ZSCORE, MULTI/EXEC).
+# The queue is read ARGV[2] at a time to its end if need be: arq keeps a job queued while
+# it runs, so the runs in progress all over the fleet come first. KEYS the queue; ARGV now
+# ms, how many to read at a time, how many to take, arq's in-progress key prefix,
+# in-progress ms. Returns the jobs taken and their scores: id, score, ...
+_TAKE_JOBS = """
+local chunk, want, out, offset = tonumber(ARGV[2]), 2 * tonumber(ARGV[3]), {}, 0
+while true do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT',
+                         offset, chunk)
+  for i = 1, #ids, 2 do
+    local key = ARGV[4] .. ids[i]
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SET', key, '1', 'PX', ARGV[5])
+      out[#out + 1] = ids[i]
+      out[#out + 1] = ids[i + 1]
+      if #out >= want then return out end
+    end
   end
+  if #ids < 2 * chunk then return out end
+  offset = offset + chunk
 end
-return out
 """
-
-
-# Take one job as arq's start_jobs does (its in-progress key set unless it is held, gone
-# from the queue or not yet due), in one round trip where arq's WATCH, EXISTS, ZSCORE and
-# MULTI/EXEC are four. KEYS in-progress key, queue; ARGV job id, now ms, in-progress ms.
-# Returns the job's score, or false.
-_CLAIM = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
-redis.call('SET', KEYS[1], '1', 'PX', ARGV[3])
-return score
-"""
+# Jobs one take holds at most: the next take is a round trip later, so that other workers
+# taking at the same moment (all are woken together) get a share of a burst.
+TAKE_BATCH = 8
+SCAN_CHUNK = 500  # queued jobs a take reads at a time
 
 
 class FleetWorker(Worker):
@@ -94,9 +100,16 @@ class FleetWorker(Worker):
 
     arq keeps a job in its queue until it ends and checks each job it reads before taking it;
     with many runs in progress each poll of each worker rechecked them all, which was most of
-    a fleet's CPU. A script in Redis returns only the jobs nobody holds; another takes each,
-    one job at a time as arq does (so that other workers polling meanwhile get theirs).
+    a fleet's CPU. A script in Redis takes the jobs nobody holds, a few at a time (so that
+    other workers taking meanwhile get theirs), in one round trip each; arq's own read of
+    the queue only asks whether anything is due (``queue_read_limit`` 1).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, queue_read_limit=1, **kwargs)
+        # The poll and the wake-ups take in turn: each counts the free slots it fills.
+        self._taking = asyncio.Lock()
+        self._take_jobs: Any = None
 
     async def main(self) -> None:
         """arq's loop, which polls every ``poll_delay``, and beside it one that takes runs as
@@ -112,10 +125,13 @@ class FleetWorker(Worker):
         queued: asyncio.Event = self.ctx["thinkloop"].queued
         while True:
             await queued.wait()
+            # Cleared before the gathering: a wake-up from here on means another take (the
+            # gateways' wake-ups are one per WAKE_EVERY_MS, the runs queued in between
+            # announced by none, so they must be queued before this take reads the queue).
+            queued.clear()
             # Runs queued together (a burst of POSTs) join one take rather than each waking
             # the worker for a script call of its own, as the outbox gathers events.
             await asyncio.sleep(WAKE_GATHER_S)
-            queued.clear()
             if not self.allow_pick_jobs:  # stopping (SIGTERM): it takes nothing more
                 continue
             try:
@@ -128,35 +144,22 @@ class FleetWorker(Worker):
             await self._take_waiting()
 
     async def _take_waiting(self) -> None:
-        free = self.max_jobs - self.job_counter
-        if free <= 0:
-            return
-        if not hasattr(self, "_waiting"):
-            self._waiting = self.pool.register_script(_WAITING)
-            self._claim = self.pool.register_script(_CLAIM)
-        waiting = await self._waiting(keys=[self.queue_name], args=[
-            timestamp_ms(), self.queue_read_limit, free, in_progress_key_prefix])
-        for job_id_b in waiting:
-            await self.sem.acquire()
-            if self.job_counter >= self.max_jobs:
-                self.sem.release()
-                return
-            self.job_counter += 1
-            job_id = job_id_b.decode()
-            score = None
-            try:
-                score = await self._claim(
-                    keys=[in_progress_key_prefix + job_id, self.queue_name],
-                    args=[job_id, timestamp_ms(), int(self.in_progress_timeout_s * 1000)])
-            finally:
-                if score is None:  # held elsewhere, finished, deferred, or Redis failed
-                    self.job_counter -= 1
-                    self.sem.release()
-            if score is None:
-                continue
-            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-            self.tasks[job_id] = task
+        async with self._taking:
+            while (free := min(self.max_jobs - self.job_counter, TAKE_BATCH)) > 0:
+                if self._take_jobs is None:
+                    self._take_jobs = self.pool.register_script(_TAKE_JOBS)
+                got = await self._take_jobs(keys=[self.queue_name], args=[
+                    timestamp_ms(), SCAN_CHUNK, free, in_progress_key_prefix,
+                    int(self.in_progress_timeout_s * 1000)])
+                for job_id_b, score in zip(got[::2], got[1::2], strict=True):
+                    await self.sem.acquire()  # free: never waits (only this takes slots)
+                    self.job_counter += 1
+                    job_id = job_id_b.decode()
+                    task = self.loop.create_task(self.run_job(job_id, int(float(score))))
+                    task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+                    self.tasks[job_id] = task
+                if len(got) < 2 * free:  # nothing more is waiting
+                    return
 
     async def finish_job(self, job_id: str, *args: Any, **kwargs: Any) -> None:
         executor: Executor = self.ctx["thinkloop"]
@@ -181,7 +184,7 @@ def scheduled(pool: ArqRedis, bus: Bus, store: FleetStore) -> Callable[[Schedule
                      False, priority=s.priority, deliver_to=s.deliver_to)
         if await bus.get(row.id) is not None:
             return
-        await queue_run(pool, bus, store, row)
+        await queue_run(pool, bus, store.save_run, row)
 
     return queue
 
