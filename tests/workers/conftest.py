@@ -350,3 +350,18 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, model: OpenAIServer) -> Iter
         yield f
     finally:
         f.stop()
+
+
+@pytest.fixture
+def redis_up() -> None:
+    """Skip a test that talks to Redis directly when there is none on 127.0.0.1."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.skip("no Redis on 127.0.0.1")
+    finally:
+        client.close()
+

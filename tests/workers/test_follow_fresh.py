@@ -18,6 +18,8 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.workers.connect import redis_pool
 from thinkloop.workers.fleet import RedisFleet
 
+pytestmark = pytest.mark.usefixtures("redis_up")
+
 
 class Records:
     dsn, schema = "", None
@@ -60,16 +62,3 @@ def test_a_run_queued_here_is_followed_without_reading_its_row(tmp_path: Path) -
             await fleet.pool.connection_pool.disconnect()
 
     assert asyncio.run(main()) == [True, None, True, "queued", "queued"]
-
-
-@pytest.fixture(autouse=True)
-def _redis_up() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.skip("no Redis on 127.0.0.1")
-    finally:
-        client.close()

@@ -14,6 +14,8 @@ from tests.workers.conftest import REDIS_URL
 
 from thinkloop.workers.worker import FleetWorker
 
+pytestmark = pytest.mark.usefixtures("redis_up")
+
 
 async def _noop(ctx: object) -> None:
     pass
@@ -54,16 +56,3 @@ def test_queued_runs_behind_hundreds_in_progress_are_taken() -> None:
     started, now_held = asyncio.run(main())
     assert started == ids[650:662]  # its 12 free slots, in queue order, none held elsewhere
     assert now_held == 12
-
-
-@pytest.fixture(autouse=True)
-def _redis_up() -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.skip("no Redis on 127.0.0.1")
-    finally:
-        client.close()
