@@ -8,29 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.acceptance.test_tool_rounds import fetch, lookup
+
 from thinkloop import Agent
 from thinkloop.models.scripted import ScriptedModel, call, reply
 from thinkloop.store import open_store
 from thinkloop.store.sqlmanaged import ToolFollows
 from thinkloop.types import Message, ModelResponse, ToolSpec
-
-
-def lookup(key: str) -> str:
-    """Look a key up.
-
-    Args:
-        key: what to look up
-    """
-    return f"value of {key}"
-
-
-def fetch(key: str) -> str:
-    """Fetch a record.
-
-    Args:
-        key: which record
-    """
-    return f"record {key}"
 
 
 def hints(model: ScriptedModel) -> list[str]:
