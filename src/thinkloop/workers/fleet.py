@@ -9,6 +9,7 @@ reads them with the same numbers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -31,7 +32,7 @@ from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
-from thinkloop.workers.tail import Tail
+from thinkloop.workers.tail import Tail, ended
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -82,12 +83,15 @@ class RemoteRun:
 
     async def follow_batches(self, after: int = 0) -> Any:
         """:meth:`follow`'s events in lists of those ready together (one write each)."""
-        async for batch in self.bus.batches(self.id, after):
-            events = [(seq, data) for seq, data, _ in batch if data is not None]
-            if events:
-                yield events
-            if batch[-1][1] is None:
-                self._ended = batch[-1][2]
+        async with contextlib.aclosing(self.bus.batches(self.id, after)) as batches:
+            async for batch in batches:
+                status = ended(batch[-1][1])  # the end is the last thing a stream holds
+                if status is None:
+                    yield batch
+                    continue
+                if len(batch) > 1:
+                    yield batch[:-1]
+                self._ended = status
                 return
 
     async def end_status(self) -> str:
@@ -187,7 +191,8 @@ class RedisFleet:
         self.pool = pool
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
-        self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
+        self.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""), expect_s=FRESH_S)
+        self.bus.tail = self.tail
         self.queued = QueuedRecords(store)
         # Runs queued here in the last FRESH_S, until their stream is asked for: its row as
         # queued is all the stream needs (its events come from Redis), a round trip less.
@@ -200,8 +205,16 @@ class RedisFleet:
                      stream: bool, remember: bool = True, priority: int = 0) -> RemoteRun:
         row = RunRow(uuid.uuid4().hex, user, agent, session, "queued", time.time(), task,
                      stream, remember=remember, priority=priority)
-        taken = await queue_run(self.pool, self.bus, self.queued.save, row,
-                                (self.per_user, self.total))
+        # Its events are kept from before it is queued, for its client's stream to come.
+        await self.tail.expect(row.id)
+        try:
+            taken = await queue_run(self.pool, self.bus, self.queued.save, row,
+                                    (self.per_user, self.total))
+        except BaseException:
+            self.tail.forget(row.id)
+            raise
+        if taken != 1:
+            self.tail.forget(row.id)
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:
