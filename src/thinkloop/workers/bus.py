@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +119,8 @@ class Bus:
         self._answer = redis.register_script(scripts.ANSWER)
         self._create = redis.register_script(scripts.CREATE)
         self._enqueue = redis.register_script(scripts.ENQUEUE)
+        self._create_many = redis.register_script(scripts.CREATE_MANY)
+        self._enqueue_many = redis.register_script(scripts.ENQUEUE_MANY)
         self._finish = redis.register_script(scripts.FINISH)
         self._append = redis.register_script(scripts.APPEND)
         self._take = redis.register_script(scripts.TAKE)
@@ -159,6 +161,29 @@ class Bus:
             keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue,
                   self.key("woke")],
             args=[job, ttl_ms, score, job_id, self.control, WAKE, WAKE_EVERY_MS]))
+
+    async def create_many(self, rows: Sequence[RunRow], per_user: int = 1 << 30,
+                          total: int = 1 << 30) -> list[int]:
+        """:meth:`create` for each of ``rows`` in order, in one round trip."""
+        keys = [self.key("active")]
+        args: list[str | int] = [per_user, total, self.keep_s * 24]
+        for row in rows:
+            keys += [self.key("active", row.user), self.key("run", row.id)]
+            fields = row.fields()
+            args += [row.id, 2 * len(fields)]
+            for k, v in fields.items():
+                args += [k, v]
+        return [int(x) for x in await self._create_many(keys=keys, args=args)]
+
+    async def enqueue_many(self, jobs: Sequence[tuple[str, bytes, int]], ttl_ms: int
+                           ) -> list[bool]:
+        """:meth:`enqueue` for each ``(job id, job, score)``, in one round trip."""
+        keys = [self.queue, self.key("woke")]
+        args: list[str | int | bytes] = [ttl_ms, self.control, WAKE, WAKE_EVERY_MS]
+        for job_id, job, score in jobs:
+            keys += [arq.job_key_prefix + job_id, arq.result_key_prefix + job_id]
+            args += [job, score, job_id]
+        return [bool(x) for x in await self._enqueue_many(keys=keys, args=args)]
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))
