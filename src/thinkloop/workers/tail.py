@@ -147,23 +147,18 @@ class Tail:
                     if got:
                         yield got
                 caught = False
-                async for mine in self._news(me):
-                    yield mine
+                # The news, in order, until a gap (the numbers only rise) or silence calls
+                # for the stream (in this loop: a generator per follower was a layer more
+                # for every batch to pass).
+                while (news := await self._next(me)) is not None:
+                    mine = [e for e in news if e[0] > me.last]
+                    if mine and mine[-1][0] != me.last + len(mine):
+                        break
+                    if mine:
+                        me.last = mine[-1][0]
+                        yield mine
         finally:
             self._drop(run, me)
-
-    async def _news(self, me: _Follower) -> AsyncGenerator[list[Item]]:
-        """The follower's news, in order, until a gap or silence calls for its stream."""
-        while True:
-            got = await self._next(me)
-            if got is None:
-                return
-            mine = [e for e in got if e[0] > me.last]
-            if mine and mine[-1][0] != me.last + len(mine):
-                return  # a gap (numbers only rise): read the stream again
-            if mine:
-                me.last = mine[-1][0]
-                yield mine
 
     async def _next(self, me: _Follower) -> list[Item] | None:
         """All the follower's news that is there (one write for what piled up while it
