@@ -135,3 +135,34 @@ def test_a_run_queued_here_streams_what_came_before_its_client_without_reading_i
     events = [(i, b'{"id":%d}' % i) for i in range(1, 4)]
     assert asyncio.run(main()) == [[], [events], "completed", [events],
                                    [[(1, b'{"id":1}'), (2, b'{"id":2}')]], 2, {}]
+
+
+def test_the_events_that_come_with_a_runs_end_go_out_with_its_end_frame(tmp_path: Path) -> None:
+    """One socket write for a run's last events and its end frame, when they come together."""
+    from types import SimpleNamespace
+
+    from thinkloop.server.sse import Last, Streams
+    from thinkloop.server.streams import event_stream
+
+    prefix = "tlt-" + uuid.uuid4().hex[:12]
+
+    async def main() -> list[bytes]:
+        fleet = _fleet(tmp_path, prefix)
+        ids: list[str] = []
+        try:
+            run = await fleet.submit("ann", "a", "task", None, True)
+            ids.append(run.id)
+            await _as_worker(fleet, run.id, 2)
+            await asyncio.sleep(0.2)  # the gateway has read both (they came together)
+            followed = await fleet.get(run.id, "ann", to_follow=True)
+            assert followed is not None
+            gw = SimpleNamespace(config=SimpleNamespace(no_auth=True), streams=Streams())
+            stream = event_stream(gw, followed, 0, None)  # type: ignore[arg-type]
+            return [c async for c in stream.chunks]
+        finally:
+            await _drop(fleet, prefix, ids)
+
+    chunks = asyncio.run(main())
+    assert len(chunks) == 1 and isinstance(chunks[0], Last)
+    assert chunks[0].count(b"event: event\r\n") == 2 and b"event: end\r\n" in chunks[0]
+    assert chunks[0].endswith(b'"status":"completed"}\r\n\r\n')

@@ -90,10 +90,17 @@ class RemoteRun:
                 if status is None:
                     yield batch
                     continue
+                self._ended = status  # before the last events: see ended
                 if len(batch) > 1:
                     yield batch[:-1]
-                self._ended = status
                 return
+
+    @property
+    def ended(self) -> str | None:
+        """How the run ended, once :meth:`follow_batches` has come to its end: set before
+        it hands over the events that came with the end, so that a stream writes them and
+        its end frame at once."""
+        return self._ended
 
     async def end_status(self) -> str:
         if self._ended is not None:
