@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import statistics
 import sys
 import time
@@ -51,10 +52,13 @@ async def measure(names: list[str], repeat: int) -> dict[str, list[float]]:
     agents = {n: Agent(AtOnce(), tools=[overhead.echo], max_steps=overhead.STEPS + 2,
                        guard=every[n], store="memory") for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
+    # Each run's task is its own, as in overhead.py: the input guard's memo of texts seen
+    # before must not make 200 runs of one prompt look cheaper than 200 users' prompts.
+    tasks = itertools.count()
     for r in range(repeat):
         for name, agent in agents.items():
             async def run(agent: Agent = agent) -> None:
-                result = await agent.run("go")
+                result = await agent.run(f"go {next(tasks)}")
                 assert result.status == "completed", result
 
             await asyncio.gather(*(run() for _ in range(RUNS)))  # untimed: caches, pools
