@@ -135,16 +135,19 @@ async def test_a_task_given_again_is_scanned_once_and_blocked_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The patterns and the shipped classifier are a function of the text: the same task
     given to many runs is scanned once, and decided the same way every time."""
+    from collections.abc import Iterable
+
     from thinkloop.guard import input as input_guard
     from thinkloop.guard.input import InputGuard
+    from thinkloop.guard.patterns import InjectionPattern
+    from thinkloop.guard.scan import Finding, scan_input
 
     scans: list[str] = []
 
-    def counted(text: str, patterns: object) -> list[object]:
+    def counted(text: str, patterns: Iterable[InjectionPattern]) -> list[Finding]:
         scans.append(text)
-        return input_guard_scan(text, patterns)
+        return scan_input(text, patterns)
 
-    input_guard_scan = input_guard.scan_input
     monkeypatch.setattr(input_guard, "scan_input", counted)
     g = InputGuard(InputGuardSettings(mode="block"))
     first = await g.scan(ATTACK)
