@@ -46,6 +46,7 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,13 +77,14 @@ def echo(text: str) -> str:
 '''
 CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
 # --profile DIR: each fleet process under cProfile, its profile written to DIR/<pid>.prof
-# when it stops (SIGTERM ends gateways and workers gracefully).
+# when it stops (SIGTERM ends gateways and workers gracefully). Profiled from SIGUSR1 on,
+# which the client sends after its warm-up run: the batch alone, not the imports and start.
 # CPU time, not wall time: on a loaded machine a process waits for a core inside any call.
 PROFILED = [sys.executable, "-c", """
-import cProfile, os, time
+import cProfile, os, signal, time
 from thinkloop.cli.app import main
 prof = cProfile.Profile(time.process_time)
-prof.enable()
+signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
 try:
     main()
 finally:
@@ -224,7 +226,8 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: f
                         last = data["id"]
 
 
-async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, float]:
+async def drive(base: str, runs: int, pids: list[int], token: str,
+                profiled: bool = False) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
     # The --no-auth gateway's token (from its file): a program that starts runs sends it.
     async with aiohttp.ClientSession(connector=connector, headers={"X-Thinkloop-Token": token},
@@ -238,6 +241,9 @@ async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, 
             return await follow(session, base, run_id, sent, lat, waits)
 
         await one(-1, [], [])  # warm up: agents built, connections open
+        if profiled:  # the profiles cover the batch from here
+            for p in pids:
+                os.kill(p, signal.SIGUSR1)
         cpu0 = [cpu_s(p) for p in pids]
         lat: list[float] = []
         waits: list[float] = []
@@ -294,7 +300,8 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
         token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
         watcher = subprocess.Popen([sys.executable, __file__, "--role", "probe", "--prefix",
                                     prefix], env=env, stdout=subprocess.PIPE, text=True)
-        got = asyncio.run(drive(base, runs, [p.pid for p in procs], token))
+        got = asyncio.run(drive(base, runs, [p.pid for p in procs], token,
+                               bool(env.get("BENCH_PROFILE"))))
         watcher.terminate()
         got.update(json.loads(watcher.communicate(timeout=30)[0]))
         return got
