@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -79,6 +80,18 @@ async def echo(text: str) -> str:
     return text
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_arg(text: str) -> int:
+    """``--port`` (``type=``): 0, every script's default, takes a free port, so two benchmarks
+    running at once never measure each other's server."""
+    return int(text) or free_port()
+
+
 def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "thinkloop.testing.openai_server", "--port", str(port),
@@ -86,7 +99,9 @@ def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
-    proc.stdout.readline()
+    if not proc.stdout.readline():  # it exited: the port is taken, say, by another server
+        proc.wait()
+        raise SystemExit(f"the model server did not start on port {port} (exit {proc.returncode})")
     return proc
 
 
@@ -270,8 +285,8 @@ def print_latencies(args: argparse.Namespace) -> None:
     print(f"\n{args.concurrency} concurrent runs against a model that takes a while to answer "
           f"(median of {args.repeat}):\n")
     print(f"{'model latency':>13} {'floor s':>8} {'bare aiohttp s':>15} {'thinkloop x bare':>17}")
-    for i, ms in enumerate(args.latency_ms):
-        port = args.port + 1 + i
+    for ms in args.latency_ms:
+        port = free_port()
         with serving(port, ms):
             bare, ratio_ = asyncio.run(by_latency(f"http://127.0.0.1:{port}/v1", args))
         floor = (STEPS + 1) * ms / 1000  # 11 calls one after another, each taking ``ms``
@@ -335,7 +350,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="sequential runs per sample")
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="samples (median reported)")
-    parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--port", type=port_arg, default="0")
     parser.add_argument("--core", action="store_true",
                         help="only the loops the goals compare: bare aiohttp, thinkloop, lean")
     parser.add_argument("--latency-ms", type=float, nargs="*", default=[],
