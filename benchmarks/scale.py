@@ -30,7 +30,8 @@ On a machine with fewer cores than processes the ratio is bounded by the cores, 
 design: read the CPU per run to extrapolate to N machines.
 
 ``--compare DIR`` also runs each fleet from another source tree (e.g. the last release's
-``src``), interleaved with this one's in the same run, so both see the same machine load.
+``src``), interleaved with this one's in the same run, so both see the same machine load;
+``--compare A,B`` runs each of several trees in turn (rows "(1: before)", "(2: before)").
 
 ``--repeat N`` runs each fleet N times, interleaved, and shows the median of each figure.
 
@@ -367,7 +368,8 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=1, help="run each fleet this many "
                         "times (interleaved) and show the medians")
-    parser.add_argument("--compare", default="", help="another source tree's src directory")
+    parser.add_argument("--compare", default="", help="another source tree's src directory "
+                        "(several: comma-separated, each run in turn)")
     parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
                         "here (gateway and workers)")
     parser.add_argument("--role", choices=["client", "direct", "probe"], default="client",
@@ -400,9 +402,10 @@ def main() -> None:
         for _ in range(args.repeat):
             for w in map(int, args.workers.split(",")):
                 name = f"{w} worker" + ("s" if w > 1 else "")
-                if args.compare:
-                    other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, args.compare)}
-                    runs.setdefault(name + " (before)", []).append(
+                for k, tree in enumerate(filter(None, args.compare.split(","))):
+                    other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, tree)}
+                    label = " (before)" if "," not in args.compare else f" ({k + 1}: before)"
+                    runs.setdefault(name + label, []).append(
                         fleet(w, args.runs, args.active, other, root))
                 runs.setdefault(name, []).append(fleet(w, args.runs, args.active, env, root))
         rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
