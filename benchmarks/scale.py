@@ -370,6 +370,8 @@ def main() -> None:
                         "times (interleaved) and show the medians")
     parser.add_argument("--compare", default="", help="another source tree's src directory "
                         "(several: comma-separated, each run in turn)")
+    parser.add_argument("--raw", action="store_true", help="print each fleet's figures "
+                        "(stderr), not only the medians")
     parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
                         "here (gateway and workers)")
     parser.add_argument("--role", choices=["client", "direct", "probe"], default="client",
@@ -408,6 +410,11 @@ def main() -> None:
                     runs.setdefault(name + label, []).append(
                         fleet(w, args.runs, args.active, other, root))
                 runs.setdefault(name, []).append(fleet(w, args.runs, args.active, env, root))
+        if args.raw:  # every fleet's figures, not only their medians
+            for name, rs in runs.items():
+                for r in rs:
+                    print(name, json.dumps({k: round(v, 1) for k, v in r.items()}),
+                          file=sys.stderr)
         rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
                 for name, rs in runs.items()]
         alone = [json.loads(subprocess.run(
