@@ -46,7 +46,7 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, list[float]]
                           guard=guard, store=store)  # type: ignore[arg-type]
 
                 async def run() -> None:
-                    result = await a.run("go")
+                    result = await a.run(loops.task())
                     assert result.status == "completed", result
 
                 return run
