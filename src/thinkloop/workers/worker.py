@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
-from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
-from arq.jobs import deserialize_job_raw
-from arq.utils import ms_to_datetime, timestamp_ms
-from arq.worker import JobExecutionFailed, Retry, RetryJob, Worker, func
+from arq.constants import in_progress_key_prefix
+from arq.utils import timestamp_ms
+from arq.worker import Worker, func
 
 from thinkloop.api import Agent, tune_gc
 from thinkloop.build import AgentSpec
@@ -70,16 +69,14 @@ async def run_job(ctx: dict[str, Any], run_id: str) -> None:
 
 
 # Take up to ARGV[3] queued jobs (score <= ARGV[1]) that no worker holds, as arq's
-# start_jobs takes each (its in-progress key set, for ARGV[5] ms), and begin each as arq's
-# run_job does (read its data, count its try): one round trip for them all, where arq takes
-# each job with four (WATCH, EXISTS, ZSCORE, MULTI/EXEC) and begins it with a fifth.
+# start_jobs takes each (its in-progress key set, for ARGV[5] ms): one round trip for them
+# all, where arq checks and takes each job with four (WATCH, EXISTS, ZSCORE, MULTI/EXEC).
 # The queue is read ARGV[2] at a time to its end if need be: arq keeps a job queued while
 # it runs, so the runs in progress all over the fleet come first. KEYS the queue; ARGV now
 # ms, how many to read at a time, how many to take, arq's in-progress key prefix,
-# in-progress ms, its job and retry key prefixes. Returns per job taken: id, score, try,
-# data (false: the job expired).
+# in-progress ms. Returns the jobs taken and their scores: id, score, ...
 _TAKE_JOBS = """
-local chunk, want, out, offset = tonumber(ARGV[2]), 4 * tonumber(ARGV[3]), {}, 0
+local chunk, want, out, offset = tonumber(ARGV[2]), 2 * tonumber(ARGV[3]), {}, 0
 while true do
   local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT',
                          offset, chunk)
@@ -87,13 +84,8 @@ while true do
     local key = ARGV[4] .. ids[i]
     if redis.call('EXISTS', key) == 0 then
       redis.call('SET', key, '1', 'PX', ARGV[5])
-      local retry = ARGV[7] .. ids[i]
-      local try = redis.call('INCR', retry)
-      redis.call('EXPIRE', retry, 88400)
       out[#out + 1] = ids[i]
       out[#out + 1] = ids[i + 1]
-      out[#out + 1] = try
-      out[#out + 1] = redis.call('GET', ARGV[6] .. ids[i])
       if #out >= want then return out end
     end
   end
@@ -163,62 +155,19 @@ class FleetWorker(Worker):
                     self._take_jobs = self.pool.register_script(_TAKE_JOBS)
                 got = await self._take_jobs(keys=[self.queue_name], args=[
                     timestamp_ms(), SCAN_CHUNK, free, in_progress_key_prefix,
-                    int(self.in_progress_timeout_s * 1000), job_key_prefix, retry_key_prefix])
-                for i in range(0, len(got), 4):
+                    int(self.in_progress_timeout_s * 1000)])
+                for job_id_b, score in zip(got[::2], got[1::2], strict=True):
                     await self.sem.acquire()  # free: never waits (only this takes slots)
                     self.job_counter += 1
-                    job_id = got[i].decode()
-                    task = self.loop.create_task(self._run_taken(
-                        job_id, int(float(got[i + 1])), int(got[i + 2]), got[i + 3]))
+                    job_id = job_id_b.decode()
+                    task = self.loop.create_task(self.run_job(job_id, int(float(score))))
                     task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
                     self.tasks[job_id] = task
-                if len(got) < 4 * free:  # nothing more is waiting
+                if len(got) < 2 * free:  # nothing more is waiting
                     return
 
-    async def _run_taken(self, job_id: str, score: int, job_try: int, raw: bytes | None
-                         ) -> None:
-        """arq's run_job for a job the take began (its data and try read there, where arq
-        reads them with a round trip per job), without its timer: the job runs in this task,
-        not in one more under ``wait_for`` (a timer per run; the run's own limits end it)."""
-        try:
-            if raw is None:
-                raise JobExecutionFailed("job expired")
-            name, args, kwargs, enqueued_try, enqueued_ms = deserialize_job_raw(
-                raw, deserializer=self.job_deserializer)
-            function = self.functions[name]
-            if enqueued_try and enqueued_try > job_try:
-                job_try = enqueued_try
-                await self.pool.setex(retry_key_prefix + job_id, 88400, str(job_try))
-            if job_try > (function.max_tries or self.max_tries):
-                raise JobExecutionFailed(f"max {function.max_tries} tries exceeded")
-        except Exception:
-            log.exception("job %s cannot run", job_id)
-            self.jobs_failed += 1
-            await asyncio.shield(self.finish_failed_job(job_id, None))
-            return
-        ctx = {**self.ctx, "job_id": job_id, "job_try": job_try, "score": score,
-               "enqueue_time": ms_to_datetime(enqueued_ms)}
-        finish, incr_score = True, None
-        try:
-            await function.coroutine(ctx, *args, **kwargs)
-            self.jobs_complete += 1
-        except Retry as e:  # again later (retry_jobs): queued on with its score raised
-            finish, self.jobs_retried = False, self.jobs_retried + 1
-            if e.defer_score:
-                incr_score = e.defer_score + (timestamp_ms() - score)
-        except (asyncio.CancelledError, RetryJob):  # the worker stops: it stays queued
-            finish, self.jobs_retried = False, self.jobs_retried + 1
-        except Exception:
-            log.exception("job %s failed", job_id)
-            self.jobs_failed += 1
-        await asyncio.shield(self.finish_job(job_id, finish, None, None, False, incr_score,
-                                             None))
-
     async def finish_job(self, job_id: str, *args: Any, **kwargs: Any) -> None:
-        executor: Executor | None = self.ctx.get("thinkloop")
-        if executor is None:  # arq's own jobs (no executor: a worker in a test)
-            await super().finish_job(job_id, *args, **kwargs)
-            return
+        executor: Executor = self.ctx["thinkloop"]
         if job_id in executor.ended:  # its run's end script did what arq would do here
             executor.ended.discard(job_id)
             return
