@@ -30,7 +30,8 @@ On a machine with fewer cores than processes the ratio is bounded by the cores, 
 design: read the CPU per run to extrapolate to N machines.
 
 ``--compare DIR`` also runs each fleet from another source tree (e.g. the last release's
-``src``), interleaved with this one's in the same run, so both see the same machine load.
+``src``), interleaved with this one's in the same run, so both see the same machine load;
+``--compare A,B`` runs each of several trees in turn (rows "(1: before)", "(2: before)").
 
 ``--repeat N`` runs each fleet N times, interleaved, and shows the median of each figure.
 
@@ -46,6 +47,7 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,13 +78,14 @@ def echo(text: str) -> str:
 '''
 CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
 # --profile DIR: each fleet process under cProfile, its profile written to DIR/<pid>.prof
-# when it stops (SIGTERM ends gateways and workers gracefully).
+# when it stops (SIGTERM ends gateways and workers gracefully). Profiled from SIGUSR1 on,
+# which the client sends after its warm-up run: the batch alone, not the imports and start.
 # CPU time, not wall time: on a loaded machine a process waits for a core inside any call.
 PROFILED = [sys.executable, "-c", """
-import cProfile, os, time
+import cProfile, os, signal, time
 from thinkloop.cli.app import main
 prof = cProfile.Profile(time.process_time)
-prof.enable()
+signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
 try:
     main()
 finally:
@@ -224,7 +227,8 @@ async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: f
                         last = data["id"]
 
 
-async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, float]:
+async def drive(base: str, runs: int, pids: list[int], token: str,
+                profiled: bool = False) -> dict[str, float]:
     connector = aiohttp.TCPConnector(limit=runs * 2 + 10)
     # The --no-auth gateway's token (from its file): a program that starts runs sends it.
     async with aiohttp.ClientSession(connector=connector, headers={"X-Thinkloop-Token": token},
@@ -237,7 +241,24 @@ async def drive(base: str, runs: int, pids: list[int], token: str) -> dict[str, 
                 run_id = (await r.json())["id"]
             return await follow(session, base, run_id, sent, lat, waits)
 
-        await one(-1, [], [])  # warm up: agents built, connections open
+        async def warm(i: int) -> str:
+            body = {"agent": "bench", "task": f"warm {i}", "stream": False}
+            async with session.post(f"{base}/v1/runs", json=body) as r:
+                run_id = (await r.json())["id"]
+            await follow(session, base, run_id, time.time(), [], [])
+            async with session.get(f"{base}/v1/runs/{run_id}") as r:
+                return str((await r.json()).get("worker"))
+
+        # Warm up every worker (its agent built, its connections open): a worker's first run
+        # builds its agent, which one warm-up run left to the batch on all but one worker.
+        warmed: set[str] = set()
+        for rnd in range(30):
+            if len(warmed) >= len(pids) - 1:
+                break
+            warmed.update(await asyncio.gather(*(warm(rnd * 10 + k) for k in range(len(pids)))))
+        if profiled:  # the profiles cover the batch from here
+            for p in pids:
+                os.kill(p, signal.SIGUSR1)
         cpu0 = [cpu_s(p) for p in pids]
         lat: list[float] = []
         waits: list[float] = []
@@ -294,7 +315,8 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
         token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
         watcher = subprocess.Popen([sys.executable, __file__, "--role", "probe", "--prefix",
                                     prefix], env=env, stdout=subprocess.PIPE, text=True)
-        got = asyncio.run(drive(base, runs, [p.pid for p in procs], token))
+        got = asyncio.run(drive(base, runs, [p.pid for p in procs], token,
+                               bool(env.get("BENCH_PROFILE"))))
         watcher.terminate()
         got.update(json.loads(watcher.communicate(timeout=30)[0]))
         return got
@@ -360,7 +382,10 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=1, help="run each fleet this many "
                         "times (interleaved) and show the medians")
-    parser.add_argument("--compare", default="", help="another source tree's src directory")
+    parser.add_argument("--compare", default="", help="another source tree's src directory "
+                        "(several: comma-separated, each run in turn)")
+    parser.add_argument("--raw", action="store_true", help="print each fleet's figures "
+                        "(stderr), not only the medians")
     parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
                         "here (gateway and workers)")
     parser.add_argument("--role", choices=["client", "direct", "probe"], default="client",
@@ -393,11 +418,17 @@ def main() -> None:
         for _ in range(args.repeat):
             for w in map(int, args.workers.split(",")):
                 name = f"{w} worker" + ("s" if w > 1 else "")
-                if args.compare:
-                    other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, args.compare)}
-                    runs.setdefault(name + " (before)", []).append(
+                for k, tree in enumerate(filter(None, args.compare.split(","))):
+                    other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, tree)}
+                    label = " (before)" if "," not in args.compare else f" ({k + 1}: before)"
+                    runs.setdefault(name + label, []).append(
                         fleet(w, args.runs, args.active, other, root))
                 runs.setdefault(name, []).append(fleet(w, args.runs, args.active, env, root))
+        if args.raw:  # every fleet's figures, not only their medians
+            for name, rs in runs.items():
+                for r in rs:
+                    print(name, json.dumps({k: round(v, 1) for k, v in r.items()}),
+                          file=sys.stderr)
         rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
                 for name, rs in runs.items()]
         alone = [json.loads(subprocess.run(

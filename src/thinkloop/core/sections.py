@@ -265,7 +265,7 @@ class WorkerSettings(BaseModel):
                               "tool calls in flight may take to finish (a run is handed back "
                               "once its calls are checkpointed); after it, the worker exits "
                               "and their runs move when their leases expire")
-    poll_s: float = Field(0.1, gt=0, description="how often a worker looks for runs it was "
+    poll_s: float = Field(1.0, gt=0, description="how often a worker looks for runs it was "
                           "not woken for (a gateway's queued run wakes it at once; handed-back "
                           "runs and a dead worker's wait for this)")
     prefix: str = Field("thinkloop", pattern=r"^[A-Za-z0-9_.-]{1,64}$",

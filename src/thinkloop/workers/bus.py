@@ -39,7 +39,7 @@ from thinkloop.workers.tail import Item, Tail, ended, stream_item
 NEWS_LEN = 10_000
 # Published on the control channel with a run queued, at most once per WAKE_EVERY_MS (200
 # POSTs were 200 messages to every worker): idle workers look for it at once.
-WAKE, WAKE_EVERY_MS = b'{"queued":1}', 5
+WAKE, WAKE_EVERY_MS = b'{"queued":1}', 2
 DONE = ("completed", "failed", "cancelled", "max_steps", "loop_detected", "budget_exceeded",
         "blocked", "paused", "timeout")
 

@@ -36,9 +36,13 @@ from thinkloop.workers.fleet import queue_run
 from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
-# After a wake-up, how long runs queued meanwhile join its take; more than the gateways'
-# WAKE_EVERY_MS (the runs queued after a wake-up, which announce nothing, join its take).
-WAKE_GATHER_S = 0.02
+# After a wake-up, how long runs queued meanwhile join its take. It must be more than the
+# gateways' WAKE_EVERY_MS: the runs queued within that after a wake-up announce nothing, and
+# only this take finds them before the poll (twice: the margin for the timers). Short and
+# few at a time (TAKE_BATCH): the runs of one take start at once, and their first steps'
+# CPU delays every other run's events (docs/performance.md, "The fleet": 6 ms and 4 against
+# 20 ms and 8).
+WAKE_GATHER_S = 0.006
 assert WAKE_GATHER_S * 1000 > 2 * WAKE_EVERY_MS
 JOB_TIMEOUT_S = 7 * 24 * 3600  # a run's own limits end it; arq's timeout is only a backstop
 
@@ -90,8 +94,9 @@ while true do
 end
 """
 # Jobs one take holds at most: the next take is a round trip later, so that other workers
-# taking at the same moment (all are woken together) get a share of a burst.
-TAKE_BATCH = 8
+# taking at the same moment (all are woken together) get a share of a burst, and the runs
+# that start together are few (their first steps' CPU delays every other run's events).
+TAKE_BATCH = 4
 SCAN_CHUNK = 500  # queued jobs a take reads at a time
 
 
