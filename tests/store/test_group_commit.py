@@ -363,3 +363,44 @@ async def test_a_groups_step_records_are_one_executemany_per_table(
             [b"0", b"first", b"1", b"2"] if i == 0 else [b"0", b"1", b"2"])
         assert [e.ts for e in await sqlite.run_events(f"r{i}")] == [1.0, 2.0]
         assert [s.span_id for s in await sqlite.spans(f"r{i}")] == [f"{i + 1:016x}"]
+
+
+async def test_a_run_waiting_for_its_step_commit_holds_no_lock_exits(
+    sqlite: SQLiteStore,
+) -> None:
+    """A recorded run waiting for its step's commit holds its two write locks, not the
+    bound ``__aexit__`` each ``async with`` kept meanwhile: two objects per model call of
+    every run waiting, which the collector counted (issue 38)."""
+    import gc
+
+    from thinkloop.store.sqlite import _StepRows
+
+    started, release = asyncio.Event(), asyncio.Event()
+    commit = sqlite._commit
+
+    async def hold_steps(works: Sequence[Work]) -> None:
+        if any(isinstance(w, _StepRows) and _kind(w) == "step" for w in works):
+            started.set()
+            await release.wait()
+        await commit(works)
+
+    def _kind(w: _StepRows) -> object:
+        return getattr(w, "kind", None)
+
+    sqlite._writes = GroupCommit(hold_steps)
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    agent = Agent(ScriptedModel([reply("", call("echo", text="a")), "done"]), tools=[echo],
+                  store=sqlite, guard=False)
+    run = asyncio.ensure_future(agent.run("go"))
+    await started.wait()
+    exits = [o for o in gc.get_objects()
+             if type(o).__name__ == "method" and getattr(o, "__name__", "") == "__aexit__"
+             and isinstance(o.__self__, asyncio.Lock)]
+    release.set()
+    assert (await run).status == "completed"
+    assert exits == []
