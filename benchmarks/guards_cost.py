@@ -46,7 +46,7 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, list[float]]
                           guard=guard, store=store)  # type: ignore[arg-type]
 
                 async def run() -> None:
-                    result = await a.run("go")
+                    result = await a.run(loops.task())
                     assert result.status == "completed", result
 
                 return run
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--port", type=int, default=18798)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     parser.add_argument("--at-once", action="store_true",
                         help="a model that answers in process at once (no HTTP, no bare loop)")
     args = parser.parse_args()

@@ -44,7 +44,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -79,6 +81,18 @@ async def echo(text: str) -> str:
     return text
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_arg(text: str) -> int:
+    """``--port`` (``type=``): 0, every script's default, takes a free port, so two benchmarks
+    running at once never measure each other's server."""
+    return int(text) or free_port()
+
+
 def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "thinkloop.testing.openai_server", "--port", str(port),
@@ -86,7 +100,9 @@ def start_server(port: int, delay_ms: float = 0.0) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
-    proc.stdout.readline()
+    if not proc.stdout.readline():  # it exited: the port is taken, say, by another server
+        proc.wait()
+        raise SystemExit(f"the model server did not start on port {port} (exit {proc.returncode})")
     return proc
 
 
@@ -101,9 +117,9 @@ def serving(port: int, delay_ms: float = 0.0) -> Iterator[None]:
         server.wait()
 
 
-def first_messages() -> list[dict[str, Any]]:
+def first_messages(task: str = "go") -> list[dict[str, Any]]:
     return [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "go"}]
+            {"role": "user", "content": task}]
 
 
 def bare_step(messages: list[dict[str, Any]], data: dict[str, Any]) -> bool:
@@ -123,6 +139,13 @@ class Loops:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
         self.url = base_url + "/chat/completions"
+        # Each run's task is its own ("go 0", "go 1", ...), in every loop: a cache of what
+        # was decided about a text seen before (the input guard keeps one) must not make a
+        # benchmark of 200 runs of one prompt look cheaper than 200 users' prompts.
+        self.tasks = itertools.count()
+
+    def task(self) -> str:
+        return f"go {next(self.tasks)}"
 
     async def __aenter__(self) -> Loops:
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
@@ -155,21 +178,21 @@ class Loops:
         agent = self.recorded[name]
 
         async def run() -> None:
-            result = await agent.run("go")
+            result = await agent.run(self.task())
             assert result.status == "completed" and len(result.steps) == STEPS + 1, result
 
         return run
 
     async def thinkloop(self) -> None:
-        result = await self.agent.run("go")
+        result = await self.agent.run(self.task())
         assert result.status == "completed" and len(result.steps) == STEPS + 1, result
 
     async def thinkloop_lean(self) -> None:
-        result = await self.lean.run("go")
+        result = await self.lean.run(self.task())
         assert result.status == "completed" and len(result.steps) == STEPS + 1, result
 
     async def bare_aiohttp(self) -> None:
-        messages = first_messages()
+        messages = first_messages(self.task())
         while True:
             body = orjson.dumps({"model": MODEL, "messages": messages, "tools": TOOLS})
             async with self.session.post(self.url, data=body,
@@ -179,7 +202,7 @@ class Loops:
                 return
 
     async def bare_httpx2(self) -> None:
-        messages = first_messages()
+        messages = first_messages(self.task())
         while True:
             body = orjson.dumps({"model": MODEL, "messages": messages, "tools": TOOLS})
             r = await self.hx.post(self.url, content=body,
@@ -188,7 +211,7 @@ class Loops:
                 return
 
     async def openai_sdk(self) -> None:
-        messages: list[Any] = first_messages()
+        messages: list[Any] = first_messages(self.task())
         while True:
             resp = await self.sdk.chat.completions.create(
                 model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
@@ -270,8 +293,8 @@ def print_latencies(args: argparse.Namespace) -> None:
     print(f"\n{args.concurrency} concurrent runs against a model that takes a while to answer "
           f"(median of {args.repeat}):\n")
     print(f"{'model latency':>13} {'floor s':>8} {'bare aiohttp s':>15} {'thinkloop x bare':>17}")
-    for i, ms in enumerate(args.latency_ms):
-        port = args.port + 1 + i
+    for ms in args.latency_ms:
+        port = free_port()
         with serving(port, ms):
             bare, ratio_ = asyncio.run(by_latency(f"http://127.0.0.1:{port}/v1", args))
         floor = (STEPS + 1) * ms / 1000  # 11 calls one after another, each taking ``ms``
@@ -335,7 +358,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="sequential runs per sample")
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="samples (median reported)")
-    parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--port", type=port_arg, default="0")
     parser.add_argument("--core", action="store_true",
                         help="only the loops the goals compare: bare aiohttp, thinkloop, lean")
     parser.add_argument("--latency-ms", type=float, nargs="*", default=[],

@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="unprofiled samples (median)")
     parser.add_argument("--rounds", type=int, default=8, help="batches of 200 runs sampled")
     parser.add_argument("--rate", type=int, default=400, help="py-spy samples per second")
-    parser.add_argument("--port", type=int, default=18795)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     parser.add_argument("--keep", help="a folder to keep py-spy's raw stacks in, a file a loop")
     args = parser.parse_args()
     with overhead.serving(args.port):

@@ -134,14 +134,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--port", type=int, default=18790)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     parser.add_argument("--against", help="another interpreter to profile in the same run")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     other = None
     if args.against:
         argv = [args.against, __file__, "--json", "--repeat", str(args.repeat),
-                "--port", str(args.port + 1)]
+                "--port", "0"]
         other = subprocess.Popen(argv, stdout=subprocess.PIPE)
         # Run one after the other, not side by side: they would share the two cores.
         out = other.communicate()[0]

@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seq-runs", type=int, default=20)
-    parser.add_argument("--port", type=int, default=18797)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     args = parser.parse_args()
     with overhead.serving(args.port):
         cpu = asyncio.run(measure(args.port, args))

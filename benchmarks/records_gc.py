@@ -88,7 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--port", type=int, default=18798)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     args = parser.parse_args()
     with overhead.serving(args.port):
         out = asyncio.run(measure(args.port, args))

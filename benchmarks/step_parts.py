@@ -148,7 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--port", type=int, default=18795)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     args = parser.parse_args()
     with overhead.serving(args.port):
         res = asyncio.run(measure(f"http://127.0.0.1:{args.port}/v1", args.repeat))

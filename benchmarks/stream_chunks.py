@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import overhead  # port_arg
+
 from thinkloop import Agent
 from thinkloop.models.openai_compat import OpenAICompatModel
 
@@ -88,7 +90,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--port", type=int, default=18797)
+    parser.add_argument("--port", type=overhead.port_arg, default="0")
     args = parser.parse_args()
     os.environ.setdefault("THINKLOOP_HOME", tempfile.mkdtemp())
     server = start_server(args.chunks, args.port)

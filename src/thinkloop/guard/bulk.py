@@ -119,11 +119,11 @@ def _chunk(clf: Classifier, seq: Any, tables: tuple[Any, Any], dense: tuple[Any,
     if (windows + 2) * (len(shared) + len(values[0])) <= DENSE * int(tables[0][0][seq].sum()):
         char = _dense(clf.char, seq, dense, windows, step)
     else:
-        char_pos, char_ids = _expand(seq, tables[0])
+        char_pos, char_ids = expand(seq, tables[0])
         char = _part(clf.char, char_pos, None, char_ids, windows, step, window)
-    token_pos, token_ids = _expand(seq, tables[1])
+    token_pos, token_ids = expand(seq, tables[1])
     known = token_ids >= 0
-    unigrams, bigrams, first = _word_terms(clf)
+    unigrams, bigrams, first = word_terms(clf)
     uni = np.where(known, unigrams[np.maximum(token_ids, 0)], -1)
     # A pair of consecutive tokens, by their ids: a bigram term if its key is in the table.
     pair = token_ids[:-1] * (len(unigrams) + 1) + token_ids[1:]
@@ -159,7 +159,7 @@ def _tables_of(lens: Any, flat: Any) -> tuple[Any, Any, Any]:
     return lens, flat, offsets
 
 
-def _expand(seq: Any, tables: tuple[Any, Any, Any]) -> tuple[Any, Any]:
+def expand(seq: Any, tables: tuple[Any, Any, Any]) -> tuple[Any, Any]:
     """For the word sequence ``seq`` (distinct word ids), each id of each word's list in
     order (``tables``: the lists as ``_tables`` joins them), and the position of its word."""
     import numpy as np
@@ -246,7 +246,7 @@ def _dense(part: _Part, seq: Any, dense: tuple[Any, ...], windows: int, step: in
     import numpy as np
 
     shared, by_word, owner, (table_norm, table_dot) = dense
-    pos, local = _expand(seq, by_word)
+    pos, local = expand(seq, by_word)
     dot, norm = _shared(part, shared, pos // step, local, windows)
     row = owner[seq]
     at = np.nonzero(row >= 0)[0]
@@ -328,7 +328,9 @@ def _token_ids(clf: Classifier) -> dict[str, int]:
     return _word_tables(clf)[0]
 
 
-def _word_terms(clf: Classifier) -> tuple[Any, Any, Any]:
+def word_terms(clf: Classifier) -> tuple[Any, Any, Any]:
+    """Each token id's unigram term (-1: none), the bigram terms' sorted keys, and the term id
+    of each key (see ``_word_tables``; built once per classifier)."""
     return _word_tables(clf)[1:]
 
 

@@ -84,9 +84,9 @@ def _terms(clf: Classifier, ids: bulk.Ids, windows: Any, window: int) -> tuple[A
     lens = np.minimum(lo + window, len(seq)) - lo
     at = np.repeat(lo - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
     word_row = np.repeat(np.arange(len(windows)), lens)
-    token_at, token = bulk._expand(seq[at], ids.tokens)
+    token_at, token = bulk.expand(seq[at], ids.tokens)
     row = word_row[token_at]
-    unigrams, bigrams, first = bulk._word_terms(clf)
+    unigrams, bigrams, first = bulk.word_terms(clf)
     known = token >= 0
     uni = np.where(known, unigrams[np.maximum(token, 0)], -1)
     pair = token[:-1] * (len(unigrams) + 1) + token[1:]
