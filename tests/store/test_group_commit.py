@@ -404,3 +404,34 @@ async def test_a_run_waiting_for_its_step_commit_holds_no_lock_exits(
     release.set()
     assert (await run).status == "completed"
     assert exits == []
+
+
+async def test_a_run_waiting_for_its_step_commit_holds_no_hook_coroutine_around_it(
+    sqlite: SQLiteStore,
+) -> None:
+    """The run book's ``pre_reason`` hook hands the hook runner the recorder's write itself:
+    no coroutine of its own stays around it while the run waits for its step's commit (one
+    object more a model call of every run waiting, issue 38); a failed write is still only
+    logged (the run goes on, as before)."""
+    import gc
+
+    from thinkloop.store.sqlite import _StepRows
+
+    started, release = asyncio.Event(), asyncio.Event()
+    commit = sqlite._commit
+
+    async def hold_steps(works: Sequence[Work]) -> None:
+        if any(isinstance(w, _StepRows) and getattr(w, "kind", None) == "step" for w in works):
+            started.set()
+            await release.wait()
+        await commit(works)
+
+    sqlite._writes = GroupCommit(hold_steps)
+    agent = Agent(ScriptedModel(["done"]), store=sqlite, guard=False)
+    run = asyncio.ensure_future(agent.run("go"))
+    await started.wait()
+    hooks = [o.__qualname__ for o in gc.get_objects()
+             if asyncio.iscoroutine(o) and o.__qualname__ == "RunBook._step_done"]
+    release.set()
+    assert (await run).status == "completed"
+    assert hooks == []
