@@ -129,3 +129,33 @@ async def test_blocked_message_costs_no_classifier_call() -> None:
     run = await run_agent(["complex"], ATTACK, guard=guard)
     assert run.result.status == "blocked" and run.model.calls == []
     assert run.of("budget.assigned") == []
+
+
+async def test_a_task_given_again_is_scanned_once_and_blocked_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The patterns and the shipped classifier are a function of the text: the same task
+    given to many runs is scanned once, and decided the same way every time."""
+    from collections.abc import Iterable
+
+    from thinkloop.guard import input as input_guard
+    from thinkloop.guard.input import InputGuard
+    from thinkloop.guard.patterns import InjectionPattern
+    from thinkloop.guard.scan import Finding, scan_input
+
+    scans: list[str] = []
+
+    def counted(text: str, patterns: Iterable[InjectionPattern]) -> list[Finding]:
+        scans.append(text)
+        return scan_input(text, patterns)
+
+    monkeypatch.setattr(input_guard, "scan_input", counted)
+    g = InputGuard(InputGuardSettings(mode="block"))
+    first = await g.scan(ATTACK)
+    again = await g.scan(ATTACK)
+    assert first == again and first and g._blocks(again)
+    assert await g.scan("Capital of France?") == []
+    assert scans == [ATTACK, "Capital of France?"]
+    again.clear()  # a caller's list is its own: what is remembered stays whole
+    assert await g.scan(ATTACK) == first
+    assert await g.scan("x" * 4096) == [] and await g.scan("x" * 4096) == []
+    assert scans == [ATTACK, "Capital of France?", "x" * 4096, "x" * 4096]  # long: each time

@@ -84,3 +84,29 @@ async def test_twice_a_short_echo_ends_no_answer() -> None:
                            'Now reply with {"answer": "..."}'])
     result = await Agent(model, tools=[add]).run("80+4?")
     assert (result.status, result.text) == ("no_answer", "")
+
+
+def _is_piece_by_every_offset(words: list[str]) -> bool:
+    """The rule as first written: every offset of every template tried."""
+    n = len(words)
+    for text in notices._texts():
+        for i in range(len(text) - n + 1):
+            if all(t == w or (t == notices._NUMBER and w.isdigit())
+                   for t, w in zip(text[i:i + n], words, strict=True)):
+                return True
+    return False
+
+
+def test_a_piece_is_found_where_trying_every_offset_finds_it() -> None:
+    """``_is_piece`` looks only where the reply's rarest word stands: the same answers as
+    trying every offset of every template, on every stretch of every template (a count
+    field as a number, a word changed) and on the labelled replies."""
+    cases: list[list[str]] = [[], ["7"], ["12", "34"], ["done", "after", "10", "steps"]]
+    for text in notices._texts():
+        for n in (1, 2, 3, 5, 8):
+            for i in range(0, max(1, len(text) - n + 1), 3):
+                piece = ["42" if w == notices._NUMBER else w for w in text[i:i + n]]
+                cases += [piece, [*piece[:-1], "zebra"], [*piece[1:], "42"], piece[::-1]]
+    cases += [notices._words(reply) for reply, _ in (*TUNED, *HELD)]
+    for words in cases:
+        assert notices._is_piece(words) == _is_piece_by_every_offset(words), words

@@ -55,4 +55,59 @@ def test_a_failed_write_fails_each_of_its_posts_and_a_cancelled_post_is_skipped(
         assert gone.cancelled()
 
     asyncio.run(main())
-    assert store.calls == [["r0", "r1"]]
+    assert store.calls == [["r1"]]  # the cancelled POST's run is not queued: no record
+
+
+def test_runs_queued_together_take_their_slots_and_jobs_in_one_round_trip_each(
+        redis_up: None) -> None:
+    """The gateway's batched steps: slots (in order, within the limits) and arq jobs of the
+    runs queued in one turn of the loop, one script call each for all of them."""
+    import uuid
+
+    from arq.connections import ArqRedis
+    from tests.workers.conftest import REDIS_URL
+
+    from thinkloop.workers.bus import Bus, RunRow
+    from thinkloop.workers.fleet import Batched, queue_run
+
+    prefix = "tlt-" + uuid.uuid4().hex[:12]
+
+    async def main() -> list[object]:
+        redis = ArqRedis.from_url(REDIS_URL)
+        bus = Bus(redis, prefix)
+        calls: list[str] = []
+        for name in ("_create_many", "_enqueue_many", "_create", "_enqueue"):
+            script = getattr(bus, name)
+
+            async def counted(*a: object, _s: object = script, _n: str = name,
+                              **kw: object) -> object:
+                calls.append(_n)
+                return await _s(*a, **kw)  # type: ignore[operator]
+
+            setattr(bus, name, counted)
+        rows = [RunRow(f"{prefix}-r{i}", "u" if i < 4 else "v", "a", None, "queued",
+                       1000.0 + i, f"task {i}") for i in range(6)]
+        saved: list[str] = []
+
+        async def save(record: RunRecord) -> None:
+            saved.append(record.id)
+
+        batched = Batched.of(bus, (3, 4))  # 3 a user, 4 in all
+        try:
+            got = await asyncio.gather(*(queue_run(redis, bus, save, r, batched=batched)
+                                         for r in rows))
+            queued = [m.decode() for m in await redis.zrange(bus.queue, 0, -1)]
+            return [got, calls, sorted(saved), sorted(queued)]
+        finally:
+            keys = [k async for k in redis.scan_iter(match=f"{prefix}:*")]
+            keys += [k async for k in redis.scan_iter(match=f"arq:*{prefix}*")]
+            if keys:
+                await redis.delete(*keys)
+            await redis.aclose()
+
+    got, calls, saved, queued = asyncio.run(main())
+    ids = [f"r{i}" for i in (0, 1, 2, 4)]
+    assert got == [1, 1, 1, -1, 1, -2]
+    assert calls == ["_create_many", "_enqueue_many"]
+    assert [s.rsplit("-", 1)[1] for s in saved] == ids
+    assert [q.rsplit("-", 1)[1] for q in queued] == ids

@@ -123,9 +123,20 @@ def _names(findings: Sequence[Finding]) -> str:
     return ", ".join(dict.fromkeys(f.pattern for f in findings))
 
 
+# The patterns' and the shipped classifier's findings are a function of the text alone:
+# a text scanned again (the same task given to many runs: "go", "hi", a scheduled job's
+# prompt) is answered from what they found, up to this many texts of up to this length.
+MEMO_TEXTS = 256
+MEMO_CHARS = 2048
+
+
 class InputGuard:
     def __init__(self, settings: InputGuardSettings | None = None) -> None:
         self.settings = settings or InputGuardSettings()
+        # text, classified -> findings. Only with the shipped classifier or none: another
+        # Classifier object may be changed (retrained) while the guard holds it.
+        self._memo: dict[tuple[str, bool], tuple[Finding, ...]] | None = (
+            {} if self.settings.classifier in (None, "shipped") else None)
 
     def hooks(self) -> list[Hook]:
         out = [Hook("pre_assess", self.check_task, name="guard.input")]
@@ -136,11 +147,8 @@ class InputGuard:
     async def scan(self, text: str, *, external: bool = False) -> list[Finding]:
         # Long texts are CPU work: off the event loop, so one user's file never stalls the
         # other runs of the process (a 96 KB line once froze a gateway for 43 s).
-        findings = await off_loop(len(text), scan_input, text, self.settings.patterns)
-        clf = self.settings.classifier
-        if clf is not None and (not external or self.settings.classify_external):
-            model = Classifier.load() if clf == "shipped" else clf
-            findings += await off_loop(len(text), model.scan, text)
+        classify = not external or self.settings.classify_external
+        findings = await self._fixed(text, classify)
         if not external or self.settings.classify_external:
             s = self.settings
             findings += await _lazy(_encoder(s.encoder), text, s.encoder_wait)
@@ -148,6 +156,25 @@ class InputGuard:
         if self.settings.semantic is not None:
             # Embedding is CPU work: keep it off the event loop.
             findings += await asyncio.to_thread(self.settings.semantic.scan, text)
+        return findings
+
+    async def _fixed(self, text: str, classify: bool) -> list[Finding]:
+        """The patterns' findings, and the classifier's when ``classify``: remembered for
+        short texts (the same text, the same findings, so the same decision)."""
+        memo = self._memo if len(text) <= MEMO_CHARS else None
+        if memo is not None:
+            kept = memo.get((text, classify))
+            if kept is not None:
+                return list(kept)
+        findings = await off_loop(len(text), scan_input, text, self.settings.patterns)
+        clf = self.settings.classifier
+        if clf is not None and classify:
+            model = Classifier.load() if clf == "shipped" else clf
+            findings += await off_loop(len(text), model.scan, text)
+        if memo is not None:
+            if len(memo) >= MEMO_TEXTS:
+                del memo[next(iter(memo))]
+            memo[(text, classify)] = tuple(findings)
         return findings
 
     def _blocks(self, findings: Sequence[Finding]) -> bool:

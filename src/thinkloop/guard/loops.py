@@ -58,7 +58,10 @@ class LoopSettings:
 @dataclass
 class _Run:
     strikes: int = 0
-    step_calls: dict[int, dict[str, str]] = field(default_factory=dict)  # step -> key -> id
+    # The calls of the step in progress (key -> id): only the current step is ever asked,
+    # so earlier steps' are not kept (a dict per step, made before every call, they were).
+    step: int = -1
+    step_calls: dict[str, str] = field(default_factory=dict)
     # What the checks read about the run's finished steps, kept up to date step by step in
     # one pass over each new step (not recomputed over the whole run before every call, nor
     # walked once per check): the run's steps read so far,
@@ -120,17 +123,18 @@ def call_key(call: ToolCall) -> str:
 def loop_pattern(history: list[frozenset[str]], this: str, repeat_limit: int) -> str | None:
     """Describe the loop ``this`` (a tool name or a call key) would make after these step
     signatures, or None."""
-    one = frozenset({this})
+    # A signature equal to {this} is one of one call, this one: tested so, without making
+    # that set before every call, and the label only worked out for a loop found.
     recent = history[-repeat_limit:]
-    label = this.split(":", 1)[0]
-    if len(recent) == repeat_limit and all(sig == one for sig in recent):
+    if len(recent) == repeat_limit and all(len(sig) == 1 and this in sig for sig in recent):
+        label = this.split(":", 1)[0]
         same = "" if label == this else " with the same arguments"
         return f"{label} was called{same} in each of the last {repeat_limit} steps"
     if len(history) >= 3:
         a, b, c = history[-3:]
-        if a == c and b == one and a != b and len(a) == 1:
+        if len(b) == 1 and this in b and a == c and a != b and len(a) == 1:
             other = next(iter(a)).split(":", 1)[0]
-            return f"the steps cycle between {other} and {label}"
+            return f"the steps cycle between {other} and {this.split(':', 1)[0]}"
     return None
 
 
@@ -150,8 +154,11 @@ class LoopGuard:
         run = self.runs.get(ctx)
         if run.changes_state is None:  # the run's tools are fixed: worked out once
             run.changes_state = _changes_state(ctx)
-        run.catch_up(ctx.state, self.settings.rule != "same_tool")
-        seen = run.step_calls.setdefault(ctx.step, {})
+        state = ctx.state
+        run.catch_up(state, self.settings.rule != "same_tool")
+        if run.step != state.step:
+            run.step, run.step_calls = state.step, {}
+        seen = run.step_calls
         key = run.key(call)
         first_in_step = not seen
         repeatable = ctx.tool is not None and not ctx.tool.idempotent

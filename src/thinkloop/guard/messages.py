@@ -42,6 +42,26 @@ def run_channel_tools(configured: tuple[str, ...] | None, ctx: HookContext) -> t
     return channel_tools(configured, ctx.cfg.tools)
 
 
+class RunChannels:
+    """:func:`run_channel_tools` for a guard asking before every call or tool call: worked
+    out once per tool set (an agent's runs share one), not from a new tuple of the run's tool
+    names each time (the cache's key, hashed name by name)."""
+
+    def __init__(self, configured: tuple[str, ...] | None) -> None:
+        self.configured = configured
+        self._kept: tuple[object, int, tuple[str, ...]] | None = None
+
+    def __call__(self, ctx: HookContext) -> tuple[str, ...]:
+        tools = ctx.cfg.tools
+        kept = self._kept
+        # The same mapping, of the same size: a tool added to it in place is seen.
+        if kept is not None and kept[0] is tools and kept[1] == len(tools):
+            return kept[2]
+        found = channel_tools(self.configured, tools)
+        self._kept = (tools, len(tools), found)
+        return found
+
+
 @dataclass(frozen=True)
 class MessageSettings:
     max_per_run: int = 10
@@ -55,6 +75,7 @@ class MessageLimit:
         self.settings = settings or MessageSettings()
         self.steps = steps or StepBudgetSettings(enabled=False)
         self.sent: RunMemory[list[int]] = RunMemory(lambda: [0])
+        self.channels = RunChannels(self.settings.channel_tools)
 
     def hooks(self) -> list[Hook]:
         return [Hook("pre_tool", self.check, name="guard.messages"),
@@ -68,7 +89,7 @@ class MessageLimit:
         call = ctx.call
         if call is None or ctx.result is not None:
             return
-        if call.name not in run_channel_tools(self.settings.channel_tools, ctx):
+        if call.name not in self.channels(ctx):
             return
         count = self.sent.get(ctx)
         limit = self.limit(ctx)

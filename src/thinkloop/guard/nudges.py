@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from thinkloop.core.events import Nudge
 from thinkloop.core.types import Message
 from thinkloop.guard.budget import StepBudgetSettings, capsule_active
-from thinkloop.guard.messages import run_channel_tools
+from thinkloop.guard.messages import RunChannels
 from thinkloop.hooks import Hook, ReasonContext
 
 URGENCY = ("[Urgent] Only {n} step(s) left for this task. Stop calling tools unless one is "
@@ -56,6 +56,7 @@ class Nudges:
                  steps: StepBudgetSettings | None = None) -> None:
         self.settings = settings or NudgeSettings()
         self.steps = steps or StepBudgetSettings(enabled=False)
+        self.channels = RunChannels(self.settings.channel_tools)
 
     def hooks(self) -> list[Hook]:
         return [Hook("pre_reason", self.nudge, name="guard.nudges")]
@@ -78,7 +79,7 @@ class Nudges:
         if s.urgency and 0 < remaining <= s.urgency_at:
             extra.append(notice(URGENCY.format(n=remaining)))
             ctx.emit(Nudge, kind="urgency", remaining=remaining)
-        channel = run_channel_tools(s.channel_tools, ctx)
+        channel = self.channels(ctx)
         if channel and not capsule_active(self.steps, ctx):
             silent = self._silent_steps(ctx, channel)
             if silent >= s.transparency_after:

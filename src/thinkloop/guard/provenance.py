@@ -286,8 +286,10 @@ class ProvenanceGate:
         if host is not None and not taint.sources:  # a person decides, even in a clean run
             return self._decide(ctx, call, f"{call.name}: {HOST_RUN.format(path=host[:80])}",
                                 taint)
+        if not taint.sources:  # a clean run: nothing it read can have steered the call
+            return None
         outbound = tuple(tool.meta.get("outbound", ()))
-        if not taint.sources or not (tool.needs_approval or outbound):
+        if not (tool.needs_approval or outbound):
             return None
         return self._search(ctx, call, tool, outbound, taint)
 

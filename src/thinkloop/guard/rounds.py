@@ -46,6 +46,8 @@ FOLLOW_UPS = (
 )
 HINT = ("[Quartermaster] After {last}, runs of this agent called {next} next in {pct}% of "
         "{runs} runs. Consider {next} if it fits this task.")
+# A confident hint: the next tool, its message and the confidence its event reports.
+_Hint = tuple[str, Message, float]
 MAX_TOOLS = 500  # tools the table follows (a bound, whatever the tools' names)
 FOLLOWS_TTL_S = 5.0  # how long what the store said about a tool's followers is kept
 
@@ -60,6 +62,11 @@ class RoundFollowUps:
         # (agent, previous tool) -> (when read, what the store said): the store's counts
         self._read: dict[tuple[str, str], tuple[float, dict[str, int]]] = {}
         self._reading: dict[tuple[str, str], asyncio.Future[dict[str, int]]] = {}
+        # (agent, previous tool) -> (counts' version, the hint): what the counts say after a
+        # tool is worked out once per change of the counts (a run learning, a store read),
+        # not before every request (a sum and a max over the followers, the hint's text).
+        self._version = 0
+        self._hints: dict[tuple[str, str], tuple[int, _Hint | None]] = {}
 
     def hooks(self) -> list[Hook]:
         return [Hook("pre_reason", self.follow_up, name="guard.rounds"),
@@ -124,6 +131,7 @@ class RoundFollowUps:
         if len(self._read) >= MAX_TOOLS:
             self._read.clear()
         self._read[(agent, last)] = (time.monotonic(), after)
+        self._version += 1
         return after
 
     def follow_up(self, ctx: ReasonContext) -> Awaitable[None] | None:
@@ -136,30 +144,46 @@ class RoundFollowUps:
         if limit - ctx.state.step <= self.settings.urgency_at and self.settings.urgency:
             return None  # the urgency nudge speaks now
         last = steps[-1].tool_calls[-1].name
-        after = self._known(ctx.cfg.agent_id, last) if self.settings.hints else {}
+        if not self.settings.hints:
+            self._say(ctx, limit, last, None)
+            return None
+        agent = ctx.cfg.agent_id
+        after = self._known(agent, last)
         if after is None:
             return self._follow_up_read(ctx, limit, last)
-        self._say(ctx, limit, last, self._confident(after))
+        kept = self._hints.get((agent, last))
+        if kept is None or kept[0] != self._version:
+            if len(self._hints) >= MAX_TOOLS:
+                self._hints.clear()
+            kept = self._hints[(agent, last)] = (self._version, self._hint(last, after))
+        self._say(ctx, limit, last, kept[1])
         return None
 
     async def _follow_up_read(self, ctx: ReasonContext, limit: int, last: str) -> None:
         after = await self._stored(ctx.cfg.agent_id, last)
-        self._say(ctx, limit, last, self._confident(after))
+        self._say(ctx, limit, last, self._hint(last, after))
 
-    def _say(self, ctx: ReasonContext, limit: int, last: str,
-             found: tuple[str, int, int] | None) -> None:
+    def _hint(self, last: str, after: dict[str, int] | Counter[str]) -> _Hint | None:
+        """The hint after ``last`` as the counts ``after`` stand, or None."""
+        found = self._confident(after)
+        if found is None:
+            return None
+        nxt, count, runs = found
+        pct = round(100 * count / runs)
+        return (nxt, notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)),
+                round(count / runs, 3))
+
+    def _say(self, ctx: ReasonContext, limit: int, last: str, hint: _Hint | None) -> None:
         extra: list[Message] = []
         rounds = sum(1 for s in ctx.state.steps if s.tool_calls)
         level = self.level(rounds, limit)
         if level:
             extra.append(notice(FOLLOW_UPS[level - 1].format(n=rounds)))
             ctx.emit(Nudge, kind="follow_up", level=level, rounds=rounds)
-        if found is not None and found[0] in {t.name for t in ctx.tools}:
-            nxt, count, runs = found
-            pct = round(100 * count / runs)
-            extra.append(notice(HINT.format(last=last, next=nxt, pct=pct, runs=runs)))
-            ctx.emit(Nudge, kind="quartermaster", after=last, next=nxt,
-                     confidence=round(count / runs, 3))
+        if hint is not None and any(t.name == hint[0] for t in ctx.tools):
+            nxt, message, confidence = hint
+            extra.append(message)
+            ctx.emit(Nudge, kind="quartermaster", after=last, next=nxt, confidence=confidence)
         if extra:
             # A new list: the history in state.messages stays exactly as it was.
             ctx.messages = [*ctx.messages, *extra]
@@ -177,7 +201,9 @@ class RoundFollowUps:
                 kept = self._read.get((agent, prev))
                 if kept is not None:
                     kept[1][nxt] = kept[1].get(nxt, 0) + 1
+            self._version += 1
             return
         for prev, nxt in pairs:
             if prev in self.follows or len(self.follows) < MAX_TOOLS:
                 self.follows[prev][nxt] += 1
+        self._version += 1

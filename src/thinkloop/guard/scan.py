@@ -374,8 +374,14 @@ def scan_input(
         data = view.data if view.data is not None or not linear.available() \
             else linear.encode(view.text)
         maybe = linear.possible(regexes, view.text, data)  # None: any pattern may match
+        # A message-sized view is matched by re alone, as _matches would (linear.finditer
+        # passes it straight to re): without two generators a pattern, the most of a
+        # short message's scan.
+        plain = linear.available() and len(view.text) <= linear.SHORT
         for p in pats if maybe is None else (pats[i] for i in sorted(maybe)):
-            for m in itertools.islice(_matches(p.regex, view.text, data), PER_VIEW):
+            found_in = p.regex.finditer(view.text) if plain else \
+                _matches(p.regex, view.text, data)
+            for m in itertools.islice(found_in, PER_VIEW):
                 span = _span(view, m.start(), m.end())
                 found.setdefault((p.name, span), Finding(
                     p.name, span, p.severity, view.name, "patterns", m.group()[:80]))

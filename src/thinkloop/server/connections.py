@@ -286,6 +286,11 @@ def uvicorn_config(app: Any, cfg: GatewayConfig, http: str = "auto",
         "budget": budget, "head_timeout_s": cfg.header_timeout_s,
         "max_head_bytes": None if issubclass(base, GuardedH11) else cfg.max_header_bytes})
     options = {"log_level": "warning", "timeout_graceful_shutdown": 10, **options}
+    # uvicorn formats each response's access-log line (its client and quoted path) before
+    # the logger drops it below "info": only where the level lets it out.
+    level = options["log_level"]
+    quiet = isinstance(level, str) and level.lower() not in ("info", "debug", "trace")
+    options.setdefault("access_log", not quiet)
     return uvicorn.Config(
         app, host=cfg.host, port=cfg.port, http=protocol,
         h11_max_incomplete_event_size=cfg.max_header_bytes, timeout_keep_alive=cfg.keep_alive_s,

@@ -57,9 +57,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = frozenset({"/", "/healthz"})  # what a browser may GET without the page's token
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 PRINCIPAL = "thinkloop.principal"  # where the caller found here waits for the routes
+HEADERS = "thinkloop.headers"  # the request's headers by lowercase name, as read here
 TOKEN_HEADER = "x-thinkloop-token"  # how a program sends a --no-auth gateway's token
 DRAIN_BYTES = 64 * 1024  # a refused body up to this size is read first (see drain)
 DRAIN_S = 2.0  # for at most this long
+HOSTS_SEEN = 64  # Host headers whose answer is kept (forgotten all at once past this)
 # The headers the doors decide by: named twice, the request is refused (see 5. above).
 ONCE = frozenset({"host", "origin", "authorization", "x-api-key", TOKEN_HEADER, "cookie",
                   "content-length", "transfer-encoding"})
@@ -96,12 +98,17 @@ class Doors:
         self.hosts = frozenset(n.lower() for n in names)
         self.check_host = config.no_auth or bool(config.allowed_hosts)
         self.origins = frozenset(o.rstrip("/").lower() for o in config.allowed_origins)
+        self._hosts_seen: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        # The first of a repeated name, as Starlette's ``Headers.get`` reads it (the names
+        # the doors decide by are refused when repeated); kept for the lanes (HEADERS).
+        headers = {k.decode("latin-1"): v.decode("latin-1")
+                   for k, v in reversed(scope["headers"])}
+        scope[HEADERS] = headers
         unread = scope["type"] == "http" and _has_body(headers)
         try:
             self.measure(scope)
@@ -130,7 +137,7 @@ class Doors:
     def knock(self, scope: Scope, headers: dict[str, str]) -> None:
         """Host, Origin and the page's token: raises :class:`Refused`."""
         host = headers.get("host", "")
-        if self.check_host and _hostname(host) not in self.hosts:
+        if self.check_host and not self._known_host(host):
             raise Refused(400, f"this gateway does not answer to Host {host!r} (add the name "
                                "to gateway.allowed_hosts)")
         origin = headers.get("origin")
@@ -148,6 +155,16 @@ class Doors:
                 raise Refused(403, "open the gateway's page (/) first: a browser needs its "
                                    "token (a program sends X-Thinkloop-Token with the token in "
                                    "THINKLOOP_HOME/gateway/PORT.token)", "permission_error")
+
+    def _known_host(self, host: str) -> bool:
+        """Whether ``host`` names this gateway; the answers for the last few names kept
+        (parsing the header was a share of every request's cost)."""
+        known = self._hosts_seen.get(host)
+        if known is None:
+            if len(self._hosts_seen) >= HOSTS_SEEN:
+                self._hosts_seen.clear()
+            known = self._hosts_seen[host] = _hostname(host) in self.hosts
+        return known
 
     def _same_origin(self, scope: Scope, origin: str, host: str) -> bool:
         origin = origin.rstrip("/").lower()

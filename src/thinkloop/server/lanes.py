@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import orjson
 
 from thinkloop.server.deps import identify
-from thinkloop.server.doors import ASGIApp, Message, Receive, Scope, Send, replayed
+from thinkloop.server.doors import HEADERS, ASGIApp, Message, Receive, Scope, Send, replayed
 from thinkloop.server.errors import error_response
 from thinkloop.server.gateway import Gateway
 
@@ -100,7 +100,10 @@ async def _or_error(
 
 def _headers(scope: Scope) -> dict[str, str]:
     """The request's headers by lowercase name, the first of a repeated one (as Starlette's
-    ``Headers.get``)."""
+    ``Headers.get``): as the doors read them, if they did."""
+    read: dict[str, str] | None = scope.get(HEADERS)
+    if read is not None:
+        return read
     found: dict[str, str] = {}
     for k, v in scope["headers"]:
         found.setdefault(k.decode("latin-1"), v.decode("latin-1"))

@@ -70,14 +70,24 @@ def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> Eve
             follow = while_valid(follow, gw, key)
         try:
             async for batch in follow:  # one write for all the events ready now
-                yield b"".join(sse_event(seq, data) for seq, data in batch)
+                chunk = b"".join(sse_event(seq, data) for seq, data in batch)
+                # A run on a worker says when its end came with this batch: the end frame
+                # goes in the same write (a socket write a run fewer).
+                status = getattr(run, "ended", None)
+                if status is not None:
+                    yield Last(chunk + end_frame(run.id, status))
+                    return
+                yield chunk
         except KeyRevoked:
             yield Last(frame('{"status":401,"message":"the API key was revoked"}', "error"))
             return
-        status = await run.end_status()
-        yield Last(frame(orjson.dumps({"run_id": run.id, "status": status}).decode(), "end"))
+        yield Last(end_frame(run.id, await run.end_status()))
 
     return EventStream(events(), gw.streams)
+
+
+def end_frame(run_id: str, status: str) -> bytes:
+    return frame(orjson.dumps({"run_id": run_id, "status": status}).decode(), "end")
 
 
 def sse_event(seq: int, data: bytes) -> bytes:

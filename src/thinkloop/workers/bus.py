@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +32,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from thinkloop.workers import scripts
-from thinkloop.workers.tail import Tail
+from thinkloop.workers.tail import Item, Tail, ended, stream_item
 
-END = "end"
 # Entries (one per outbox write) the news keeps: a gateway more than this far behind reads
 # what it missed from the runs' own streams (Tail's resync).
 NEWS_LEN = 10_000
@@ -120,6 +119,8 @@ class Bus:
         self._answer = redis.register_script(scripts.ANSWER)
         self._create = redis.register_script(scripts.CREATE)
         self._enqueue = redis.register_script(scripts.ENQUEUE)
+        self._create_many = redis.register_script(scripts.CREATE_MANY)
+        self._enqueue_many = redis.register_script(scripts.ENQUEUE_MANY)
         self._finish = redis.register_script(scripts.FINISH)
         self._append = redis.register_script(scripts.APPEND)
         self._take = redis.register_script(scripts.TAKE)
@@ -160,6 +161,29 @@ class Bus:
             keys=[arq.job_key_prefix + job_id, arq.result_key_prefix + job_id, self.queue,
                   self.key("woke")],
             args=[job, ttl_ms, score, job_id, self.control, WAKE, WAKE_EVERY_MS]))
+
+    async def create_many(self, rows: Sequence[RunRow], per_user: int = 1 << 30,
+                          total: int = 1 << 30) -> list[int]:
+        """:meth:`create` for each of ``rows`` in order, in one round trip."""
+        keys = [self.key("active")]
+        args: list[str | int] = [per_user, total, self.keep_s * 24]
+        for row in rows:
+            keys += [self.key("active", row.user), self.key("run", row.id)]
+            fields = row.fields()
+            args += [row.id, 2 * len(fields)]
+            for k, v in fields.items():
+                args += [k, v]
+        return [int(x) for x in await self._create_many(keys=keys, args=args)]
+
+    async def enqueue_many(self, jobs: Sequence[tuple[str, bytes, int]], ttl_ms: int
+                           ) -> list[bool]:
+        """:meth:`enqueue` for each ``(job id, job, score)``, in one round trip."""
+        keys = [self.queue, self.key("woke")]
+        args: list[str | int | bytes] = [ttl_ms, self.control, WAKE, WAKE_EVERY_MS]
+        for job_id, job, score in jobs:
+            keys += [arq.job_key_prefix + job_id, arq.result_key_prefix + job_id]
+            args += [job, score, job_id]
+        return [bool(x) for x in await self._enqueue_many(keys=keys, args=args)]
 
     async def get(self, run_id: str) -> RunRow | None:
         h = await self.redis.hgetall(self.key("run", run_id))
@@ -287,40 +311,32 @@ class Bus:
         one :class:`~thinkloop.workers.tail.Tail` when it has one)."""
         async with contextlib.aclosing(self.batches(run_id, after, block_ms)) as batches:
             async for batch in batches:
-                for item in batch:
-                    yield item
-
-    async def batches(self, run_id: str, after: int = 0, block_ms: int = 1000
-                      ) -> AsyncGenerator[list[tuple[int, bytes | None, str]]]:
-        """:meth:`follow`'s items, in lists of those that arrived together (one SSE write
-        each, not one per event); the end, if there, is the last item of the last list."""
-        key = self.key("ev", run_id)
-        async with contextlib.aclosing(self._entries(key, after, block_ms)) as reads:
-            async for entries in reads:
-                batch: list[tuple[int, bytes | None, str]] = []
-                for eid, fields in entries:
-                    seq = int(eid.split(b"-")[1])
-                    if b"e" not in fields:
-                        batch.append((seq, None, fields.get(END.encode(), b"").decode()))
-                        yield batch
+                for seq, value in batch:
+                    status = ended(value)
+                    if status is not None:
+                        yield seq, None, status
                         return
-                    batch.append((seq, fields[b"e"], ""))
-                yield batch
+                    yield seq, value, ""
 
-    async def _entries(self, key: str, after: int, block_ms: int
-                       ) -> AsyncGenerator[list[tuple[bytes, dict[bytes, bytes]]]]:
+    def batches(self, run_id: str, after: int = 0, block_ms: int = 1000
+                ) -> AsyncGenerator[list[Item]]:
+        """The run's events above ``after`` as ``(seq, value)``, in lists of those that
+        arrived together (one SSE write each, not one per event); ``value`` is the event's
+        JSON, or its end (:func:`~thinkloop.workers.tail.ended`: the last item there is).
+        The caller stops reading at the end."""
         if self.tail is not None:
-            async with contextlib.aclosing(self.tail.follow(key, after)) as reads:
-                async for entries in reads:
-                    yield entries
-            return
+            return self.tail.follow(run_id, after)
+        return self._read_stream(self.key("ev", run_id), after, block_ms)
+
+    async def _read_stream(self, key: str, after: int, block_ms: int
+                           ) -> AsyncGenerator[list[Item]]:
         last = f"0-{max(0, after)}"
         while True:
             got = await self.redis.xread({key: last}, count=500, block=block_ms)
             for _, entries in got or ():
                 if entries:
                     last = entries[-1][0].decode()
-                    yield entries
+                    yield [stream_item(eid, fields) for eid, fields in entries]
 
     async def count(self, run_id: str) -> int:
         """How many events the run has (its end entry not counted)."""

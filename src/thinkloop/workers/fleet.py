@@ -9,6 +9,7 @@ reads them with the same numbers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -31,7 +32,8 @@ from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
-from thinkloop.workers.tail import Tail
+from thinkloop.workers.tail import Tail, ended
+from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -82,13 +84,23 @@ class RemoteRun:
 
     async def follow_batches(self, after: int = 0) -> Any:
         """:meth:`follow`'s events in lists of those ready together (one write each)."""
-        async for batch in self.bus.batches(self.id, after):
-            events = [(seq, data) for seq, data, _ in batch if data is not None]
-            if events:
-                yield events
-            if batch[-1][1] is None:
-                self._ended = batch[-1][2]
+        async with contextlib.aclosing(self.bus.batches(self.id, after)) as batches:
+            async for batch in batches:
+                status = ended(batch[-1][1])  # the end is the last thing a stream holds
+                if status is None:
+                    yield batch
+                    continue
+                self._ended = status  # before the last events: see ended
+                if len(batch) > 1:
+                    yield batch[:-1]
                 return
+
+    @property
+    def ended(self) -> str | None:
+        """How the run ended, once :meth:`follow_batches` has come to its end: set before
+        it hands over the events that came with the end, so that a stream writes them and
+        its end frame at once."""
+        return self._ended
 
     async def end_status(self) -> str:
         if self._ended is not None:
@@ -119,49 +131,50 @@ FRESH_S = 30.0
 JOB_TTL_MS = 86_400_000  # as arq's own default: a job nobody took in a day is dropped
 
 
-class QueuedRecords:
+class QueuedRecords(Together[RunRecord, None]):
     """The ``queued`` records of the runs queued together, written in one statement: a
     burst of 200 POSTs was 200 upserts, each a round trip and a pool connection's
     acquire and release (as :class:`~thinkloop.workers.execute.AbortsAsked` asks)."""
 
     def __init__(self, store: FleetStore) -> None:
+        async def save_runs(records: list[RunRecord]) -> list[None]:
+            await store.save_runs(records)
+            return [None] * len(records)
+
+        super().__init__(save_runs)
         self.store = store
-        self._waiting: list[tuple[RunRecord, asyncio.Future[None]]] = []
-        self._task: asyncio.Task[None] | None = None
 
     async def save(self, record: RunRecord) -> None:
-        loop = asyncio.get_running_loop()
-        saved: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((record, saved))
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._write())
-        await saved
+        await self(record)
 
-    async def _write(self) -> None:
-        await asyncio.sleep(0)  # the runs queued in this turn of the loop go with the first
-        while self._waiting:  # those queued while a write was out go in the next
-            batch, self._waiting = self._waiting, []
-            error: BaseException | None = None
-            try:
-                await self.store.save_runs([record for record, _ in batch])
-            except Exception as exc:
-                error = exc
-            for _, saved in batch:
-                if saved.done():  # its POST was cancelled
-                    continue
-                if error is not None:
-                    saved.set_exception(error)
-                else:
-                    saved.set_result(None)
+
+@dataclass(frozen=True)
+class Batched:
+    """The round trips of the runs a gateway queues together, one of each for all
+    (:class:`~thinkloop.workers.together.Together`): their slots and rows, their arq jobs."""
+
+    create: Callable[[RunRow], Awaitable[int]]
+    enqueue: Callable[[tuple[str, bytes, int]], Awaitable[bool]]
+
+    @classmethod
+    def of(cls, bus: Bus, limits: tuple[int, int]) -> Batched:
+        async def creates(rows: list[RunRow]) -> list[int]:
+            return await bus.create_many(rows, *limits)
+
+        async def enqueues(jobs: list[tuple[str, bytes, int]]) -> list[bool]:
+            return await bus.enqueue_many(jobs, JOB_TTL_MS)
+
+        return cls(Together(creates), Together(enqueues))
 
 
 async def queue_run(pool: ArqRedis, bus: Bus, save: Callable[[RunRecord], Awaitable[None]],
-                    row: RunRow, limits: tuple[int, int] = (1 << 30, 1 << 30)) -> int:
+                    row: RunRow, limits: tuple[int, int] = (1 << 30, 1 << 30),
+                    batched: Batched | None = None) -> int:
     """Queue ``row``'s run: its slot and row in Redis (refused over ``limits``, per user and
     in all: -1 or -2), a ``queued`` record in the store (``save``: ``thinkloop runs`` shows
     it), and the arq job (its id is the run's, so it is queued once), due earlier by its
-    priority."""
-    taken = await bus.create(row, *limits)
+    priority; through ``batched`` (its limits are its own) if given."""
+    taken = await (batched.create(row) if batched else bus.create(row, *limits))
     if taken != 1:
         return taken
     try:
@@ -172,7 +185,10 @@ async def queue_run(pool: ArqRedis, bus: Bus, save: Callable[[RunRecord], Awaita
         now_ms = int(time.time() * 1000)
         job = serialize_job(JOB, (row.id,), {}, None, now_ms, serializer=pool.job_serializer)
         due = now_ms - (row.priority + MAX_PRIORITY) * PRIORITY_STEP_MS
-        await bus.enqueue(row.id, job, due, JOB_TTL_MS)
+        if batched is not None:
+            await batched.enqueue((row.id, job, due))
+        else:
+            await bus.enqueue(row.id, job, due, JOB_TTL_MS)
     except BaseException:
         await bus.release(row.id, row.user)
         raise
@@ -187,8 +203,10 @@ class RedisFleet:
         self.pool = pool
         self.store = store
         self.bus = Bus(pool, settings.worker.prefix, config.keep_finished_s)
-        self.bus.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""))
+        self.tail = Tail(pool, self.bus.news, self.bus.key("ev", ""), expect_s=FRESH_S)
+        self.bus.tail = self.tail
         self.queued = QueuedRecords(store)
+        self.batched = Batched.of(self.bus, (config.per_user_runs, config.max_runs))
         # Runs queued here in the last FRESH_S, until their stream is asked for: its row as
         # queued is all the stream needs (its events come from Redis), a round trip less.
         self._fresh: dict[str, tuple[RunRow, float]] = {}
@@ -200,8 +218,16 @@ class RedisFleet:
                      stream: bool, remember: bool = True, priority: int = 0) -> RemoteRun:
         row = RunRow(uuid.uuid4().hex, user, agent, session, "queued", time.time(), task,
                      stream, remember=remember, priority=priority)
-        taken = await queue_run(self.pool, self.bus, self.queued.save, row,
-                                (self.per_user, self.total))
+        # Its events are kept from before it is queued, for its client's stream to come.
+        await self.tail.expect(row.id)
+        try:
+            taken = await queue_run(self.pool, self.bus, self.queued.save, row,
+                                    batched=self.batched)
+        except BaseException:
+            self.tail.forget(row.id)
+            raise
+        if taken != 1:
+            self.tail.forget(row.id)
         if taken == -1:
             raise RunLimitError(f"you already have {self.per_user} runs in progress")
         if taken == -2:

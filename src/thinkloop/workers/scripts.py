@@ -35,6 +35,47 @@ if redis.call('SET', KEYS[4], '1', 'PX', tonumber(ARGV[7]), 'NX') then
 end
 return 1
 """
+# CREATE and ENQUEUE for the runs a gateway queues together, in order (each sees the slots
+# the runs before it took), one round trip for all. CREATE_MANY: KEYS active, then active:user
+# and run:id for each run; ARGV per-user limit, fleet limit, row TTL, then for each run its
+# id, its field count and its field pairs. 1, -1 or -2 per run, as CREATE.
+CREATE_MANY = """
+local out, a = {}, 4
+for i = 1, (#KEYS - 1) / 2 do
+  local users, run = KEYS[2 * i], KEYS[2 * i + 1]
+  local id, n = ARGV[a], tonumber(ARGV[a + 1])
+  if redis.call('SCARD', users) >= tonumber(ARGV[1]) then out[i] = -1
+  elseif redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then out[i] = -2
+  else
+    redis.call('SADD', KEYS[1], id)
+    redis.call('SADD', users, id)
+    redis.call('HSET', run, unpack(ARGV, a + 2, a + 1 + n))
+    redis.call('EXPIRE', run, tonumber(ARGV[3]))
+    out[i] = 1
+  end
+  a = a + 2 + n
+end
+return out
+"""
+# ENQUEUE_MANY: KEYS queue, the last wake-up's key, then job key and result key per job; ARGV
+# TTL ms, the control channel, the wake-up message, ms between wake-ups, then job, score and
+# id per job. 1 queued, 0 queued already, per job; one wake-up for all.
+ENQUEUE_MANY = """
+local out, queued = {}, false
+for i = 1, (#KEYS - 2) / 2 do
+  local a = 4 + 3 * (i - 1)
+  if redis.call('EXISTS', KEYS[2 * i + 1], KEYS[2 * i + 2]) > 0 then out[i] = 0
+  else
+    redis.call('SET', KEYS[2 * i + 1], ARGV[a + 1], 'PX', tonumber(ARGV[1]))
+    redis.call('ZADD', KEYS[1], tonumber(ARGV[a + 2]), ARGV[a + 3])
+    out[i], queued = 1, true
+  end
+end
+if queued and redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[4]), 'NX') then
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
+return out
+"""
 # Move a run from one status to another only if it is in one of the expected ones.
 MOVE = """
 local now = redis.call('HGET', KEYS[1], 'status')

@@ -9,130 +9,206 @@ news names only the runs that have new events, and carries them.
 The runs' own streams stay the record: a follower first reads its run's stream from where it
 is (``Last-Event-ID``), then takes the news; an event number it would skip (the news trimmed,
 or read late) or a run silent for ``resync_s`` makes it read its stream again, so that no
-event is missed or given twice, in the same numbers as every other gateway's."""
+event is missed or given twice, in the same numbers as every other gateway's.
+
+A gateway that queues a run follows it from before the run is queued (:meth:`Tail.expect`),
+so its client's stream starts from what the news brought meanwhile, without reading the
+run's stream (a round trip per run).
+
+Events pass as ``(number, value)`` pairs, ``value`` as the news holds it: the event's JSON,
+or ``b"end:" + status`` for the run's end (:func:`ended`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-Entry = tuple[bytes, dict[bytes, bytes]]
+Item = tuple[int, bytes]  # an event's number and its value (the news' form)
 END_MARK = b"end:"  # a news value that is a run's end (an event's is its JSON object)
+# A run queued here but not followed yet keeps at most this many of its events for its
+# client (a client that never follows it costs no more); past that its stream is read.
+EXPECT_MAX = 2000
 
 
-def seq_of(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-")[1])
+def ended(value: bytes) -> str | None:
+    """The run's status if ``value`` is its end, else None."""
+    return value[len(END_MARK):].decode() if value.startswith(END_MARK) else None
 
 
-def news_entry(seq: int, value: bytes) -> Entry:
-    """A news field's value as the run's own stream holds it."""
-    if value.startswith(END_MARK):
-        return b"0-%d" % seq, {b"end": value[len(END_MARK):]}
-    return b"0-%d" % seq, {b"e": value}
+def stream_item(entry_id: bytes, fields: dict[bytes, bytes]) -> Item:
+    """A run stream's entry (``0-N``, ``e`` or ``end``) in the news' form."""
+    seq = int(entry_id.split(b"-")[1])
+    data = fields.get(b"e")
+    return (seq, data) if data is not None else (seq, END_MARK + fields.get(b"end", b""))
 
 
 @dataclass(eq=False)
 class _Follower:
     last: int  # the last event number it has
-    queue: asyncio.Queue[list[Entry] | BaseException] = field(default_factory=asyncio.Queue)
+    items: list[Item | None] = field(default_factory=list)  # None: read the stream again
+    error: BaseException | None = None  # the reader's: raised to the follower
+    waiter: asyncio.Future[None] | None = None
+    heard: float = field(default_factory=time.monotonic)  # when it last got something
+    expected: bool = False  # queued here, its client not there yet
+    since: float = field(default_factory=time.monotonic)
+
+    def put(self, got: list[Item] | None) -> None:
+        if got is None:
+            self.items.append(None)
+        else:
+            self.items += got
+        self.heard = time.monotonic()
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = exc
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 class Tail:
-    """Followers of run streams (keys ``{ev_prefix}{run id}``) through the news stream
+    """Followers of runs' streams (keys ``{ev_prefix}{run id}``) through the news stream
     ``news`` in one Redis (``redis`` is shared: the caller closes it)."""
 
     def __init__(self, redis: Any, news: str, ev_prefix: str, block_ms: int = 1000,
-                 count: int = 200, resync_s: float = 2.0, gather_s: float = 0.01) -> None:
+                 count: int = 200, resync_s: float = 2.0, gather_s: float = 0.01,
+                 expect_s: float = 30.0) -> None:
         self.redis, self.news, self.ev_prefix = redis, news, ev_prefix
         self.block_ms, self.count, self.resync_s = block_ms, count, resync_s
+        self.expect_s = expect_s  # how long a run queued here waits for its follower
         # After a read that brought news, the next waits this long: the workers' writes of
         # that time come in one read, and a run's events in one SSE write (a read per worker
         # write was a round trip and a write to each of its runs' clients every 5 ms).
         self.gather_s = gather_s
         self._followers: dict[bytes, set[_Follower]] = {}  # run id -> its followers
+        self._expected: dict[str, _Follower] = {}  # runs queued here, not followed yet
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None  # the news read from a known place
 
-    async def follow(self, key: str, after: int) -> AsyncGenerator[list[Entry]]:
-        """The entries of stream ``key`` numbered above ``after``, as they come, a list per
-        read (the caller stops reading when it has what it wants)."""
-        run = key.removeprefix(self.ev_prefix).encode()
-        me = _Follower(max(0, after))
-        self._followers.setdefault(run, set()).add(me)
+    async def _start(self) -> None:
+        """The reader running, and its place in the news taken."""
         if self._task is None or self._task.done():
-            self._ready = asyncio.get_running_loop().create_future()
-            self._task = asyncio.get_running_loop().create_task(self._read(self._ready))
+            loop = asyncio.get_running_loop()
+            self._ready = loop.create_future()
+            self._task = loop.create_task(self._read(self._ready))
+        if self._ready is not None:
+            await asyncio.shield(self._ready)
+
+    async def expect(self, run_id: str) -> None:
+        """Keep what the news brings of ``run_id`` from now on, for its follower to come
+        (call before the run is queued; :meth:`forget` if nobody will follow it)."""
+        me = _Follower(0, expected=True)
+        self._followers.setdefault(run_id.encode(), set()).add(me)
+        self._expected[run_id] = me
+        try:
+            await self._start()
+        except BaseException:
+            self.forget(run_id)
+            raise
+
+    def forget(self, run_id: str) -> None:
+        """Drop what :meth:`expect` kept of ``run_id``."""
+        me = self._expected.pop(run_id, None)
+        if me is not None:
+            self._drop(run_id.encode(), me)
+
+    def _drop(self, run: bytes, me: _Follower) -> None:
+        mine = self._followers.get(run)
+        if mine is not None:
+            mine.discard(me)
+            if not mine:
+                del self._followers[run]
+
+    async def follow(self, run_id: str, after: int) -> AsyncGenerator[list[Item]]:
+        """The events of ``run_id`` numbered above ``after``, as they come, a list per read
+        (the caller stops reading when it has what it wants: after the end)."""
+        run = run_id.encode()
+        me = self._expected.pop(run_id, None)
+        if me is not None and me.error is None and me in self._followers.get(run, ()):
+            me.expected = False  # what it kept since the run was queued is all there is
+            me.last = max(0, after)
+            caught = True
+        else:
+            me = _Follower(max(0, after))
+            self._followers.setdefault(run, set()).add(me)
+            caught = False
         try:
             # Whatever the news brings from now on reaches ``me``; what came before is in
             # the stream, read after the news' place was taken.
-            if self._ready is not None:
-                await asyncio.shield(self._ready)
+            await self._start()
             while True:
-                caught = await self._catch_up(key, me)
-                if caught:
-                    yield caught
-                got = await self._next(me)
-                while got:
-                    if isinstance(got, BaseException):
-                        raise got
-                    mine = [e for e in got if seq_of(e[0]) > me.last]
-                    if mine and seq_of(mine[-1][0]) != me.last + len(mine):
-                        break  # a gap (numbers only rise): read the stream again
+                if not caught:
+                    got = await self._catch_up(run_id, me)
+                    if got:
+                        yield got
+                caught = False
+                # The news, in order, until a gap (the numbers only rise) or silence calls
+                # for the stream (in this loop: a generator per follower was a layer more
+                # for every batch to pass).
+                while (news := await self._next(me)) is not None:
+                    mine = [e for e in news if e[0] > me.last]
+                    if mine and mine[-1][0] != me.last + len(mine):
+                        break
                     if mine:
-                        me.last = seq_of(mine[-1][0])
+                        me.last = mine[-1][0]
                         yield mine
-                    got = await self._next(me)
         finally:
-            mine_ = self._followers.get(run)
-            if mine_ is not None:
-                mine_.discard(me)
-                if not mine_:
-                    del self._followers[run]
+            self._drop(run, me)
 
-    async def _next(self, me: _Follower) -> list[Entry] | BaseException | None:
-        """The follower's next news, all of it that is there (one write for what piled up
-        while it wrote the last), or None after ``resync_s`` of silence."""
-        if me.queue.empty():
+    async def _next(self, me: _Follower) -> list[Item] | None:
+        """All the follower's news that is there (one write for what piled up while it
+        wrote the last), or None when it is to read its stream (after ``resync_s`` of
+        silence: the reader says so)."""
+        while not me.items:
+            if me.error is not None:
+                raise me.error
+            me.waiter = asyncio.get_running_loop().create_future()
             try:
-                async with asyncio.timeout(self.resync_s):
-                    got = await me.queue.get()
-            except TimeoutError:
-                return None
-        else:
-            got = me.queue.get_nowait()
-        while isinstance(got, list) and not me.queue.empty():
-            more = me.queue.get_nowait()
-            if isinstance(more, BaseException):  # the last thing ever put: given next
-                me.queue.put_nowait(more)
-                break
-            got = got + more
-        return got
+                await me.waiter
+            finally:
+                me.waiter = None
+        items, me.items = me.items, []
+        if None in items:
+            return None
+        return items  # type: ignore[return-value]
 
-    async def _catch_up(self, key: str, me: _Follower) -> list[Entry]:
-        entries = await self.redis.xrange(key, min=f"0-{me.last + 1}")
-        if entries:
-            me.last = seq_of(entries[-1][0])
-        return list(entries)
+    async def _catch_up(self, run_id: str, me: _Follower) -> list[Item]:
+        entries = await self.redis.xrange(self.ev_prefix + run_id, min=f"0-{me.last + 1}")
+        got = [stream_item(eid, fields) for eid, fields in entries]
+        if got:
+            me.last = got[-1][0]
+        me.heard = time.monotonic()
+        return got
 
     async def _read(self, ready: asyncio.Future[None]) -> None:
         try:
             last = await self.redis.xrevrange(self.news, count=1)
             pos = last[0][0] if last else b"0-0"
             ready.set_result(None)
+            swept = time.monotonic()
             while self._followers:
                 got = await self.redis.xread({self.news: pos}, count=self.count,
                                              block=self.block_ms)
-                by_run: dict[bytes, list[Entry]] = {}
+                by_run: dict[bytes, list[Item]] = {}
                 for _, entries in got or ():
                     for eid, fields in entries:
                         pos = eid
                         self._gather(fields, by_run)
+                full = []
                 for run, mine in by_run.items():  # one write per run and read, not per entry
                     for f in self._followers.get(run, ()):
-                        f.queue.put_nowait(mine)
+                        f.put(mine)
+                        if f.expected and len(f.items) > EXPECT_MAX:
+                            full.append(run.decode())
+                for run_id in full:  # its client, if it comes, reads the run's stream
+                    self.forget(run_id)
+                if time.monotonic() - swept >= self.resync_s / 2:
+                    swept = self._sweep()
                 if got and self.gather_s > 0:
                     await asyncio.sleep(self.gather_s)
         except Exception as exc:  # every follower sees it (as its own XREAD raised)
@@ -141,15 +217,29 @@ class Tail:
                 ready.exception()  # retrieved: those waiting get it through their shield
             for fs in self._followers.values():
                 for f in fs:
-                    f.queue.put_nowait(exc)
+                    f.fail(exc)
             self._followers.clear()
+            self._expected.clear()
 
-    def _gather(self, fields: dict[bytes, bytes], by_run: dict[bytes, list[Entry]]) -> None:
+    def _sweep(self) -> float:
+        """Followers that heard nothing for ``resync_s`` read their streams again (one
+        pass here instead of a timer per follower and wait); what :meth:`expect` kept for
+        ``expect_s`` without its follower coming is dropped."""
+        now = time.monotonic()
+        for fs in self._followers.values():
+            for f in fs:
+                if not f.expected and not f.items and now - f.heard >= self.resync_s:
+                    f.put(None)
+        for run_id in [r for r, f in self._expected.items() if now - f.since > self.expect_s]:
+            self.forget(run_id)
+        return now
+
+    def _gather(self, fields: dict[bytes, bytes], by_run: dict[bytes, list[Item]]) -> None:
         """A news entry's events, added to those of the runs followed here."""
         for name, value in fields.items():
             run, _, seq = name.rpartition(b" ")
             if run in self._followers:
-                by_run.setdefault(run, []).append(news_entry(int(seq), value))
+                by_run.setdefault(run, []).append((int(seq), value))
 
     async def aclose(self) -> None:
         if self._task is not None:
