@@ -8,13 +8,18 @@ records in this process's memory. Their difference is what making the records du
 Samples are interleaved (each loop once per repeat, in turn), so drift hits all alike; the
 figure is this process's CPU µs per model call, median of ``--repeat``.
 
-Usage: python benchmarks/records_cost.py [--repeat 5] [--runs 200]
+``--split`` adds the SQLite agent without its stored trace (``tracing=False``) and without its
+checkpoints (``checkpoints=False``), and prints what each of the two costs a call (the full
+SQLite agent's CPU minus that agent's, per repeat): where the records' cost lies.
+
+Usage: python benchmarks/records_cost.py [--repeat 5] [--runs 200] [--split]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import sys
@@ -25,7 +30,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import overhead  # the loops and the server live there
 
 from thinkloop import Agent
+from thinkloop.agent import AgentOptions
 from thinkloop.store import open_store
+
+SPLIT = {"SQLite, no trace": AgentOptions(tracing=False),
+         "SQLite, no checkpoints": AgentOptions(checkpoints=False)}
 
 
 async def measure(port: int, args: argparse.Namespace) -> dict[str, dict[int, list[float]]]:
@@ -45,6 +54,10 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, dict[int, li
             fns = {"bare aiohttp": loops.bare_aiohttp,
                    "lean, memory store": lambda: run(in_memory),
                    "lean, SQLite store": lambda: run(on_disk)}
+            for name, options in SPLIT.items() if args.split else ():
+                part = Agent(loops.model, tools=[overhead.echo], max_steps=overhead.STEPS + 2,
+                             guard=False, store=sqlite, options=options)
+                fns[name] = functools.partial(run, part)
             for fn in fns.values():
                 await overhead.timed(fn, 20, 20)
             cpu: dict[str, dict[int, list[float]]] = {n: {1: [], args.runs: []} for n in fns}
@@ -63,6 +76,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seq-runs", type=int, default=20)
     parser.add_argument("--port", type=overhead.port_arg, default="0")
+    parser.add_argument("--split", action="store_true",
+                        help="also the SQLite agent without its trace, without checkpoints")
     args = parser.parse_args()
     with overhead.serving(args.port):
         cpu = asyncio.run(measure(args.port, args))
@@ -74,9 +89,13 @@ def main() -> None:
         m = {c: statistics.median(v) for c, v in by.items()}
         print(f"{name:<22}" + "".join(f"{m[c]:>14.0f}{m[c] / bare[c]:>8.2f}" for c in m))
     mem, sql = cpu["lean, memory store"], cpu["lean, SQLite store"]
-    print(f"{'durable records':<22}" + "".join(
-        f"{statistics.median(s - m for s, m in zip(sql[c], mem[c], strict=True)):>14.0f}"
-        f"{'':>8}" for c in mem))
+    rows = {"durable records": mem}
+    rows |= {f"  of which {'the trace' if 'trace' in n else 'checkpoints'}": cpu[n]
+             for n in SPLIT if n in cpu}
+    for label, less in rows.items():
+        print(f"{label:<22}" + "".join(
+            f"{statistics.median(s - m for s, m in zip(sql[c], less[c], strict=True)):>14.0f}"
+            f"{'':>8}" for c in less))
 
 
 if __name__ == "__main__":

@@ -53,8 +53,19 @@ def _result_from(d: dict[str, Any]) -> ToolResult:
                       d["is_error"])
 
 
-def _step(s: Step) -> dict[str, Any]:
-    calls = message_to_dict(Message.assistant(s.text, s.tool_calls, s.thought))
+def _is_reply(m: Message, s: Step) -> bool:
+    """Whether ``m`` is the reply ``s`` holds (what ``Message.assistant`` makes of it)."""
+    return (m.role == "assistant" and m.content == s.text and m.thought == s.thought
+            and (m.tool_calls is s.tool_calls or m.tool_calls == s.tool_calls)
+            and m.tool_call_id is None and m.name is None and not m.parts)
+
+
+def _step(s: Step, replies: Sequence[tuple[Message, dict[str, Any]]] = ()) -> dict[str, Any]:
+    """A step's record; its reply's dict taken from ``replies`` (the same message's, made
+    for the row already) when there."""
+    calls = next((d for m, d in replies if _is_reply(m, s)), None)
+    if calls is None:
+        calls = message_to_dict(Message.assistant(s.text, s.tool_calls, s.thought))
     return {"index": s.index, "reply": calls, "results": [_result(r) for r in s.results],
             "usage": _usage(s.usage)}
 
@@ -79,6 +90,9 @@ class Checkpointer:
     queued: bool | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _last: Awaitable[None] | None = None  # the last row queued (a queueing store)
+    # The reply whose ``calls`` row was made last, and its dict: the step's row holds the
+    # same reply twice more (a new message, the step's reply), serialised once (issue 38).
+    _reply: tuple[Message, dict[str, Any]] | None = None
     _queued: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,7 +117,8 @@ class Checkpointer:
         reply = next((m for m in reversed(state.messages) if m.role == "assistant"), None)
         if reply is None or not reply.tool_calls:
             return
-        self._queue("calls", {"reply": message_to_dict(reply), "usage": _usage(state.usage)})
+        self._reply = (reply, message_to_dict(reply))
+        self._queue("calls", {"reply": self._reply[1], "usage": _usage(state.usage)})
         self.calls_step = state.step
 
     def queue_result(self, result: ToolResult) -> None:
@@ -142,9 +157,16 @@ class Checkpointer:
         new = state.new_messages
         if len(new) == self.messages and state.step == self.steps:
             return None
+        known, self._reply = self._reply, None
+        messages, replies = [], []
+        for m in new[self.messages:]:
+            d = known[1] if known is not None and m is known[0] else message_to_dict(m)
+            messages.append(d)
+            if m.role == "assistant":
+                replies.append((m, d))
         data: dict[str, Any] = {
-            "messages": [message_to_dict(m) for m in new[self.messages:]],
-            "steps": [_step(s) for s in state.steps[self.steps:]],
+            "messages": messages,
+            "steps": [_step(s, replies) for s in state.steps[self.steps:]],
             "usage": _usage(state.usage), "max_steps": state.max_steps,
             "retries": state.output_retries_used}
         if self.messages == 0 and self.steps == 0:

@@ -82,18 +82,25 @@ class RunBook:
                       Hook("post_tool", self._result, name="runs.checkpoint")]
         return hooks
 
-    async def _step_done(self, ctx: ReasonContext) -> None:
+    def _step_done(self, ctx: ReasonContext) -> Awaitable[None] | None:
         recorder = self.by_run.get(ctx.run_id)
-        if recorder is not None:
-            if recorder.checkpoints is not None and self._step_records:
-                try:  # safely's, inline: a coroutine less held by each run waiting here
-                    await recorder.step(ctx.state, cast(StepRecords, self.store))
-                except Exception:
-                    unwritten(ctx.state)
-                return
-            if recorder.checkpoints is not None:
-                await safely(recorder.checkpoints.step(ctx.state), ctx.state)
-            recorder.flush_soon(ctx.state)
+        if recorder is None:
+            return None
+        if recorder.checkpoints is not None and self._step_records:
+            # The recorder's write itself (it logs a failure), no coroutine around it: one
+            # object less held by each run waiting for its step's commit (issue 38).
+            return recorder.step(ctx.state, cast(StepRecords, self.store))
+        if recorder.checkpoints is not None:
+            return self._checkpointed(recorder, ctx.state)
+        recorder.flush_soon(ctx.state)
+        return None
+
+    @staticmethod
+    async def _checkpointed(recorder: RunRecorder, state: RunState) -> None:
+        """A store without step records: the checkpoint, then the log in the background."""
+        assert recorder.checkpoints is not None
+        await safely(recorder.checkpoints.step(state), state)
+        recorder.flush_soon(state)
 
     # The tool-call hooks are plain functions: on a store that queues its rows, with no
     # hand-over asked, the row is queued at once and nothing is awaited (two lambdas and five

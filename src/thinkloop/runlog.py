@@ -169,19 +169,33 @@ class RunRecorder:
     async def step(self, state: RunState, store: StepRecords) -> None:
         """Before a model call: the step's checkpoint and the events and spans logged since
         the last one, in one write (the checkpoint is written before the loop goes on, and
-        the log rides along instead of taking trips of its own)."""
+        the log rides along instead of taking trips of its own). A failed write is logged."""
         ckpt = self.checkpoints
         assert ckpt is not None
-        async with self._write_lock, ckpt.lock:
-            blob = ckpt.step_row(state)
-            events = self._events()
-            spans = self._spans()
-            if blob is None and not events and not spans:
-                return
-            await store.add_step_records(self.record.id, ("step", blob) if blob else None,
-                                         events, spans)
-            if blob is not None:
-                ckpt.saved(state)
+        # The locks taken and released by hand: an ``async with`` keeps its lock's bound
+        # ``__aexit__`` while the run waits for the commit, two objects a model call of
+        # every run waiting, which the collector counted (issue 38).
+        write_lock, lock = self._write_lock, ckpt.lock
+        try:
+            await write_lock.acquire()
+            try:
+                await lock.acquire()
+                try:
+                    blob = ckpt.step_row(state)
+                    events = self._events()
+                    spans = self._spans()
+                    if blob is None and not events and not spans:
+                        return
+                    await store.add_step_records(
+                        self.record.id, ("step", blob) if blob else None, events, spans)
+                    if blob is not None:
+                        ckpt.saved(state)
+                finally:
+                    lock.release()
+            finally:
+                write_lock.release()
+        except Exception:  # logged, as safely does: the run goes on (RunBook awaits this)
+            unwritten(state)
 
     def flush_soon(self, state: RunState) -> None:
         """Flush in the background: the loop goes on while the audit log is written."""

@@ -167,3 +167,44 @@ async def test_a_recorded_runs_state_is_freed_when_it_ends_not_left_to_the_colle
         gc.garbage.clear()
         gc.enable()
     assert left == []
+
+
+async def test_a_steps_reply_is_serialised_once_for_its_checkpoint_rows(
+    tmp_path: object, monkeypatch: object
+) -> None:
+    """The reply a step's ``calls`` row holds is in its next ``step`` row twice more (a new
+    message, the step's reply): its dict is made once and reused (issue 38), and every row
+    is what serialising each message anew writes."""
+    import orjson
+    import pytest
+
+    from thinkloop import checkpoints
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    serialised: list[str] = []
+    to_dict = checkpoints.message_to_dict
+
+    def counted(m: Message) -> dict[str, object]:
+        serialised.append(m.role)
+        return to_dict(m)
+
+    monkeypatch.setattr(checkpoints, "message_to_dict", counted)
+    store = SQLiteStore(f"{tmp_path}/runs.db")
+    agent = Agent(ScriptedModel(arithmetic(), name="openai:gpt-x"), tools=[add],
+                  store=store, guard=False)
+    result = await agent.run("add 2 and 3, then add 1")
+    assert result.status == "completed"
+    assert serialised.count("assistant") == 3  # the three replies with calls, once each
+    rows = await store.checkpoints(result.run_id)
+    for kind, blob in rows:
+        data = orjson.loads(blob)
+        if kind == "step":
+            for m, s in zip([m for m in data["messages"] if m["role"] == "assistant"],
+                            data["steps"], strict=True):
+                assert m == s["reply"]
+    steps = result.steps
+    step_rows = [orjson.loads(b) for k, b in rows if k == "step"]
+    replies = [s["reply"] for row in step_rows for s in row["steps"]]
+    assert replies == [to_dict(Message.assistant(s.text, s.tool_calls, s.thought))
+                       for s in steps[:len(replies)]]
+    await agent.aclose()

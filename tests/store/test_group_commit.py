@@ -9,6 +9,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -295,3 +296,142 @@ async def test_a_live_runs_rows_are_numbered_here_not_each_by_max_seq(
         ("step", b"a"), ("step", b"b"), ("calls", b"c"), ("result", b"d"), ("step", b"e")]
     assert await sqlite.run_events("r") == [
         RunStarted("r", 0, "t", "m", ts=1.0), *called, called[0]]
+
+
+class _Statements:
+    """A connection that records which statements ran and how (execute or executemany)."""
+
+    def __init__(self, conn: sqlite3.Connection, calls: list[tuple[str, str]]) -> None:
+        self.conn, self.calls = conn, calls
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.calls.append(("execute", sql.split("(")[0].strip()))
+        return self.conn.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+        self.calls.append(("executemany", sql.split("(")[0].strip()))
+        return self.conn.executemany(sql, rows)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.conn, name)
+
+
+async def test_a_groups_step_records_are_one_executemany_per_table(
+    sqlite: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows of the step records one group commits (every run's) go in one
+    ``executemany`` per table, not a statement or two per write (issue 38: about three
+    writes a model call, two hundred-odd in a group at 200 runs); each run's rows land
+    numbered and in order as before."""
+    from thinkloop.store import sqlite as sqlite_mod
+    from thinkloop.store.serialize import new_span_row
+
+    for i in range(10):
+        sqlite.count_rows(f"r{i}")
+        await sqlite.add_checkpoint(f"r{i}", "step", b"0")  # each run's numbers read
+    started, release = held_writer(sqlite)
+    first = asyncio.ensure_future(sqlite.add_checkpoint("r0", "result", b"first"))
+    await started.wait()  # the next writes wait in the queue: one group
+    writes = []
+    for i in range(10):
+        span = new_span_row(i + 1, None, 7, "chat m", 1.0, 2.0, "OK", {"i": i})
+        writes.append(sqlite.add_step_records(
+            f"r{i}", ("step", b"1"), [RunStarted(f"r{i}", 1, "a", "t", ts=1.0),
+                                      RunStarted(f"r{i}", 1, "a", "u", ts=2.0)], [span]))
+    tasks = [asyncio.ensure_future(w) for w in writes]
+    await asyncio.sleep(0)  # queued, each run's step row before its calls row
+    for i in range(10):
+        sqlite.queue_checkpoint(f"r{i}", "calls", b"2")
+    groups: list[list[tuple[str, str]]] = []
+    here = sqlite_mod._here
+
+    def counted(conn: sqlite3.Connection, work: Work) -> bool:
+        groups.append([])
+        return here(_Statements(conn, groups[-1]), work)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_mod, "_here", counted)
+    release.set()
+    await first
+    await asyncio.gather(*tasks)
+    assert len(groups) == 2  # the first write's, then the 20 queued behind it
+    inserts = [c for c in groups[1] if c[1].startswith("INSERT")]
+    assert sorted(inserts) == [("executemany", "INSERT INTO checkpoints"),
+                               ("executemany", "INSERT INTO run_events"),
+                               ("executemany", "INSERT INTO spans")]
+    for i in range(10):
+        assert [d for _, d in await sqlite.checkpoints(f"r{i}")] == (
+            [b"0", b"first", b"1", b"2"] if i == 0 else [b"0", b"1", b"2"])
+        assert [e.ts for e in await sqlite.run_events(f"r{i}")] == [1.0, 2.0]
+        assert [s.span_id for s in await sqlite.spans(f"r{i}")] == [f"{i + 1:016x}"]
+
+
+async def test_a_run_waiting_for_its_step_commit_holds_no_lock_exits(
+    sqlite: SQLiteStore,
+) -> None:
+    """A recorded run waiting for its step's commit holds its two write locks, not the
+    bound ``__aexit__`` each ``async with`` kept meanwhile: two objects per model call of
+    every run waiting, which the collector counted (issue 38)."""
+    import gc
+
+    from thinkloop.store.sqlite import _StepRows
+
+    started, release = asyncio.Event(), asyncio.Event()
+    commit = sqlite._commit
+
+    async def hold_steps(works: Sequence[Work]) -> None:
+        if any(isinstance(w, _StepRows) and _kind(w) == "step" for w in works):
+            started.set()
+            await release.wait()
+        await commit(works)
+
+    def _kind(w: _StepRows) -> object:
+        return getattr(w, "kind", None)
+
+    sqlite._writes = GroupCommit(hold_steps)
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    agent = Agent(ScriptedModel([reply("", call("echo", text="a")), "done"]), tools=[echo],
+                  store=sqlite, guard=False)
+    run = asyncio.ensure_future(agent.run("go"))
+    await started.wait()
+    exits = [o for o in gc.get_objects()
+             if type(o).__name__ == "method" and getattr(o, "__name__", "") == "__aexit__"
+             and isinstance(o.__self__, asyncio.Lock)]
+    release.set()
+    assert (await run).status == "completed"
+    assert exits == []
+
+
+async def test_a_run_waiting_for_its_step_commit_holds_no_hook_coroutine_around_it(
+    sqlite: SQLiteStore,
+) -> None:
+    """The run book's ``pre_reason`` hook hands the hook runner the recorder's write itself:
+    no coroutine of its own stays around it while the run waits for its step's commit (one
+    object more a model call of every run waiting, issue 38); a failed write is still only
+    logged (the run goes on, as before)."""
+    import gc
+
+    from thinkloop.store.sqlite import _StepRows
+
+    started, release = asyncio.Event(), asyncio.Event()
+    commit = sqlite._commit
+
+    async def hold_steps(works: Sequence[Work]) -> None:
+        if any(isinstance(w, _StepRows) and getattr(w, "kind", None) == "step" for w in works):
+            started.set()
+            await release.wait()
+        await commit(works)
+
+    sqlite._writes = GroupCommit(hold_steps)
+    agent = Agent(ScriptedModel(["done"]), store=sqlite, guard=False)
+    run = asyncio.ensure_future(agent.run("go"))
+    await started.wait()
+    hooks = [o.__qualname__ for o in gc.get_objects()
+             if asyncio.iscoroutine(o) and o.__qualname__ == "RunBook._step_done"]
+    release.set()
+    assert (await run).status == "completed"
+    assert hooks == []

@@ -223,33 +223,82 @@ class _StepRows:
     the queue, made into rows only as they are committed: the events' row is built from
     their bytes then, and the spans' rows are those the trace kept since they ended. Rows,
     their statement pairs and a partial were some fifteen objects, each held until its
-    group committed and each counted by the collector, which then ran more often (issue 38)."""
+    group committed and each counted by the collector, which then ran more often (issue 38);
+    the checkpoint is its three fields here, not a tuple of them, and no events is None,
+    not an empty list (two objects fewer for each queued tool-call row)."""
 
-    __slots__ = ("checkpoint", "events", "numbers", "run_id", "spans")
+    __slots__ = ("data", "events", "kind", "numbers", "run_id", "spans", "ts")
 
-    def __init__(self, numbers: RowNumbers, run_id: str,
-                 checkpoint: tuple[str, bytes, float] | None,
-                 events: LoggedEvents | list[tuple[str, int, float, str]],
+    def __init__(self, numbers: RowNumbers, run_id: str, kind: str | None, data: bytes,
+                 ts: float, events: LoggedEvents | list[tuple[str, int, float, str]] | None,
                  spans: Sequence[SpanRecord | SpanRow]) -> None:
-        self.numbers, self.run_id, self.checkpoint = numbers, run_id, checkpoint
+        self.numbers, self.run_id, self.kind, self.data, self.ts = numbers, run_id, kind, data, ts
         self.events, self.spans = events, spans
 
     def __call__(self, conn: sqlite3.Connection) -> None:
-        run_id, ckpt, events, numbers = self.run_id, self.checkpoint, self.events, self.numbers
-        if ckpt is not None:
+        rows = _Rows()
+        self.add_to(rows, conn)
+        rows.flush(conn)
+
+    def add_to(self, rows: _Rows, conn: sqlite3.Connection) -> None:
+        """Its rows added to ``rows``, numbered now (in queue order); a run not counted here
+        is written at once, after the rows before it, as its ``MAX(seq)`` needs them."""
+        run_id, numbers, events = self.run_id, self.numbers, self.events
+        if self.kind is not None:
             seq = numbers.next(conn, run_id, 1)
             if seq is None:
-                conn.execute(_CHECKPOINT_SQL, (run_id, *ckpt))
+                rows.flush(conn)
+                conn.execute(_CHECKPOINT_SQL, (run_id, self.kind, self.data, self.ts))
             else:
-                conn.execute(_CHECKPOINT_AT, (run_id, seq, *ckpt))
-        for row in events.rows() if isinstance(events, LoggedEvents) else events:
-            seq = numbers.next(conn, run_id, 0)
-            if seq is None:
-                conn.execute(_EVENT_SQL, (run_id, *row))
-            else:
-                conn.execute(_EVENT_AT, (run_id, seq, *row))
+                rows.checkpoints.append((run_id, seq, self.kind, self.data, self.ts))
+        if events:
+            for row in events.rows() if isinstance(events, LoggedEvents) else events:
+                seq = numbers.next(conn, run_id, 0)
+                if seq is None:
+                    rows.flush(conn)
+                    conn.execute(_EVENT_SQL, (run_id, *row))
+                else:
+                    rows.events.append((run_id, seq, *row))
+        for s in self.spans:
+            rows.spans.append((run_id, *span_row(s)))
+
+
+class _Rows:
+    """The rows of a group's step records, one ``executemany`` per statement when flushed:
+    a group holds about three writes per model call of every run in it (two hundred-odd
+    at 200 runs), each a statement or two of its own before (issue 38). Numbered rows
+    carry their ``seq``, so only the order within a table's spans (an upsert) matters,
+    and that is kept."""
+
+    __slots__ = ("checkpoints", "events", "spans")
+
+    def __init__(self) -> None:
+        self.checkpoints: list[tuple[Any, ...]] = []
+        self.events: list[tuple[Any, ...]] = []
+        self.spans: list[tuple[Any, ...]] = []
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        if self.checkpoints:
+            conn.executemany(_CHECKPOINT_AT, self.checkpoints)
+            self.checkpoints = []
+        if self.events:
+            conn.executemany(_EVENT_AT, self.events)
+            self.events = []
         if self.spans:
-            conn.executemany(_SPAN_SQL, [(run_id, *span_row(s)) for s in self.spans])
+            conn.executemany(_SPAN_SQL, self.spans)
+            self.spans = []
+
+
+def _commit_all(works: Sequence[Work], conn: sqlite3.Connection) -> None:
+    """A group's writes in queue order; the rows of consecutive step records together."""
+    rows = _Rows()
+    for w in works:
+        if type(w) is _StepRows:
+            w.add_to(rows, conn)
+        else:
+            rows.flush(conn)
+            w(conn)
+    rows.flush(conn)
 
 
 def _here(conn: sqlite3.Connection, work: Work) -> bool:
@@ -392,10 +441,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         """The group commit's writes (see :mod:`~thinkloop.store.groupcommit`), in order, in
         one transaction and one trip."""
 
-        def work(conn: sqlite3.Connection) -> None:
-            for w in works:
-                w(conn)
-
+        work = functools.partial(_commit_all, works)
         try:
             async with self._held() as db:
                 if not _here(db._conn, work):
@@ -441,10 +487,11 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
         waiting at once, what they held alive was most of the collector's work, issue 38)."""
         if checkpoint is None and not events and not spans:
             return _nothing()
-        ckpt = (*checkpoint, time.time()) if checkpoint is not None else None
+        kind, data = checkpoint if checkpoint is not None else (None, b"")
         # Objects' rows are made now (as RunTables' are); serialised ones as committed.
         logged = events if isinstance(events, LoggedEvents) else logged_rows(events)
-        return self._writes.write(_StepRows(self._numbers, run_id, ckpt, logged, spans))
+        return self._writes.write(_StepRows(self._numbers, run_id, kind, data, time.time(),
+                                            logged or None, spans))
 
     async def add_events(self, run_id: str, events: Sequence[Event] | LoggedEvents) -> None:
         if events:  # numbered as a step's are (RowNumbers)
@@ -464,7 +511,7 @@ class SQLiteStore(SessionTables, MemoryTables, RunTables, JobTables, GatewayTabl
     def queue_checkpoint(self, run_id: str, kind: str, data: bytes) -> asyncio.Future[None]:
         """A checkpoint row queued, not waited for (see :meth:`GroupCommit.write_later`)."""
         return self._writes.write_later(
-            _StepRows(self._numbers, run_id, (kind, data, time.time()), [], ()))
+            _StepRows(self._numbers, run_id, kind, data, time.time(), None, ()))
 
     async def save_run(self, run: RunRecord) -> None:
         """The run's row and its session's usage, in one transaction (the group's)."""
