@@ -43,6 +43,9 @@ from thinkloop.store.serialize import SpanRow, new_span_row, span_row
 
 Sink = Callable[[SpanRecord], None]
 RowSink = Callable[["ChatRow"], None]
+# Where a direct span goes as it ends (the span, its end in ns): the store takes its row from
+# it, with no record made and read back (issue 38); a ``Sink`` of records gets its record.
+SpanSink = Callable[["DirectSpan", int], None]
 _RESPONSE_MODEL = "gen_ai.response.model"
 _INPUT_TOKENS = "gen_ai.usage.input_tokens"
 _OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
@@ -62,7 +65,10 @@ class DirectSpan(trace.Span):
     """A recording span that becomes one :class:`SpanRecord` when it ends."""
 
     def __init__(self, name: str, trace_id: int, span_id: int, parent: SpanContext | None,
-                 attributes: Attributes, sink: Sink, start_time: int | None = None) -> None:
+                 attributes: Attributes, sink: SpanSink, start_time: int | None = None,
+                 *, owned: dict[str, Any] | None = None) -> None:
+        """``owned``: attributes made for this span, kept as they are (no None, no list),
+        where ``attributes`` are copied as the SDK copies them."""
         self._name = name
         self._trace_id = trace_id
         self._span_id = span_id
@@ -71,12 +77,15 @@ class DirectSpan(trace.Span):
         # held until its step was written (issue 38).
         self._context: SpanContext | None = None
         self._parent = parent
-        self._attrs: dict[str, Any] = {}
-        if attributes:
-            _keep(self._attrs, attributes)
+        if owned is not None:
+            self._attrs = owned
+        else:
+            self._attrs = {}
+            if attributes:
+                _keep(self._attrs, attributes)
         self._status = StatusCode.UNSET
         self._start = start_time or time.time_ns()
-        self._sink: Sink | None = sink
+        self._sink: SpanSink | None = sink
 
     def get_span_context(self) -> SpanContext:
         if self._context is None:
@@ -119,13 +128,27 @@ class DirectSpan(trace.Span):
 
     def end(self, end_time: int | None = None) -> None:
         sink, self._sink = self._sink, None
-        if sink is None:  # ended already
-            return
+        if sink is not None:  # else ended already
+            sink(self, end_time or time.time_ns())
+
+    @property
+    def trace_id(self) -> int:
+        return self._trace_id
+
+    def record(self, end_ns: int) -> SpanRecord:
+        """The ended span's record."""
         parent = self._parent
-        sink(SpanRecord(
+        return SpanRecord(
             f"{self._span_id:016x}", f"{parent.span_id:016x}" if parent else None,
-            f"{self._trace_id:032x}", self._name, self._start / 1e9,
-            (end_time or time.time_ns()) / 1e9, self._status.name, self._attrs))
+            f"{self._trace_id:032x}", self._name, self._start / 1e9, end_ns / 1e9,
+            self._status.name, self._attrs)
+
+    def row(self, end_ns: int) -> SpanRow:
+        """The ended span's stored row (the row of :meth:`record`)."""
+        parent = self._parent
+        return new_span_row(self._span_id, parent.span_id if parent else None,
+                            self._trace_id, self._name, self._start / 1e9, end_ns / 1e9,
+                            self._status.name, self._attrs)
 
 
 class ChatRow:
@@ -178,15 +201,29 @@ class DirectTracer(trace.Tracer):
     """Starts :class:`DirectSpan` s that end in ``sink``, and :class:`ChatRow` s that end in
     ``rows``."""
 
-    def __init__(self, sink: Sink, rows: RowSink | None = None) -> None:
-        self.sink = sink
+    def __init__(self, sink: Sink | None, rows: RowSink | None = None,
+                 spans: SpanSink | None = None) -> None:
+        """Spans end in ``spans`` if given, else as records in ``sink``."""
+        if spans is None:
+            assert sink is not None
+            spans = _to_records(sink)
+        self.spans = spans
         self.rows = rows
         self._rand = random.Random()
 
-    def start_row(self, name: str, attributes: dict[str, Any]) -> ChatRow:
-        """A span that nothing will nest under, as a :class:`ChatRow` (parent: the current
-        span, as :meth:`start_span` takes it)."""
-        current = trace.get_current_span().get_span_context()
+    def start_child(self, name: str, parent: SpanContext, attrs: dict[str, Any]) -> DirectSpan:
+        """A span under ``parent``, its attributes ``attrs`` kept as given (made for it,
+        with no None and no list): what :meth:`start_span` makes, with no context to read
+        its parent from and no copy of its attributes (a tool call's span, issue 38)."""
+        return DirectSpan(name, parent.trace_id, self._id(64, INVALID_SPAN_ID), parent, None,
+                          self.spans, owned=attrs)
+
+    def start_row(self, name: str, attributes: dict[str, Any],
+                  parent: SpanContext | None = None) -> ChatRow:
+        """A span that nothing will nest under, as a :class:`ChatRow` (parent: ``parent``
+        when the caller knows it is the current span's, else the current span, as
+        :meth:`start_span` takes it)."""
+        current = parent or trace.get_current_span().get_span_context()
         if current.is_valid:
             trace_id, parent_id = current.trace_id, current.span_id
         else:
@@ -204,7 +241,7 @@ class DirectTracer(trace.Tracer):
         parent = current if current.is_valid else None
         trace_id = parent.trace_id if parent is not None else self._id(128, INVALID_TRACE_ID)
         return DirectSpan(name, trace_id, self._id(64, INVALID_SPAN_ID), parent, attributes,
-                          self.sink, start_time)
+                          self.spans, start_time)
 
     @contextlib.contextmanager
     def start_as_current_span(  # type: ignore[override]  # the API types it by a private class
@@ -227,6 +264,13 @@ class DirectTracer(trace.Tracer):
             value = self._rand.getrandbits(bits)
             if value != invalid:
                 return value
+
+
+def _to_records(sink: Sink) -> SpanSink:
+    def to_record(span: DirectSpan, end_ns: int) -> None:
+        sink(span.record(end_ns))
+
+    return to_record
 
 
 class SpanStore(SpanProcessor):
@@ -256,6 +300,12 @@ class SpanStore(SpanProcessor):
         spans = self._by_trace.get(int(record.trace_id, 16))
         if spans is not None:
             spans.append(span_row(record))
+
+    def add_span(self, span: DirectSpan, end_ns: int) -> None:
+        """A direct span that ended, kept as its row (no record made and parsed back)."""
+        spans = self._by_trace.get(span.trace_id)
+        if spans is not None:
+            spans.append(span.row(end_ns))
 
     def add_row(self, row: ChatRow) -> None:
         """A model call's span, ended as its row (:class:`~thinkloop.directspans.ChatRow`)."""

@@ -34,7 +34,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
 from thinkloop.core.events import (
     Event,
@@ -77,7 +77,7 @@ class Tracing:
             resource=Resource.create({"service.name": "thinkloop"}))
         self.store = SpanStore()
         self.provider.add_span_processor(self.store)
-        self.direct = (DirectTracer(self.store.add, self.store.add_row)
+        self.direct = (DirectTracer(None, self.store.add_row, self.store.add_span)
                        if direct and provider is None else None)
         self.tracer: trace.Tracer = self.direct or self.provider.get_tracer("thinkloop")
         self.verbose = verbose
@@ -136,16 +136,6 @@ def default_tracing(*, stored: bool, settings: Settings | None = None) -> Tracin
     return current_tracing()
 
 
-@functools.lru_cache(maxsize=128)
-def _reader(kind: type) -> Callable[[RunTrace, Any], None] | None:
-    """What a run's trace does with an event of this type (None: nothing; see
-    RunTrace.on_event)."""
-    for types, read in _READERS:
-        if issubclass(kind, types):
-            return read
-    return None
-
-
 class RunTrace:
     """The spans of one run, built from its events (see the module docstring)."""
 
@@ -159,6 +149,7 @@ class RunTrace:
         self.stored = stored
         self.root: Span | None = None
         self.in_root: Context | None = None  # a context whose current span is the root
+        self.root_ctx: SpanContext | None = None  # the root's, the parent of its tool spans
         self.trace_id = 0
         self.owns_trace = False
         self.tools: dict[str, Span] = {}
@@ -168,10 +159,9 @@ class RunTrace:
         self._tokens: tuple[Token[Context], Token[RunTrace | None]] | None = None
 
     def on_event(self, event: Event) -> None:
-        # Called with every event of the run (chunks, guards, steps...): one cached lookup by
-        # type finds what to do, where a match tried its patterns on each (issue 38).
-        kind: type = type(event)
-        read = _reader(kind)
+        # Called with every event of the run (chunks, guards, steps...): one dict lookup by
+        # type finds what to do; most events need nothing (issue 38).
+        read = _READERS.get(type(event))
         if read is not None:
             read(self, event)
 
@@ -199,7 +189,8 @@ class RunTrace:
             attrs["thinkloop.user.id"] = cfg.user_id
         self.root = self.tracing.tracer.start_span(f"invoke_agent {self.agent}", attributes=attrs)
         self.in_root = trace.set_span_in_context(self.root)  # made once, not once per tool call
-        self.trace_id = self.root.get_span_context().trace_id
+        self.root_ctx = self.root.get_span_context()
+        self.trace_id = self.root_ctx.trace_id
         if self.stored:
             self.owns_trace = self.tracing.store.open(self.trace_id)
         self.tracing.runs[self.state.run_id] = self
@@ -208,16 +199,24 @@ class RunTrace:
         self._tokens = (otel_context.attach(self.in_root), _CURRENT.set(self))
 
     def _tool_call(self, call: ToolCalled) -> None:
-        if self.root is None or self.in_root is None:
+        if self.root_ctx is None or self.in_root is None:
             return
-        self.tools[call.id] = self.tracing.tracer.start_span(
-            f"execute_tool {call.name}", context=self.in_root, attributes={
-                gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
-                gen_ai.GEN_AI_TOOL_NAME: call.name,
-                gen_ai.GEN_AI_TOOL_CALL_ID: call.id,
-                gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: cut(to_json(call.arguments)),
-                "thinkloop.step": self.state.step + 1,
-            })
+        name = f"execute_tool {call.name}"
+        attrs: dict[str, Any] = {
+            gen_ai.GEN_AI_OPERATION_NAME: "execute_tool",
+            gen_ai.GEN_AI_TOOL_NAME: call.name,
+            gen_ai.GEN_AI_TOOL_CALL_ID: call.id,
+            gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: cut(to_json(call.arguments)),
+            "thinkloop.step": self.state.step + 1,
+        }
+        direct = self.tracing.direct
+        if direct is not None:
+            # Its parent is known (the root) and its attributes are made here: no context
+            # read, no copy (issue 38). Still a span, made current while the tool runs.
+            self.tools[call.id] = direct.start_child(name, self.root_ctx, attrs)
+        else:
+            self.tools[call.id] = self.tracing.tracer.start_span(
+                name, context=self.in_root, attributes=attrs)
 
     def _tool_result(self, result: ToolReturned) -> None:
         span = self.tools.pop(result.id, None)
@@ -269,15 +268,19 @@ class RunTrace:
         return self.tracing.store.take(self.trace_id, close=close)
 
 
-# What a run's trace reads, by event type (first match wins): see RunTrace.on_event.
-_READERS: tuple[tuple[type | tuple[type, ...], Callable[[RunTrace, Any], None]], ...] = (
-    (RunStarted, lambda run, e: run._start()),
-    (LlmRequest, RunTrace._request),
-    (LlmResponse, RunTrace._response),
-    (ToolCalled, RunTrace._tool_call),
-    (ToolReturned, RunTrace._tool_result),
-    ((RunCompleted, RunFailed, RunCancelled), lambda run, e: run._end()),
-)
+# What a run's trace reads, by the event's exact type (events are final classes, none is
+# subclassed): see RunTrace.on_event. A dict's get per event, where a cached function
+# looked the type up (issue 38).
+_READERS: dict[type, Callable[[RunTrace, Any], None]] = {
+    RunStarted: lambda run, e: run._start(),
+    LlmRequest: RunTrace._request,
+    LlmResponse: RunTrace._response,
+    ToolCalled: RunTrace._tool_call,
+    ToolReturned: RunTrace._tool_result,
+    RunCompleted: lambda run, e: run._end(),
+    RunFailed: lambda run, e: run._end(),
+    RunCancelled: lambda run, e: run._end(),
+}
 
 
 class TracedModel:
@@ -317,7 +320,11 @@ class TracedModel:
                 to_json([message_to_dict(m) for m in messages]), VERBOSE_CHARS)
         direct = self.tracing.direct
         if direct is not None:  # nothing nests under a model call: its row, not a span
-            return direct.start_row(f"chat {name}", attrs)
+            # In the run's own context (not in a tool's span, nor in a span of the caller's)
+            # its parent is the root, known: the context compared, not read for its span.
+            under = (run.root_ctx if run is not None and run.in_root is not None
+                     and otel_context.get_current() is run.in_root else None)
+            return direct.start_row(f"chat {name}", attrs, under)
         return self.tracing.tracer.start_span(f"chat {name}", attributes=attrs)
 
     @staticmethod
