@@ -321,3 +321,64 @@ async def test_a_stored_model_call_is_its_row_with_no_span_object(
     for s in chats:
         assert ids[s.parent_id or ""].name.startswith("invoke_agent ")
         assert s.status == "UNSET" and s.end >= s.start and s.trace_id == spans[0].trace_id
+
+
+async def test_spans_started_inside_a_tool_nest_under_its_span_on_the_direct_path(
+    store: Backend,
+) -> None:
+    """The direct path makes a tool call's span under the run's root and a step's model
+    call under the root without reading the OTel context (issue 38): a model call made
+    inside a tool, and a span a tool starts itself, still nest under the tool's span."""
+    from opentelemetry import trace
+
+    from thinkloop.core.model import ModelSettings
+    from thinkloop.tracing import current_tracing
+
+    @tool
+    async def ask(question: str) -> str:
+        """Ask a model inside the tool."""
+        tracing = current_tracing()
+        assert tracing is not None
+        with tracing.tracer.start_as_current_span("own work"):
+            assert trace.get_current_span().is_recording()
+        inner = tracing.wrap(ScriptedModel([reply("42")], name="openai:inner"))
+        answer = await inner.complete([Message.user(question)], [], ModelSettings())
+        return str(answer.message.content)
+
+    model = ScriptedModel([reply("", call("ask", question="why")), reply("done")],
+                          name="openai:gpt-x")
+    agent = Agent(model, name="asker", tools=[ask], store=store, guard=False, max_steps=3,
+                  options=AgentOptions(tracing=Tracing(direct=True)))
+    result = await agent.run("ask")
+    assert result.status == "completed", result.error
+    spans = await store.spans(result.run_id)
+    names = {s.span_id: s.name for s in spans}
+    parent_of = {s.name: names.get(s.parent_id or "") for s in spans}
+    assert parent_of["execute_tool ask"] == "invoke_agent asker"
+    assert parent_of["chat openai:gpt-x"] == "invoke_agent asker"
+    assert parent_of["chat openai:inner"] == "execute_tool ask"
+    assert parent_of["own work"] == "execute_tool ask"
+    (tool_span,) = [s for s in spans if s.name == "execute_tool ask"]
+    assert tool_span.attributes["gen_ai.tool.call.result"] == "42"
+    assert list(tool_span.attributes)[:5] == [
+        "gen_ai.operation.name", "gen_ai.tool.name", "gen_ai.tool.call.id",
+        "gen_ai.tool.call.arguments", "thinkloop.step"]
+
+
+def test_a_direct_span_ends_as_the_row_of_its_record() -> None:
+    """A direct span ends straight into its stored row (issue 38): the same row as its
+    record's, byte for byte."""
+    from thinkloop.directspans import DirectTracer
+    from thinkloop.store.serialize import span_row
+
+    records: list[SpanRecord] = []
+    tracer = DirectTracer(records.append)
+    root = tracer.start_span("root", attributes={"a": [1, 2], "b": None, "c": "x"})
+    child = tracer.start_child("child", root.get_span_context(), {"k": "v", "n": 3})
+    child.set_attribute("r", "ok")
+    for span in (child, root):
+        span.end(end_time=1_700_000_000_123_456_789)
+    for span, record in zip((child, root), records, strict=True):
+        assert span.row(1_700_000_000_123_456_789) == span_row(record)  # type: ignore[attr-defined]
+    assert records[0].parent_id == records[1].span_id
+    assert span_row(records[0])[7] == '{"k":"v","n":3,"r":"ok"}'
