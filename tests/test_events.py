@@ -32,7 +32,7 @@ from thinkloop.events import (
 from thinkloop.models.scripted import call, reply
 from thinkloop.server.live import event_json
 from thinkloop.store import SQLiteStore
-from thinkloop.store.serialize import event_from_row, event_row, event_to_dict
+from thinkloop.store.serialize import LoggedEvents, event_from_row, event_row, event_to_dict
 from thinkloop.types import Usage
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "thinkloop"
@@ -103,7 +103,7 @@ def _sample(hint: Any) -> Any:
 def _full(cls: type[Event]) -> Event:
     hints = typing.get_type_hints(cls)
     own = {f.name: _sample(hints[f.name]) for f in dataclasses.fields(cls)
-           if f.name not in ("run_id", "step", "ts")}
+           if f.init and f.name not in ("run_id", "step", "ts")}
     return cls("run-1", 3, ts=1700000000.125, **own)
 
 
@@ -165,3 +165,30 @@ async def test_a_real_runs_audit_log_reads_back_as_the_typed_events(tmp_path: Pa
     last = stored[-1]
     assert isinstance(last, RunCompleted)
     assert (last.status, last.output, last.usage["input_tokens"]) == ("completed", "2+3=5", 22)
+
+
+@pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.type)
+def test_the_wire_form_is_the_dict_orjson_writes(cls: type[Event]) -> None:
+    # Built from the audit-log row's payload bytes, it stays byte for byte what SSE clients,
+    # the Tail and Last-Event-ID resumes read.
+    event = _full(cls)
+    assert event_json(9, event) == orjson.dumps({"id": 9, **to_dict(event)}, default=str)
+
+
+def test_an_event_logged_and_sent_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+    payload = RunStarted.payload
+
+    def counted(self: RunStarted) -> dict[str, Any]:
+        reads.append(self.type)
+        return payload.fget(self)  # type: ignore[attr-defined,no-any-return]
+
+    monkeypatch.setattr(RunStarted, "payload", property(counted))
+    event = RunStarted("r", 0, task="hi", model="m")
+    logged = LoggedEvents()
+    logged.add(event)  # the worker's store, then its Redis stream: one encoding
+    wire = event_json(1, event)
+    assert reads == ["run.started"]
+    assert orjson.loads(wire)["payload"] == {"task": "hi", "model": "m"}
+    assert logged.rows()[0][3] == '{"task":"hi","model":"m"}'
+    assert dataclasses.replace(event, step=2).payload == event.payload  # not copied along

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from thinkloop.store.gateway import GatewayStore
     from thinkloop.store.open import open_store
     from thinkloop.store.postgres import PostgresStore
-    from thinkloop.store.serialize import event_to_dict, message_to_dict
+    from thinkloop.store.serialize import event_to_dict, message_to_dict, wire_json
     from thinkloop.store.sqlite import SQLiteStore
     from thinkloop.store.sqlmanaged import UserFiles
     from thinkloop.text import validation_summary
@@ -120,6 +120,7 @@ _EXPORTS: dict[str, str] = {
     "tune_gc": "thinkloop.tuning",
     "unwrap": "thinkloop.spotlight",
     "validation_summary": "thinkloop.text",
+    "wire_json": "thinkloop.store.serialize",
 }
 
 __all__ = [
@@ -175,6 +176,7 @@ __all__ = [
     "tune_gc",
     "unwrap",
     "validation_summary",
+    "wire_json",
 ]
 
 # `__all__` stays a literal list: it is what marks these names as re-exported for type checkers.

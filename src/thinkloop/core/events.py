@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from thinkloop.core.types import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
 
 Json = dict[str, Any]
@@ -29,6 +31,11 @@ class _Envelope:
     run_id: str
     step: int
     ts: float = field(default_factory=time.time, kw_only=True)
+    # Its payload as JSON once encoded (payload_json): the audit log and the wire (a worker's
+    # Redis stream, SSE) write the same bytes, and encoding them twice was a worker's own
+    # per-event cost. Not the event's value: neither compared, shown nor copied by replace.
+    _json: bytes | None = field(default=None, init=False, repr=False, compare=False,
+                                kw_only=True)
 
     @property
     def payload(self) -> Json:
@@ -497,7 +504,7 @@ BY_TYPE: dict[str, type[Event]] = {cls.type: cls for cls in EVENT_CLASSES}
 # property is on the path of every observed event.
 _KEYS: dict[type[_Envelope], tuple[tuple[str, bool], ...]] = {
     cls: tuple((f.name, f.default is None) for f in fields(cls)
-               if f.name not in ("run_id", "step", "ts"))
+               if f.init and f.name not in ("run_id", "step", "ts"))
     for cls in EVENT_CLASSES
 }
 
@@ -506,6 +513,16 @@ def to_dict(event: Event) -> Json:
     """The one JSON form: ``{"type", "run_id", "step", "ts", "payload"}`` (wire and store)."""
     return {"type": event.type, "run_id": event.run_id, "step": event.step, "ts": event.ts,
             "payload": event.payload}
+
+
+def payload_json(event: Event, encode: Callable[[Json], bytes]) -> bytes:
+    """``encode(event.payload)``, encoded once per event however many write it (the store's
+    audit-log row and the wire's frame hold the same bytes)."""
+    data = event._json
+    if data is None:
+        data = encode(event.payload)
+        object.__setattr__(event, "_json", data)  # frozen: a cache, not the event's value
+    return data
 
 
 def from_dict(data: Json) -> Event:

@@ -15,11 +15,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from thinkloop.api import RunHandle, RunResult, Wakeups
+from thinkloop.api import RunHandle, RunResult, Wakeups, wire_json
 from thinkloop.core.errors import RunLimitError
-from thinkloop.core.events import Event, to_dict
+from thinkloop.core.events import Event
 
 SWEEP_S = 1.0  # how often a start looks for finished runs past keep_finished_s
 
@@ -99,10 +97,9 @@ def _sees(run: LiveRun, user: str, admin: bool) -> bool:
 
 
 def event_json(seq: int, event: Event) -> bytes:
-    """The one wire form of an event (SSE data, WebSocket frames, the web page), kept for
-    as long as the run is: copied to its own size, since orjson hands back its working buffer
-    (4 KB for a 200-byte event, 64 KB for 5 KB), and a run keeps every event it sent."""
-    return bytes(memoryview(orjson.dumps({"id": seq, **to_dict(event)}, default=str)))
+    """The one wire form of an event (SSE data, WebSocket frames, the web page, a worker's
+    Redis stream): its payload the bytes the audit log holds, encoded once per event."""
+    return wire_json(seq, event)
 
 
 class LiveRuns:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from thinkloop.core.events import Event, from_dict, to_dict
+from thinkloop.core.events import Event, from_dict, payload_json, to_dict
 from thinkloop.core.types import ContentPart, Message, PendingApproval, ToolCall
 from thinkloop.store.base import RunRecord, SpanRecord, StoreError
 from thinkloop.text import valid_text
@@ -168,8 +168,23 @@ def event_to_dict(e: Event) -> dict[str, Any]:
     return orjson.loads(to_json(to_dict(e)))  # type: ignore[no-any-return]
 
 
+def event_payload(e: Event) -> bytes:
+    """The event's payload as the audit log and the wire hold it, encoded once per event."""
+    return payload_json(e, json_bytes)
+
+
+def wire_json(seq: int, e: Event) -> bytes:
+    """The one wire form of an event, numbered ``seq`` (SSE data, WebSocket frames, a
+    worker's Redis stream): ``{"id", **to_dict(e)}`` as orjson writes it, its payload the
+    bytes of its audit-log row (not encoded a second time). Built to its own size: a run
+    keeps every event it sent."""
+    head = orjson.dumps({"id": seq, "type": e.type, "run_id": e.run_id, "step": e.step,
+                         "ts": e.ts}, default=str)
+    return b"".join((head[:-1], b',"payload":', event_payload(e), b"}"))
+
+
 def event_row(e: Event) -> tuple[str, int, float, str]:
-    return (e.type, e.step, e.ts, to_json(e.payload))
+    return (e.type, e.step, e.ts, event_payload(e).decode())
 
 
 def event_from_row(run_id: str, row: Sequence[Any]) -> Event:
@@ -194,7 +209,12 @@ def events_rows(events: Sequence[Event]) -> list[tuple[str, int, float, str]]:
         return []
     first = events[0]
     return [(EVENTS_ROW, first.step, first.ts,
-             to_json([[e.type, e.step, e.ts, e.payload] for e in events]))]
+             (b"[%b]" % b",".join(_logged(e) for e in events)).decode())]
+
+
+def _logged(e: Event) -> bytes:
+    """``[type, step, ts, payload]`` as orjson writes the list (no spaces): the same bytes."""
+    return orjson.dumps([e.type, e.step, e.ts])[:-1] + b"," + event_payload(e) + b"]"
 
 
 class LoggedEvents:
@@ -213,15 +233,12 @@ class LoggedEvents:
         self._first: tuple[str, int, float, str] | None = None  # the row of one event
 
     def add(self, e: Event) -> None:
-        payload = json_bytes(e.payload)
-        # [type, step, ts, payload] as orjson writes the list (no spaces): the same bytes.
-        head = orjson.dumps([e.type, e.step, e.ts])
         if self._count == 0:
-            self._first = (e.type, e.step, e.ts, payload.decode())
+            self._first = (e.type, e.step, e.ts, event_payload(e).decode())
             self._data += b"["
         else:
             self._data += b","
-        self._data += head[:-1] + b"," + payload + b"]"
+        self._data += _logged(e)
         self._count += 1
 
     def __len__(self) -> int:

@@ -105,6 +105,12 @@ class Taken:
     last: int = 0
 
 
+def _taken(run_id: str, got: list[Any]) -> Taken:
+    h = dict(zip(got[1][::2], got[1][1::2], strict=True))
+    return Taken(got[0].decode(), RunRow.of(run_id, h) if h else None,
+                 bool(got[2]) if len(got) > 2 else False, int(got[3]) if len(got) > 3 else 0)
+
+
 class Bus:
     """One fleet's keys in one Redis (``redis`` is shared: the caller closes it)."""
 
@@ -243,17 +249,18 @@ class Bus:
             args += [worker, job_id]
         await self._finish(keys=keys, args=args)
 
-    async def take(self, run_id: str, job_key: str, job_try: int, max_deaths: int,
-                   lease_ms: int, worker: str, abort_asked: bool) -> Taken:
-        """A worker takes the run of an arq job (``job_key`` its lease), in one round trip
-        (see :data:`~thinkloop.workers.scripts.TAKE` for what it does and returns)."""
-        got = await self._take(
-            keys=[self.key("run", run_id), self.key("ev", run_id), self.key("abort", run_id),
-                  job_key, self.key("running")],
-            args=[job_try, max_deaths, lease_ms, worker, "1" if abort_asked else "0"])
-        h = dict(zip(got[1][::2], got[1][1::2], strict=True))
-        return Taken(got[0].decode(), RunRow.of(run_id, h) if h else None,
-                     bool(got[2]) if len(got) > 2 else False, int(got[3]) if len(got) > 3 else 0)
+    async def take(self, runs: Sequence[tuple[str, str, int, bool]], max_deaths: int,
+                   lease_ms: int, worker: str) -> list[Taken]:
+        """A worker takes the runs of arq jobs, each ``(run id, its job's lease key, the
+        job's try, whether the store holds an abort request)``, in one round trip (see
+        :data:`~thinkloop.workers.scripts.TAKE` for what it does and returns)."""
+        keys, args = [self.key("running")], list[str | int]([max_deaths, lease_ms, worker])
+        for run_id, job_key, job_try, abort_asked in runs:
+            keys += [self.key("run", run_id), self.key("ev", run_id), self.key("abort", run_id),
+                     job_key]
+            args += [job_try, "1" if abort_asked else "0"]
+        got = await self._take(keys=keys, args=args)
+        return [_taken(run[0], one) for run, one in zip(runs, got, strict=True)]
 
     # --- limits ----------------------------------------------------------------------------
 

@@ -22,7 +22,15 @@ from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow, Taken
 from thinkloop.workers.connect import FleetStore
-from thinkloop.workers.execute import AbortsAsked, FleetHub, Outbox, Pump, answer_text, result_view
+from thinkloop.workers.execute import (
+    AbortsAsked,
+    FleetHub,
+    Outbox,
+    Pump,
+    Takes,
+    answer_text,
+    result_view,
+)
 
 log = logging.getLogger("thinkloop.workers")
 CHILDREN_POLL_S = 0.25  # how often a run's sub-agents are copied to its row while it runs
@@ -51,6 +59,7 @@ class Executor:
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus)
         self.aborts = AbortsAsked(store)
+        self.takes = Takes(bus, settings.max_deaths, int(settings.lease_s * 1000), name)
         self.router = router(self.hub)
         # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
         # while it is here.
@@ -137,9 +146,8 @@ class Executor:
         try:
             # The lease is renewed at once (arq took the job for its own week-long timeout),
             # then every lease_s / 3 with every other run's (_keep_leases).
-            took = await self.bus.take(
-                run_id, in_progress_key_prefix + job_id, job_try, self.settings.max_deaths,
-                int(self.settings.lease_s * 1000), self.name, asked)
+            took = await self.takes.take(run_id, in_progress_key_prefix + job_id, job_try,
+                                         asked)
             self._renewed_at = time.monotonic()
             row = took.row
             if took.what == "lost":

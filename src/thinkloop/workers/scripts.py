@@ -156,33 +156,43 @@ end
 if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
 return 1
 """
-# A worker takes a run in one round trip (it was five: the row, its lease, the move to
-# running, the worker's count, the abort flag and last event number). KEYS run, ev, abort,
-# the arq job's in-progress key (the lease), running; ARGV the job's try, max deaths, lease
-# ms, the worker, "1" if the store holds an abort request. Returns {what, the row as it was,
-# aborted, last event number}: what is gone (no row, or ended), lost (another holds the
-# lease), dying (too many deaths: not moved), abort (aborted while queued: now cancelling),
-# moved (in another status) or take (now running here).
+# A worker takes runs in one round trip (a run was five: the row, its lease, the move to
+# running, the worker's count, the abort flag and last event number; then a round trip
+# each, now one for the runs that start together). KEYS running, then per run: run, ev,
+# abort, the arq job's in-progress key (the lease); ARGV max deaths, lease ms, the worker,
+# then per run: the job's try, "1" if the store holds an abort request. Returns per run
+# {what, the row as it was, aborted, last event number}: what is gone (no row, or ended),
+# lost (another holds the lease), dying (too many deaths: not moved), abort (aborted while
+# queued: now cancelling), moved (in another status) or take (now running here).
 TAKE = """
-local h = redis.call('HGETALL', KEYS[1])
-local row = {}
-for i = 1, #h, 2 do row[h[i]] = h[i + 1] end
-if #h == 0 or (row['finished_at'] or '') ~= '' then return {'gone', h} end
-if redis.call('PEXPIRE', KEYS[4], ARGV[3]) == 0 then
-  if not redis.call('SET', KEYS[4], '1', 'PX', ARGV[3], 'NX') then return {'lost', h} end
+local function take(run, ev, abort, lease, try, asked)
+  local h = redis.call('HGETALL', run)
+  local row = {}
+  for i = 1, #h, 2 do row[h[i]] = h[i + 1] end
+  if #h == 0 or (row['finished_at'] or '') ~= '' then return {'gone', h} end
+  if redis.call('PEXPIRE', lease, ARGV[2]) == 0 then
+    if not redis.call('SET', lease, '1', 'PX', ARGV[2], 'NX') then return {'lost', h} end
+  end
+  local deaths = tonumber(try) - 1 - tonumber(row['handbacks'] or '0')
+  if deaths >= tonumber(ARGV[1]) then return {'dying', h} end
+  local status = row['status']
+  if status == 'queued' and asked == '1' then
+    redis.call('HSET', run, 'status', 'cancelling')
+    return {'abort', h}
+  end
+  if status ~= 'queued' and status ~= 'running' then return {'moved', h} end
+  redis.call('HSET', run, 'status', 'running', 'worker', ARGV[3])
+  redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
+  local last = redis.call('XREVRANGE', ev, '+', '-', 'COUNT', 1)
+  local n = 0
+  if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+  return {'take', h, redis.call('EXISTS', abort), n}
 end
-local deaths = tonumber(ARGV[1]) - 1 - tonumber(row['handbacks'] or '0')
-if deaths >= tonumber(ARGV[2]) then return {'dying', h} end
-local status = row['status']
-if status == 'queued' and ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'status', 'cancelling')
-  return {'abort', h}
+local out = {}
+for i = 0, (#KEYS - 1) / 4 - 1 do
+  local k, a = 1 + 4 * i, 3 + 2 * i
+  out[i + 1] = take(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[a + 1],
+                    ARGV[a + 2])
 end
-if status ~= 'queued' and status ~= 'running' then return {'moved', h} end
-redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[4])
-redis.call('HINCRBY', KEYS[5], ARGV[4], 1)
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-local n = 0
-if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
-return {'take', h, redis.call('EXISTS', KEYS[3]), n}
+return out
 """
