@@ -398,10 +398,12 @@ async def test_a_run_waiting_for_its_step_commit_holds_no_lock_exits(
                   store=sqlite, guard=False)
     run = asyncio.ensure_future(agent.run("go"))
     await started.wait()
-    exits = [o for o in gc.get_objects()
-             if type(o).__name__ == "method" and getattr(o, "__name__", "") == "__aexit__"
-             and isinstance(o.__self__, asyncio.Lock)]
-    release.set()
+    try:  # the run is released whatever the scan meets
+        exits = [o for o in gc.get_objects()
+                 if type(o).__name__ == "method" and getattr(o, "__name__", "") == "__aexit__"
+                 and isinstance(o.__self__, asyncio.Lock)]
+    finally:
+        release.set()
     assert (await run).status == "completed"
     assert exits == []
 
@@ -414,6 +416,7 @@ async def test_a_run_waiting_for_its_step_commit_holds_no_hook_coroutine_around_
     object more a model call of every run waiting, issue 38); a failed write is still only
     logged (the run goes on, as before)."""
     import gc
+    import types
 
     from thinkloop.store.sqlite import _StepRows
 
@@ -430,8 +433,12 @@ async def test_a_run_waiting_for_its_step_commit_holds_no_hook_coroutine_around_
     agent = Agent(ScriptedModel(["done"]), store=sqlite, guard=False)
     run = asyncio.ensure_future(agent.run("go"))
     await started.wait()
-    hooks = [o.__qualname__ for o in gc.get_objects()
-             if asyncio.iscoroutine(o) and o.__qualname__ == "RunBook._step_done"]
-    release.set()
+    try:
+        # type(), not isinstance: an object left by another test may answer __class__ by
+        # raising, and the run must be released whatever happens here.
+        hooks = [o.__qualname__ for o in gc.get_objects()
+                 if type(o) is types.CoroutineType and o.__qualname__ == "RunBook._step_done"]
+    finally:
+        release.set()
     assert (await run).status == "completed"
     assert hooks == []
