@@ -32,6 +32,7 @@ from thinkloop.core.events import Event, InputRequested
 from thinkloop.server.inputs import InputHub
 from thinkloop.server.live import event_json
 from thinkloop.workers.bus import Bus, Taken
+from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")
 
@@ -131,40 +132,21 @@ class AbortsAsked:
 
 
 class Takes:
-    """The runs a worker takes (:meth:`Bus.take`), taken together when they start together:
-    one script call for the jobs of one take, where each was a round trip of its own (a
-    worker's own per-run CPU, issue 31's profile). Each take still waits for its run's abort
-    answer first (:class:`AbortsAsked`), so a run the store aborts never moves to running."""
+    """The runs a worker takes (:meth:`Bus.take`), taken together when they start together
+    (:class:`~thinkloop.workers.together.Together`): one script call for the jobs of one
+    take, where each was a round trip of its own (a worker's own per-run CPU, issue 31's
+    profile). Each take still waits for its run's abort answer first
+    (:class:`AbortsAsked`), so a run the store aborts never moves to running."""
 
     def __init__(self, bus: Bus, max_deaths: int, lease_ms: int, worker: str) -> None:
         self.bus, self.max_deaths, self.lease_ms, self.worker = bus, max_deaths, lease_ms, worker
-        self._waiting: list[tuple[tuple[str, str, int, bool], asyncio.Future[Taken]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._together: Together[tuple[str, str, int, bool], Taken] = Together(self._take)
 
     async def take(self, run_id: str, job_key: str, job_try: int, abort_asked: bool) -> Taken:
-        loop = asyncio.get_running_loop()
-        taken: asyncio.Future[Taken] = loop.create_future()
-        self._waiting.append(((run_id, job_key, job_try, abort_asked), taken))
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._take())
-        return await taken
+        return await self._together((run_id, job_key, job_try, abort_asked))
 
-    async def _take(self) -> None:
-        await asyncio.sleep(0)  # the takes of this turn of the loop go with the first
-        while self._waiting:  # those that came while a call was out go in the next
-            batch, self._waiting = self._waiting, []
-            try:
-                got: list[Taken] | BaseException = await self.bus.take(
-                    [run for run, _ in batch], self.max_deaths, self.lease_ms, self.worker)
-            except Exception as exc:
-                got = exc
-            for i, (_, taken) in enumerate(batch):
-                if taken.done():  # its job was cancelled (the take may have held it: its
-                    continue      # lease expires, and the run goes to another worker)
-                if isinstance(got, BaseException):
-                    taken.set_exception(got)
-                else:
-                    taken.set_result(got[i])
+    async def _take(self, runs: list[tuple[str, str, int, bool]]) -> list[Taken]:
+        return await self.bus.take(runs, self.max_deaths, self.lease_ms, self.worker)
 
 
 class Pump:
