@@ -76,6 +76,7 @@ def echo(text: str) -> str:
     """Repeat the text."""
     return text
 '''
+STREAM = {"Accept": "text/event-stream"}
 CLI = [sys.executable, "-c", "from thinkloop.cli.app import main; main()"]
 # --profile DIR: each fleet process under cProfile, its profile written to DIR/<pid>.prof
 # when it stops (SIGTERM ends gateways and workers gracefully). Profiled from SIGUSR1 on,
@@ -205,26 +206,36 @@ async def lag_probe(lags: list[float], every_s: float = 0.01) -> None:
 
 # --- a fleet -----------------------------------------------------------------------------------
 
+async def frames(r: aiohttp.ClientResponse, sent: float, lat: list[float],
+                 waits: list[float], seen: list[int]) -> str | None:
+    """Read an SSE response of a run's events: its end status, or None if it was cut
+    (``seen[0]``: the last event's id)."""
+    kind = ""
+    async for raw in r.content:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line[5:])
+            if kind == "end":
+                return str(data["status"])
+            lat.append(time.time() - data["ts"])
+            if data["type"] == "run.started" and data["id"] == 1:
+                waits.append(data["ts"] - sent)
+            seen[0] = data["id"]
+    return None
+
+
 async def follow(session: aiohttp.ClientSession, base: str, run_id: str, sent: float,
-                 lat: list[float], waits: list[float]) -> str:
-    last = 0
+                 lat: list[float], waits: list[float], seen: list[int] | None = None) -> str:
+    seen = seen or [0]
     while True:
-        headers = {"Last-Event-ID": str(last)} if last else {}
+        headers = {"Last-Event-ID": str(seen[0])} if seen[0] else {}
         with contextlib.suppress(aiohttp.ClientError):
             async with session.get(f"{base}/v1/runs/{run_id}/events", headers=headers) as r:
-                kind = ""
-                async for raw in r.content:
-                    line = raw.decode().rstrip("\r\n")
-                    if line.startswith("event:"):
-                        kind = line[6:].strip()
-                    elif line.startswith("data:"):
-                        data = json.loads(line[5:])
-                        if kind == "end":
-                            return str(data["status"])
-                        lat.append(time.time() - data["ts"])
-                        if data["type"] == "run.started" and data["id"] == 1:
-                            waits.append(data["ts"] - sent)
-                        last = data["id"]
+                status = await frames(r, sent, lat, waits, seen)
+                if status is not None:
+                    return status
 
 
 async def drive(base: str, runs: int, pids: list[int], token: str,
@@ -236,10 +247,20 @@ async def drive(base: str, runs: int, pids: list[int], token: str,
         async def one(i: int, lat: list[float], waits: list[float]) -> str:
             body = {"agent": "bench", "task": f"task {i}", "stream": False}
             sent = time.time()
-            async with session.post(f"{base}/v1/runs", json=body) as r:
+            seen = [0]
+            # One request: the POST answers with the run's stream (a tree without that
+            # answers 202 and its id, and the stream is a second request).
+            async with session.post(f"{base}/v1/runs", json=body, headers=STREAM) as r:
                 r.raise_for_status()
-                run_id = (await r.json())["id"]
-            return await follow(session, base, run_id, sent, lat, waits)
+                if r.content_type != "text/event-stream":
+                    run_id = (await r.json())["id"]
+                else:
+                    run_id = r.headers["Location"].rsplit("/", 1)[1]
+                    with contextlib.suppress(aiohttp.ClientError):
+                        status = await frames(r, sent, lat, waits, seen)
+                        if status is not None:
+                            return status
+            return await follow(session, base, run_id, sent, lat, waits, seen)
 
         async def warm(i: int) -> str:
             body = {"agent": "bench", "task": f"warm {i}", "stream": False}

@@ -67,7 +67,8 @@ agents:
 class Gateway:
     """uvicorn serving ``create_app`` on a free loopback port, in a background thread."""
 
-    def __init__(self, config: GatewayConfig, store_path: Path, http: str = "auto") -> None:
+    def __init__(self, config: GatewayConfig, store_path: Path, http: str = "auto",
+                 **options: Any) -> None:
         self.config = config
         self.store_path = store_path
         self.store = SQLiteStore(store_path)
@@ -81,9 +82,9 @@ class Gateway:
         import uvicorn
 
         # The limits `thinkloop serve` runs with (thinkloop.server.connections).
-        # (``http``: the parser, uvicorn_config's choice by default.)
+        # (``http``: the parser, uvicorn_config's choice by default; ``options``: uvicorn's.)
         self.server = uvicorn.Server(uvicorn_config(app, config, http=http, lifespan="on",
-                                                    timeout_graceful_shutdown=5))
+                                                    timeout_graceful_shutdown=5, **options))
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
     def _serve(self) -> None:
@@ -159,11 +160,12 @@ def model_server() -> Iterator[OpenAIServer]:
                     os.environ[k] = v
 
 
-def start_stack(tmp: Path, model: OpenAIServer, **config: Any) -> Iterator[Stack]:
+def start_stack(tmp: Path, model: OpenAIServer, uvicorn: dict[str, Any] | None = None,
+                **config: Any) -> Iterator[Stack]:
     agents = tmp / "agents.yaml"
     agents.write_text(AGENTS)
     cfg = GatewayConfig(agents_file=agents, approval_timeout_s=20, **config)
-    with Gateway(cfg, tmp / "gateway.db") as gw:
+    with Gateway(cfg, tmp / "gateway.db", **(uvicorn or {})) as gw:
         yield Stack(gw, model)
 
 

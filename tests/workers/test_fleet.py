@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import redis
-from tests.server.sse import read_events
+from tests.server.sse import read_events, read_stream
 from tests.workers.conftest import REDIS_URL, Fleet
 from websockets.asyncio.client import connect
 
@@ -65,6 +65,29 @@ def test_a_run_on_a_worker_streams_from_the_other_gateway_and_resumes_without_a_
     view = fleet.status(fleet.g2, run_id)
     assert view["status"] == "completed" and view["events"] == len(whole)
     assert view["worker"] in ("w1", "w2") and view["output"] == "done after 6 steps"
+
+
+def test_a_run_queued_and_streamed_in_one_request_resumes_on_the_other_gateway(
+        fleet: Fleet) -> None:
+    """``POST /v1/runs`` with ``Accept: text/event-stream`` queues the run and answers with
+    its stream; cut, it resumes on the other gateway with ``Last-Event-ID``, no gap."""
+    with httpx.Client(base_url=fleet.g1, timeout=30, headers=fleet.token(fleet.g1)) as c1:
+        with c1.stream("POST", "/v1/runs", json={"task": "go", "agent": "slow"},
+                       headers={"Accept": "text/event-stream"}) as r:
+            run_id = r.headers["location"].removeprefix("/v1/runs/")
+            first, end = read_stream(r, stop_after=5)
+        assert end == {} and [e["id"] for e in first] == [1, 2, 3, 4, 5]
+        assert first[0]["type"] == "run.started" and first[0]["run_id"] == run_id
+        r = c1.post("/v1/runs", json={"task": "go", "agent": "nobody"},
+                    headers={"Accept": "text/event-stream"})
+        assert r.status_code == 404 and r.headers["content-type"] == "application/json"
+    with httpx.Client(base_url=fleet.g2, timeout=30) as c2:
+        rest, end = read_events(c2, run_id, last_event_id=5)
+        assert end == {"run_id": run_id, "status": "completed"}
+        whole, _ = read_events(c2, run_id)
+    ids = [e["id"] for e in first + rest]
+    assert ids == list(range(1, len(ids) + 1)) and first + rest == whole
+    assert rest[-1]["type"] == "run.completed"
 
 
 def test_abort_through_the_other_gateway_stops_the_run_within_two_seconds(fleet: Fleet) -> None:

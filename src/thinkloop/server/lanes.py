@@ -1,4 +1,5 @@
-"""Fast lanes for the two requests every run makes: ``POST /v1/runs`` and ``GET
+"""Fast lanes for the two requests every run makes: ``POST /v1/runs`` (with ``Accept:
+text/event-stream``, the one request: it answers with the run's stream) and ``GET
 /v1/runs/{id}/events``, answered from the ASGI scope past FastAPI's routing, dependency
 solving and exception layers. Those cost a run more CPU than the gateway's own work on the
 two requests (a py-spy profile at 500 runs: 20% of the gateway's busy samples in the stack
@@ -22,6 +23,7 @@ from thinkloop.server.deps import identify
 from thinkloop.server.doors import HEADERS, ASGIApp, Message, Receive, Scope, Send, replayed
 from thinkloop.server.errors import error_response
 from thinkloop.server.gateway import Gateway
+from thinkloop.server.sse import wants_stream
 
 T = TypeVar("T")
 
@@ -53,7 +55,7 @@ class Lanes:
         from thinkloop.server.routes import started, submit
 
         message = await receive()  # the doors read the body whole: one message
-        receive = replayed(b"", receive, first=message)
+        unread, receive = receive, replayed(b"", receive, first=message)
         headers = _headers(scope)
         gw: Gateway = scope["app"].state.gateway
         body = _run_request(message, headers)
@@ -62,8 +64,15 @@ class Lanes:
             await self.app(scope, receive, send)  # the application says what is wrong
             return
         run = await _or_error(submit(gw, who, body), scope, receive, send)
-        if run is not None:
+        if run is None:
+            return
+        if not wants_stream(headers.get("accept")):
             await _json(send, 202, started(run, body))
+            return
+        from thinkloop.server.streams import started_stream
+
+        # The body is read: the stream's watcher reads on from the disconnect.
+        await (await started_stream(gw, who, run, headers))(scope, unread, send)
 
     async def events(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         from thinkloop.server.auth import key_from_headers

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from thinkloop.core.errors import NotFoundError
@@ -16,6 +16,7 @@ from thinkloop.server.deps import admin, caller, gateway
 from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Gateway
 from thinkloop.server.inputs import Answer
+from thinkloop.server.sse import wants_stream
 
 router = APIRouter(prefix="/v1")
 Caller = Annotated[Principal, Depends(caller)]
@@ -54,9 +55,28 @@ class InputRequest(BaseModel):
         return self
 
 
-@router.post("/runs", status_code=202)
-async def start_run(body: RunRequest, who: Caller, gw: GW) -> dict[str, Any]:
-    return started(await submit(gw, who, body), body)
+STREAMED: dict[int | str, dict[str, Any]] = {200: {
+    "description": "With `Accept: text/event-stream`: the run's events as server-sent events, "
+                   "from its first (`id` is the event's number, as on `GET "
+                   "/v1/runs/{id}/events`), then an `end` frame; `Location` names the run.",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+@router.post("/runs", status_code=202, response_model=None, responses=STREAMED)
+async def start_run(body: RunRequest, request: Request, who: Caller,
+                    gw: GW) -> dict[str, Any] | Response:
+    """Start a run. Answers 202 with its id at once; or, asked with ``Accept:
+    text/event-stream``, 200 with its event stream (one request instead of this and ``GET
+    /v1/runs/{id}/events``): the same events and ids, so a cut stream resumes with ``GET
+    /v1/runs/{id}/events`` and ``Last-Event-ID``; the run's id is in the ``Location`` header
+    and in every event. A refusal (a 429 over the run limits, a 404 for an unknown agent)
+    is the usual JSON error, before any stream starts."""
+    run = await submit(gw, who, body)
+    if wants_stream(request.headers.get("accept")):
+        from thinkloop.server.streams import started_stream
+
+        return await started_stream(gw, who, run, request.headers)
+    return started(run, body)
 
 
 async def submit(gw: Gateway, who: Principal, body: RunRequest) -> Followed:

@@ -46,6 +46,26 @@ def ping() -> bytes:
     return f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
 
 
+def wants_stream(accept: str | None) -> bool:
+    """Whether a ``POST /v1/runs`` asks for the run's event stream as its answer: its
+    ``Accept`` names ``text/event-stream`` (and not with ``q=0``)."""
+    if not accept or "text/event-stream" not in accept.lower():
+        return False
+    for part in accept.lower().split(","):
+        kind, *params = part.split(";")
+        if kind.strip() != "text/event-stream":
+            continue
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    return float(value.strip()) > 0
+                except ValueError:
+                    return False
+        return True
+    return False
+
+
 class Streams:
     """The open streams of one application, ended together when the server stops."""
 

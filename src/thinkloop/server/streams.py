@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any, TypeVar
 
 import orjson
@@ -58,6 +58,18 @@ async def run_events(
     key = key_from_headers(request.headers.get("authorization"),
                            request.headers.get("x-api-key"))
     return event_stream(gw, run, start, key)
+
+
+async def started_stream(gw: Gateway, who: Principal, run: Followed,
+                         headers: Mapping[str, str]) -> EventStream:
+    """The answer to a ``POST /v1/runs`` that asks for ``text/event-stream``: the run's
+    events from its first, as ``GET /v1/runs/{id}/events`` streams them (the same ids, so
+    that one resumes a cut stream with ``Last-Event-ID``), ``Location`` naming the run."""
+    run = await gw.run(who, run.id, to_follow=True)  # its first follow (a fleet's fresh row)
+    key = key_from_headers(headers.get("authorization"), headers.get("x-api-key"))
+    stream = event_stream(gw, run, 0, key)
+    stream.raw_headers.append((b"location", f"/v1/runs/{run.id}".encode()))
+    return stream
 
 
 def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> EventStream:
