@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -82,8 +82,18 @@ class RemoteRun:
                 return
             yield seq, data
 
-    async def follow_batches(self, after: int = 0) -> Any:
-        """:meth:`follow`'s events in lists of those ready together (one write each)."""
+    def follow_batches(self, after: int = 0) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """:meth:`follow`'s events in lists of those ready together (one write each): from
+        the process's news reader itself when it has one (a generator fewer for every
+        write to pass), which says when the end comes (:meth:`_end`)."""
+        if self.bus.tail is not None:
+            return self.bus.tail.follow(self.id, after, ends=self._end)
+        return self._batches(after)
+
+    def _end(self, status: str) -> None:
+        self._ended = status
+
+    async def _batches(self, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
         async with contextlib.aclosing(self.bus.batches(self.id, after)) as batches:
             async for batch in batches:
                 status = ended(batch[-1][1])  # the end is the last thing a stream holds
