@@ -43,8 +43,7 @@ from thinkloop.tools.base import tool
 
 # Signals that never leave the module raising them (see the errors module docstring).
 SIGNALS = {"thinkloop.loop.phases.StopRun", "thinkloop.protocols.scanbase.Unsettled",
-           "thinkloop.tools.builtin.files._Enough", "thinkloop.server.doors.Refused",
-           "thinkloop.server.streams.KeyRevoked"}
+           "thinkloop.tools.builtin.files._Enough", "thinkloop.server.doors.Refused"}
 
 
 def _defined_exceptions() -> Iterator[type[BaseException]]:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
+import pytest
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from thinkloop.server.sse import EventStream, Last, Streams, frame, stop_streams_on_exit
@@ -175,3 +176,52 @@ def test_a_head_request_gets_the_headers_only() -> None:
     client, closed = asyncio.run(main())
     assert client.sent[0]["status"] == 200 and client.body() == b"" and client.complete
     assert closed == []  # never started
+
+
+def test_a_revoked_key_ends_a_stream_whose_events_keep_coming(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With auth the key is asked for every ``key_recheck_s`` beside the stream, events or
+    not (it was asked only after ``key_recheck_s`` without an event, so a busy run's stream
+    outlived its revoked key); the stream ends with the error frame, its source closed."""
+    from types import SimpleNamespace
+
+    from thinkloop.server import streams
+
+    asked: list[str | None] = []
+
+    async def authenticate(store: Any, key: str | None) -> Any:
+        asked.append(key)
+        return None  # revoked
+
+    monkeypatch.setattr(streams, "authenticate", authenticate)
+    closed: list[bool] = []
+
+    class Run:
+        id, ended = "r1", None
+
+        async def follow_batches(self, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+            try:
+                for seq in range(after + 1, after + 201):  # an event every 10 ms for 2 s
+                    yield [(seq, b"{}")]
+                    await asyncio.sleep(0.01)
+            finally:
+                closed.append(True)
+
+        async def end_status(self) -> str:
+            return "completed"
+
+    gw = SimpleNamespace(config=SimpleNamespace(no_auth=False, key_recheck_s=0.1),
+                         streams=Streams(), store=None)
+
+    async def main() -> Client:
+        client = Client()
+        stream = streams.event_stream(gw, Run(), 0, "tlk_key")  # type: ignore[arg-type]
+        await stream(client.scope, client.receive, client.send)
+        return client
+
+    client = asyncio.run(main())
+    body = client.body()
+    assert body.endswith(b'event: error\r\ndata: {"status":401,"message":"the API key was '
+                         b'revoked"}\r\n\r\n')
+    assert b"event: end" not in body and b"id: 200\r\n" not in body
+    assert asked[:1] == ["tlk_key"] and closed == [True] and client.complete

@@ -49,7 +49,7 @@ A few exceptions live elsewhere on purpose: they are signals that never leave th
 raises them, not errors (``loop.phases.StopRun``: a hook ended the run;
 ``protocols.scanbase.Unsettled``: a stream needs more text; ``tools.builtin.files._Enough``:
 a search has its matches; ``server.doors.Refused``: a request turned away at the door, answered
-there; ``server.streams.KeyRevoked``: an event stream's key was revoked, the stream ends).
+there).
 ``tests/test_errors.py`` holds every other exception to this tree.
 """
 

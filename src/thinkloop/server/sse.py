@@ -83,13 +83,18 @@ class Streams:
 class EventStream(Response):
     """An SSE response of ``chunks`` (SSE frames, one or more each): written as they come,
     a ping comment every ``ping_s``, until they end or one is :class:`Last` (then the
-    response ends), the client goes or the server stops (``streams``)."""
+    response ends), the client goes or the server stops (``streams``). ``guard``, if
+    given, is asked every ``guard_s`` beside the stream: the frame it gives ends the stream
+    (a revoked key's error), None lets it go on."""
 
     def __init__(self, chunks: AsyncIterator[bytes], streams: Streams,
-                 ping_s: float = PING_S) -> None:
+                 ping_s: float = PING_S,
+                 guard: Callable[[], Awaitable[bytes | None]] | None = None,
+                 guard_s: float = 5.0) -> None:
         self.chunks = chunks
         self.streams = streams
         self.ping_s = ping_s
+        self.guard, self.guard_s = guard, guard_s
         self._task: asyncio.Task[Any] | None = None
         self._stopped = False
         self._last = b""  # a Last chunk, sent with the response's end
@@ -102,6 +107,13 @@ class EventStream(Response):
         if self._task is not None and not self._stopped:
             self._stopped = True
             self._task.cancel()
+
+    def end_with(self, last: bytes) -> None:
+        """End the stream from outside with ``last`` as its last frame (unless its own
+        last frame has come: then it ends with that)."""
+        if self._task is not None and not self._stopped and not self._last:
+            self._last = last
+            self.stop()
 
     async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
@@ -117,7 +129,9 @@ class EventStream(Response):
         assert task is not None
         self._task = task
         self.streams._open[task] = self
-        watch = asyncio.get_running_loop().create_task(self._watch(receive, send))
+        loop = asyncio.get_running_loop()
+        watch = loop.create_task(self._watch(receive, send))
+        guarding = loop.create_task(self._guarding()) if self.guard is not None else None
         try:
             await self._write(send, watch)
         except asyncio.CancelledError:
@@ -127,6 +141,8 @@ class EventStream(Response):
         finally:
             self.streams._open.pop(task, None)
             watch.cancel()
+            if guarding is not None:
+                guarding.cancel()
             with contextlib.suppress(Exception):
                 await self.chunks.aclose()  # type: ignore[attr-defined]
         # The end, with the last chunk if one came (even if stopped meanwhile: it was due);
@@ -143,6 +159,16 @@ class EventStream(Response):
         watch.cancel()
         await asyncio.wait({watch})  # its last ping is out before the response ends
         self._stopped = True  # ended on its own: stop() does nothing from here
+
+    async def _guarding(self) -> None:
+        """Ask ``guard`` every ``guard_s``; end the stream with the frame it gives."""
+        assert self.guard is not None
+        while True:
+            await asyncio.sleep(self.guard_s)
+            last = await self.guard()
+            if last is not None:
+                self.end_with(last)
+                return
 
     async def _watch(self, receive: Receive, send: Send) -> None:
         """The client's disconnect ends the stream; every ``ping_s`` a ping goes out."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Header, Request, WebSocket, WebSocketDisconnect
@@ -42,7 +42,6 @@ from thinkloop.server.routes import InputRequest, RunRequest
 from thinkloop.server.sse import EventStream, Last, frame
 
 router = APIRouter(prefix="/v1")
-T = TypeVar("T")
 
 
 @router.get("/runs/{run_id}/events")
@@ -74,28 +73,34 @@ async def started_stream(gw: Gateway, who: Principal, run: Followed,
 
 def event_stream(gw: Gateway, run: Followed, start: int, key: str | None) -> EventStream:
     """The SSE response of ``run``'s events after ``start`` (the route's and the fast
-    lane's): a revoked ``key`` ends it (with auth)."""
+    lane's): a revoked ``key`` ends it (with auth: the key is asked for every
+    ``key_recheck_s`` beside the stream, not around each of its writes)."""
 
     async def events() -> AsyncIterator[bytes]:
-        follow = run.follow_batches(start)
-        if not gw.config.no_auth:  # a key revoked meanwhile ends the stream
-            follow = while_valid(follow, gw, key)
-        try:
-            async for batch in follow:  # one write for all the events ready now
-                chunk = b"".join(sse_event(seq, data) for seq, data in batch)
-                # A run on a worker says when its end came with this batch: the end frame
-                # goes in the same write (a socket write a run fewer).
-                status = getattr(run, "ended", None)
-                if status is not None:
-                    yield Last(chunk + end_frame(run.id, status))
-                    return
-                yield chunk
-        except KeyRevoked:
-            yield Last(frame('{"status":401,"message":"the API key was revoked"}', "error"))
-            return
+        async for batch in run.follow_batches(start):  # one write for all the events ready
+            chunk = b"".join(sse_event(seq, data) for seq, data in batch)
+            # A run on a worker says when its end came with this batch: the end frame goes
+            # in the same write (a socket write a run fewer).
+            status = getattr(run, "ended", None)
+            if status is not None:
+                yield Last(chunk + end_frame(run.id, status))
+                return
+            yield chunk
         yield Last(end_frame(run.id, await run.end_status()))
 
-    return EventStream(events(), gw.streams)
+    if gw.config.no_auth:
+        return EventStream(events(), gw.streams)
+
+    async def revoked() -> bytes | None:
+        with contextlib.suppress(StoreError):  # down a moment: ask again later
+            if await authenticate(gw.store, key) is None:
+                return REVOKED
+        return None
+
+    return EventStream(events(), gw.streams, guard=revoked, guard_s=gw.config.key_recheck_s)
+
+
+REVOKED = frame('{"status":401,"message":"the API key was revoked"}', "error")
 
 
 def end_frame(run_id: str, status: str) -> bytes:
@@ -106,31 +111,6 @@ def sse_event(seq: int, data: bytes) -> bytes:
     """An event's SSE frame, byte for byte what sse_starlette's ``ServerSentEvent(data, id,
     event="event")`` encodes (the event JSON is one line: orjson escapes newlines)."""
     return b"id: %d\r\nevent: event\r\ndata: %s\r\n\r\n" % (seq, data)
-
-
-class KeyRevoked(Exception):
-    pass
-
-
-async def while_valid(items: AsyncIterator[T], gw: Gateway, key: str | None
-                      ) -> AsyncIterator[T]:
-    """``items`` until they end, or until ``key`` is revoked (asked every key_recheck_s)."""
-    every = gw.config.key_recheck_s
-    while True:
-        nxt = asyncio.ensure_future(anext(items))
-        try:
-            while not (await asyncio.wait({nxt}, timeout=every))[0]:
-                with contextlib.suppress(StoreError):  # down a moment: ask again later
-                    if await authenticate(gw.store, key) is None:
-                        raise KeyRevoked
-        finally:
-            if not nxt.done():
-                nxt.cancel()
-        try:
-            item = nxt.result()
-        except StopAsyncIteration:
-            return
-        yield item
 
 
 def _int(value: str | None) -> int:
