@@ -59,16 +59,18 @@ STREAMED: dict[int | str, dict[str, Any]] = {200: {
     "description": "With `Accept: text/event-stream`: the run's events as server-sent events, "
                    "from its first (`id` is the event's number, as on `GET "
                    "/v1/runs/{id}/events`), then an `end` frame; `Location` names the run.",
+    "headers": {"Location": {"description": "the run: `/v1/runs/{id}`",
+                             "schema": {"type": "string"}}},
     "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
 @router.post("/runs", status_code=202, response_model=None, responses=STREAMED)
 async def start_run(body: RunRequest, request: Request, who: Caller,
                     gw: GW) -> dict[str, Any] | Response:
-    """Start a run. Answers 202 with its id at once; or, asked with ``Accept:
-    text/event-stream``, 200 with its event stream (one request instead of this and ``GET
-    /v1/runs/{id}/events``): the same events and ids, so a cut stream resumes with ``GET
-    /v1/runs/{id}/events`` and ``Last-Event-ID``; the run's id is in the ``Location`` header
+    """Start a run. Answers 202 with its id at once; or, asked with `Accept:
+    text/event-stream`, 200 with its event stream (one request instead of this and `GET
+    /v1/runs/{id}/events`): the same events and ids, so a cut stream resumes with `GET
+    /v1/runs/{id}/events` and `Last-Event-ID`; the run's id is in the `Location` header
     and in every event. A refusal (a 429 over the run limits, a 404 for an unknown agent)
     is the usual JSON error, before any stream starts."""
     run = await submit(gw, who, body)
