@@ -166,3 +166,43 @@ def test_the_events_that_come_with_a_runs_end_go_out_with_its_end_frame(tmp_path
     assert len(chunks) == 1 and isinstance(chunks[0], Last)
     assert chunks[0].count(b"event: event\r\n") == 2 and b"event: end\r\n" in chunks[0]
     assert chunks[0].endswith(b'"status":"completed"}\r\n\r\n')
+
+
+def test_the_news_reader_keeps_its_connection_between_followers(tmp_path: Path) -> None:
+    """The reader stops when nobody follows anything and starts again with the next follower,
+    on the connection it had (a connection, and a connect's round trips, per quiet spell was
+    one per run at a low rate); after the gateway closes, it is closed."""
+    prefix = "tlt-" + uuid.uuid4().hex[:12]
+
+    async def main() -> list[Any]:
+        fleet = _fleet(tmp_path, prefix)
+        pool = fleet.pool.connection_pool
+        made: list[Any] = []
+        make = pool.make_connection
+
+        def counting() -> Any:
+            made.append(make())
+            return made[-1]
+
+        pool.make_connection = counting  # type: ignore[method-assign]
+        ids: list[str] = []
+        got, made_after, readers = [], [], []
+        try:
+            for n in (2, 3):  # two runs, one after the other: the reader stops in between
+                run = await fleet.submit("ann", "a", "task", None, True)
+                ids.append(run.id)
+                await _as_worker(fleet, run.id, n)
+                followed = await fleet.get(run.id, "ann", to_follow=True)
+                assert followed is not None
+                got.append([b async for b in followed.follow_batches()])
+                readers.append(getattr(fleet.tail, "_conn", None))
+                assert fleet.tail._task is not None
+                await asyncio.wait_for(fleet.tail._task, 5)  # nobody follows: it stops
+                made_after.append(len(made))
+        finally:
+            await _drop(fleet, prefix, ids)
+        return [[len(b) for batches in got for b in batches], made_after[1] - made_after[0],
+                readers[0] is readers[1], readers[0] is not None and readers[0].is_connected]
+
+    # The second run made no connection; the reader's one is closed with the gateway.
+    assert asyncio.run(main()) == [[2, 3], 0, True, False]

@@ -91,6 +91,7 @@ class Tail:
         self._expected: dict[str, _Follower] = {}  # runs queued here, not followed yet
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None  # the news read from a known place
+        self._conn: Any = None  # the reader's own connection (see _read)
 
     async def _start(self) -> None:
         """The reader running, and its place in the news taken."""
@@ -203,13 +204,17 @@ class Tail:
     async def _read(self, ready: asyncio.Future[None]) -> None:
         # A connection of its own, its replies read raw: redis-py's ``xread`` through the
         # pool (taking and giving back a connection, its retry wrapper, the reply made into
-        # dictionaries) cost 2.5 times the CPU of the command itself, every 10 ms.
-        conn = None
+        # dictionaries) cost 2.5 times the CPU of the command itself, at every read. It is
+        # kept while the reader pauses (nobody to follow) and closed after an error.
+        clean = False
         try:
             last = await self.redis.xrevrange(self.news, count=1)
             pos = last[0][0] if last else b"0-0"
-            conn = self.redis.connection_pool.make_connection()
-            await conn.connect()
+            pool = self.redis.connection_pool
+            if self._conn is None:
+                self._conn = pool.make_connection()
+            conn = self._conn
+            await pool.ensure_connection(conn)  # connected, nothing left unread (or anew)
             ready.set_result(None)
             swept = time.monotonic()
             while self._followers:
@@ -233,6 +238,7 @@ class Tail:
                     swept = self._sweep()
                 if got and self.gather_s > 0:
                     await asyncio.sleep(self.gather_s)
+            clean = True  # no reply pending on the connection: kept for the next start
         except Exception as exc:  # every follower sees it (as its own XREAD raised)
             if not ready.done():
                 ready.set_exception(exc)
@@ -243,9 +249,14 @@ class Tail:
             self._followers.clear()
             self._expected.clear()
         finally:
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.disconnect(nowait=True)
+            if not clean:
+                await self._close()
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.disconnect(nowait=True)
 
     def _sweep(self) -> float:
         """Followers that heard nothing for ``resync_s`` read their streams again (one
@@ -274,3 +285,4 @@ class Tail:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._close()
