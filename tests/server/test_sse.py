@@ -225,3 +225,19 @@ def test_a_revoked_key_ends_a_stream_whose_events_keep_coming(
                          b'revoked"}\r\n\r\n')
     assert b"event: end" not in body and b"id: 200\r\n" not in body
     assert asked[:1] == ["tlk_key"] and closed == [True] and client.complete
+
+
+def test_a_guard_that_fails_ends_the_stream() -> None:
+    """What the guard checks cannot be told: the stream ends (its source closed)."""
+    async def guard() -> bytes | None:
+        raise RuntimeError("the store broke")
+
+    async def main() -> tuple[Client, list[bool]]:
+        client, closed = Client(), list[bool]()
+        stream = EventStream(chunks([b"a"], closed, asyncio.Event()), Streams(), guard=guard,
+                             guard_s=0.01)
+        await asyncio.wait_for(stream(client.scope, client.receive, client.send), 5)
+        return client, closed
+
+    client, closed = asyncio.run(main())
+    assert client.body() == b"a" and client.complete and closed == [True]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+log = logging.getLogger("thinkloop.server")
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -161,11 +163,17 @@ class EventStream(Response):
         self._stopped = True  # ended on its own: stop() does nothing from here
 
     async def _guarding(self) -> None:
-        """Ask ``guard`` every ``guard_s``; end the stream with the frame it gives."""
+        """Ask ``guard`` every ``guard_s``; end the stream with the frame it gives (or if
+        it fails: what it guards cannot be told)."""
         assert self.guard is not None
         while True:
             await asyncio.sleep(self.guard_s)
-            last = await self.guard()
+            try:
+                last = await self.guard()
+            except Exception:
+                log.exception("an event stream's guard failed; the stream ends")
+                self.stop()
+                return
             if last is not None:
                 self.end_with(last)
                 return
