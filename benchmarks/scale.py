@@ -16,10 +16,14 @@ runs at once over HTTP, follows each over SSE, and measures:
 * CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N
   (and the gateway's part alone).
 
-The baseline, measured in the same run, is the library alone: the same N runs with
-``Agent.start`` in one process, recorded in PostgreSQL as the workers record them (run rows,
-checkpoints, audit log). "Queueing CPU per run" is the fleet's CPU per run minus the
-library's: what the queue, the Redis event streams, HTTP and SSE add.
+The baseline, measured in the same run and interleaved with the fleets, is the library
+alone: the same N runs with ``Agent.start``, recorded in PostgreSQL as the workers record them
+(run rows, checkpoints, audit log), on a worker's event loop, the collector tuned as a worker
+tunes it; in one process, and in W processes at once (each N/W runs) beside a fleet of W
+workers. "Queueing CPU per run" is the fleet's CPU per run minus the library's in as many
+processes: what the queue, the Redis event streams, HTTP and SSE add, and not what W
+processes cost by themselves (each records its runs in smaller batches; W interpreters share
+the cores). Against the library in one process it is shown too ("vs 1 proc").
 
 At most ``--active`` runs execute at once, in the fleet (``worker.concurrency`` is
 ``active // W``) and in the baseline alike; by default all 200 (each process holds its runs'
@@ -128,6 +132,7 @@ def plugin_site(root: Path) -> Path:
 
 def direct(runs: int, db: str, active: int) -> None:
     from thinkloop.agent import Agent
+    from thinkloop.api import tune_gc
     from thinkloop.tools.base import make_tool
 
     def echo(text: str) -> str:
@@ -138,6 +143,9 @@ def direct(runs: int, db: str, active: int) -> None:
         agent = Agent("openai:steps-3", tools=[make_tool(echo)], guard=False, max_steps=8,
                       store=db)
         await agent.run("warm up")
+        # As a worker does once it has started (workers/worker.py): a host of many runs
+        # tunes the collector, and the baseline must not pay a GC cost the workers do not.
+        tune_gc()
         before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         slots = asyncio.Semaphore(active)
@@ -154,7 +162,11 @@ def direct(runs: int, db: str, active: int) -> None:
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         return {"runs_per_s": runs / elapsed, "cpu_ms_per_run": cpu / runs * 1000}
 
-    print(json.dumps(asyncio.run(main())))
+    # On the loop a worker runs on (uvloop when installed): like for like.
+    import thinkloop.workers.worker as worker
+    factory = getattr(worker, "loop_factory", lambda: None)()
+    with asyncio.Runner(loop_factory=factory) as runner:
+        print(json.dumps(runner.run(main())))
 
 
 # --- where event latency goes: at Redis, in the client --------------------------------------
@@ -278,6 +290,23 @@ async def drive(base: str, runs: int, pids: list[int], token: str,
             "client_lag_p99_ms": pct(lags, 0.99) * 1000}
 
 
+def library(procs: int, runs: int, active: int, db: str, env: dict[str, str]
+            ) -> dict[str, float]:
+    """The library alone: ``runs`` runs in ``procs`` processes at once (each its share), as W
+    workers share them; their CPU summed per run."""
+    share = runs // procs
+    children = [subprocess.Popen(
+        [sys.executable, __file__, "--role", "direct", "--runs", str(share), "--active",
+         str(max(1, active // procs)), "--db", db], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(procs)]
+    got = [json.loads(c.communicate(timeout=600)[0]) for c in children]
+    if any(c.returncode for c in children):
+        raise RuntimeError("a library-alone process failed")
+    elapsed = max(share / g["runs_per_s"] for g in got)
+    return {"runs_per_s": share * procs / elapsed,
+            "cpu_ms_per_run": sum(g["cpu_ms_per_run"] for g in got) / procs}
+
+
 def wait_ready(base: str, workers: int, procs: list[subprocess.Popen[bytes]]) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -345,31 +374,41 @@ async def cleanup(schema: str, prefix: str) -> None:
     await redis.aclose()
 
 
-def table(args: argparse.Namespace, base: dict[str, float],
+def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
           rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
           f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
           f"medians of {args.repeat}; "
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
-    head = (f"{'':20}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
+    head = (f"{'':24}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
             f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'gateway':>9}"
-            f"{'queueing':>10}")
-    print(head + "\n" + " " * 20 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
-          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}")
-    print(f"{'library alone':20}{base['runs_per_s']:>8.1f}{1:>7.2f}{'-':>10}{'-':>10}{'-':>11}"
-          f"{'-':>10}{'-':>12}{base['cpu_ms_per_run']:>9.1f}{'-':>9}{'-':>10}")
+            f"{'queueing':>10}{'vs 1 proc':>11}")
+    print(head + "\n" + " " * 24 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
+          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}{'ms/run':>11}")
+    one = bases[1]
+    for procs, b in sorted(bases.items()):
+        name = "library alone" + (f", {procs} procs" if procs > 1 else "")
+        print(f"{name:24}{b['runs_per_s']:>8.1f}{b['runs_per_s'] / one['runs_per_s']:>7.2f}"
+              f"{'-':>10}{'-':>10}{'-':>11}{'-':>10}{'-':>12}{b['cpu_ms_per_run']:>9.1f}"
+              f"{'-':>9}{'-':>10}{'-':>11}")
     for name, r in rows:
-        print(f"{name:20}{r['runs_per_s']:>8.1f}"
-              f"{r['runs_per_s'] / base['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
+        w = int(name.split()[0])
+        print(f"{name:24}{r['runs_per_s']:>8.1f}"
+              f"{r['runs_per_s'] / one['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
               f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['redis_p99_ms']:>10.1f}"
               f"{r['client_lag_p99_ms']:>12.1f}{r['cpu_ms_per_run']:>9.1f}"
               f"{r['gateway_ms_per_run']:>9.1f}"
-              f"{r['cpu_ms_per_run'] - base['cpu_ms_per_run']:>10.1f}")
-    print("\nratio: runs/s against the library alone. event p99: at the client (receive time "
-          "minus the event's timestamp); at Redis: the same when a probe reads it from the "
-          "run's stream (the worker's share); client lag: how late the client's loop wakes. "
-          "CPU/run: the gateway's and workers' CPU per run (gateway: its part); queueing: "
-          "that minus the library's (same PostgreSQL recording). With "
+              f"{r['cpu_ms_per_run'] - bases[w]['cpu_ms_per_run']:>10.1f}"
+              f"{r['cpu_ms_per_run'] - one['cpu_ms_per_run']:>11.1f}")
+    print("\nratio: runs/s against the library alone in one process. event p99: at the client "
+          "(receive time minus the event's timestamp); at Redis: the same when a probe reads it "
+          "from the run's stream (the worker's share); client lag: how late the client's loop "
+          "wakes. CPU/run: the gateway's and workers' CPU per run (gateway: its part). "
+          "queueing: that minus the library's in as many processes as workers (each its share "
+          "of the runs, at once), so what W processes cost by themselves (smaller batches of "
+          "records each, W interpreters on the cores) is not counted as queueing; vs 1 proc: "
+          "minus the library's in one process. The library alone records its runs in the same "
+          "PostgreSQL and tunes the collector as a worker does. With "
           f"{os.cpu_count()} cores shared by every process the ratio is bounded by the cores.")
 
 
@@ -415,9 +454,17 @@ def main() -> None:
     try:
         time.sleep(1.0)
         runs: dict[str, list[dict[str, float]]] = {}
+        alone: dict[int, list[dict[str, float]]] = {}
         for _ in range(args.repeat):
             for w in map(int, args.workers.split(",")):
                 name = f"{w} worker" + ("s" if w > 1 else "")
+                # The library alone, interleaved with the fleets (the machine's speed drifts
+                # by a third within minutes here): in one process, and in W at once.
+                for procs in sorted({1, w}):
+                    if procs == 1 and len(alone.get(1, [])) > len(alone.get(w, [])):
+                        continue  # one baseline in one process per round
+                    alone.setdefault(procs, []).append(
+                        library(procs, args.runs, args.active, f"{PG}?schema={schema}", env))
                 for k, tree in enumerate(filter(None, args.compare.split(","))):
                     other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, tree)}
                     label = " (before)" if "," not in args.compare else f" ({k + 1}: before)"
@@ -431,16 +478,13 @@ def main() -> None:
                           file=sys.stderr)
         rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
                 for name, rs in runs.items()]
-        alone = [json.loads(subprocess.run(
-            [sys.executable, __file__, "--role", "direct", "--runs", str(args.runs), "--active",
-             str(args.active), "--db", f"{PG}?schema={schema}"], env=env, check=True,
-            capture_output=True, text=True).stdout) for _ in range(args.repeat)]
-        base: dict[str, Any] = {k: statistics.median(r[k] for r in alone) for k in alone[0]}
+        bases = {procs: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+                 for procs, rs in alone.items()}
     finally:
         model.terminate()
         model.wait(10)
         asyncio.run(cleanup(schema, "bench-none"))
-    table(args, base, rows)
+    table(args, bases, rows)
 
 
 if __name__ == "__main__":
