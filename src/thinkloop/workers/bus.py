@@ -105,6 +105,17 @@ class Taken:
     last: int = 0
 
 
+@dataclass(frozen=True)
+class End:
+    """A run's end to write (:meth:`Bus.finish`): its status and view; ``ran`` (worker,
+    arq job id) when it ended where it ran."""
+
+    row: RunRow
+    status: str
+    view: Mapping[str, Any]
+    ran: tuple[str, str] | None = None
+
+
 def _taken(run_id: str, got: list[Any]) -> Taken:
     h = dict(zip(got[1][::2], got[1][1::2], strict=True))
     return Taken(got[0].decode(), RunRow.of(run_id, h) if h else None,
@@ -130,6 +141,7 @@ class Bus:
         self._finish = redis.register_script(scripts.FINISH)
         self._append = redis.register_script(scripts.APPEND)
         self._take = redis.register_script(scripts.TAKE)
+        self._write = redis.register_script(scripts.WRITE)
 
     def key(self, *parts: str) -> str:
         return ":".join((self.p, *parts))
@@ -235,19 +247,26 @@ class Bus:
         """The run's end: its row, the stream's ``end`` entry, its slot freed (one round
         trip); ``ran`` (worker, arq job id): ended where it ran, which counts it off the
         worker and finishes its arq job in the same round trip."""
+        keys, args = self._end(End(row, status, view, ran))
+        await self._finish(keys=keys, args=args)
+
+    def _end(self, end: End) -> tuple[list[str], list[str | int | bytes]]:
+        """The keys and arguments of a run's end (``finish`` in
+        :data:`~thinkloop.workers.scripts.FINISH`)."""
+        row = end.row
         keys = [self.key("run", row.id), self.key("ev", row.id), self.key("active"),
                 self.key("active", row.user), self.key("wait", row.id),
                 self.key("abort", row.id), self.news]
-        args: list[str | int | bytes] = [status, repr(time.time()),
-                                         orjson.dumps(view, default=str), self.keep_s, row.id,
-                                         NEWS_LEN]
-        if ran is not None:
-            worker, job_id = ran
+        args: list[str | int | bytes] = [end.status, repr(time.time()),
+                                         orjson.dumps(end.view, default=str), self.keep_s,
+                                         row.id, NEWS_LEN]
+        if end.ran is not None:
+            worker, job_id = end.ran
             keys += [self.key("running"), arq.in_progress_key_prefix + job_id,
                      arq.retry_key_prefix + job_id, arq.job_key_prefix + job_id, self.queue,
                      arq.abort_jobs_ss]
             args += [worker, job_id]
-        await self._finish(keys=keys, args=args)
+        return keys, args
 
     async def take(self, runs: Sequence[tuple[str, str, int, bool]], max_deaths: int,
                    lease_ms: int, worker: str) -> list[Taken]:
@@ -310,6 +329,20 @@ class Bus:
             keys.append(self.key("ev", run_id))
             args += [run_id, first, b"\n".join(items)]
         await self._append(keys=keys, args=args)
+
+    async def write(self, batches: Mapping[str, tuple[int, list[bytes]]],
+                    ends: Sequence[End]) -> None:
+        """:meth:`append_batches` and then :meth:`finish` for each of ``ends`` (each after
+        its run's events), in one round trip."""
+        keys, args = [self.news], list[str | int | bytes]([NEWS_LEN, len(batches)])
+        for run_id, (first, items) in batches.items():
+            keys.append(self.key("ev", run_id))
+            args += [run_id, first, b"\n".join(items)]
+        for end in ends:
+            end_keys, end_args = self._end(end)
+            keys += end_keys
+            args += [len(end_keys), *end_args]
+        await self._write(keys=keys, args=args)
 
     async def follow(self, run_id: str, after: int = 0,
                      block_ms: int = 1000) -> AsyncIterator[tuple[int, bytes | None, str]]:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from thinkloop.api import (
@@ -31,7 +32,7 @@ from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
 from thinkloop.server.inputs import InputHub
 from thinkloop.server.live import event_json
-from thinkloop.workers.bus import Bus, Taken
+from thinkloop.workers.bus import Bus, End, RunRow, Taken
 from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")
@@ -41,11 +42,14 @@ class Outbox:
     """Every run's new events on one worker, written to their streams in one pipeline (one
     round trip for all the runs that had events, not one each). A write waits ``gap_s``
     after the first event, so that the events of the runs that step meanwhile go with it:
-    one write per turn of the loop was a round trip per event or two at 200 runs."""
+    one write per turn of the loop was a round trip per event or two at 200 runs. A run's
+    end goes in the write after its last events (:meth:`end`), not in a round trip of its
+    own."""
 
     def __init__(self, bus: Bus, gap_s: float = 0.005) -> None:
         self.bus, self.gap_s = bus, gap_s
         self._pending: dict[str, tuple[int, list[bytes]]] = {}  # run -> first seq, events
+        self._ends: list[tuple[End, asyncio.Future[None]]] = []  # in the next write
         self._wake = asyncio.Event()
         self._next: asyncio.Future[None] | None = None  # the write that takes _pending
         self._inflight: asyncio.Future[None] | None = None
@@ -54,6 +58,19 @@ class Outbox:
     def add(self, run_id: str, seq: int, data: bytes) -> None:
         _, items = self._pending.setdefault(run_id, (seq, []))
         items.append(data)
+        self._woken()
+
+    async def end(self, row: RunRow, status: str, view: Mapping[str, Any],
+                  ran: tuple[str, str] | None = None) -> None:
+        """Write the run's end (:meth:`Bus.finish`) after the events added so far, in the
+        next write; its error, if it fails. One whose caller has gone (cancelled) before
+        that write is left out of it."""
+        done = asyncio.get_running_loop().create_future()
+        self._ends.append((End(row, status, view, ran), done))
+        self._woken()
+        await done
+
+    def _woken(self) -> None:
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._write())
@@ -64,25 +81,38 @@ class Outbox:
         return self._next
 
     async def flush(self) -> None:
-        """Wait until every event added so far is written."""
-        if self._pending:
+        """Wait until every event (and end) added so far is written."""
+        if self._pending or self._ends:
             await asyncio.shield(self._upcoming())
         elif self._inflight is not None:
             await asyncio.shield(self._inflight)
 
     async def _write(self) -> None:
-        while self._pending:
+        while self._pending or self._ends:
             await self._wake.wait()
             if self.gap_s > 0:
                 await asyncio.sleep(self.gap_s)
             self._wake.clear()
             batch, self._pending = self._pending, {}
+            ends = [(e, f) for e, f in self._ends if not f.done()]
+            self._ends = []
             done, self._next = self._upcoming(), None
             self._inflight = done
             try:
-                await self.bus.append_batches(batch)
-            except Exception:
-                log.exception("events of %d runs could not be written", len(batch))
+                if ends:
+                    await self.bus.write(batch, [e for e, _ in ends])
+                elif batch:
+                    await self.bus.append_batches(batch)
+            except Exception as exc:
+                if batch:
+                    log.exception("events of %d runs could not be written", len(batch))
+                for _, f in ends:
+                    if not f.done():
+                        f.set_exception(exc)
+            else:
+                for _, f in ends:
+                    if not f.done():
+                        f.set_result(None)
             finally:
                 self._inflight = None
                 done.set_result(None)

@@ -299,17 +299,17 @@ class Executor:
             await self._finish(job, result, done=True)
 
     async def _finish(self, job: Job, result: RunResult, *, done: bool = False) -> None:
-        """Tell Redis the run ended; ``done``: its job ends with it (not cancelled), so the
-        same round trip counts it off this worker and finishes its arq job."""
-        await job.pump.close()
+        """Tell Redis the run ended, in the outbox's write after its last events (one round
+        trip for both); ``done``: its job ends with it (not cancelled), so the same round
+        trip counts it off this worker and finishes its arq job."""
         view = {**result_view(result, job.row.session), "children": _children(job.handle)}
         if done:
             # Its lease ends in the script: a renewal from here on would bring it back.
             self.leases.pop(job.job_id, None)
-            await self.bus.finish(job.row, result.status, view, (self.name, job.job_id))
+            await self.outbox.end(job.row, result.status, view, (self.name, job.job_id))
             self.ended.add(job.job_id)
         else:
-            await self.bus.finish(job.row, result.status, view)
+            await self.outbox.end(job.row, result.status, view)
         text = answer_text(result)
         for target in job.row.deliver_to:  # a scheduled run's answer, where it says
             if text is not None:

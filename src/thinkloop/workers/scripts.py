@@ -96,65 +96,91 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
 end
 return 0
 """
-# A run's end in one round trip: its row, the ``end`` entry numbered after the stream's last
-# (in the run's stream and the fleet's news), its slots freed, its keys kept keep_s. KEYS run,
-# ev, active, active:user, wait, abort, news; ARGV status, finished_at, view, keep_s, run id,
-# the news' length. Ended by the worker that ran it, also its count on that worker and its
-# arq job, as arq's finish_job would (two round trips more): KEYS running, the job's
-# in-progress, retry and job keys, arq's queue and abort set; ARGV the worker, the job id.
-FINISH = """
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'finished_at', ARGV[2], 'view', ARGV[3])
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-local n = 0
-if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
-redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'end', ARGV[1])
-redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[6], '*', ARGV[5] .. ' ' .. (n + 1),
-           'end:' .. ARGV[1])
-redis.call('SREM', KEYS[3], ARGV[5])
-redis.call('SREM', KEYS[4], ARGV[5])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
-redis.call('DEL', KEYS[5], KEYS[6])
-if #KEYS > 7 then
-  redis.call('HINCRBY', KEYS[8], ARGV[7], -1)
-  redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
-  redis.call('ZREM', KEYS[12], ARGV[8])
-  redis.call('ZREM', KEYS[13], ARGV[8])
-end
-return n + 1
-"""
-# Events of many runs in one round trip: each into its run's stream as entry 0-N (a number
-# taken already, by a second writer, is refused there and left out of the rest), then those
-# taken into the fleet's news, one entry per 1000 events, a field "run N" per event. The news
-# carries the events themselves: a gateway reads that one stream, not one per run it follows.
-# KEYS news, then the runs' streams; ARGV the news' length, then per run: its id, first
-# number, its events joined by newlines (one argument a run, not one an event: packing each
-# was most of a batch's cost to its worker; an event's JSON holds no raw newline).
-APPEND = """
-local out = {}
-local a = 2
-for k = 2, #KEYS do
-  local run, seq, blob = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
-  a = a + 3
-  local pos = 1
-  while true do
-    local nl = string.find(blob, '\\n', pos, true)
-    local ev = string.sub(blob, pos, nl and nl - 1 or -1)
-    local r = redis.pcall('XADD', KEYS[k], '0-' .. seq, 'e', ev)
-    if type(r) ~= 'table' or not r.err then
-      out[#out + 1] = run .. ' ' .. seq
-      out[#out + 1] = ev
-      if #out >= 2000 then
-        redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out))
-        out = {}
-      end
-    end
-    if not nl then break end
-    seq, pos = seq + 1, nl + 1
+# A run's end: its row, the ``end`` entry numbered after the stream's last (in the run's
+# stream and the fleet's news), its slots freed, its keys kept keep_s. From KEYS[k]: run, ev,
+# active, active:user, wait, abort, news; from ARGV[a]: status, finished_at, view, keep_s, run
+# id, the news' length. Ended by the worker that ran it (``ran``), also its count on that
+# worker and its arq job, as arq's finish_job would (two round trips more): KEYS[k + 7] on
+# running, the job's in-progress, retry and job keys, arq's queue and abort set; ARGV[a + 6]
+# on the worker, the job id. Returns the end's number.
+_END = """
+local function finish(k, a, ran)
+  local run, ev, id = KEYS[k], KEYS[k + 1], ARGV[a + 4]
+  redis.call('HSET', run, 'status', ARGV[a], 'finished_at', ARGV[a + 1], 'view', ARGV[a + 2])
+  local last = redis.call('XREVRANGE', ev, '+', '-', 'COUNT', 1)
+  local n = 0
+  if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+  redis.call('XADD', ev, '0-' .. (n + 1), 'end', ARGV[a])
+  redis.call('XADD', KEYS[k + 6], 'MAXLEN', '~', ARGV[a + 5], '*', id .. ' ' .. (n + 1),
+             'end:' .. ARGV[a])
+  redis.call('SREM', KEYS[k + 2], id)
+  redis.call('SREM', KEYS[k + 3], id)
+  redis.call('EXPIRE', run, tonumber(ARGV[a + 3]))
+  redis.call('EXPIRE', ev, tonumber(ARGV[a + 3]))
+  redis.call('DEL', KEYS[k + 4], KEYS[k + 5])
+  if ran then
+    redis.call('HINCRBY', KEYS[k + 7], ARGV[a + 6], -1)
+    redis.call('DEL', KEYS[k + 8], KEYS[k + 9], KEYS[k + 10])
+    redis.call('ZREM', KEYS[k + 11], ARGV[a + 7])
+    redis.call('ZREM', KEYS[k + 12], ARGV[a + 7])
   end
+  return n + 1
 end
-if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
-return 1
+"""
+# One run's end in one round trip (the keys and arguments of ``finish`` above, from the
+# first; 13 keys: ended where it ran).
+FINISH = _END + "return finish(1, 1, #KEYS > 7)\n"
+# Events of many runs: each into its run's stream as entry 0-N (a number taken already, by a
+# second writer, is refused there and left out of the rest), then those taken into the
+# fleet's news, one entry per 1000 events, a field "run N" per event. The news carries the
+# events themselves: a gateway reads that one stream, not one per run it follows. KEYS[1] the
+# news, the runs' streams from KEYS[k], ``count`` of them; ARGV[1] the news' length, from
+# ARGV[a] per run: its id, first number, its events joined by newlines (one argument a run,
+# not one an event: packing each was most of a batch's cost to its worker; an event's JSON
+# holds no raw newline).
+_APPEND = """
+local function append(k, count, a)
+  local out = {}
+  for i = k, k + count - 1 do
+    local run, seq, blob = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+    a = a + 3
+    local pos = 1
+    while true do
+      local nl = string.find(blob, '\\n', pos, true)
+      local ev = string.sub(blob, pos, nl and nl - 1 or -1)
+      local r = redis.pcall('XADD', KEYS[i], '0-' .. seq, 'e', ev)
+      if type(r) ~= 'table' or not r.err then
+        out[#out + 1] = run .. ' ' .. seq
+        out[#out + 1] = ev
+        if #out >= 2000 then
+          redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out))
+          out = {}
+        end
+      end
+      if not nl then break end
+      seq, pos = seq + 1, nl + 1
+    end
+  end
+  if #out > 0 then redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(out)) end
+end
+"""
+APPEND = _APPEND + "append(2, #KEYS - 1, 2)\nreturn 1\n"
+# A worker's write (its outbox): the events of many runs (as APPEND), then the ends of runs
+# (as FINISH), each after its run's events, in one round trip: a run's end went in a round
+# trip of its own after its last events' write. KEYS[1] the news, then the runs' streams,
+# then each end's keys (7, or 13 ended where it ran); ARGV[1] the news' length, ARGV[2] how
+# many runs have events, then per run its 3 arguments, then per end its key count and its
+# arguments (6, or 8). Returns the ends' numbers.
+WRITE = _APPEND + _END + """
+local runs = tonumber(ARGV[2])
+append(2, runs, 3)
+local k, a, out = 2 + runs, 3 + 3 * runs, {}
+while a <= #ARGV do
+  local keys = tonumber(ARGV[a])
+  out[#out + 1] = finish(k, a + 1, keys > 7)
+  k, a = k + keys, a + 1 + (keys > 7 and 8 or 6)
+end
+return out
 """
 # A worker takes runs in one round trip (a run was five: the row, its lease, the move to
 # running, the worker's count, the abort flag and last event number; then a round trip

@@ -1,0 +1,86 @@
+"""A run's end goes to Redis with its last events, in the outbox's write: one script call for
+the events and the ends of the runs that end together (each end was a round trip of its
+own), each end numbered after its run's events, in its stream and in the news."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from arq import constants as arq
+from redis.asyncio import Redis
+from tests.workers.conftest import REDIS_URL
+
+from thinkloop.workers import scripts
+from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.execute import Outbox
+
+pytestmark = pytest.mark.usefixtures("redis_up")
+
+
+def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
+    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
+    job = f"{prefix}-job"
+
+    async def main() -> dict[str, Any]:
+        redis = Redis.from_url(REDIS_URL)
+        bus = Bus(redis, prefix)
+        try:
+            rows = [RunRow(run_id, "u", "steps", None, "queued", time.time())
+                    for run_id in ("a", "b")]
+            for row in rows:
+                await bus.create(row)
+            # "a" ran here as arq's job: its end also finishes the job and counts it off.
+            await redis.set(arq.job_key_prefix + job, b"{}")
+            await redis.set(arq.in_progress_key_prefix + job, b"1")
+            await redis.zadd(bus.queue, {job: 1})
+            await bus.running_on("w1", 1)
+            await redis.script_load(scripts.WRITE)  # not loaded on the way: one call to count
+            calls: list[str] = []
+            execute = redis.execute_command
+
+            async def counting(*args: Any, **kw: Any) -> Any:
+                calls.append(str(args[0]))
+                return await execute(*args, **kw)
+
+            redis.execute_command = counting  # type: ignore[method-assign]
+            outbox = Outbox(bus)
+            for row in rows:
+                outbox.add(row.id, 1, b'{"id":1}')
+                outbox.add(row.id, 2, b'{"id":2}')
+            await asyncio.gather(
+                outbox.end(rows[0], "completed", {"text": "A"}, ("w1", job)),
+                outbox.end(rows[1], "failed", {"error": "B"}))
+            await outbox.aclose()
+            redis.execute_command = execute  # type: ignore[method-assign]
+            streams = {r.id: [(e.decode(), f) for e, f in await redis.xrange(bus.key("ev", r.id))]
+                       for r in rows}
+            news = [f for _, f in await redis.xrange(bus.news)]
+            got = {r.id: await bus.get(r.id) for r in rows}
+            return {"calls": calls, "streams": streams, "news": news,
+                    "status": {k: (v.status, dict(v.view or {})) for k, v in got.items() if v},
+                    "active": await bus.active(), "running": await bus.running(),
+                    "job": [await redis.exists(arq.job_key_prefix + job,
+                                               arq.in_progress_key_prefix + job),
+                            await redis.zscore(bus.queue, job)]}
+        finally:
+            keys = [k async for k in redis.scan_iter(f"{prefix}*")]
+            keys += [f"{p}{job}" for p in (arq.job_key_prefix, arq.in_progress_key_prefix)]
+            await redis.delete(*keys)
+            await redis.aclose()
+
+    got = asyncio.run(main())
+    assert got["calls"] == ["EVALSHA"]
+    for run_id, status in (("a", "completed"), ("b", "failed")):
+        assert got["streams"][run_id] == [("0-1", {b"e": b'{"id":1}'}),
+                                          ("0-2", {b"e": b'{"id":2}'}),
+                                          ("0-3", {b"end": status.encode()})]
+    events = [k for f in got["news"] for k in f]
+    assert events.index(b"a 3") > events.index(b"a 2")
+    assert events.index(b"b 3") > events.index(b"b 2")
+    assert got["status"] == {"a": ("completed", {"text": "A"}), "b": ("failed", {"error": "B"})}
+    assert got["active"] == 0 and got["running"] == {}
+    assert got["job"] == [0, None]
