@@ -160,7 +160,7 @@ def worker(
         from thinkloop.api import freeze_for_exit
         from thinkloop.core.settings import load_settings, quiet_model_loaders
         from thinkloop.workers.connect import check_store as check_queue
-        from thinkloop.workers.worker import loop_factory, serve_worker
+        from thinkloop.workers.worker import serve_worker
     except ImportError:
         raise ConfigError("workers need their extra: pip install 'thinkloop[worker]'") \
             from None
@@ -173,9 +173,7 @@ def worker(
         f"thinkloop worker on {_redacted(settings.queue_url)} "
         f"({settings.worker.concurrency} runs at once)", highlight=False)
     try:
-        # On uvloop when it is installed, as the gateway's uvicorn is (loop="auto").
-        with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(serve_worker(settings, agents, name))
+        asyncio.run(serve_worker(settings, agents, name))
     finally:
         # As serve does: stopped, runs handed back and stores closed, nothing is left for
         # the interpreter's exit collections to walk (seconds of a stop with torch loaded).

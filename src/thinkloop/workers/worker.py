@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import socket
@@ -204,19 +203,6 @@ def _exit_now(runs: list[str]) -> None:
               ", ".join(runs))
     logging.shutdown()
     os._exit(0)
-
-
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when it is installed (the ``worker`` extra has it), as uvicorn's
-    ``loop="auto"`` picks for the gateway; None: asyncio's own. On asyncio's loop most of a
-    busy worker's CPU was the loop's and its transports' Python code (py-spy under
-    benchmarks/scale.py: 58% of its samples)."""
-    try:
-        uvloop = importlib.import_module("uvloop")  # optional (not on Windows): no stubs
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
 
 
 def worker_name() -> str:
