@@ -18,10 +18,10 @@ runs at once over HTTP, follows each over SSE, and measures:
 
 The baseline, measured in the same run and interleaved with the fleets, is the library
 alone: the same N runs with ``Agent.start``, recorded in PostgreSQL as the workers record them
-(run rows, checkpoints, audit log), on a worker's event loop, the collector tuned as a worker
-tunes it; in one process, and in W processes at once (each N/W runs) beside a fleet of W
-workers. "Queueing CPU per run" is the fleet's CPU per run minus the library's in as many
-processes: what the queue, the Redis event streams, HTTP and SSE add, and not what W
+(run rows, checkpoints, audit log), on a worker's event loop (asyncio's), the collector tuned
+as a worker tunes it; in one process, and in W processes at once (each N/W runs) beside a
+fleet of W workers. "Queueing CPU per run" is the fleet's CPU per run minus the library's in
+as many processes: what the queue, the Redis event streams, HTTP and SSE add, and not what W
 processes cost by themselves (each records its runs in smaller batches; W interpreters share
 the cores). Against the library in one process it is shown too ("vs 1 proc").
 
@@ -163,11 +163,8 @@ def direct(runs: int, db: str, active: int) -> None:
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         return {"runs_per_s": runs / elapsed, "cpu_ms_per_run": cpu / runs * 1000}
 
-    # On the loop a worker runs on (uvloop when installed): like for like.
-    import thinkloop.workers.worker as worker
-    factory = getattr(worker, "loop_factory", lambda: None)()
-    with asyncio.Runner(loop_factory=factory) as runner:
-        print(json.dumps(runner.run(main())))
+    # On asyncio's own loop, as a worker runs (docs/scaling.md: uvloop measured, not taken).
+    print(json.dumps(asyncio.run(main())))
 
 
 # --- where event latency goes: at Redis, in the client --------------------------------------
