@@ -324,20 +324,27 @@ class Bus:
         """Events of many runs (run -> first number, events) in one round trip, into their
         runs' streams and the fleet's news; a number taken already (a second writer) is
         refused by Redis and left out of both."""
-        keys, args = [self.news], list[str | int | bytes]([NEWS_LEN])
+        keys, args = self._events(batches)
+        await self._append(keys=[self.news, *keys], args=[NEWS_LEN, *args])
+
+    def _events(self, batches: Mapping[str, tuple[int, list[bytes]]]
+                ) -> tuple[list[str], list[str | int | bytes]]:
+        """The runs' streams and the arguments of their events (``append`` in
+        :mod:`~thinkloop.workers.scripts`): per run its id, first number, events by line."""
+        keys: list[str] = []
+        args: list[str | int | bytes] = []
         for run_id, (first, items) in batches.items():
             keys.append(self.key("ev", run_id))
             args += [run_id, first, b"\n".join(items)]
-        await self._append(keys=keys, args=args)
+        return keys, args
 
     async def write(self, batches: Mapping[str, tuple[int, list[bytes]]],
                     ends: Sequence[End]) -> None:
         """:meth:`append_batches` and then :meth:`finish` for each of ``ends`` (each after
         its run's events), in one round trip."""
-        keys, args = [self.news], list[str | int | bytes]([NEWS_LEN, len(batches)])
-        for run_id, (first, items) in batches.items():
-            keys.append(self.key("ev", run_id))
-            args += [run_id, first, b"\n".join(items)]
+        run_keys, run_args = self._events(batches)
+        keys = [self.news, *run_keys]
+        args: list[str | int | bytes] = [NEWS_LEN, len(batches), *run_args]
         for end in ends:
             end_keys, end_args = self._end(end)
             keys += end_keys

@@ -32,7 +32,7 @@ from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.schedules import Schedule, Schedules
-from thinkloop.workers.tail import Tail, ended
+from thinkloop.workers.tail import Tail, cut_end
 from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")
@@ -95,15 +95,12 @@ class RemoteRun:
 
     async def _batches(self, after: int) -> AsyncIterator[list[tuple[int, bytes]]]:
         async with contextlib.aclosing(self.bus.batches(self.id, after)) as batches:
-            async for batch in batches:
-                status = ended(batch[-1][1])  # the end is the last thing a stream holds
-                if status is None:
+            async for got in batches:
+                batch, done = cut_end(got, self._end)  # told before the last events: see ended
+                if batch:
                     yield batch
-                    continue
-                self._ended = status  # before the last events: see ended
-                if len(batch) > 1:
-                    yield batch[:-1]
-                return
+                if done:
+                    return
 
     @property
     def ended(self) -> str | None:

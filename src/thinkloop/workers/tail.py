@@ -39,6 +39,17 @@ def ended(value: bytes) -> str | None:
     return value[len(END_MARK):].decode() if value.startswith(END_MARK) else None
 
 
+def cut_end(batch: list[Item], ends: Callable[[str], None] | None
+            ) -> tuple[list[Item], bool]:
+    """``batch`` (not empty) without the run's end, and whether it held it: the end is the
+    last thing a stream holds, and ``ends(status)`` is told of it before the events that
+    came with it are handed over. With no ``ends`` the end stays an item."""
+    if ends is not None and (status := ended(batch[-1][1])) is not None:
+        ends(status)
+        return batch[:-1], True
+    return batch, False
+
+
 def stream_item(entry_id: bytes, fields: dict[bytes, bytes]) -> Item:
     """A run stream's entry (``0-N``, ``e`` or ``end``) in the news' form."""
     seq = int(entry_id.split(b"-")[1])
@@ -151,12 +162,11 @@ class Tail:
                 if not caught:
                     got = await self._catch_up(run_id, me)
                     if got:
-                        if ends is not None and (status := ended(got[-1][1])) is not None:
-                            ends(status)
-                            if len(got) > 1:
-                                yield got[:-1]
+                        got, done = cut_end(got, ends)
+                        if got:
+                            yield got
+                        if done:
                             return
-                        yield got
                 caught = False
                 # The news, in order, until a gap (the numbers only rise) or silence calls
                 # for the stream (in this loop: a generator per follower was a layer more
@@ -167,12 +177,11 @@ class Tail:
                         break
                     if mine:
                         me.last = mine[-1][0]
-                        if ends is not None and (status := ended(mine[-1][1])) is not None:
-                            ends(status)  # the end is the last thing a stream holds
-                            if len(mine) > 1:
-                                yield mine[:-1]
+                        mine, done = cut_end(mine, ends)
+                        if mine:
+                            yield mine
+                        if done:
                             return
-                        yield mine
         finally:
             self._drop(run, me)
 
