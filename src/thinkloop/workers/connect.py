@@ -10,6 +10,8 @@ import orjson
 from arq.connections import ArqRedis
 from redis._parsers import _AsyncHiredisParser
 from redis.asyncio import ConnectionPool
+from redis.connection import HiredisRespSerializer
+from redis.utils import HIREDIS_AVAILABLE
 
 from thinkloop.api import AbortRequests, CheckpointStore, RunRecord, RunRecords
 from thinkloop.core.errors import ConfigError
@@ -41,13 +43,19 @@ def check_store(settings: Settings) -> str:
 
 
 class ReadyPool(ConnectionPool):
-    """redis-py's pool, handing out a connection with nothing to read without reading it.
+    """redis-py's pool, handing out a connection with nothing to read without reading it,
+    whose commands hiredis packs.
 
     redis-py 5 makes sure of that with a read under a zero timeout, a cancelled read per
     command: a worker's busiest Redis cost after the writes. redis 8 looks at the buffers
     instead (redis-py PR #4063); arq pins redis < 6, so this pool does it here. A
     connection with anything buffered, at its end or not hiredis's goes through redis-py's
     own check (which reconnects it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connection_class = _packed_by_hiredis(self.connection_class,
+                                                   self.connection_kwargs)
 
     async def ensure_connection(self, connection: Any) -> None:
         if not _quiet(connection):
@@ -62,6 +70,27 @@ def _quiet(connection: Any) -> bool:
         return False
     return not (stream._buffer or stream.at_eof() or stream.exception() is not None
                 or parser._reader.has_data())
+
+
+class _HiredisPacking:
+    """redis-py's synchronous connections pack commands with hiredis when it is there
+    (``HiredisRespSerializer``); its asyncio ones, in redis 5, in Python, argument by
+    argument: 50 us for an outbox write of 20 events, 7 with hiredis (the same bytes)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+
+def _packed_by_hiredis(cls: type[Any], kwargs: dict[str, Any]) -> type[Any]:
+    """``cls`` packing with hiredis, where it packs the same bytes: hiredis is installed and
+    strings go as strict UTF-8 (what hiredis writes); else ``cls`` as it is."""
+    if (not HIREDIS_AVAILABLE or kwargs.get("encoding", "utf-8").lower() not in ("utf-8", "utf8")
+            or kwargs.get("encoding_errors", "strict") != "strict"):
+        return cls
+    return type(cls.__name__, (_HiredisPacking, cls), {})
 
 
 def redis_pool(settings: Settings) -> ArqRedis:
