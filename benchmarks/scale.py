@@ -23,7 +23,10 @@ as a worker tunes it; in one process, and in W processes at once (each N/W runs)
 fleet of W workers. "Queueing CPU per run" is the fleet's CPU per run minus the library's in
 as many processes: what the queue, the Redis event streams, HTTP and SSE add, and not what W
 processes cost by themselves (each records its runs in smaller batches; W interpreters share
-the cores). Against the library in one process it is shown too ("vs 1 proc").
+the cores). Each fleet is set against the library of its own round, and the table gives the
+median of those differences and their range (the machine's speed drifts between rounds by
+more than the queueing costs, so a difference of medians from different rounds is noisier).
+Against the library in one process it is shown too ("vs 1 proc", a difference of medians).
 
 At most ``--active`` runs execute at once, in the fleet (``worker.concurrency`` is
 ``active // W``) and in the baseline alike; by default all 200 (each process holds its runs'
@@ -392,6 +395,17 @@ async def cleanup(schema: str, prefix: str) -> None:
     await redis.aclose()
 
 
+def paired(fleets: list[dict[str, float]], alone: list[dict[str, float]]
+           ) -> dict[str, float]:
+    """Queueing CPU per run, each fleet against the library alone of its own round (the
+    machine's speed drifts between rounds, by more than the queueing costs): the median of
+    those differences, and their least and greatest."""
+    diffs = [f["cpu_ms_per_run"] - a["cpu_ms_per_run"] for f, a in zip(fleets, alone,
+                                                                         strict=True)]
+    return {"queueing": statistics.median(diffs), "queueing_lo": min(diffs),
+            "queueing_hi": max(diffs)}
+
+
 def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
           rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
@@ -400,23 +414,23 @@ def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
     head = (f"{'':24}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
             f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'gateway':>9}"
-            f"{'queueing':>10}{'vs 1 proc':>11}")
+            f"{'queueing':>10}{'range':>11}{'vs 1 proc':>11}")
     print(head + "\n" + " " * 24 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
-          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}{'ms/run':>11}")
+          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}{'ms/run':>11}{'ms/run':>11}")
     one = bases[1]
     for procs, b in sorted(bases.items()):
         name = "library alone" + (f", {procs} procs" if procs > 1 else "")
         print(f"{name:24}{b['runs_per_s']:>8.1f}{b['runs_per_s'] / one['runs_per_s']:>7.2f}"
               f"{'-':>10}{'-':>10}{'-':>11}{'-':>10}{'-':>12}{b['cpu_ms_per_run']:>9.1f}"
-              f"{'-':>9}{'-':>10}{'-':>11}")
+              f"{'-':>9}{'-':>10}{'-':>11}{'-':>11}")
     for name, r in rows:
-        w = int(name.split()[0])
         print(f"{name:24}{r['runs_per_s']:>8.1f}"
               f"{r['runs_per_s'] / one['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
               f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['redis_p99_ms']:>10.1f}"
               f"{r['client_lag_p99_ms']:>12.1f}{r['cpu_ms_per_run']:>9.1f}"
               f"{r['gateway_ms_per_run']:>9.1f}"
-              f"{r['cpu_ms_per_run'] - bases[w]['cpu_ms_per_run']:>10.1f}"
+              f"{r['queueing']:>10.1f}"
+              f"{r['queueing_lo']:>6.1f} to{r['queueing_hi']:>5.1f}"
               f"{r['cpu_ms_per_run'] - one['cpu_ms_per_run']:>11.1f}")
     print("\nratio: runs/s against the library alone in one process. event p99: at the client "
           "(receive time minus the event's timestamp); at Redis: the same when a probe reads it "
@@ -424,9 +438,11 @@ def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
           "wakes. CPU/run: the gateway's and workers' CPU per run (gateway: its part). "
           "queueing: that minus the library's in as many processes as workers (each its share "
           "of the runs, at once), so what W processes cost by themselves (smaller batches of "
-          "records each, W interpreters on the cores) is not counted as queueing; vs 1 proc: "
-          "minus the library's in one process. The library alone records its runs in the same "
-          "PostgreSQL and tunes the collector as a worker does. With "
+          "records each, W interpreters on the cores) is not counted as queueing; each fleet "
+          "against the library of its own round, the median of those differences (range: "
+          "their least and greatest); vs 1 proc: medians, minus the library's in one process. "
+          "The library alone records its runs in the same PostgreSQL and tunes the collector "
+          "as a worker does. With "
           f"{os.cpu_count()} cores shared by every process the ratio is bounded by the cores.")
 
 
@@ -494,7 +510,8 @@ def main() -> None:
                 for r in rs:
                     print(name, json.dumps({k: round(v, 1) for k, v in r.items()}),
                           file=sys.stderr)
-        rows = [(name, {k: statistics.median(r[k] for r in rs) for k in rs[0]})
+        rows = [(name, {**{k: statistics.median(r[k] for r in rs) for k in rs[0]},
+                        **paired(rs, alone[int(name.split()[0])])})
                 for name, rs in runs.items()]
         bases = {procs: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                  for procs, rs in alone.items()}
