@@ -139,3 +139,12 @@ def test_a_pool_with_another_encoding_keeps_redis_py_packing() -> None:
     latin = ReadyPool.from_url("redis://127.0.0.1:6379/0", encoding="latin-1")
     assert b"".join(latin.make_connection().pack_command("SET", "k", "é")).endswith(
         b"$1\r\n\xe9\r\n")
+
+
+def test_a_hiredis_that_cannot_pack_leaves_redis_py_packing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import hiredis
+    from redis.asyncio.connection import Connection
+
+    monkeypatch.delattr(hiredis, "pack_command")
+    assert _pool().connection_pool.connection_class is Connection

@@ -85,10 +85,15 @@ class _HiredisPacking:
 
 
 def _packed_by_hiredis(cls: type[Any], kwargs: dict[str, Any]) -> type[Any]:
-    """``cls`` packing with hiredis, where it packs the same bytes: hiredis is installed and
-    strings go as strict UTF-8 (what hiredis writes); else ``cls`` as it is."""
+    """``cls`` packing with hiredis, where it packs the same bytes: a hiredis that packs is
+    installed (2.1 and later) and strings go as strict UTF-8 (what hiredis writes); else
+    ``cls`` as it is."""
     if (not HIREDIS_AVAILABLE or kwargs.get("encoding", "utf-8").lower() not in ("utf-8", "utf8")
             or kwargs.get("encoding_errors", "strict") != "strict"):
+        return cls
+    import hiredis
+
+    if not hasattr(hiredis, "pack_command"):
         return cls
     return type(cls.__name__, (_HiredisPacking, cls), {})
 
