@@ -33,6 +33,9 @@ TABLE = """CREATE TABLE IF NOT EXISTS thinkloop_schedules (
     created_at DOUBLE PRECISION NOT NULL, fired INTEGER NOT NULL DEFAULT 0);
 ALTER TABLE thinkloop_schedules ADD COLUMN IF NOT EXISTS priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE thinkloop_schedules ADD COLUMN IF NOT EXISTS deliver_to TEXT NOT NULL DEFAULT ''"""
+# Concurrent CREATE TABLE IF NOT EXISTS of one table can fail in PostgreSQL (a unique
+# violation on pg_type): workers starting together on a fresh database create it in turn.
+TABLE_LOCK = 0x746C5F7363686564  # "tl_sched"
 TARGET = re.compile(r"[a-z][a-z0-9_-]{0,31}:[^\s:][^\s]{0,199}")
 
 
@@ -89,7 +92,9 @@ class Schedules:
             conn = self._held
             try:
                 if not self._ready:
-                    await conn.execute(TABLE)
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock($1)", TABLE_LOCK)
+                        await conn.execute(TABLE)
                     self._ready = True
                 yield conn
             except BaseException:
