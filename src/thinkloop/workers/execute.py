@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -44,10 +45,16 @@ class Outbox:
     after the first event, so that the events of the runs that step meanwhile go with it:
     one write per turn of the loop was a round trip per event or two at 200 runs. A run's
     end goes in the write after its last events (:meth:`end`), not in a round trip of its
-    own."""
+    own.
 
-    def __init__(self, bus: Bus, gap_s: float = 0.005) -> None:
-        self.bus, self.gap_s = bus, gap_s
+    A write that fails (Redis away for a moment, a connection cut) is tried again, its
+    events ahead of those added meanwhile, after 0.1 s, then twice as long each time up to
+    2 s, for ``give_up_s``: a lost write left a gap in its runs' streams and, with an end in
+    it, a run that never ended for its followers. Trying again is safe: Redis refuses an
+    event number a stream holds already, and a run's end is written once."""
+
+    def __init__(self, bus: Bus, gap_s: float = 0.005, give_up_s: float = 30.0) -> None:
+        self.bus, self.gap_s, self.give_up_s = bus, gap_s, give_up_s
         self._pending: dict[str, tuple[int, list[bytes]]] = {}  # run -> first seq, events
         self._ends: list[tuple[End, asyncio.Future[None]]] = []  # in the next write
         self._wake = asyncio.Event()
@@ -88,6 +95,7 @@ class Outbox:
             await asyncio.shield(self._inflight)
 
     async def _write(self) -> None:
+        failing_since, tries = 0.0, 0
         while self._pending or self._ends:
             await self._wake.wait()
             if self.gap_s > 0:
@@ -98,24 +106,55 @@ class Outbox:
             self._ends = []
             done, self._next = self._upcoming(), None
             self._inflight = done
+            pause = 0.0
             try:
                 if ends:
                     await self.bus.write(batch, [e for e, _ in ends])
                 elif batch:
                     await self.bus.append_batches(batch)
             except Exception as exc:
-                if batch:
-                    log.exception("events of %d runs could not be written", len(batch))
-                for _, f in ends:
-                    if not f.done():
-                        f.set_exception(exc)
+                tries += 1
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since < self.give_up_s:
+                    pause = self._again(batch, ends, done, tries)
+                    log.warning("events of %d runs could not be written (%r); trying again "
+                                "in %.1fs", len(batch), exc, pause)
+                else:
+                    if batch:
+                        log.exception("events of %d runs could not be written", len(batch))
+                    for _, f in ends:
+                        if not f.done():
+                            f.set_exception(exc)
             else:
+                failing_since, tries = 0.0, 0
                 for _, f in ends:
                     if not f.done():
                         f.set_result(None)
             finally:
-                self._inflight = None
+                if not pause:  # answered now (a write tried again answers it later)
+                    self._inflight = None
+                    done.set_result(None)
+            if pause:
+                await asyncio.sleep(pause)
+
+    def _again(self, batch: dict[str, tuple[int, list[bytes]]],
+               ends: list[tuple[End, asyncio.Future[None]]], done: asyncio.Future[None],
+               tries: int) -> float:
+        """Put a failed write back, ahead of what was added meanwhile (a run's events stay
+        in order, its end after them), for the next write, which also answers those that
+        waited for this one (``done``); how long to wait before it."""
+        for run_id, (first, items) in batch.items():
+            newer = self._pending.get(run_id)
+            self._pending[run_id] = (first, items + newer[1]) if newer else (first, items)
+        self._ends[:0] = ends
+        def answer(_: asyncio.Future[None]) -> None:
+            if not done.done():
                 done.set_result(None)
+
+        self._upcoming().add_done_callback(answer)
+        self._inflight = None
+        self._wake.set()
+        return float(min(2.0, 0.1 * 2 ** (tries - 1)))
 
     async def aclose(self) -> None:
         await self.flush()
