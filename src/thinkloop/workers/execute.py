@@ -51,9 +51,11 @@ class Outbox:
     events ahead of those added meanwhile, after 0.1 s, then twice as long each time up to
     2 s, for ``give_up_s``: a lost write left a gap in its runs' streams and, with an end in
     it, a run that never ended for its followers. Trying again is safe: Redis refuses an
-    event number a stream holds already, and a run's end is written once."""
+    event number a stream holds already, and a run's end is written once. The worker gives
+    up after half a lease, before its runs' leases can expire and another worker number
+    their events on."""
 
-    def __init__(self, bus: Bus, gap_s: float = 0.005, give_up_s: float = 30.0) -> None:
+    def __init__(self, bus: Bus, gap_s: float = 0.005, give_up_s: float = 5.0) -> None:
         self.bus, self.gap_s, self.give_up_s = bus, gap_s, give_up_s
         self._pending: dict[str, tuple[int, list[bytes]]] = {}  # run -> first seq, events
         self._ends: list[tuple[End, asyncio.Future[None]]] = []  # in the next write

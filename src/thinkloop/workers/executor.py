@@ -57,7 +57,7 @@ class Executor:
         self.pumps: dict[str, Pump] = {}
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
-        self.outbox = Outbox(bus)
+        self.outbox = Outbox(bus, give_up_s=settings.lease_s / 2)
         self.aborts = AbortsAsked(store)
         self.takes = Takes(bus, settings.max_deaths, int(settings.lease_s * 1000), name)
         self.router = router(self.hub)
