@@ -428,3 +428,29 @@ def test_a_follower_misses_nothing_when_the_fleet_news_loses_entries(fleet: Flee
         whole, _ = read_events(c1, run_id)
     assert [e["id"] for e in got] == list(range(1, len(whole) + 1))
     assert got == whole and whole[-1]["type"] == "run.completed"
+
+
+def test_runs_go_on_whole_when_every_redis_connection_is_cut_under_them(fleet: Fleet) -> None:
+    """Redis drops every client (as when it restarts, or a network between machines cuts the
+    connections) twice while runs execute and are followed: every run completes, each
+    follower gets its run's whole stream, in order, once, and no call runs twice."""
+    ids = [fleet.start(fleet.g1, "slow", f"task {i}") for i in range(6)]
+    with ThreadPoolExecutor(6) as pool, httpx.Client(base_url=fleet.g2, timeout=60) as c2:
+        following = [pool.submit(read_events, c2, run_id) for run_id in ids]
+        r = redis.Redis.from_url(REDIS_URL)
+        try:
+            for _ in range(2):
+                time.sleep(0.5)
+                assert r.execute_command("CLIENT KILL TYPE normal SKIPME yes") > 0
+        finally:
+            r.close()
+        streams = [f.result(timeout=60) for f in following]
+    views = fleet.wait_done(fleet.g1, ids, timeout=60)
+    assert [v["status"] for v in views] == ["completed"] * 6
+    with httpx.Client(base_url=fleet.g1, timeout=30) as c1:
+        for run_id, (got, end) in zip(ids, streams, strict=True):
+            whole, _ = read_events(c1, run_id)
+            assert end == {"run_id": run_id, "status": "completed"}
+            assert [e["id"] for e in got] == list(range(1, len(whole) + 1))
+            assert got == whole and whole[-1]["type"] == "run.completed"
+    _exactly_once(fleet, ids, 6)

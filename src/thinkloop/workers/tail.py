@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+log = logging.getLogger("thinkloop.workers")
 Item = tuple[int, bytes]  # an event's number and its value (the news' form)
 END_MARK = b"end:"  # a news value that is a run's end (an event's is its JSON object)
 # A run queued here but not followed yet keeps at most this many of its events for its
@@ -88,8 +90,10 @@ class Tail:
 
     def __init__(self, redis: Any, news: str, ev_prefix: str, block_ms: int = 1000,
                  count: int = 200, resync_s: float = 2.0, gather_s: float = 0.02,
-                 expect_s: float = 30.0) -> None:
+                 expect_s: float = 30.0, retries: int = 8) -> None:
         self.redis, self.news, self.ev_prefix = redis, news, ev_prefix
+        self.retries = retries  # reconnections in a row before followers get the error
+        self._tries = 0
         self.block_ms, self.count, self.resync_s = block_ms, count, resync_s
         self.expect_s = expect_s  # how long a run queued here waits for its follower
         # After a read that brought news, the next waits this long: the workers' writes of
@@ -211,55 +215,94 @@ class Tail:
         return got
 
     async def _read(self, ready: asyncio.Future[None]) -> None:
+        """Read the news for as long as anyone follows. A connection that fails once the
+        reader has run (Redis restarting, a connection cut) is opened again, after 0.1 s,
+        then twice as long up to 1 s, ``retries`` times, each follower reading its run's
+        stream again from where it is (what the news brought meanwhile is there): a failure
+        cut every client's stream. Past that, or before the first read, every follower
+        gets the error, as from its own ``XREAD``."""
+        self._tries = 0
+        while True:
+            clean = False
+            try:
+                pos = await self._place()
+                if ready.done():
+                    self._resync()
+                else:
+                    ready.set_result(None)
+                await self._follow_news(pos)
+                clean = True  # no reply pending on the connection: kept for the next start
+                return
+            except Exception as exc:
+                self._tries += 1
+                if not ready.done() or self._tries > self.retries:
+                    self._fail_all(exc, ready)
+                    return
+                pause = min(1.0, 0.1 * 2 ** (self._tries - 1))
+                log.warning("reading the fleet's news failed (%r); again in %.1fs", exc, pause)
+            finally:
+                if not clean:
+                    await self._close()
+            await asyncio.sleep(pause)
+
+    async def _place(self) -> bytes:
+        """The news' end, and the reader's connection ready (connected, nothing unread)."""
+        last = await self.redis.xrevrange(self.news, count=1)
+        pool = self.redis.connection_pool
+        if self._conn is None:
+            self._conn = pool.make_connection()
+        await pool.ensure_connection(self._conn)
+        return bytes(last[0][0]) if last else b"0-0"
+
+    async def _follow_news(self, pos: bytes) -> None:
         # A connection of its own, its replies read raw: redis-py's ``xread`` through the
         # pool (taking and giving back a connection, its retry wrapper, the reply made into
         # dictionaries) cost 2.5 times the CPU of the command itself, at every read. It is
         # kept while the reader pauses (nobody to follow) and closed after an error.
-        clean = False
-        try:
-            last = await self.redis.xrevrange(self.news, count=1)
-            pos = last[0][0] if last else b"0-0"
-            pool = self.redis.connection_pool
-            if self._conn is None:
-                self._conn = pool.make_connection()
-            conn = self._conn
-            await pool.ensure_connection(conn)  # connected, nothing left unread (or anew)
-            ready.set_result(None)
-            swept = time.monotonic()
-            while self._followers:
-                await conn.send_command("XREAD", "COUNT", self.count, "BLOCK", self.block_ms,
-                                        "STREAMS", self.news, pos)
-                got = await conn.read_response()
-                by_run: dict[bytes, list[Item]] = {}
-                for _, entries in got or ():
-                    for eid, fields in entries:
-                        pos = eid
-                        self._gather(fields or (), by_run)
-                full = []
-                for run, mine in by_run.items():  # one write per run and read, not per entry
-                    for f in self._followers.get(run, ()):
-                        f.put(mine)
-                        if f.expected and len(f.items) > EXPECT_MAX:
-                            full.append(run.decode())
-                for run_id in full:  # its client, if it comes, reads the run's stream
-                    self.forget(run_id)
-                if time.monotonic() - swept >= self.resync_s / 2:
-                    swept = self._sweep()
-                if got and self.gather_s > 0:
-                    await asyncio.sleep(self.gather_s)
-            clean = True  # no reply pending on the connection: kept for the next start
-        except Exception as exc:  # every follower sees it (as its own XREAD raised)
-            if not ready.done():
-                ready.set_exception(exc)
-                ready.exception()  # retrieved: those waiting get it through their shield
-            for fs in self._followers.values():
-                for f in fs:
-                    f.fail(exc)
-            self._followers.clear()
-            self._expected.clear()
-        finally:
-            if not clean:
-                await self._close()
+        conn = self._conn
+        swept = time.monotonic()
+        while self._followers:
+            await conn.send_command("XREAD", "COUNT", self.count, "BLOCK", self.block_ms,
+                                    "STREAMS", self.news, pos)
+            got = await conn.read_response()
+            self._tries = 0
+            by_run: dict[bytes, list[Item]] = {}
+            for _, entries in got or ():
+                for eid, fields in entries:
+                    pos = eid
+                    self._gather(fields or (), by_run)
+            full = []
+            for run, mine in by_run.items():  # one write per run and read, not per entry
+                for f in self._followers.get(run, ()):
+                    f.put(mine)
+                    if f.expected and len(f.items) > EXPECT_MAX:
+                        full.append(run.decode())
+            for run_id in full:  # its client, if it comes, reads the run's stream
+                self.forget(run_id)
+            if time.monotonic() - swept >= self.resync_s / 2:
+                swept = self._sweep()
+            if got and self.gather_s > 0:
+                await asyncio.sleep(self.gather_s)
+
+    def _resync(self) -> None:
+        """After the news was lost for a while: each follower reads its run's stream again;
+        a run queued here whose client has not come yet keeps nothing (its client will read
+        the stream)."""
+        for run_id in list(self._expected):
+            self.forget(run_id)
+        for fs in self._followers.values():
+            for f in fs:
+                f.put(None)
+
+    def _fail_all(self, exc: BaseException, ready: asyncio.Future[None]) -> None:
+        if not ready.done():
+            ready.set_exception(exc)
+            ready.exception()  # retrieved: those waiting get it through their shield
+        for fs in self._followers.values():
+            for f in fs:
+                f.fail(exc)
+        self._followers.clear()
+        self._expected.clear()
 
     async def _close(self) -> None:
         conn, self._conn = self._conn, None
