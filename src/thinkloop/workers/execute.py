@@ -149,6 +149,7 @@ class Outbox:
             newer = self._pending.get(run_id)
             self._pending[run_id] = (first, items + newer[1]) if newer else (first, items)
         self._ends[:0] = ends
+
         def answer(_: asyncio.Future[None]) -> None:
             if not done.done():
                 done.set_result(None)
