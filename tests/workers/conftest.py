@@ -365,3 +365,25 @@ def redis_up() -> None:
     finally:
         client.close()
 
+
+
+async def held_job(redis: Any, bus: Any, job: str, worker: str = "w1") -> None:
+    """An arq job as a worker holds it while its run executes: its data, its lease (the
+    in-progress key), its place in arq's queue, the worker's count of runs."""
+    from arq import constants as arq
+
+    await redis.set(arq.job_key_prefix + job, b"{}")
+    await redis.set(arq.in_progress_key_prefix + job, b"1")
+    await redis.zadd(bus.queue, {job: 1})
+    await bus.running_on(worker, 1)
+
+
+async def drop_keys(redis: Any, prefix: str, job: str = "") -> None:
+    """Every key of a test's ``prefix``, and those of its arq ``job``."""
+    from arq import constants as arq
+
+    keys = [k async for k in redis.scan_iter(f"{prefix}*")]
+    if job:
+        keys += [f"{p}{job}" for p in (arq.job_key_prefix, arq.in_progress_key_prefix)]
+    if keys:
+        await redis.delete(*keys)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from arq import constants as arq
 from redis.asyncio import Redis
-from tests.workers.conftest import REDIS_URL
+from tests.workers.conftest import REDIS_URL, drop_keys, held_job
 
 from thinkloop.workers import scripts
 from thinkloop.workers.bus import Bus, RunRow
@@ -34,10 +34,7 @@ def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
             for row in rows:
                 await bus.create(row)
             # "a" ran here as arq's job: its end also finishes the job and counts it off.
-            await redis.set(arq.job_key_prefix + job, b"{}")
-            await redis.set(arq.in_progress_key_prefix + job, b"1")
-            await redis.zadd(bus.queue, {job: 1})
-            await bus.running_on("w1", 1)
+            await held_job(redis, bus, job)
             await redis.script_load(scripts.WRITE)  # not loaded on the way: one call to count
             calls: list[str] = []
             execute = redis.execute_command
@@ -67,9 +64,7 @@ def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
                                                arq.in_progress_key_prefix + job),
                             await redis.zscore(bus.queue, job)]}
         finally:
-            keys = [k async for k in redis.scan_iter(f"{prefix}*")]
-            keys += [f"{p}{job}" for p in (arq.job_key_prefix, arq.in_progress_key_prefix)]
-            await redis.delete(*keys)
+            await drop_keys(redis, prefix, job)
             await redis.aclose()
 
     got = asyncio.run(main())

@@ -10,10 +10,9 @@ import uuid
 from typing import Any
 
 import pytest
-from arq import constants as arq
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from tests.workers.conftest import REDIS_URL
+from tests.workers.conftest import REDIS_URL, drop_keys, held_job
 
 from thinkloop.workers.bus import Bus, RunRow
 from thinkloop.workers.execute import Outbox
@@ -51,10 +50,7 @@ def test_a_failed_write_is_tried_again_and_nothing_is_lost_or_doubled(reached: b
         try:
             row = RunRow("a", "u", "steps", None, "queued", time.time())
             await bus.create(row)
-            await redis.set(arq.job_key_prefix + job, b"{}")
-            await redis.set(arq.in_progress_key_prefix + job, b"1")
-            await redis.zadd(bus.queue, {job: 1})
-            await bus.running_on("w1", 1)
+            await held_job(redis, bus, job)
             failed = _failing(bus, 2, reached)
             outbox = Outbox(bus, gap_s=0.001)
             for n in (1, 2, 3):
@@ -71,9 +67,7 @@ def test_a_failed_write_is_tried_again_and_nothing_is_lost_or_doubled(reached: b
                     "status": got.status if got else None, "running": await bus.running(),
                     "count": await redis.hget(bus.key("running"), "w1")}
         finally:
-            keys = [k async for k in redis.scan_iter(f"{prefix}*")]
-            keys += [f"{p}{job}" for p in (arq.job_key_prefix, arq.in_progress_key_prefix)]
-            await redis.delete(*keys)
+            await drop_keys(redis, prefix, job)
             await redis.aclose()
 
     got = asyncio.run(main())
