@@ -79,3 +79,28 @@ def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
     assert got["status"] == {"a": ("completed", {"text": "A"}), "b": ("failed", {"error": "B"})}
     assert got["active"] == 0 and got["running"] == {}
     assert got["job"] == [0, None]
+
+
+def test_a_run_whose_lease_lapsed_unclaimed_is_still_counted_off_its_worker_at_its_end() -> None:
+    # A worker whose loop stalled past a lease nobody else took still ends the run it ran:
+    # its count of runs goes down with the end it writes, lease or not.
+    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
+    job = f"{prefix}-job"
+
+    async def main() -> tuple[dict[str, int], Any]:
+        redis = Redis.from_url(REDIS_URL)
+        bus = Bus(redis, prefix)
+        try:
+            row = RunRow("c", "u", "steps", None, "queued", time.time())
+            await bus.create(row)
+            await held_job(redis, bus, job)
+            await redis.delete(arq.in_progress_key_prefix + job)  # the lease lapsed
+            outbox = Outbox(bus)
+            await outbox.end(row, "completed", {}, ("w1", job))
+            await outbox.aclose()
+            return await bus.running(), await redis.hget(bus.key("running"), "w1")
+        finally:
+            await drop_keys(redis, prefix, job)
+            await redis.aclose()
+
+    assert asyncio.run(main()) == ({}, b"0")

@@ -103,15 +103,16 @@ return 0
 # worker and its arq job, as arq's finish_job would (two round trips more): KEYS[k + 7] on
 # running, the job's in-progress, retry and job keys, arq's queue and abort set; ARGV[a + 6]
 # on the worker, the job id. Returns the end's number. Once only: a run whose stream ends
-# already (a write tried again after its reply was lost) keeps its one end, and a worker's
-# count goes down only with the lease it held (its in-progress key, deleted here).
+# already (a write tried again after its reply was lost) keeps its one end, and the worker's
+# count goes down only with the end this call writes.
 _END = """
 local function finish(k, a, ran)
   local run, ev, id = KEYS[k], KEYS[k + 1], ARGV[a + 4]
   local last = redis.call('XREVRANGE', ev, '+', '-', 'COUNT', 1)
   local n = 0
   if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
-  if #last == 0 or last[1][2][1] ~= 'end' then
+  local fresh = #last == 0 or last[1][2][1] ~= 'end'
+  if fresh then
     n = n + 1
     redis.call('HSET', run, 'status', ARGV[a], 'finished_at', ARGV[a + 1], 'view', ARGV[a + 2])
     redis.call('XADD', ev, '0-' .. n, 'end', ARGV[a])
@@ -124,10 +125,8 @@ local function finish(k, a, ran)
     redis.call('DEL', KEYS[k + 4], KEYS[k + 5])
   end
   if ran then
-    if redis.call('DEL', KEYS[k + 8]) == 1 then
-      redis.call('HINCRBY', KEYS[k + 7], ARGV[a + 6], -1)
-    end
-    redis.call('DEL', KEYS[k + 9], KEYS[k + 10])
+    if fresh then redis.call('HINCRBY', KEYS[k + 7], ARGV[a + 6], -1) end
+    redis.call('DEL', KEYS[k + 8], KEYS[k + 9], KEYS[k + 10])
     redis.call('ZREM', KEYS[k + 11], ARGV[a + 7])
     redis.call('ZREM', KEYS[k + 12], ARGV[a + 7])
   end
