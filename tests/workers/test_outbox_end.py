@@ -15,8 +15,9 @@ from redis.asyncio import Redis
 from tests.workers.conftest import REDIS_URL, drop_keys, held_job
 
 from thinkloop.workers import scripts
-from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.bus import Bus
 from thinkloop.workers.execute import Outbox
+from thinkloop.workers.rows import RunRow
 
 pytestmark = pytest.mark.usefixtures("redis_up")
 

@@ -14,8 +14,9 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from tests.workers.conftest import REDIS_URL, drop_keys, held_job
 
-from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.bus import Bus
 from thinkloop.workers.execute import Outbox
+from thinkloop.workers.rows import RunRow
 
 pytestmark = pytest.mark.usefixtures("redis_up")
 

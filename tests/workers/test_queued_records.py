@@ -67,8 +67,9 @@ def test_runs_queued_together_take_their_slots_and_jobs_in_one_round_trip_each(
     from arq.connections import ArqRedis
     from tests.workers.conftest import REDIS_URL
 
-    from thinkloop.workers.bus import Bus, RunRow
+    from thinkloop.workers.bus import Bus
     from thinkloop.workers.fleet import Batched, queue_run
+    from thinkloop.workers.rows import RunRow
 
     prefix = "tlt-" + uuid.uuid4().hex[:12]
 

@@ -14,8 +14,9 @@ from arq.constants import in_progress_key_prefix
 from redis.asyncio import Redis
 from tests.workers.conftest import REDIS_URL
 
-from thinkloop.workers.bus import Bus, RunRow, Taken
+from thinkloop.workers.bus import Bus
 from thinkloop.workers.execute import Takes
+from thinkloop.workers.rows import RunRow, Taken
 
 pytestmark = pytest.mark.usefixtures("redis_up")
 

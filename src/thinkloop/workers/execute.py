@@ -33,7 +33,8 @@ from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
 from thinkloop.server.inputs import InputHub
 from thinkloop.server.live import event_json
-from thinkloop.workers.bus import Bus, End, RunRow, Taken
+from thinkloop.workers.bus import Bus
+from thinkloop.workers.rows import End, RunRow, Taken
 from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")

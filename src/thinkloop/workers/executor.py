@@ -20,7 +20,7 @@ from thinkloop.core.settings import WorkerSettings
 from thinkloop.server.agents import AgentRouter
 from thinkloop.server.gateway import session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.workers.bus import Bus, RunRow, Taken
+from thinkloop.workers.bus import Bus
 from thinkloop.workers.connect import FleetStore
 from thinkloop.workers.execute import (
     AbortsAsked,
@@ -31,6 +31,7 @@ from thinkloop.workers.execute import (
     answer_text,
     result_view,
 )
+from thinkloop.workers.rows import RunRow, Taken
 
 log = logging.getLogger("thinkloop.workers")
 CHILDREN_POLL_S = 0.25  # how often a run's sub-agents are copied to its row while it runs

@@ -29,8 +29,9 @@ from thinkloop.server.config import GatewayConfig
 from thinkloop.server.fleet import Followed
 from thinkloop.server.gateway import Backend, FleetFactory, session_key
 from thinkloop.server.inputs import Answer
-from thinkloop.workers.bus import Bus, RunRow
+from thinkloop.workers.bus import Bus
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
+from thinkloop.workers.rows import RunRow
 from thinkloop.workers.schedules import Schedule, Schedules
 from thinkloop.workers.tail import Tail, cut_end
 from thinkloop.workers.together import Together

@@ -28,11 +28,12 @@ from thinkloop.api import Agent, tune_gc
 from thinkloop.build import AgentSpec
 from thinkloop.core.settings import Settings
 from thinkloop.server.agents import AgentRouter, Definitions, Wiring, build_agent
-from thinkloop.workers.bus import WAKE_EVERY_MS, Bus, RunRow
+from thinkloop.workers.bus import WAKE_EVERY_MS, Bus
 from thinkloop.workers.connect import JOB, FleetStore, check_store, redis_pool
 from thinkloop.workers.execute import FleetHub
 from thinkloop.workers.executor import Executor
 from thinkloop.workers.fleet import queue_run
+from thinkloop.workers.rows import RunRow
 from thinkloop.workers.schedules import Schedule, Schedules, heartbeat
 
 log = logging.getLogger("thinkloop.workers")
