@@ -39,7 +39,7 @@ from opentelemetry.util.types import Attributes, AttributeValue
 
 from thinkloop.core.types import ModelResponse
 from thinkloop.store.base import SpanRecord
-from thinkloop.store.serialize import SpanRow, new_span_row, span_row
+from thinkloop.store.serialize import SpanRow, new_span_row
 
 Sink = Callable[[SpanRecord], None]
 RowSink = Callable[["ChatRow"], None]
@@ -294,12 +294,6 @@ class SpanStore(SpanProcessor):
         if not close and spans:
             self._by_trace[trace_id] = []
         return spans
-
-    def add(self, record: SpanRecord) -> None:
-        """A span written directly (:class:`~thinkloop.directspans.DirectTracer`)."""
-        spans = self._by_trace.get(int(record.trace_id, 16))
-        if spans is not None:
-            spans.append(span_row(record))
 
     def add_span(self, span: DirectSpan, end_ns: int) -> None:
         """A direct span that ended, kept as its row (no record made and parsed back)."""

@@ -206,13 +206,16 @@ async def test_a_recorded_run_logs_each_event_as_it_was_when_emitted(store: Back
 def test_a_finished_span_is_kept_as_its_stored_row() -> None:
     """The trace keeps a span as its row from its end to its step's write: the same row a
     record of it makes, and the same record back."""
+    from thinkloop.directspans import ChatRow
     from thinkloop.tracing import SpanStore
 
     spans = SpanStore()
     assert spans.open(0xAB)
-    record = SpanRecord(f"{0x12:016x}", None, f"{0xAB:032x}", "chat m", 1.0, 2.5, "OK",
-                        {"tags": ("a", "b"), "n": 3, "text": "x\ud800"})
-    spans.add(record)
+    attrs = {"tags": ("a", "b"), "n": 3, "text": "x\ud800"}
+    record = SpanRecord(f"{0x12:016x}", None, f"{0xAB:032x}", "chat m", 1.0, 2.5, "OK", attrs)
+    chat = ChatRow("chat m", 0xAB, 0x12, None, dict(attrs), spans.add_row)
+    chat.start, chat.end_ns, chat.status = 1_000_000_000, 2_500_000_000, "OK"
+    spans.add_row(chat)
     (row,) = spans.take(0xAB, close=True)
     assert row == span_row(record) and isinstance(row, tuple)
     assert row[-1] == '{"tags":["a","b"],"n":3,"text":"x\ufffd"}'
