@@ -14,7 +14,14 @@ runs at once over HTTP, follows each over SSE, and measures:
   worker writes it: the worker's share), and how late this client's own loop wakes (a
   client starved of CPU reads late whatever the fleet does);
 * CPU per run: the gateway's and workers' CPU time (``/proc``) over the batch, divided by N
-  (and the gateway's part alone).
+  (and the gateway's part alone; and this client's, which shares the cores).
+
+The probe shares the cores with the fleet it measures (it reads and parses every event of
+every run once more), and on 2 cores a neighbour that wakes often makes every other process
+dearer: it runs only with ``--probe`` (the "at Redis" column), and the CPU figures of those
+rounds carry its load. How much a neighbour alone adds is measured in every round: the library
+alone beside a process that spins 1 ms and sleeps 1 ms ("beside a neighbour"), its own code
+unchanged.
 
 The baseline, measured in the same run and interleaved with the fleets, is the library
 alone: the same N runs with ``Agent.start``, recorded in PostgreSQL as the workers record them
@@ -44,6 +51,7 @@ design: read the CPU per run to extrapolate to N machines.
 
 Usage: python benchmarks/scale.py [--runs 200] [--active 200] [--model-delay 0.2]
                                   [--workers 1,2,4] [--compare OTHER/src] [--repeat 1]
+                                  [--probe]
 """
 
 from __future__ import annotations
@@ -208,6 +216,18 @@ def probe(prefix: str) -> None:
                       "n": len(lat)}))
 
 
+# A neighbour on the cores: spins 1 ms, sleeps 1 ms (half a core, and a wake-up per ms, as a
+# busy gateway, Redis or client is to a worker beside it).
+NEIGHBOUR = """
+import time
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.001:
+        pass
+    time.sleep(0.001)
+"""
+
+
 async def lag_probe(lags: list[float], every_s: float = 0.01) -> None:
     """How late this loop wakes a coroutine sleeping ``every_s``."""
     while True:
@@ -293,6 +313,7 @@ async def drive(base: str, runs: int, pids: list[int], token: str,
             for p in pids:
                 os.kill(p, signal.SIGUSR1)
         cpu0 = [cpu_s(p) for p in pids]
+        own0 = time.process_time()
         lat: list[float] = []
         waits: list[float] = []
         lags: list[float] = []
@@ -301,6 +322,7 @@ async def drive(base: str, runs: int, pids: list[int], token: str,
         statuses = await asyncio.gather(*(one(i, lat, waits) for i in range(runs)))
         elapsed = time.perf_counter() - t0
         cpu = [cpu_s(p) - c for p, c in zip(pids, cpu0, strict=True)]
+        own = time.process_time() - own0
         lagging.cancel()
     bad = [s for s in statuses if s != "completed"]
     assert not bad, f"{len(bad)} runs did not complete: {set(bad)}"
@@ -308,13 +330,21 @@ async def drive(base: str, runs: int, pids: list[int], token: str,
             "wait_p99_ms": pct(waits, 0.99) * 1000, "lat_p99_ms": pct(lat, 0.99) * 1000,
             "cpu_ms_per_run": sum(cpu) / runs * 1000,
             "gateway_ms_per_run": cpu[0] / runs * 1000,  # the first pid is the gateway's
-            "client_lag_p99_ms": pct(lags, 0.99) * 1000}
+            "client_lag_p99_ms": pct(lags, 0.99) * 1000,
+            "client_ms_per_run": own / runs * 1000}
 
 
-def library(procs: int, runs: int, active: int, db: str, env: dict[str, str]
-            ) -> dict[str, float]:
+def library(procs: int, runs: int, active: int, db: str, env: dict[str, str],
+            neighbour: bool = False) -> dict[str, float]:
     """The library alone: ``runs`` runs in ``procs`` processes at once (each its share), as W
-    workers share them; their CPU summed per run."""
+    workers share them; their CPU summed per run (``neighbour``: beside :data:`NEIGHBOUR`)."""
+    if neighbour:
+        spin = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+        try:
+            return library(procs, runs, active, db, env)
+        finally:
+            spin.kill()
+            spin.wait()
     share = runs // procs
     children = [subprocess.Popen(
         [sys.executable, __file__, "--role", "direct", "--runs", str(share), "--active",
@@ -341,7 +371,7 @@ def wait_ready(base: str, workers: int, procs: list[subprocess.Popen[bytes]]) ->
 
 
 def fleet(workers: int, runs: int, active: int, env: dict[str, str],
-          root: Path) -> dict[str, float]:
+          root: Path, probe: bool = False) -> dict[str, float]:
     schema, prefix = "bench_" + uuid.uuid4().hex[:8], "bench-" + uuid.uuid4().hex[:8]
     env = {**env, "THINKLOOP_DATABASE_URL": f"{PG}?schema={schema}",
            "THINKLOOP_QUEUE_URL": REDIS, "THINKLOOP_WORKER_PREFIX": prefix,
@@ -363,12 +393,16 @@ def fleet(workers: int, runs: int, active: int, env: dict[str, str],
     try:
         wait_ready(base, workers, procs)
         token = (Path(env["THINKLOOP_HOME"]) / "gateway" / f"{port}.token").read_text()
-        watcher = subprocess.Popen([sys.executable, __file__, "--role", "probe", "--prefix",
-                                    prefix], env=env, stdout=subprocess.PIPE, text=True)
+        if probe:
+            watcher = subprocess.Popen([sys.executable, __file__, "--role", "probe",
+                                        "--prefix", prefix], env=env, stdout=subprocess.PIPE,
+                                       text=True)
         got = asyncio.run(drive(base, runs, [p.pid for p in procs], token,
                                bool(env.get("BENCH_PROFILE"))))
-        watcher.terminate()
-        got.update(json.loads(watcher.communicate(timeout=30)[0]))
+        got["redis_p99_ms"] = float("nan")
+        if watcher is not None:
+            watcher.terminate()
+            got.update(json.loads(watcher.communicate(timeout=30)[0]))
         return got
     finally:
         if watcher is not None and watcher.poll() is None:
@@ -407,42 +441,49 @@ def paired(fleets: list[dict[str, float]], alone: list[dict[str, float]]
 
 
 def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
-          rows: list[tuple[str, dict[str, float]]]) -> None:
+          rows: list[tuple[str, dict[str, float]]], beside: dict[str, float]) -> None:
     print(f"{args.runs} runs started at once, at most {args.active} executing; 4 model calls "
           f"each (3 echo steps + answer), model reply delay {args.model_delay:g}s; "
           f"medians of {args.repeat}; "
           f"{os.cpu_count()} cores; Redis and PostgreSQL local\n")
     head = (f"{'':24}{'runs/s':>8}{'ratio':>7}{'wait p50':>10}{'wait p99':>10}"
             f"{'event p99':>11}{'at Redis':>10}{'client lag':>12}{'CPU/run':>9}{'gateway':>9}"
-            f"{'queueing':>10}{'range':>11}{'vs 1 proc':>11}")
+            f"{'client':>8}{'queueing':>10}{'range':>11}{'vs 1 proc':>11}")
     print(head + "\n" + " " * 24 + f"{'':>15}{'ms':>10}{'ms':>10}{'ms':>11}{'p99 ms':>10}"
-          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms/run':>10}{'ms/run':>11}{'ms/run':>11}")
+          f"{'p99 ms':>12}{'ms':>9}{'ms':>9}{'ms':>8}{'ms/run':>10}{'ms/run':>11}{'ms/run':>11}")
     one = bases[1]
-    for procs, b in sorted(bases.items()):
-        name = "library alone" + (f", {procs} procs" if procs > 1 else "")
+    libraries = [("library alone" + (f", {procs} procs" if procs > 1 else ""), b, "-", "-")
+                 for procs, b in sorted(bases.items())]
+    # Beside a neighbour: what it adds to the library's own CPU (paired as the fleets are).
+    libraries.append(("library, beside a spinner", beside, f"{beside['queueing']:.1f}",
+                      f"{beside['queueing_lo']:>6.1f} to{beside['queueing_hi']:>5.1f}"))
+    for name, b, added, spread in libraries:
         print(f"{name:24}{b['runs_per_s']:>8.1f}{b['runs_per_s'] / one['runs_per_s']:>7.2f}"
               f"{'-':>10}{'-':>10}{'-':>11}{'-':>10}{'-':>12}{b['cpu_ms_per_run']:>9.1f}"
-              f"{'-':>9}{'-':>10}{'-':>11}{'-':>11}")
+              f"{'-':>9}{'-':>8}{added:>10}{spread:>11}{'-':>11}")
     for name, r in rows:
         print(f"{name:24}{r['runs_per_s']:>8.1f}"
               f"{r['runs_per_s'] / one['runs_per_s']:>7.2f}{r['wait_p50_ms']:>10.0f}"
               f"{r['wait_p99_ms']:>10.0f}{r['lat_p99_ms']:>11.1f}{r['redis_p99_ms']:>10.1f}"
               f"{r['client_lag_p99_ms']:>12.1f}{r['cpu_ms_per_run']:>9.1f}"
-              f"{r['gateway_ms_per_run']:>9.1f}"
+              f"{r['gateway_ms_per_run']:>9.1f}{r['client_ms_per_run']:>8.1f}"
               f"{r['queueing']:>10.1f}"
               f"{r['queueing_lo']:>6.1f} to{r['queueing_hi']:>5.1f}"
               f"{r['cpu_ms_per_run'] - one['cpu_ms_per_run']:>11.1f}")
     print("\nratio: runs/s against the library alone in one process. event p99: at the client "
           "(receive time minus the event's timestamp); at Redis: the same when a probe reads it "
-          "from the run's stream (the worker's share); client lag: how late the client's loop "
-          "wakes. CPU/run: the gateway's and workers' CPU per run (gateway: its part). "
+          "from the run's stream (the worker's share; --probe only, nan without); client lag: "
+          "how late the client's loop wakes. CPU/run: the gateway's and workers' CPU per run "
+          "(gateway: its part; client: this client's own, on the same cores). "
           "queueing: that minus the library's in as many processes as workers (each its share "
           "of the runs, at once), so what W processes cost by themselves (smaller batches of "
           "records each, W interpreters on the cores) is not counted as queueing; each fleet "
           "against the library of its own round, the median of those differences (range: "
           "their least and greatest); vs 1 proc: medians, minus the library's in one process. "
           "The library alone records its runs in the same PostgreSQL and tunes the collector "
-          "as a worker does. With "
+          "as a worker does. Beside a spinner: the library alone in one process beside one "
+          "that spins 1 ms and sleeps 1 ms; its queueing column is what that neighbour adds to "
+          "the library's own CPU per run (paired by round). With "
           f"{os.cpu_count()} cores shared by every process the ratio is bounded by the cores.")
 
 
@@ -459,6 +500,9 @@ def main() -> None:
                         "(several: comma-separated, each run in turn)")
     parser.add_argument("--raw", action="store_true", help="print each fleet's figures "
                         "(stderr), not only the medians")
+    parser.add_argument("--probe", action="store_true", help="also read every run's stream "
+                        "in Redis as it is written (the 'at Redis' column); the probe shares "
+                        "the cores, so the CPU figures of those rounds carry its load")
     parser.add_argument("--profile", default="", help="write each fleet process's cProfile "
                         "here (gateway and workers)")
     parser.add_argument("--role", choices=["client", "direct", "probe"], default="client",
@@ -489,6 +533,8 @@ def main() -> None:
         time.sleep(1.0)
         runs: dict[str, list[dict[str, float]]] = {}
         alone: dict[int, list[dict[str, float]]] = {}
+        beside: list[dict[str, float]] = []  # the library in one process beside a spinner
+        db = f"{PG}?schema={schema}"
         for _ in range(args.repeat):
             for w in map(int, args.workers.split(",")):
                 name = f"{w} worker" + ("s" if w > 1 else "")
@@ -498,13 +544,16 @@ def main() -> None:
                     if procs == 1 and len(alone.get(1, [])) > len(alone.get(w, [])):
                         continue  # one baseline in one process per round
                     alone.setdefault(procs, []).append(
-                        library(procs, args.runs, args.active, f"{PG}?schema={schema}", env))
+                        library(procs, args.runs, args.active, db, env))
+                    if procs == 1:
+                        beside.append(library(1, args.runs, args.active, db, env, True))
                 for k, tree in enumerate(filter(None, args.compare.split(","))):
                     other = {**env, "PYTHONPATH": env["PYTHONPATH"].replace(src, tree)}
                     label = " (before)" if "," not in args.compare else f" ({k + 1}: before)"
                     runs.setdefault(name + label, []).append(
-                        fleet(w, args.runs, args.active, other, root))
-                runs.setdefault(name, []).append(fleet(w, args.runs, args.active, env, root))
+                        fleet(w, args.runs, args.active, other, root, args.probe))
+                runs.setdefault(name, []).append(
+                    fleet(w, args.runs, args.active, env, root, args.probe))
         if args.raw:  # every fleet's figures, not only their medians
             for name, rs in runs.items():
                 for r in rs:
@@ -515,11 +564,13 @@ def main() -> None:
                 for name, rs in runs.items()]
         bases = {procs: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
                  for procs, rs in alone.items()}
+        spun = {**{k: statistics.median(r[k] for r in beside) for k in beside[0]},
+                **paired(beside, alone[1])}
     finally:
         model.terminate()
         model.wait(10)
         asyncio.run(cleanup(schema, "bench-none"))
-    table(args, bases, rows)
+    table(args, bases, rows, spun)
 
 
 if __name__ == "__main__":
