@@ -30,9 +30,14 @@ from thinkloop.events import (
     to_dict,
 )
 from thinkloop.models.scripted import call, reply
-from thinkloop.server.live import event_json
 from thinkloop.store import SQLiteStore
-from thinkloop.store.serialize import LoggedEvents, event_from_row, event_row, event_to_dict
+from thinkloop.store.serialize import (
+    LoggedEvents,
+    event_from_row,
+    event_row,
+    event_to_dict,
+    wire_json,
+)
 from thinkloop.types import Usage
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "thinkloop"
@@ -113,7 +118,7 @@ def test_each_event_round_trips_through_the_store_and_the_wire(cls: type[Event])
     assert from_dict(orjson.loads(orjson.dumps(to_dict(event)))) == event
     assert event_from_row("run-1", event_row(event)) == event  # the audit log
     assert from_dict(event_to_dict(event)) == event  # runs show --json
-    wire = orjson.loads(event_json(9, event))  # SSE data and WebSocket frames
+    wire = orjson.loads(wire_json(9, event))  # SSE data and WebSocket frames
     assert set(wire) == {"id", "type", "run_id", "step", "ts", "payload"}
     assert (wire["id"], wire["type"], wire["step"]) == (9, cls.type, 3)
     assert from_dict(wire) == event
@@ -172,7 +177,7 @@ def test_the_wire_form_is_the_dict_orjson_writes(cls: type[Event]) -> None:
     # Built from the audit-log row's payload bytes, it stays byte for byte what SSE clients,
     # the Tail and Last-Event-ID resumes read.
     event = _full(cls)
-    assert event_json(9, event) == orjson.dumps({"id": 9, **to_dict(event)}, default=str)
+    assert wire_json(9, event) == orjson.dumps({"id": 9, **to_dict(event)}, default=str)
 
 
 def test_an_event_logged_and_sent_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +192,7 @@ def test_an_event_logged_and_sent_is_encoded_once(monkeypatch: pytest.MonkeyPatc
     event = RunStarted("r", 0, task="hi", model="m")
     logged = LoggedEvents()
     logged.add(event)  # the worker's store, then its Redis stream: one encoding
-    wire = event_json(1, event)
+    wire = wire_json(1, event)
     assert reads == ["run.started"]
     assert orjson.loads(wire)["payload"] == {"task": "hi", "model": "m"}
     assert logged.rows()[0][3] == '{"task":"hi","model":"m"}'

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from thinkloop.workers.execute import AbortsAsked
+from thinkloop.workers.execute import aborts_asked
 
 
 class Requests:
@@ -28,8 +28,8 @@ def test_runs_starting_together_are_asked_about_in_one_query() -> None:
     store = Requests({"r3", "r7"})
 
     async def main() -> list[bool]:
-        aborts = AbortsAsked(store)
-        return list(await asyncio.gather(*(aborts.asked(f"r{i}") for i in range(10))))
+        aborts = aborts_asked(store)
+        return list(await asyncio.gather(*(aborts(f"r{i}") for i in range(10))))
 
     answers = asyncio.run(main())
     assert answers == [i in (3, 7) for i in range(10)]
@@ -40,26 +40,26 @@ def test_runs_arriving_during_a_query_go_in_the_next_one() -> None:
     store = Requests({"late"})
 
     async def main() -> tuple[bool, bool]:
-        aborts = AbortsAsked(store)
-        first = asyncio.ensure_future(aborts.asked("early"))
+        aborts = aborts_asked(store)
+        first = asyncio.ensure_future(aborts("early"))
         await asyncio.sleep(0.005)  # the first query is out
-        return await first, await aborts.asked("late")
+        return await first, await aborts("late")
 
     assert asyncio.run(main()) == (False, True)
     assert store.queries == [["early"], ["late"]]
 
 
-def test_a_failed_query_fails_each_of_its_runs_and_a_cancelled_start_is_skipped() -> None:
+def test_a_failed_query_fails_each_of_its_runs_and_a_cancelled_start_is_left_out_of_it() -> None:
     store = Requests(set(), fail=True)
 
     async def main() -> None:
-        aborts = AbortsAsked(store)
-        gone = asyncio.ensure_future(aborts.asked("gone"))
-        waiting = asyncio.ensure_future(aborts.asked("waiting"))
+        aborts = aborts_asked(store)
+        gone = asyncio.ensure_future(aborts("gone"))
+        waiting = asyncio.ensure_future(aborts("waiting"))
         await asyncio.sleep(0)
         gone.cancel()
         with pytest.raises(OSError, match="away"):
             await waiting
 
     asyncio.run(main())
-    assert store.queries == [["gone", "waiting"]]
+    assert store.queries == [["waiting"]]

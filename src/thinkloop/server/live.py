@@ -54,7 +54,7 @@ class LiveRun(Wakeups):
 
     def publish(self, event: Event) -> int:
         seq = len(self.events) + 1
-        self.events.append(event_json(seq, event))
+        self.events.append(wire_json(seq, event))
         self._wake()
         return seq
 
@@ -94,12 +94,6 @@ class LiveRun(Wakeups):
 
 def _sees(run: LiveRun, user: str, admin: bool) -> bool:
     return run.user == user or (admin and run.channel)
-
-
-def event_json(seq: int, event: Event) -> bytes:
-    """The one wire form of an event (SSE data, WebSocket frames, the web page, a worker's
-    Redis stream): its payload the bytes the audit log holds, encoded once per event."""
-    return wire_json(seq, event)
 
 
 class LiveRuns:

@@ -27,12 +27,12 @@ from thinkloop.api import (
     RunHandle,
     RunResult,
     is_silent,
+    wire_json,
 )
 from thinkloop.channels import Outgoing
 from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
 from thinkloop.server.inputs import InputHub
-from thinkloop.server.live import event_json
 from thinkloop.workers.bus import Bus
 from thinkloop.workers.rows import End, RunRow, Taken
 from thinkloop.workers.together import Together
@@ -167,41 +167,16 @@ class Outbox:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-class AbortsAsked:
-    """Whether the store holds an abort request (``thinkloop runs abort``) for runs about to
-    start, asked for all the runs starting meanwhile in one query: a burst of 200 starts was
-    200 queries, each a round trip."""
+def aborts_asked(store: AbortRequests) -> Together[str, bool]:
+    """Whether the store holds an abort request (``thinkloop runs abort``) for a run about
+    to start, asked for all the runs starting meanwhile in one query: a burst of 200 starts
+    was 200 queries, each a round trip."""
 
-    def __init__(self, store: AbortRequests) -> None:
-        self.store = store
-        self._waiting: dict[str, list[asyncio.Future[bool]]] = {}
-        self._task: asyncio.Task[None] | None = None
+    async def ask(run_ids: list[str]) -> list[bool]:
+        asked = set(await store.abort_requests(run_ids))
+        return [run_id in asked for run_id in run_ids]
 
-    async def asked(self, run_id: str) -> bool:
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
-        self._waiting.setdefault(run_id, []).append(answer)
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._ask())
-        return await answer
-
-    async def _ask(self) -> None:
-        await asyncio.sleep(0)  # the starts of this turn of the loop go with the first
-        while self._waiting:  # those that came while a query was out go in the next
-            batch, self._waiting = self._waiting, {}
-            try:
-                asked: set[str] | BaseException = set(
-                    await self.store.abort_requests(list(batch)))
-            except Exception as exc:
-                asked = exc
-            for run_id, answers in batch.items():
-                for answer in answers:
-                    if answer.done():  # its start was cancelled
-                        continue
-                    if isinstance(asked, BaseException):
-                        answer.set_exception(asked)
-                    else:
-                        answer.set_result(run_id in asked)
+    return Together(ask)
 
 
 class Takes:
@@ -209,7 +184,7 @@ class Takes:
     (:class:`~thinkloop.workers.together.Together`): one script call for the jobs of one
     take, where each was a round trip of its own (a worker's own per-run CPU, issue 31's
     profile). Each take still waits for its run's abort answer first
-    (:class:`AbortsAsked`), so a run the store aborts never moves to running."""
+    (:func:`aborts_asked`), so a run the store aborts never moves to running."""
 
     def __init__(self, bus: Bus, max_deaths: int, lease_ms: int, worker: str) -> None:
         self.bus, self.max_deaths, self.lease_ms, self.worker = bus, max_deaths, lease_ms, worker
@@ -240,7 +215,7 @@ class Pump:
         if self.dropping:
             return
         self.seq += 1
-        self.outbox.add(self.run_id, self.seq, event_json(self.seq, event))
+        self.outbox.add(self.run_id, self.seq, wire_json(self.seq, event))
 
     async def close(self) -> None:
         await self.outbox.flush()

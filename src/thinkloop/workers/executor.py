@@ -23,11 +23,11 @@ from thinkloop.server.inputs import Answer
 from thinkloop.workers.bus import Bus
 from thinkloop.workers.connect import FleetStore
 from thinkloop.workers.execute import (
-    AbortsAsked,
     FleetHub,
     Outbox,
     Pump,
     Takes,
+    aborts_asked,
     answer_text,
     result_view,
 )
@@ -59,7 +59,7 @@ class Executor:
         self.jobs: dict[str, Job] = {}
         self.hub = FleetHub(bus, self.pumps)
         self.outbox = Outbox(bus, give_up_s=settings.lease_s / 2)
-        self.aborts = AbortsAsked(store)
+        self.aborts = aborts_asked(store)
         self.takes = Takes(bus, settings.max_deaths, int(settings.lease_s * 1000), name)
         self.router = router(self.hub)
         # The arq jobs whose runs execute here -> their run's id: each one's lease is renewed
@@ -142,7 +142,7 @@ class Executor:
     async def execute(self, run_id: str, job_id: str, job_try: int) -> None:
         # `thinkloop runs abort` writes to the store: read before the take, which cancels a
         # queued run it names instead of moving it to running.
-        asked = await self.aborts.asked(run_id)
+        asked = await self.aborts(run_id)
         self.leases[job_id] = run_id
         try:
             # The lease is renewed at once (arq took the job for its own week-long timeout),
