@@ -20,7 +20,7 @@ The probe shares the cores with the fleet it measures (it reads and parses every
 every run once more), and on 2 cores a neighbour that wakes often makes every other process
 dearer: it runs only with ``--probe`` (the "at Redis" column), and the CPU figures of those
 rounds carry its load. How much a neighbour alone adds is measured in every round: the library
-alone beside a process that spins 1 ms and sleeps 1 ms ("beside a neighbour"), its own code
+alone beside a process that spins 1 ms and sleeps 1 ms ("beside a spinner"), its own code
 unchanged.
 
 The baseline, measured in the same run and interleaved with the fleets, is the library
@@ -455,7 +455,7 @@ def table(args: argparse.Namespace, bases: dict[int, dict[str, float]],
     libraries = [("library alone" + (f", {procs} procs" if procs > 1 else ""), b, "-", "-")
                  for procs, b in sorted(bases.items())]
     # Beside a neighbour: what it adds to the library's own CPU (paired as the fleets are).
-    libraries.append(("library, beside a spinner", beside, f"{beside['queueing']:.1f}",
+    libraries.append(("library beside a spinner", beside, f"{beside['queueing']:.1f}",
                       f"{beside['queueing_lo']:>6.1f} to{beside['queueing_hi']:>5.1f}"))
     for name, b, added, spread in libraries:
         print(f"{name:24}{b['runs_per_s']:>8.1f}{b['runs_per_s'] / one['runs_per_s']:>7.2f}"
