@@ -18,8 +18,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -387,3 +388,38 @@ async def drop_keys(redis: Any, prefix: str, job: str = "") -> None:
         keys += [f"{p}{job}" for p in (arq.job_key_prefix, arq.in_progress_key_prefix)]
     if keys:
         await redis.delete(*keys)
+
+
+@dataclass
+class RunsInRedis:
+    """A test's fleet state in Redis: its own key prefix's bus, its runs' rows created there,
+    and (if held) the arq job ``job`` that worker ``w1`` holds while a run executes."""
+
+    redis: Any
+    bus: Any
+    rows: list[Any]
+    job: str
+
+
+@asynccontextmanager
+async def runs_in_redis(*run_ids: str, job_held: bool = True) -> AsyncIterator[RunsInRedis]:
+    """:class:`RunsInRedis` on the real Redis, every key of it dropped afterwards."""
+    from redis.asyncio import Redis
+
+    from thinkloop.workers.bus import Bus
+    from thinkloop.workers.rows import RunRow
+
+    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
+    job = f"{prefix}-job"
+    redis = Redis.from_url(REDIS_URL)
+    bus = Bus(redis, prefix)
+    try:
+        rows = [RunRow(run_id, "u", "steps", None, "queued", time.time()) for run_id in run_ids]
+        for row in rows:
+            await bus.create(row)
+        if job_held:
+            await held_job(redis, bus, job)
+        yield RunsInRedis(redis, bus, rows, job)
+    finally:
+        await drop_keys(redis, prefix, job if job_held else "")
+        await redis.aclose()

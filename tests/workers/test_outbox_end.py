@@ -5,37 +5,23 @@ own), each end numbered after its run's events, in its stream and in the news.""
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from typing import Any
 
 import pytest
 from arq import constants as arq
-from redis.asyncio import Redis
-from tests.workers.conftest import REDIS_URL, drop_keys, held_job
+from tests.workers.conftest import runs_in_redis
 
 from thinkloop.workers import scripts
-from thinkloop.workers.bus import Bus
 from thinkloop.workers.execute import Outbox
-from thinkloop.workers.rows import RunRow
 
 pytestmark = pytest.mark.usefixtures("redis_up")
 
 
 def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
-    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
-    job = f"{prefix}-job"
-
     async def main() -> dict[str, Any]:
-        redis = Redis.from_url(REDIS_URL)
-        bus = Bus(redis, prefix)
-        try:
-            rows = [RunRow(run_id, "u", "steps", None, "queued", time.time())
-                    for run_id in ("a", "b")]
-            for row in rows:
-                await bus.create(row)
-            # "a" ran here as arq's job: its end also finishes the job and counts it off.
-            await held_job(redis, bus, job)
+        # "a" ran here as arq's job: its end also finishes the job and counts it off.
+        async with runs_in_redis("a", "b") as held:
+            redis, bus, rows, job = held.redis, held.bus, held.rows, held.job
             await redis.script_load(scripts.WRITE)  # not loaded on the way: one call to count
             calls: list[str] = []
             execute = redis.execute_command
@@ -64,9 +50,6 @@ def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
                     "job": [await redis.exists(arq.job_key_prefix + job,
                                                arq.in_progress_key_prefix + job),
                             await redis.zscore(bus.queue, job)]}
-        finally:
-            await drop_keys(redis, prefix, job)
-            await redis.aclose()
 
     got = asyncio.run(main())
     assert got["calls"] == ["EVALSHA"]
@@ -85,23 +68,13 @@ def test_runs_ending_together_end_with_their_last_events_in_one_call() -> None:
 def test_a_run_whose_lease_lapsed_unclaimed_is_still_counted_off_its_worker_at_its_end() -> None:
     # A worker whose loop stalled past a lease nobody else took still ends the run it ran:
     # its count of runs goes down with the end it writes, lease or not.
-    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
-    job = f"{prefix}-job"
-
     async def main() -> tuple[dict[str, int], Any]:
-        redis = Redis.from_url(REDIS_URL)
-        bus = Bus(redis, prefix)
-        try:
-            row = RunRow("c", "u", "steps", None, "queued", time.time())
-            await bus.create(row)
-            await held_job(redis, bus, job)
+        async with runs_in_redis("c") as held:
+            redis, bus, (row,), job = held.redis, held.bus, held.rows, held.job
             await redis.delete(arq.in_progress_key_prefix + job)  # the lease lapsed
             outbox = Outbox(bus)
             await outbox.end(row, "completed", {}, ("w1", job))
             await outbox.aclose()
             return await bus.running(), await redis.hget(bus.key("running"), "w1")
-        finally:
-            await drop_keys(redis, prefix, job)
-            await redis.aclose()
 
     assert asyncio.run(main()) == ({}, b"0")

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from tests.workers.conftest import REDIS_URL, drop_keys, held_job
+from tests.workers.conftest import runs_in_redis
 
 from thinkloop.workers.bus import Bus
 from thinkloop.workers.execute import Outbox
-from thinkloop.workers.rows import RunRow
 
 pytestmark = pytest.mark.usefixtures("redis_up")
 
@@ -42,16 +39,9 @@ def _failing(bus: Bus, times: int, reached: bool) -> list[str]:
 
 @pytest.mark.parametrize("reached", [False, True], ids=["refused", "reply-lost"])
 def test_a_failed_write_is_tried_again_and_nothing_is_lost_or_doubled(reached: bool) -> None:
-    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
-    job = f"{prefix}-job"
-
     async def main() -> dict[str, Any]:
-        redis = Redis.from_url(REDIS_URL)
-        bus = Bus(redis, prefix)
-        try:
-            row = RunRow("a", "u", "steps", None, "queued", time.time())
-            await bus.create(row)
-            await held_job(redis, bus, job)
+        async with runs_in_redis("a") as held:
+            redis, bus, (row,), job = held.redis, held.bus, held.rows, held.job
             failed = _failing(bus, 2, reached)
             outbox = Outbox(bus, gap_s=0.001)
             for n in (1, 2, 3):
@@ -67,9 +57,6 @@ def test_a_failed_write_is_tried_again_and_nothing_is_lost_or_doubled(reached: b
             return {"failed": failed, "stream": stream, "news": news,
                     "status": got.status if got else None, "running": await bus.running(),
                     "count": await redis.hget(bus.key("running"), "w1")}
-        finally:
-            await drop_keys(redis, prefix, job)
-            await redis.aclose()
 
     got = asyncio.run(main())
     assert len(got["failed"]) == 2
@@ -81,14 +68,9 @@ def test_a_failed_write_is_tried_again_and_nothing_is_lost_or_doubled(reached: b
 
 
 def test_a_write_that_keeps_failing_gives_up_and_its_end_says_why() -> None:
-    prefix = f"tlt-{uuid.uuid4().hex[:8]}"
-
     async def main() -> tuple[BaseException | None, float, list[str]]:
-        redis = Redis.from_url(REDIS_URL)
-        bus = Bus(redis, prefix)
-        try:
-            row = RunRow("b", "u", "steps", None, "queued", time.time())
-            await bus.create(row)
+        async with runs_in_redis("b", job_held=False) as held:
+            bus, (row,) = held.bus, held.rows
             failed = _failing(bus, 1000, False)
             outbox = Outbox(bus, gap_s=0.001, give_up_s=0.5)
             outbox.add("b", 1, b'{"id":1}')
@@ -101,9 +83,6 @@ def test_a_write_that_keeps_failing_gives_up_and_its_end_says_why() -> None:
             took = time.monotonic() - t0
             await asyncio.wait_for(outbox.aclose(), 10)
             return error, took, failed
-        finally:
-            await redis.delete(*[k async for k in redis.scan_iter(f"{prefix}*")])
-            await redis.aclose()
 
     error, took, failed = asyncio.run(main())
     assert isinstance(error, RedisConnectionError)
