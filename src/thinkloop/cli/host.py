@@ -80,7 +80,8 @@ async def _host(confinement: Any, settings: Any, notify: Any) -> int:
     from thinkloop.cli.stdio_channel import Output, Redactor
     from thinkloop.cli.stdio_payload import markers_for, parse, read_payload
     from thinkloop.workers import blocks
-    from thinkloop.workers.host import HostRunner, RetryPolicy
+    from thinkloop.workers.host import HostRunner
+    from thinkloop.workers.retry import RetryPolicy
 
     raw = await asyncio.to_thread(read_payload, sys.stdin)
     payload: Any = None

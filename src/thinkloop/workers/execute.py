@@ -34,10 +34,13 @@ from thinkloop.core.errors import ChannelError
 from thinkloop.core.events import Event, InputRequested
 from thinkloop.server.inputs import InputHub
 from thinkloop.workers.bus import Bus
+from thinkloop.workers.retry import RetryPolicy
 from thinkloop.workers.rows import End, RunRow, Taken
 from thinkloop.workers.together import Together
 
 log = logging.getLogger("thinkloop.workers")
+# The waits between tries of a failed outbox write (it gives up by time: Outbox.give_up_s).
+WRITE_RETRY = RetryPolicy(base_s=0.1, max_s=2.0)
 
 
 class Outbox:
@@ -158,7 +161,7 @@ class Outbox:
         self._upcoming().add_done_callback(answer)
         self._inflight = None
         self._wake.set()
-        return float(min(2.0, 0.1 * 2 ** (tries - 1)))
+        return WRITE_RETRY.delay(tries)
 
     async def aclose(self) -> None:
         await self.flush()

@@ -24,10 +24,8 @@ import orjson
 from thinkloop.core.errors import ChannelError
 from thinkloop.workers.blocks import BlockReader
 from thinkloop.workers.confine import Confinement
+from thinkloop.workers.retry import RetryPolicy
 
-MAX_RETRIES = 5  # the seed's MAX_RETRIES
-BASE_RETRY_S = 5.0
-MAX_RETRY_S = 300.0
 ATTEMPT_TIMEOUT_S = 1800.0
 STDERR_TAIL = 2000
 
@@ -35,16 +33,6 @@ OnBlock = Callable[[dict[str, Any]], Awaitable[None]]
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 # Follow-up messages for the running child; None: the person's input ended.
 FollowUps = asyncio.Queue[dict[str, Any] | None]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    retries: int = MAX_RETRIES  # retries after the first attempt
-    base_s: float = BASE_RETRY_S
-    max_s: float = MAX_RETRY_S
-
-    def delay(self, failures: int) -> float:
-        return float(min(self.base_s * 2 ** (failures - 1), self.max_s))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,10 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkloop.workers.retry import RetryPolicy
+
 log = logging.getLogger("thinkloop.workers")
+NEWS_RETRY = RetryPolicy(retries=8, base_s=0.1, max_s=1.0)  # the news reader's reconnects
 Item = tuple[int, bytes]  # an event's number and its value (the news' form)
 END_MARK = b"end:"  # a news value that is a run's end (an event's is its JSON object)
 # A run queued here but not followed yet keeps at most this many of its events for its
@@ -90,9 +93,9 @@ class Tail:
 
     def __init__(self, redis: Any, news: str, ev_prefix: str, block_ms: int = 1000,
                  count: int = 200, resync_s: float = 2.0, gather_s: float = 0.02,
-                 expect_s: float = 30.0, retries: int = 8) -> None:
+                 expect_s: float = 30.0, retry: RetryPolicy = NEWS_RETRY) -> None:
         self.redis, self.news, self.ev_prefix = redis, news, ev_prefix
-        self.retries = retries  # reconnections in a row before followers get the error
+        self.retry = retry  # its retries: reconnections in a row before followers fail
         self._tries = 0
         self.block_ms, self.count, self.resync_s = block_ms, count, resync_s
         self.expect_s = expect_s  # how long a run queued here waits for its follower
@@ -217,7 +220,7 @@ class Tail:
     async def _read(self, ready: asyncio.Future[None]) -> None:
         """Read the news for as long as anyone follows. A connection that fails once the
         reader has run (Redis restarting, a connection cut) is opened again, after 0.1 s,
-        then twice as long up to 1 s, ``retries`` times, each follower reading its run's
+        then twice as long up to 1 s, ``retry.retries`` times, each follower reading its run's
         stream again from where it is (what the news brought meanwhile is there): a failure
         cut every client's stream. Past that, or before the first read, every follower
         gets the error, as from its own ``XREAD``."""
@@ -235,10 +238,10 @@ class Tail:
                 return
             except Exception as exc:
                 self._tries += 1
-                if not ready.done() or self._tries > self.retries:
+                if not ready.done() or self._tries > self.retry.retries:
                     self._fail_all(exc, ready)
                     return
-                pause = min(1.0, 0.1 * 2 ** (self._tries - 1))
+                pause = self.retry.delay(self._tries)
                 log.warning("reading the fleet's news failed (%r); again in %.1fs", exc, pause)
             finally:
                 if not clean:
